@@ -1,0 +1,421 @@
+//! Building one candidate: shim + candidate -> shared library with nvcc, then the facts
+//! the verifier and the diagnoses need (ptxas resources, SASS with line info, imports).
+//!
+//! Builds are cached by a content hash of everything that can change the binary (sources,
+//! task headers, flags, arch, nvcc version), and a cache entry is published by an atomic
+//! rename, so parallel builds of the same candidate never see half an entry. Failed builds
+//! are cached too: a generator that repeats itself costs no second compile.
+
+pub mod imports;
+pub mod shim;
+
+use crate::process;
+use crate::task::Task;
+use crate::toolchain::{EnvError, Toolchain};
+use imports::{ForbiddenImport, LinkFacts};
+use sass::ptxas::{parse_ptxas, PtxasReport};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Bumped whenever the layout of a cache entry or the shim changes.
+const CACHE_FORMAT: &str = "nightshift-build-v1";
+const LIBRARY_NAME: &str = "kernel.so";
+const RECORD_NAME: &str = "build.json";
+pub const SASS_NAME: &str = "sass.txt";
+pub const SASS_LINES_NAME: &str = "sass_lines.txt";
+pub const LOG_NAME: &str = "build.log";
+const NVCC_TIMEOUT: Duration = Duration::from_secs(600);
+
+#[derive(Debug, Clone)]
+pub struct BuildSpec<'a> {
+    pub task: &'a Task,
+    pub source: &'a Path,
+    /// Baseline and reference may link `baseline_libs`; candidates may not.
+    pub trusted: bool,
+    /// `sm_90a`, `sm_90`, ...
+    pub arch: String,
+    pub extra_flags: Vec<String>,
+    /// `-DNAME=VALUE` macros (the tuner's knobs).
+    pub defines: BTreeMap<String, String>,
+}
+
+/// Why a candidate did not become a loadable library.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum BuildFailure {
+    Compile { log: String },
+    MissingEntry { entry: String, detail: String },
+    ForbiddenImport { imports: Vec<ForbiddenImport> },
+}
+
+impl BuildFailure {
+    pub fn summary(&self) -> String {
+        match self {
+            BuildFailure::Compile { log } => {
+                let first = log.lines().find(|l| l.contains("error")).unwrap_or("nvcc failed");
+                format!("build error: {}", first.trim())
+            }
+            BuildFailure::MissingEntry { detail, .. } => detail.clone(),
+            BuildFailure::ForbiddenImport { imports } => {
+                let list: Vec<String> = imports.iter().map(|i| i.reason.clone()).collect();
+                format!("forbidden import: {}", list.join("; "))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct BuildRecord {
+    key: String,
+    source_name: String,
+    command: Vec<String>,
+    nvcc_seconds: f64,
+    failure: Option<BuildFailure>,
+    ptxas: PtxasReport,
+    link: LinkFacts,
+    has_sass: bool,
+    has_sass_lines: bool,
+    notes: Vec<String>,
+}
+
+/// A built candidate (or a cached one).
+#[derive(Debug, Clone, Serialize)]
+pub struct Built {
+    pub key: String,
+    pub dir: PathBuf,
+    pub library: PathBuf,
+    /// The file name the candidate had, as line info reports it.
+    pub source_name: String,
+    pub cached: bool,
+    /// Wall time of this call (near zero when cached).
+    pub seconds: f64,
+    /// What nvcc took when the entry was first built.
+    pub nvcc_seconds: f64,
+    pub ptxas: PtxasReport,
+    pub link: LinkFacts,
+    pub sass: Option<PathBuf>,
+    pub sass_lines: Option<PathBuf>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{}", failure.summary())]
+    Rejected { failure: BuildFailure, dir: PathBuf, seconds: f64 },
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    #[error("{0}")]
+    Io(String),
+}
+
+/// The directory builds and other reusable artifacts are cached in.
+pub fn cache_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("NIGHTSHIFT_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("nightshift");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(home).join(".cache/nightshift");
+    }
+    PathBuf::from(".nightshift-cache")
+}
+
+/// `sm_90a` -> `-gencode=arch=compute_90a,code=sm_90a`.
+pub fn gencode(arch: &str) -> Result<String, String> {
+    let digits = arch.strip_prefix("sm_").ok_or_else(|| format!("`{arch}`: expected an architecture like sm_90a or sm_90"))?;
+    let valid = digits.len() >= 2
+        && digits.chars().take_while(|c| c.is_ascii_digit()).count() >= 2
+        && digits.chars().skip_while(|c| c.is_ascii_digit()).all(|c| c.is_ascii_lowercase())
+        && digits.chars().skip_while(|c| c.is_ascii_digit()).count() <= 1;
+    if !valid {
+        return Err(format!("`{arch}`: expected an architecture like sm_90a or sm_90"));
+    }
+    Ok(format!("-gencode=arch=compute_{digits},code={arch}"))
+}
+
+/// The best build target for a device of compute capability `major.minor`: the
+/// architecture-specific variant where one exists (wgmma and setmaxnreg need sm_90a).
+pub fn arch_for_capability(major: i32, minor: i32) -> String {
+    if major >= 9 {
+        format!("sm_{major}{minor}a")
+    } else {
+        format!("sm_{major}{minor}")
+    }
+}
+
+fn task_headers(task: &Task) -> Vec<(String, Vec<u8>)> {
+    let mut headers = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(&task.dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            let is_header = p.extension().and_then(|x| x.to_str()).is_some_and(|x| matches!(x, "h" | "cuh" | "hpp" | "inc"));
+            if is_header {
+                if let Ok(bytes) = std::fs::read(&p) {
+                    headers.push((p.file_name().unwrap().to_string_lossy().into_owned(), bytes));
+                }
+            }
+        }
+    }
+    headers.sort();
+    headers
+}
+
+/// Finds `lib<name>.so` (or its highest `.so.N`) in the toolchain's library folder.
+fn find_library(tc: &Toolchain, name: &str) -> Option<PathBuf> {
+    let dir = tc.lib_dir();
+    let plain = dir.join(format!("lib{name}.so"));
+    if plain.exists() {
+        return Some(plain);
+    }
+    let prefix = format!("lib{name}.so.");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix) && n[prefix.len()..].split('.').count() == 1))
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+fn nvcc_command(tc: &Toolchain, spec: &BuildSpec, gencode: &str) -> Result<Vec<String>, BuildError> {
+    let mut args: Vec<String> = vec![
+        "-O3".into(),
+        gencode.into(),
+        "-lineinfo".into(),
+        "-Xptxas".into(),
+        "-v".into(),
+        "-shared".into(),
+        "-Xcompiler".into(),
+        "-fPIC".into(),
+        "-cudart".into(),
+        "none".into(),
+        format!("-I{}", spec.task.dir.display()),
+    ];
+    args.extend(spec.task.build.flags.iter().cloned());
+    args.extend(spec.extra_flags.iter().cloned());
+    for (k, v) in &spec.defines {
+        args.push(format!("-D{k}={v}"));
+    }
+    args.extend(["-Xlinker".into(), tc.cudart.display().to_string()]);
+    for lib in spec.task.libs_for(spec.trusted) {
+        let path = find_library(tc, &lib).ok_or_else(|| {
+            BuildError::Env(EnvError {
+                what: format!("lib{lib}.so (the task links {lib})"),
+                hint: format!("install it next to the CUDA runtime in {}", tc.lib_dir().display()),
+            })
+        })?;
+        args.extend(["-Xlinker".into(), path.display().to_string()]);
+    }
+    args.extend([
+        "-Xlinker".into(),
+        format!("-rpath={}", tc.lib_dir().display()),
+        "-Xlinker".into(),
+        "-Bsymbolic".into(),
+        "-o".into(),
+        LIBRARY_NAME.into(),
+        "shim.cu".into(),
+    ]);
+    Ok(args)
+}
+
+/// Builds `spec` (or returns the cached build) under `cache/build/`.
+pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec) -> Result<Built, BuildError> {
+    let started = Instant::now();
+    let source = std::fs::read(spec.source).map_err(|e| BuildError::Io(format!("cannot read {}: {e}", spec.source.display())))?;
+    let source_name = spec
+        .source
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.contains('"') && !n.contains('\\'))
+        .unwrap_or("kernel.cu")
+        .to_string();
+    let gencode = gencode(&spec.arch).map_err(BuildError::Io)?;
+    let shim = shim::shim_source(spec.task, &source_name);
+    let command = nvcc_command(tc, spec, &gencode)?;
+
+    let mut h = Sha256::new();
+    for part in [CACHE_FORMAT.as_bytes(), tc.nvcc_version.as_bytes(), tc.nvcc.as_os_str().as_encoded_bytes(), command.join("\x1f").as_bytes(), shim.as_bytes(), source_name.as_bytes(), &source] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    for (name, bytes) in task_headers(spec.task) {
+        h.update(name.as_bytes());
+        h.update(&bytes);
+    }
+    let key: String = h.finalize().iter().take(12).map(|b| format!("{b:02x}")).collect();
+    let root = cache.join("build");
+    let dir = root.join(&key);
+
+    if let Some(built) = load_cached(&dir, started)? {
+        return Ok(built);
+    }
+
+    std::fs::create_dir_all(&root).map_err(|e| BuildError::Io(format!("cannot create the build cache {}: {e}", root.display())))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{key}-"))
+        .tempdir_in(&root)
+        .map_err(|e| BuildError::Io(format!("cannot create a build folder in {}: {e}", root.display())))?;
+    let work = tmp.path();
+    let io = |e: std::io::Error| BuildError::Io(format!("writing the build folder: {e}"));
+    std::fs::write(work.join(&source_name), &source).map_err(io)?;
+    std::fs::write(work.join("shim.cu"), &shim).map_err(io)?;
+
+    let mut cmd = Command::new(&tc.nvcc);
+    cmd.args(&command).current_dir(work);
+    let out = process::run_captured(&mut cmd, NVCC_TIMEOUT).map_err(|e| BuildError::Io(format!("cannot run {}: {e}", tc.nvcc.display())))?;
+    let log = format!("$ nvcc {}\n{}{}", command.join(" "), out.stdout, out.stderr);
+    std::fs::write(work.join(LOG_NAME), &log).map_err(io)?;
+
+    let mut record = BuildRecord {
+        key: key.clone(),
+        source_name: source_name.clone(),
+        command: command.clone(),
+        nvcc_seconds: out.seconds,
+        failure: None,
+        ptxas: parse_ptxas(&out.stderr),
+        link: LinkFacts::default(),
+        has_sass: false,
+        has_sass_lines: false,
+        notes: Vec::new(),
+    };
+    if !out.success() {
+        let mut log_tail = format!("{}{}", out.stdout, out.stderr);
+        if out.timed_out {
+            log_tail.push_str(&format!("\nnvcc {}", out.describe_end(NVCC_TIMEOUT)));
+        }
+        record.failure = Some(BuildFailure::Compile { log: log_tail });
+    } else {
+        let lib_bytes = std::fs::read(work.join(LIBRARY_NAME)).map_err(io)?;
+        record.link = imports::read_link_facts(&lib_bytes).map_err(BuildError::Io)?;
+        record.failure = check_link(spec, &record.link);
+        if record.failure.is_none() {
+            dump_sass(tc, work, &mut record);
+        }
+    }
+    let json = serde_json::to_vec_pretty(&record).expect("a build record serializes");
+    std::fs::write(work.join(RECORD_NAME), json).map_err(io)?;
+
+    // Publish atomically; if a parallel build won the race, use its entry.
+    let kept = tmp.keep();
+    if std::fs::rename(&kept, &dir).is_err() {
+        let _ = std::fs::remove_dir_all(&kept);
+    }
+    let mut built = load_cached(&dir, started)?.ok_or_else(|| BuildError::Io(format!("the build entry {} vanished", dir.display())))?;
+    built.cached = false;
+    Ok(built)
+}
+
+fn check_link(spec: &BuildSpec, link: &LinkFacts) -> Option<BuildFailure> {
+    let entry = &spec.task.entry;
+    let imports_entry = link.imports.iter().any(|s| s.split('@').next() == Some(entry.as_str()));
+    if imports_entry || !link.exports.iter().any(|s| s == entry) {
+        return Some(BuildFailure::MissingEntry {
+            entry: entry.clone(),
+            detail: format!(
+                "missing entry: the candidate does not define `extern \"C\" void {entry}(...)`; every kernel of this task must export it with the task's signature"
+            ),
+        });
+    }
+    let forbidden = imports::forbidden_imports(link, &spec.task.libs_for(spec.trusted));
+    if !forbidden.is_empty() {
+        return Some(BuildFailure::ForbiddenImport { imports: forbidden });
+    }
+    None
+}
+
+fn dump_sass(tc: &Toolchain, work: &Path, record: &mut BuildRecord) {
+    let timeout = Duration::from_secs(120);
+    let Some(cuobjdump) = &tc.cuobjdump else {
+        record.notes.push("cuobjdump not found: no SASS kept".into());
+        return;
+    };
+    match process::run_captured(Command::new(cuobjdump).arg("-sass").arg(LIBRARY_NAME).current_dir(work), timeout) {
+        Ok(out) if out.success() => {
+            record.has_sass = std::fs::write(work.join(SASS_NAME), out.stdout).is_ok();
+        }
+        Ok(out) => record.notes.push(format!("cuobjdump -sass failed: {}", out.stderr.trim())),
+        Err(e) => record.notes.push(format!("cannot run cuobjdump: {e}")),
+    }
+    let Some(nvdisasm) = &tc.nvdisasm else {
+        record.notes.push("nvdisasm not found: SASS has no source lines".into());
+        return;
+    };
+    let cubins = work.join("cubins");
+    if std::fs::create_dir_all(&cubins).is_err() {
+        return;
+    }
+    let extracted = process::run_captured(
+        Command::new(cuobjdump).args(["-xelf", "all"]).arg(work.join(LIBRARY_NAME)).current_dir(&cubins),
+        timeout,
+    );
+    if !extracted.as_ref().is_ok_and(|o| o.success()) {
+        record.notes.push("cuobjdump -xelf failed: SASS has no source lines".into());
+        return;
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&cubins).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    files.sort();
+    let mut text = String::new();
+    for cubin in files.iter().filter(|p| p.extension().is_some_and(|x| x == "cubin")) {
+        match process::run_captured(Command::new(nvdisasm).args(["-c", "-gi"]).arg(cubin), timeout) {
+            Ok(out) if out.success() => text.push_str(&out.stdout),
+            Ok(out) => record.notes.push(format!("nvdisasm failed on {}: {}", cubin.display(), out.stderr.trim())),
+            Err(e) => record.notes.push(format!("cannot run nvdisasm: {e}")),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&cubins);
+    if !text.is_empty() {
+        record.has_sass_lines = std::fs::write(work.join(SASS_LINES_NAME), text).is_ok();
+    }
+}
+
+fn load_cached(dir: &Path, started: Instant) -> Result<Option<Built>, BuildError> {
+    let Ok(bytes) = std::fs::read(dir.join(RECORD_NAME)) else {
+        return Ok(None);
+    };
+    let Ok(record) = serde_json::from_slice::<BuildRecord>(&bytes) else {
+        // An unreadable entry (older format, disk trouble) is rebuilt, not trusted.
+        let _ = std::fs::remove_dir_all(dir);
+        return Ok(None);
+    };
+    if let Some(failure) = record.failure {
+        return Err(BuildError::Rejected { failure, dir: dir.to_path_buf(), seconds: started.elapsed().as_secs_f64() });
+    }
+    Ok(Some(Built {
+        key: record.key,
+        dir: dir.to_path_buf(),
+        library: dir.join(LIBRARY_NAME),
+        source_name: record.source_name,
+        cached: true,
+        seconds: started.elapsed().as_secs_f64(),
+        nvcc_seconds: record.nvcc_seconds,
+        ptxas: record.ptxas,
+        link: record.link,
+        sass: record.has_sass.then(|| dir.join(SASS_NAME)),
+        sass_lines: record.has_sass_lines.then(|| dir.join(SASS_LINES_NAME)),
+        notes: record.notes,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gencode_accepts_real_architectures_only() {
+        assert_eq!(gencode("sm_90a").unwrap(), "-gencode=arch=compute_90a,code=sm_90a");
+        assert_eq!(gencode("sm_90").unwrap(), "-gencode=arch=compute_90,code=sm_90");
+        assert_eq!(gencode("sm_100a").unwrap(), "-gencode=arch=compute_100a,code=sm_100a");
+        for bad in ["90", "sm_9", "sm_90ab", "sm_9x0", "compute_90", "sm_90A"] {
+            assert!(gencode(bad).is_err(), "{bad}");
+        }
+        assert_eq!(arch_for_capability(9, 0), "sm_90a");
+        assert_eq!(arch_for_capability(8, 6), "sm_86");
+    }
+}

@@ -1,0 +1,94 @@
+//! `nightshift check-env`: everything the verifier and the profilers need, found or not.
+
+use super::{print_json, EXIT_ENV, EXIT_PASSED};
+use crate::toolchain::{self, Toolchain};
+use serde::Serialize;
+use std::process::ExitCode;
+
+#[derive(Debug, Serialize)]
+struct Item {
+    name: &'static str,
+    found: bool,
+    /// Needed for `eval` (a missing essential makes check-env exit 3).
+    essential: bool,
+    detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hint: Option<String>,
+}
+
+fn item(name: &'static str, essential: bool, found: Result<String, String>) -> Item {
+    match found {
+        Ok(detail) => Item { name, found: true, essential, detail, hint: None },
+        Err(hint) => Item { name, found: false, essential, detail: "not found".into(), hint: Some(hint) },
+    }
+}
+
+fn tool(name: &'static str, essential: bool, path: Option<std::path::PathBuf>, hint: &str) -> Item {
+    item(
+        name,
+        essential,
+        path.map(|p| match toolchain::tool_version(&p) {
+            Some(v) => format!("{} ({v})", p.display()),
+            None => p.display().to_string(),
+        })
+        .ok_or_else(|| hint.to_string()),
+    )
+}
+
+pub fn run(json: bool) -> ExitCode {
+    let mut items = Vec::new();
+    let gpu = crate::eval::require_gpu(0);
+    items.push(item(
+        "gpu",
+        true,
+        gpu.as_ref()
+            .map(|(name, (ma, mi), _)| format!("{name}, compute capability {ma}.{mi}, builds for {}", crate::build::arch_for_capability(*ma, *mi)))
+            .map_err(|e| format!("{e}")),
+    ));
+    let nvml = nvml_wrapper::Nvml::init();
+    let driver_version = nvml.as_ref().ok().and_then(|n| n.sys_driver_version().ok());
+    items.push(item(
+        "driver",
+        true,
+        gpu.as_ref()
+            .map(|(_, _, v)| format!("{}CUDA {}.{}", driver_version.as_ref().map(|d| format!("{d}, ")).unwrap_or_default(), v / 1000, (v % 1000) / 10))
+            .map_err(|_| "install the NVIDIA driver (580 or newer for CUDA 13.0)".to_string()),
+    ));
+    let tc = Toolchain::find();
+    items.push(item("nvcc", true, tc.as_ref().map(|t| format!("{} ({})", t.nvcc.display(), t.nvcc_version)).map_err(|e| e.hint.clone())));
+    items.push(item("cuda runtime", true, tc.as_ref().map(|t| t.cudart.display().to_string()).map_err(|e| e.hint.clone())));
+    let (cuobjdump, nvdisasm) = match &tc {
+        Ok(t) => (t.cuobjdump.clone(), t.nvdisasm.clone()),
+        Err(_) => (toolchain::find_profiler("cuobjdump"), toolchain::find_profiler("nvdisasm")),
+    };
+    items.push(tool("cuobjdump", false, cuobjdump, "install the CUDA toolkit or the wheel nvidia-cuda-cuobjdump==13.2.86 (SASS facts)"));
+    items.push(tool("nvdisasm", false, nvdisasm, "install the CUDA toolkit or the wheel nvidia-cuda-nvdisasm==13.2.86 (SASS source lines)"));
+    items.push(tool("ncu", false, toolchain::find_profiler("ncu"), "install Nsight Compute (ships with the CUDA toolkit) for profiles and diagnoses"));
+    items.push(tool("compute-sanitizer", false, toolchain::find_profiler("compute-sanitizer"), "install the CUDA toolkit's compute-sanitizer for --sanitize"));
+    let energy = match &nvml {
+        Ok(n) => n
+            .device_by_index(0)
+            .and_then(|d| d.total_energy_consumption())
+            .map(|mj| format!("total energy counter reads {mj} mJ (updates about every 100 ms; device-wide)"))
+            .map_err(|e| format!("NVML answers but has no energy counter for GPU 0: {e}")),
+        Err(e) => Err(format!("NVML (libnvidia-ml.so.1) unavailable: {e}; --energy needs it")),
+    };
+    items.push(item("nvml energy", false, energy));
+
+    let missing_essential = items.iter().any(|i| i.essential && !i.found);
+    if json {
+        print_json(&serde_json::json!({ "ok": !missing_essential, "items": items }));
+    } else {
+        for i in &items {
+            let mark = if i.found { "ok" } else if i.essential { "MISSING" } else { "missing" };
+            println!("{:<18} {:<8} {}", i.name, mark, i.detail);
+            if let Some(h) = &i.hint {
+                println!("{:<18} {:<8} -> {}", "", "", h);
+            }
+        }
+        if missing_essential {
+            println!("\nnightshift eval cannot run here: see MISSING above.");
+        }
+    }
+    ExitCode::from(if missing_essential { EXIT_ENV } else { EXIT_PASSED })
+}

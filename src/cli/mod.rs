@@ -1,0 +1,250 @@
+//! The command line. Exit codes are a contract: 0 passed, 1 candidate rejected, 2 bad
+//! usage or bad task, 3 something missing from the environment (GPU, driver, tool).
+
+mod envcheck;
+mod render;
+
+use crate::eval::{self, EvalError, EvalOptions};
+use crate::task::{self, Task, TaskError};
+use crate::toolchain::EnvError;
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+pub const EXIT_PASSED: u8 = 0;
+pub const EXIT_REJECTED: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_ENV: u8 = 3;
+
+#[derive(Parser)]
+#[command(name = "nightshift", version, about = "Optimizes a named CUDA kernel unattended: build, verify, time, profile, diagnose.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Lists the GPU, driver and CUDA tools nightshift needs, found or not, and how to get them.
+    CheckEnv {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lists the tasks in DIR (default: ./tasks).
+    Tasks {
+        dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Checks a task directory: task.toml, files, expressions at every size.
+    Validate {
+        task: PathBuf,
+        /// Also build the baseline (and reference) with nvcc.
+        #[arg(long)]
+        build: bool,
+        /// Build target when building (default: the GPU's own, which needs a GPU).
+        #[arg(long)]
+        arch: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Builds a candidate, checks it against the reference and times it against the baseline.
+    Eval {
+        task: PathBuf,
+        /// The candidate .cu (default: the task's baseline, timed against itself).
+        candidate: Option<PathBuf>,
+        /// Also measure energy per call with NVML.
+        #[arg(long)]
+        energy: bool,
+        /// Also run compute-sanitizer memcheck and racecheck on the smallest check size.
+        #[arg(long)]
+        sanitize: bool,
+        /// Check only; skip timing.
+        #[arg(long)]
+        no_time: bool,
+        /// Build target, e.g. sm_90a (default: the GPU's own).
+        #[arg(long)]
+        arch: Option<String>,
+        /// Extra nvcc flag (repeatable).
+        #[arg(long = "nvcc-flag", allow_hyphen_values = true)]
+        nvcc_flags: Vec<String>,
+        /// Macro for the candidate, NAME=VALUE (repeatable; the tuner's knobs).
+        #[arg(short = 'D', value_name = "NAME=VALUE")]
+        defines: Vec<String>,
+        /// Seconds before the worker is killed (default: the task's, else 120).
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// CUDA device ordinal.
+        #[arg(long, default_value_t = 0)]
+        device: usize,
+        /// Timed samples per side at least.
+        #[arg(long, default_value_t = 100)]
+        samples: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Internal: runs candidate code in an isolated process (spawned by eval).
+    #[command(hide = true)]
+    Worker { request: PathBuf },
+}
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_PASSED });
+        }
+    };
+    match cli.command {
+        Cmd::Worker { request } => crate::worker::main(&request),
+        Cmd::CheckEnv { json } => envcheck::run(json),
+        Cmd::Tasks { dir, json } => tasks(dir.as_deref().unwrap_or(Path::new("tasks")), json),
+        Cmd::Validate { task, build, arch, json } => validate(&task, build, arch, json),
+        Cmd::Eval { task, candidate, energy, sanitize, no_time, arch, nvcc_flags, defines, timeout, device, samples, json } => {
+            let exe = match std::env::current_exe() {
+                Ok(p) => p,
+                Err(e) => return fail(EXIT_ENV, &format!("cannot find the nightshift executable: {e}")),
+            };
+            let mut opts = EvalOptions::new(exe);
+            opts.energy = energy;
+            opts.sanitize = sanitize;
+            opts.time = !no_time;
+            opts.arch = arch;
+            opts.extra_flags = nvcc_flags;
+            opts.device = device;
+            opts.timing.min_samples = samples.max(5);
+            if let Some(t) = timeout {
+                if !(t > 0.0 && t.is_finite()) {
+                    return fail(EXIT_USAGE, "--timeout must be a positive number of seconds");
+                }
+                opts.timeout = Some(Duration::from_secs_f64(t));
+            }
+            for d in defines {
+                match d.split_once('=') {
+                    Some((k, v)) if !k.is_empty() => {
+                        opts.defines.insert(k.to_string(), v.to_string());
+                    }
+                    _ => return fail(EXIT_USAGE, &format!("-D {d}: expected NAME=VALUE")),
+                }
+            }
+            eval_cmd(&task, candidate.as_deref(), &opts, json)
+        }
+    }
+}
+
+pub(crate) fn fail(code: u8, message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(code)
+}
+
+fn load_task(dir: &Path) -> Result<Task, ExitCode> {
+    Task::load(dir).map_err(|e| fail(EXIT_USAGE, &e.to_string()))
+}
+
+fn print_json<T: serde::Serialize>(value: &T) {
+    println!("{}", serde_json::to_string_pretty(value).expect("outputs serialize"));
+}
+
+fn tasks(dir: &Path, json: bool) -> ExitCode {
+    let dirs = match task::discover(dir) {
+        Ok(d) => d,
+        Err(e) => return fail(EXIT_USAGE, &format!("cannot list tasks in {}: {e}", dir.display())),
+    };
+    let loaded: Vec<(PathBuf, Result<Task, TaskError>)> = dirs.into_iter().map(|d| (d.clone(), Task::load(&d))).collect();
+    let bad = loaded.iter().filter(|(_, t)| t.is_err()).count();
+    if json {
+        let rows: Vec<serde_json::Value> = loaded
+            .iter()
+            .map(|(d, t)| match t {
+                Ok(t) => serde_json::json!({"dir": d, "name": t.name, "summary": t.summary, "entry": t.entry, "bench": t.bench.vars, "checks": t.checks.len(), "has_reference": t.has_reference(), "tune": t.tune, "valid": true}),
+                Err(e) => serde_json::json!({"dir": d, "valid": false, "error": e.to_string()}),
+            })
+            .collect();
+        print_json(&serde_json::json!({ "tasks": rows }));
+    } else {
+        print!("{}", render::task_list(&loaded));
+        if loaded.is_empty() {
+            eprintln!("no tasks in {} (a task is a folder with a task.toml)", dir.display());
+        }
+    }
+    ExitCode::from(if bad > 0 { EXIT_USAGE } else { EXIT_PASSED })
+}
+
+fn validate(dir: &Path, build: bool, arch: Option<String>, json: bool) -> ExitCode {
+    let task = match load_task(dir) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let mut builds = Vec::new();
+    if build {
+        let tc = match crate::toolchain::Toolchain::find() {
+            Ok(t) => t,
+            Err(e) => return fail(EXIT_ENV, &e.to_string()),
+        };
+        let mut opts = EvalOptions::new(PathBuf::new());
+        opts.arch = arch;
+        let arch = match eval::resolve_arch(&opts) {
+            Ok((a, _)) => a,
+            Err(EvalError::Env(e)) => return fail(EXIT_ENV, &format!("{e} (or pass --arch sm_90a to build without a GPU)")),
+            Err(e) => return fail(EXIT_USAGE, &e.to_string()),
+        };
+        let mut sources = vec![("baseline", task.baseline.clone())];
+        if task.has_reference() {
+            sources.push(("reference", task.reference.clone()));
+        }
+        for (what, src) in sources {
+            match eval::build_one(&tc, &opts, &task, &src, true, &arch) {
+                Ok(b) => builds.push(serde_json::json!({"what": what, "ok": true, "cached": b.cached, "seconds": b.seconds, "kernels": b.ptxas.kernels, "dir": b.dir})),
+                Err(crate::build::BuildError::Rejected { failure, dir, .. }) => {
+                    return fail(EXIT_USAGE, &format!("{}: the {what} does not build: {} (log in {})", task.dir.display(), failure.summary(), dir.join(crate::build::LOG_NAME).display()));
+                }
+                Err(crate::build::BuildError::Env(e)) => return fail(EXIT_ENV, &e.to_string()),
+                Err(crate::build::BuildError::Io(m)) => return fail(EXIT_USAGE, &m),
+            }
+        }
+    }
+    if json {
+        print_json(&serde_json::json!({"valid": true, "task": task, "builds": builds}));
+    } else {
+        print!("{}", render::task_detail(&task));
+        for b in &builds {
+            println!("built {}: {}", b["what"].as_str().unwrap_or(""), if b["cached"].as_bool() == Some(true) { "cached" } else { "compiled" });
+        }
+        println!("valid");
+    }
+    ExitCode::from(EXIT_PASSED)
+}
+
+fn eval_cmd(dir: &Path, candidate: Option<&Path>, opts: &EvalOptions, json: bool) -> ExitCode {
+    let task = match load_task(dir) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    if let Some(c) = candidate {
+        if !c.is_file() {
+            return fail(EXIT_USAGE, &format!("{}: no such candidate file", c.display()));
+        }
+    }
+    match eval::evaluate(&task, candidate, opts) {
+        Ok(v) => {
+            if json {
+                print_json(&v);
+            } else {
+                print!("{}", render::verdict(&v, &task));
+            }
+            ExitCode::from(if v.passed() { EXIT_PASSED } else { EXIT_REJECTED })
+        }
+        Err(EvalError::Env(e)) => env_fail(&e, json),
+        Err(EvalError::Task(m)) => fail(EXIT_USAGE, &format!("{}: {m}", task.dir.display())),
+        Err(EvalError::Internal(m)) => fail(EXIT_ENV, &format!("internal error: {m}")),
+    }
+}
+
+fn env_fail(e: &EnvError, json: bool) -> ExitCode {
+    if json {
+        print_json(&serde_json::json!({"error": "environment", "missing": e.what, "hint": e.hint}));
+    }
+    fail(EXIT_ENV, &e.to_string())
+}

@@ -1,0 +1,568 @@
+//! `nightshift eval`: build reference, baseline and candidate, run one worker process
+//! under a deadline, and turn whatever happened into a [`Verdict`].
+//!
+//! The orchestrator never loads candidate code. It classifies every way a worker can end:
+//! a report (passed, rejected with a class, task error), a signal, an exit code, or the
+//! deadline, using the last phase the worker announced to tell a candidate's crash from
+//! an infrastructure failure.
+
+use crate::build::{self, BuildError, BuildFailure, BuildSpec, Built};
+use crate::protocol::*;
+use crate::sanitizer::{parse_sanitizer, SanitizerReport};
+use crate::task::Task;
+use crate::toolchain::{EnvError, Toolchain};
+use crate::{gpu, process};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    pub arch: Option<String>,
+    pub extra_flags: Vec<String>,
+    pub defines: BTreeMap<String, String>,
+    pub device: usize,
+    pub timeout: Option<Duration>,
+    pub time: bool,
+    pub energy: bool,
+    pub sanitize: bool,
+    pub timing: TimingPlan,
+    pub cache: PathBuf,
+    /// The executable that provides `worker` (this binary, unless a test says otherwise).
+    pub worker_exe: PathBuf,
+    pub threads: usize,
+}
+
+impl EvalOptions {
+    pub fn new(worker_exe: PathBuf) -> EvalOptions {
+        EvalOptions {
+            arch: None,
+            extra_flags: Vec::new(),
+            defines: BTreeMap::new(),
+            device: 0,
+            timeout: None,
+            time: true,
+            energy: false,
+            sanitize: false,
+            timing: TimingPlan::default(),
+            cache: build::cache_root(),
+            worker_exe,
+            threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(4).min(16),
+        }
+    }
+}
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Passed,
+    Rejected,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildSummary {
+    pub cached: bool,
+    pub seconds: f64,
+    pub nvcc_seconds: f64,
+    pub dir: PathBuf,
+    pub kernels: Vec<sass::ptxas::KernelResources>,
+    pub sass: Option<PathBuf>,
+    pub sass_lines: Option<PathBuf>,
+    pub notes: Vec<String>,
+}
+
+impl BuildSummary {
+    fn from_built(b: &Built) -> BuildSummary {
+        BuildSummary {
+            cached: b.cached,
+            seconds: b.seconds,
+            nvcc_seconds: b.nvcc_seconds,
+            dir: b.dir.clone(),
+            kernels: b.ptxas.kernels.clone(),
+            sass: b.sass.clone(),
+            sass_lines: b.sass_lines.clone(),
+            notes: b.notes.clone(),
+        }
+    }
+}
+
+/// Seconds per phase, as printed in the verdict.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Phases {
+    pub build: f64,
+    /// Worker start, GPU context, inputs and reference outputs.
+    pub setup: f64,
+    pub check: f64,
+    pub time: f64,
+    pub energy: f64,
+    pub sanitize: f64,
+    pub total: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub task: String,
+    pub candidate: PathBuf,
+    pub status: Status,
+    pub failure: Option<Failure>,
+    pub device: Option<DeviceInfo>,
+    pub arch: String,
+    pub build: Option<BuildSummary>,
+    pub check: Option<CheckSummary>,
+    pub timing: Option<TimingReport>,
+    pub energy: Option<EnergyReport>,
+    pub sanitizer: Vec<SanitizerReport>,
+    pub phases: Phases,
+    pub notes: Vec<String>,
+    /// The end of what candidate code and the worker printed, when something went wrong.
+    pub stderr_tail: Option<String>,
+}
+
+impl Verdict {
+    pub fn passed(&self) -> bool {
+        self.status == Status::Passed
+    }
+}
+
+/// Errors that are not the candidate's fault; they map to exit codes 2 and 3.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("{0}")]
+    Task(String),
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// The build target: `--arch`, else the device's own.
+pub fn resolve_arch(opts: &EvalOptions) -> Result<(String, Option<(String, (i32, i32))>), EvalError> {
+    if let Some(a) = &opts.arch {
+        build::gencode(a).map_err(EvalError::Task)?;
+        return Ok((a.clone(), None));
+    }
+    let (name, cc, _) = require_gpu(opts.device)?;
+    Ok((build::arch_for_capability(cc.0, cc.1), Some((name, cc))))
+}
+
+/// The device's name, capability and driver version, or a clear environment error.
+pub fn require_gpu(device: usize) -> Result<(String, (i32, i32), i32), EnvError> {
+    if !gpu::driver_present() {
+        return Err(EnvError {
+            what: "a CUDA driver (libcuda.so)".into(),
+            hint: "run on a machine with an NVIDIA GPU and driver; builds alone work anywhere with `--arch sm_90a`".into(),
+        });
+    }
+    gpu::query_device(device).map_err(|e| EnvError { what: format!("GPU {device}"), hint: format!("the driver answered {e}") })
+}
+
+pub(crate) fn build_one(tc: &Toolchain, opts: &EvalOptions, task: &Task, source: &Path, trusted: bool, arch: &str) -> Result<Built, BuildError> {
+    let spec = BuildSpec {
+        task,
+        source,
+        trusted,
+        arch: arch.to_string(),
+        extra_flags: opts.extra_flags.clone(),
+        defines: if trusted { BTreeMap::new() } else { opts.defines.clone() },
+    };
+    build::build(tc, &opts.cache, &spec)
+}
+
+fn failure_from_build(f: &BuildFailure) -> Failure {
+    let class = match f {
+        BuildFailure::Compile { .. } => FailureClass::BuildError,
+        BuildFailure::MissingEntry { .. } => FailureClass::MissingEntry,
+        BuildFailure::ForbiddenImport { .. } => FailureClass::ForbiddenImport,
+    };
+    Failure::new(class, f.summary())
+}
+
+fn trusted_build(result: Result<Built, BuildError>, what: &str) -> Result<Built, EvalError> {
+    match result {
+        Ok(b) => Ok(b),
+        Err(BuildError::Rejected { failure, dir, .. }) => Err(EvalError::Task(format!(
+            "the {what} does not build ({}); log in {}",
+            failure.summary(),
+            dir.join(build::LOG_NAME).display()
+        ))),
+        Err(BuildError::Env(e)) => Err(EvalError::Env(e)),
+        Err(BuildError::Io(m)) => Err(EvalError::Internal(m)),
+    }
+}
+
+/// Evaluates `candidate` (the baseline when None) on `task`.
+pub fn evaluate(task: &Task, candidate: Option<&Path>, opts: &EvalOptions) -> Result<Verdict, EvalError> {
+    let started = Instant::now();
+    let tc = Toolchain::find()?;
+    let (arch, _) = resolve_arch(opts)?;
+    let candidate_path = candidate.unwrap_or(&task.baseline).to_path_buf();
+    let candidate_is_baseline = std::fs::read(&candidate_path).map_err(|e| EvalError::Task(format!("cannot read {}: {e}", candidate_path.display())))?
+        == std::fs::read(&task.baseline).map_err(|e| EvalError::Task(format!("cannot read {}: {e}", task.baseline.display())))?
+        && opts.defines.is_empty();
+
+    let mut verdict = Verdict {
+        task: task.name.clone(),
+        candidate: candidate_path.clone(),
+        status: Status::Rejected,
+        failure: None,
+        device: None,
+        arch: arch.clone(),
+        build: None,
+        check: None,
+        timing: None,
+        energy: None,
+        sanitizer: Vec::new(),
+        phases: Phases::default(),
+        notes: Vec::new(),
+        stderr_tail: None,
+    };
+
+    // Three builds in parallel; only the candidate's failure is the candidate's fault.
+    let build_started = Instant::now();
+    let (reference, baseline, cand) = std::thread::scope(|s| {
+        let r = task.has_reference().then(|| s.spawn(|| build_one(&tc, opts, task, &task.reference, true, &arch)));
+        let b = s.spawn(|| build_one(&tc, opts, task, &task.baseline, true, &arch));
+        let c = (!candidate_is_baseline).then(|| s.spawn(|| build_one(&tc, opts, task, &candidate_path, false, &arch)));
+        (r.map(|h| h.join().expect("build thread")), b.join().expect("build thread"), c.map(|h| h.join().expect("build thread")))
+    });
+    verdict.phases.build = build_started.elapsed().as_secs_f64();
+    let baseline = trusted_build(baseline, "baseline")?;
+    let reference = match reference {
+        Some(r) => trusted_build(r, "reference")?,
+        None => baseline.clone(),
+    };
+    let cand = match cand {
+        None => baseline.clone(),
+        Some(Ok(b)) => b,
+        Some(Err(BuildError::Rejected { failure, dir, .. })) => {
+            let mut f = failure_from_build(&failure);
+            if let BuildFailure::Compile { log } = &failure {
+                verdict.stderr_tail = Some(tail(log, 4000));
+            }
+            f.message.push_str(&format!(" (build folder {})", dir.display()));
+            verdict.failure = Some(f);
+            verdict.phases.total = started.elapsed().as_secs_f64();
+            return Ok(verdict);
+        }
+        Some(Err(BuildError::Env(e))) => return Err(EvalError::Env(e)),
+        Some(Err(BuildError::Io(m))) => return Err(EvalError::Internal(m)),
+    };
+    verdict.build = Some(BuildSummary::from_built(&cand));
+
+    let request = WorkerRequest {
+        task: task.clone(),
+        reference: reference.library.clone(),
+        baseline: baseline.library.clone(),
+        candidate: cand.library.clone(),
+        mode: Mode::Evaluate { time: opts.time, energy: opts.energy },
+        device: opts.device,
+        timing: opts.timing.clone(),
+        threads: opts.threads,
+    };
+    let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(DEFAULT_TIMEOUT);
+    let run = run_worker(&opts.worker_exe, &request, timeout, None)?;
+    verdict.device = run.device.clone();
+    apply_phases(&mut verdict.phases, &run);
+    let classified = classify(&run, timeout);
+    match classified {
+        Classified::Report(report) => {
+            verdict.check = report.check;
+            verdict.timing = report.timing;
+            verdict.energy = report.energy;
+            verdict.notes.extend(report.notes);
+            match report.outcome {
+                Outcome::Passed => verdict.status = Status::Passed,
+                Outcome::Rejected { failure } => {
+                    verdict.failure = Some(failure);
+                    verdict.stderr_tail = Some(tail(&run.stderr, 4000)).filter(|t| !t.trim().is_empty());
+                }
+                Outcome::TaskError { message } => return Err(EvalError::Task(message)),
+                Outcome::EnvError { message } => return Err(EvalError::Env(EnvError { what: "a usable GPU".into(), hint: message })),
+                Outcome::InternalError { message } => return Err(EvalError::Internal(format!("{message}\n{}", tail(&run.stderr, 2000)))),
+            }
+        }
+        Classified::Rejected(failure) => {
+            verdict.failure = Some(failure);
+            verdict.stderr_tail = Some(tail(&run.stderr, 4000)).filter(|t| !t.trim().is_empty());
+        }
+        Classified::TaskError(m) => return Err(EvalError::Task(m)),
+        Classified::Internal(m) => return Err(EvalError::Internal(format!("{m}\n{}", tail(&run.stderr, 2000)))),
+    }
+
+    if verdict.passed() && opts.sanitize {
+        let sanitize_started = Instant::now();
+        let reports = sanitize(&request, opts, timeout)?;
+        for r in &reports {
+            if !r.clean() && verdict.failure.is_none() {
+                verdict.status = Status::Rejected;
+                let found = r.findings.first().cloned().unwrap_or_else(|| r.summary.clone());
+                verdict.failure = Some(Failure::new(
+                    FailureClass::SanitizerError,
+                    format!("compute-sanitizer {} at the smallest check size {}: {} ({})", r.tool, task.smallest_check(), found, if r.summary.is_empty() { "no summary: the tool failed" } else { &r.summary }),
+                ));
+            }
+        }
+        verdict.sanitizer = reports;
+        verdict.phases.sanitize = sanitize_started.elapsed().as_secs_f64();
+    }
+    verdict.phases.total = started.elapsed().as_secs_f64();
+    Ok(verdict)
+}
+
+fn apply_phases(p: &mut Phases, run: &WorkerRun) {
+    let Some(report) = &run.report else {
+        return;
+    };
+    let get = |names: &[&str]| names.iter().map(|n| report.phases.get(*n).copied().unwrap_or(0.0)).sum::<f64>();
+    p.check = get(&["load-candidate", "check-baseline", "check"]);
+    p.time = get(&["time"]);
+    p.energy = get(&["energy"]);
+    p.setup = (run.seconds - p.check - p.time - p.energy).max(0.0);
+}
+
+/// compute-sanitizer memcheck and racecheck on the smallest check size.
+pub fn sanitize(request: &WorkerRequest, opts: &EvalOptions, timeout: Duration) -> Result<Vec<SanitizerReport>, EvalError> {
+    let tool = crate::toolchain::find_profiler("compute-sanitizer").ok_or_else(|| EnvError {
+        what: "compute-sanitizer".into(),
+        hint: "install the CUDA toolkit's compute-sanitizer (it ships with CUDA 13.0), or leave out --sanitize".into(),
+    })?;
+    let mut req = request.clone();
+    req.mode = Mode::Sanitize;
+    let mut out = Vec::new();
+    let logs = tempfile::tempdir().map_err(|e| EvalError::Internal(format!("cannot create a temporary folder: {e}")))?;
+    for check in ["memcheck", "racecheck"] {
+        // The tool's report goes to a file: the worker's stdout carries the protocol.
+        let log = logs.path().join(format!("{check}.log"));
+        let wrapper = vec![
+            tool.display().to_string(),
+            "--tool".into(),
+            check.into(),
+            "--print-limit".into(),
+            "20".into(),
+            "--log-file".into(),
+            log.display().to_string(),
+        ];
+        let run = run_worker(&opts.worker_exe, &req, timeout * 4, Some(&wrapper))?;
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let mut report = parse_sanitizer(check, &text);
+        if let Classified::Rejected(f) = classify(&run, timeout * 4) {
+            report.findings.push(format!("under {check} the candidate failed: {}", f.message));
+            report.errors = Some(report.errors.unwrap_or(0).max(1));
+        }
+        out.push(report);
+    }
+    Ok(out)
+}
+
+/// Everything observed about one worker process.
+#[derive(Debug, Default)]
+pub struct WorkerRun {
+    pub last_phase: Option<(Phase, String)>,
+    pub device: Option<DeviceInfo>,
+    pub report: Option<WorkerReport>,
+    pub status: Option<ExitStatus>,
+    pub timed_out: bool,
+    pub stderr: String,
+    pub seconds: f64,
+}
+
+/// Spawns `exe worker REQUEST` (under `wrapper` if given, e.g. compute-sanitizer),
+/// isolated, and follows it until it ends or `timeout` passes.
+pub fn run_worker(exe: &Path, request: &WorkerRequest, timeout: Duration, wrapper: Option<&[String]>) -> Result<WorkerRun, EvalError> {
+    let dir = tempfile::tempdir().map_err(|e| EvalError::Internal(format!("cannot create a temporary folder: {e}")))?;
+    let req_path = dir.path().join("request.json");
+    std::fs::write(&req_path, serde_json::to_vec(request).expect("requests serialize")).map_err(|e| EvalError::Internal(e.to_string()))?;
+    let mut cmd = match wrapper {
+        Some(w) => {
+            let mut c = Command::new(&w[0]);
+            c.args(&w[1..]).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
+    cmd.arg("worker").arg(&req_path).current_dir(dir.path());
+    process::isolate(&mut cmd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| EvalError::Internal(format!("cannot start the worker {}: {e}", exe.display())))?;
+    let stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let messages = std::thread::spawn(move || {
+        let mut run = WorkerRun::default();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            match serde_json::from_str::<WorkerMessage>(&line) {
+                Ok(WorkerMessage::Phase { phase, detail }) => run.last_phase = Some((phase, detail)),
+                Ok(WorkerMessage::Device { device }) => run.device = Some(device),
+                Ok(WorkerMessage::Done { report }) => run.report = Some(report),
+                Err(_) => {}
+            }
+        }
+        run
+    });
+    let errors = std::thread::spawn(move || {
+        // Keep the tail: a chatty candidate must not exhaust memory.
+        let mut kept: Vec<u8> = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            match stderr.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    kept.extend_from_slice(&buf[..n]);
+                    if kept.len() > 1 << 20 {
+                        kept.drain(..kept.len() - (512 << 10));
+                    }
+                }
+            }
+        }
+        String::from_utf8_lossy(&kept).into_owned()
+    });
+    let (status, timed_out) = process::wait_or_kill(&mut child, started + timeout).map_err(|e| EvalError::Internal(e.to_string()))?;
+    let mut run = messages.join().unwrap_or_default();
+    run.stderr = errors.join().unwrap_or_default();
+    run.status = status;
+    run.timed_out = timed_out;
+    run.seconds = started.elapsed().as_secs_f64();
+    Ok(run)
+}
+
+/// What a worker run amounts to.
+#[derive(Debug, Clone)]
+pub enum Classified {
+    Report(WorkerReport),
+    Rejected(Failure),
+    TaskError(String),
+    Internal(String),
+}
+
+/// Classifies a worker run. A report wins (the worker got to say what happened); without
+/// one, the deadline, a signal or an exit code is the candidate's doing only if the last
+/// announced phase ran untrusted code.
+pub fn classify(run: &WorkerRun, timeout: Duration) -> Classified {
+    if let Some(report) = &run.report {
+        return Classified::Report(report.clone());
+    }
+    let (phase, detail) = match &run.last_phase {
+        Some((p, d)) => (Some(*p), d.clone()),
+        None => (None, String::new()),
+    };
+    let where_ = match phase {
+        Some(p) if detail.is_empty() => format!("during {}", p.name()),
+        Some(p) => format!("during {} ({detail})", p.name()),
+        None => "before it said anything".into(),
+    };
+    let untrusted = phase.is_some_and(Phase::runs_untrusted_code);
+    if run.timed_out {
+        if untrusted {
+            return Classified::Rejected(Failure::new(
+                FailureClass::Timeout,
+                format!("killed after the {:.0} s timeout {where_}: an endless loop or a deadlock?", timeout.as_secs_f64()),
+            ));
+        }
+        return Classified::TaskError(format!("the worker ran past the {:.0} s timeout {where_}, before any candidate code ran", timeout.as_secs_f64()));
+    }
+    let Some(status) = run.status else {
+        return Classified::Internal(format!("the worker vanished {where_}"));
+    };
+    if let Some(sig) = status.signal() {
+        let what = format!("signal {sig} ({})", process::signal_name(sig));
+        return if untrusted {
+            Classified::Rejected(Failure::new(FailureClass::Crash, format!("the worker died by {what} {where_}")))
+        } else {
+            Classified::Internal(format!("the worker died by {what} {where_}"))
+        };
+    }
+    let code = status.code().unwrap_or(-1);
+    if untrusted {
+        return Classified::Rejected(Failure::new(
+            FailureClass::ProcessExit,
+            format!("candidate code ended the process with exit code {code} {where_}: kernels and launchers must return, never exit"),
+        ));
+    }
+    Classified::Internal(format!("the worker exited with code {code} {where_} without a report"))
+}
+
+fn tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("...{}", &s[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(phase: Option<Phase>, status: Option<ExitStatus>, timed_out: bool) -> WorkerRun {
+        WorkerRun { last_phase: phase.map(|p| (p, "size n=3 seed 1".into())), status, timed_out, ..Default::default() }
+    }
+
+    fn exit(code: i32) -> Option<ExitStatus> {
+        Some(ExitStatus::from_raw(code << 8))
+    }
+
+    fn signal(sig: i32) -> Option<ExitStatus> {
+        Some(ExitStatus::from_raw(sig))
+    }
+
+    fn rejected_class(c: Classified) -> FailureClass {
+        match c {
+            Classified::Rejected(f) => f.class,
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+    }
+
+    const T: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn a_report_is_believed() {
+        let mut r = run(Some(Phase::Check), exit(0), false);
+        r.report = Some(WorkerReport { outcome: Outcome::Passed, check: None, timing: None, energy: None, phases: BTreeMap::new(), notes: vec![] });
+        assert!(matches!(classify(&r, T), Classified::Report(_)));
+    }
+
+    #[test]
+    fn deaths_in_candidate_phases_are_the_candidates() {
+        assert_eq!(rejected_class(classify(&run(Some(Phase::Check), None, true), T)), FailureClass::Timeout);
+        assert_eq!(rejected_class(classify(&run(Some(Phase::Check), signal(11), false), T)), FailureClass::Crash);
+        assert_eq!(rejected_class(classify(&run(Some(Phase::Time), exit(3), false), T)), FailureClass::ProcessExit);
+        assert_eq!(rejected_class(classify(&run(Some(Phase::LoadCandidate), signal(6), false), T)), FailureClass::Crash);
+        assert_eq!(rejected_class(classify(&run(Some(Phase::Check), exit(0), false), T)), FailureClass::ProcessExit);
+    }
+
+    #[test]
+    fn messages_say_where_and_why() {
+        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), exit(3), false), T) else { panic!() };
+        assert!(f.message.contains("exit code 3"), "{}", f.message);
+        assert!(f.message.contains("during check (size n=3 seed 1)"), "{}", f.message);
+        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), signal(11), false), T) else { panic!() };
+        assert!(f.message.contains("SIGSEGV"), "{}", f.message);
+        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), None, true), T) else { panic!() };
+        assert!(f.message.contains("10 s timeout"), "{}", f.message);
+    }
+
+    #[test]
+    fn deaths_before_candidate_code_are_not_blamed_on_it() {
+        assert!(matches!(classify(&run(Some(Phase::Reference), signal(11), false), T), Classified::Internal(_)));
+        assert!(matches!(classify(&run(Some(Phase::Init), exit(1), false), T), Classified::Internal(_)));
+        assert!(matches!(classify(&run(Some(Phase::Reference), None, true), T), Classified::TaskError(_)));
+        assert!(matches!(classify(&run(None, exit(101), false), T), Classified::Internal(_)));
+    }
+
+    #[test]
+    fn tails_keep_the_end_and_respect_utf8() {
+        assert_eq!(tail("abcdef", 3), "...def");
+        assert_eq!(tail("ab", 3), "ab");
+        let t = tail("ééééé", 3);
+        assert!(t.starts_with("..."));
+    }
+}

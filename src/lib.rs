@@ -1,0 +1,13 @@
+//! nightshift: unattended optimization of production CUDA kernels.
+pub mod build;
+pub mod cli;
+pub mod eval;
+pub mod gpu;
+pub mod nvml;
+pub mod process;
+pub mod protocol;
+pub mod sanitizer;
+pub mod task;
+pub mod toolchain;
+pub mod verify;
+pub mod worker;

@@ -1,0 +1,64 @@
+//! NVML, loaded at run time: clocks, throttle reasons, temperature and the total-energy
+//! counter. Missing NVML is never fatal; callers get `None` and say so in reports.
+
+use nvml_wrapper::bitmasks::device::ThrottleReasons;
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::Nvml;
+
+pub struct NvmlDevice {
+    nvml: Nvml,
+    uuid: String,
+}
+
+impl NvmlDevice {
+    /// Opens NVML and finds the device with CUDA UUID `uuid` ("GPU-...").
+    pub fn open(uuid: &str) -> Result<NvmlDevice, String> {
+        let nvml = Nvml::init().map_err(|e| format!("NVML unavailable: {e}"))?;
+        nvml.device_by_uuid(uuid).map_err(|e| format!("NVML does not know device {uuid}: {e}"))?;
+        Ok(NvmlDevice { nvml, uuid: uuid.to_string() })
+    }
+
+    fn device(&self) -> Option<nvml_wrapper::Device<'_>> {
+        self.nvml.device_by_uuid(self.uuid.as_str()).ok()
+    }
+
+    /// Total energy since driver load, in millijoules.
+    pub fn energy_mj(&self) -> Option<u64> {
+        self.device()?.total_energy_consumption().ok()
+    }
+
+    pub fn sm_clock_mhz(&self) -> Option<u32> {
+        self.device()?.clock_info(Clock::SM).ok()
+    }
+
+    pub fn memory_clock_mhz(&self) -> Option<u32> {
+        self.device()?.clock_info(Clock::Memory).ok()
+    }
+
+    pub fn temperature_c(&self) -> Option<u32> {
+        self.device()?.temperature(TemperatureSensor::Gpu).ok()
+    }
+
+    /// Active throttle reasons by name; idle and application-clock settings are not throttling.
+    pub fn throttle_reasons(&self) -> Option<Vec<String>> {
+        let r = self.device()?.current_throttle_reasons().ok()?;
+        Some(throttle_names(r))
+    }
+
+    pub fn driver_version(&self) -> Option<String> {
+        self.nvml.sys_driver_version().ok()
+    }
+}
+
+pub fn throttle_names(r: ThrottleReasons) -> Vec<String> {
+    let table = [
+        (ThrottleReasons::SW_POWER_CAP, "sw-power-cap"),
+        (ThrottleReasons::HW_SLOWDOWN, "hw-slowdown"),
+        (ThrottleReasons::SYNC_BOOST, "sync-boost"),
+        (ThrottleReasons::SW_THERMAL_SLOWDOWN, "sw-thermal-slowdown"),
+        (ThrottleReasons::HW_THERMAL_SLOWDOWN, "hw-thermal-slowdown"),
+        (ThrottleReasons::HW_POWER_BRAKE_SLOWDOWN, "hw-power-brake"),
+        (ThrottleReasons::DISPLAY_CLOCK_SETTING, "display-clock-setting"),
+    ];
+    table.iter().filter(|(flag, _)| r.contains(*flag)).map(|(_, n)| n.to_string()).collect()
+}

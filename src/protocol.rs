@@ -1,0 +1,396 @@
+//! What the orchestrator and a worker say to each other. The request is a JSON file; the
+//! worker answers with JSON lines on a private pipe (its stdout is handed to the
+//! candidate's printf as stderr), announcing each phase before entering it, so that when
+//! the worker dies the orchestrator knows what it was doing.
+
+use crate::task::Task;
+use crate::verify::Comparison;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerRequest {
+    pub task: Task,
+    pub reference: PathBuf,
+    pub baseline: PathBuf,
+    pub candidate: PathBuf,
+    pub mode: Mode,
+    pub device: usize,
+    pub timing: TimingPlan,
+    /// CPU threads for data generation and comparison.
+    pub threads: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "kebab-case")]
+pub enum Mode {
+    /// Check, then (optionally) time and measure energy.
+    Evaluate { time: bool, energy: bool },
+    /// One call at the bench size between cuProfilerStart/Stop (under ncu).
+    Profile,
+    /// One call at the smallest check size (under compute-sanitizer), on exact-size
+    /// allocations so that the sanitizer sees every out-of-bounds access.
+    Sanitize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TimingPlan {
+    pub min_samples: usize,
+    pub min_seconds: f64,
+    pub max_seconds: f64,
+    pub rounds: usize,
+    pub energy_seconds: f64,
+    pub energy_repeats: usize,
+}
+
+impl Default for TimingPlan {
+    fn default() -> Self {
+        TimingPlan { min_samples: 100, min_seconds: 0.3, max_seconds: 3.0, rounds: 5, energy_seconds: 1.0, energy_repeats: 3 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    Init,
+    LoadReference,
+    Reference,
+    LoadCandidate,
+    CheckBaseline,
+    Check,
+    Time,
+    Energy,
+    Profile,
+    Sanitize,
+}
+
+impl Phase {
+    /// Whether candidate (or baseline) code runs in this phase: a death here is theirs.
+    pub fn runs_untrusted_code(self) -> bool {
+        matches!(self, Phase::LoadCandidate | Phase::CheckBaseline | Phase::Check | Phase::Time | Phase::Energy | Phase::Profile | Phase::Sanitize)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Init => "init",
+            Phase::LoadReference => "load-reference",
+            Phase::Reference => "reference",
+            Phase::LoadCandidate => "load-candidate",
+            Phase::CheckBaseline => "check-baseline",
+            Phase::Check => "check",
+            Phase::Time => "time",
+            Phase::Energy => "energy",
+            Phase::Profile => "profile",
+            Phase::Sanitize => "sanitize",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum WorkerMessage {
+    Phase { phase: Phase, detail: String },
+    Device { device: DeviceInfo },
+    Done { report: WorkerReport },
+}
+
+/// Every way a candidate can fail. Names are a stable contract (JSON, reports, search memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureClass {
+    BuildError,
+    MissingEntry,
+    ForbiddenImport,
+    LaunchError,
+    IllegalAddress,
+    /// The worker died by a signal while candidate code ran.
+    Crash,
+    /// Candidate code ended the process (`exit(3)` in a launcher).
+    ProcessExit,
+    Timeout,
+    WrongAnswer,
+    UnwrittenOutput,
+    OutOfBoundsWrite,
+    InputMutation,
+    Nondeterminism,
+    /// Results reused across calls: outputs match earlier inputs, or a repeated call skips work.
+    StaleOutput,
+    TimingAnomaly,
+    SanitizerError,
+}
+
+impl FailureClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureClass::BuildError => "build-error",
+            FailureClass::MissingEntry => "missing-entry",
+            FailureClass::ForbiddenImport => "forbidden-import",
+            FailureClass::LaunchError => "launch-error",
+            FailureClass::IllegalAddress => "illegal-address",
+            FailureClass::Crash => "crash",
+            FailureClass::ProcessExit => "process-exit",
+            FailureClass::Timeout => "timeout",
+            FailureClass::WrongAnswer => "wrong-answer",
+            FailureClass::UnwrittenOutput => "unwritten-output",
+            FailureClass::OutOfBoundsWrite => "out-of-bounds-write",
+            FailureClass::InputMutation => "input-mutation",
+            FailureClass::Nondeterminism => "nondeterminism",
+            FailureClass::StaleOutput => "stale-output",
+            FailureClass::TimingAnomaly => "timing-anomaly",
+            FailureClass::SanitizerError => "sanitizer-error",
+        }
+    }
+}
+
+impl fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub class: FailureClass,
+    pub message: String,
+    /// Where it happened: argument, size and seed, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<CaseRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<Comparison>,
+}
+
+impl Failure {
+    pub fn new(class: FailureClass, message: impl Into<String>) -> Failure {
+        Failure { class, message: message.into(), at: None, comparison: None }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaseRef {
+    pub size: String,
+    pub seed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arg: Option<String>,
+}
+
+/// The worker's last word.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum Outcome {
+    Passed,
+    Rejected { failure: Failure },
+    /// The task itself is wrong (the reference fails, or the baseline fails its check).
+    TaskError { message: String },
+    /// The machine lacks something (no GPU, no driver).
+    EnvError { message: String },
+    /// A bug or a GPU failure outside candidate code.
+    InternalError { message: String },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerReport {
+    pub outcome: Outcome,
+    #[serde(default)]
+    pub check: Option<CheckSummary>,
+    #[serde(default)]
+    pub timing: Option<TimingReport>,
+    #[serde(default)]
+    pub energy: Option<EnergyReport>,
+    /// Seconds per phase, as the worker measured them.
+    #[serde(default)]
+    pub phases: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CheckSummary {
+    pub cases: usize,
+    pub calls: usize,
+    pub elements_compared: usize,
+    pub max_abs_err: f64,
+    pub max_rel_err: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub uuid: String,
+    pub compute_capability: (i32, i32),
+    pub sm_count: i32,
+    pub l2_bytes: i64,
+    pub memory_bytes: u64,
+    pub max_sm_clock_mhz: f64,
+    pub memory_clock_mhz: f64,
+    pub memory_bus_bits: i32,
+    /// Theoretical DRAM bandwidth from clock and bus width (GB/s, 1e9 bytes).
+    pub peak_dram_gbs: f64,
+    pub driver_version: i32,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SideTiming {
+    pub median_ms: f64,
+    pub mean_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    /// Standard deviation over mean of all samples.
+    pub cv: f64,
+    pub samples: usize,
+    /// Median of each round: their spread is how far the median itself moves.
+    pub round_medians_ms: Vec<f64>,
+}
+
+impl SideTiming {
+    pub fn from_samples(samples: &[f64], rounds: &[Vec<f64>]) -> SideTiming {
+        let n = samples.len();
+        if n == 0 {
+            return SideTiming::default();
+        }
+        let mean = samples.iter().sum::<f64>() / n as f64;
+        let var = samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n.max(2) - 1) as f64;
+        SideTiming {
+            median_ms: median(samples),
+            mean_ms: mean,
+            min_ms: samples.iter().cloned().fold(f64::INFINITY, f64::min),
+            max_ms: samples.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            cv: if mean > 0.0 { var.sqrt() / mean } else { 0.0 },
+            samples: n,
+            round_medians_ms: rounds.iter().filter(|r| !r.is_empty()).map(|r| median(r)).collect(),
+        }
+    }
+
+    /// (max - min) / median of the round medians.
+    pub fn median_spread(&self) -> f64 {
+        if self.round_medians_ms.len() < 2 || self.median_ms <= 0.0 {
+            return 0.0;
+        }
+        let lo = self.round_medians_ms.iter().cloned().fold(f64::INFINITY, f64::min);
+        let hi = self.round_medians_ms.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        (hi - lo) / self.median_ms
+    }
+}
+
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let m = s.len() / 2;
+    if s.len() % 2 == 1 {
+        s[m]
+    } else {
+        (s[m - 1] + s[m]) / 2.0
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TimingReport {
+    pub baseline: SideTiming,
+    pub candidate: SideTiming,
+    /// baseline median / candidate median, from interleaved samples in one process.
+    pub speedup: f64,
+    pub same_library: bool,
+    pub size: String,
+    pub flush_l2: bool,
+    pub input_sets: usize,
+    pub host_check: HostCheck,
+    pub floor_ms: Option<f64>,
+    pub pct_of_floor: Option<f64>,
+    pub baseline_pct_of_floor: Option<f64>,
+    pub clocks: ClockReport,
+    pub baseline_outputs_ok: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HostCheck {
+    pub calls: usize,
+    pub host_ms_per_call: f64,
+    pub event_ms_per_call: f64,
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ClockReport {
+    pub sm_mhz_before: Option<u32>,
+    pub sm_mhz_after: Option<u32>,
+    pub memory_mhz: Option<u32>,
+    pub throttle_reasons: Vec<String>,
+    pub temperature_c: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EnergySample {
+    pub joules_per_call: f64,
+    pub watts: f64,
+    pub calls: u64,
+    pub seconds: f64,
+    pub counter_updates: u32,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SideEnergy {
+    pub joules_per_call: f64,
+    pub joules_per_call_min: f64,
+    pub joules_per_call_max: f64,
+    pub watts: f64,
+    pub samples: Vec<EnergySample>,
+}
+
+impl SideEnergy {
+    pub fn from_samples(samples: Vec<EnergySample>) -> SideEnergy {
+        let n = samples.len().max(1) as f64;
+        SideEnergy {
+            joules_per_call: samples.iter().map(|s| s.joules_per_call).sum::<f64>() / n,
+            joules_per_call_min: samples.iter().map(|s| s.joules_per_call).fold(f64::INFINITY, f64::min),
+            joules_per_call_max: samples.iter().map(|s| s.joules_per_call).fold(f64::NEG_INFINITY, f64::max),
+            watts: samples.iter().map(|s| s.watts).sum::<f64>() / n,
+            samples,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EnergyReport {
+    pub baseline: SideEnergy,
+    pub candidate: SideEnergy,
+    /// baseline joules per call / candidate joules per call.
+    pub saving: f64,
+    pub note: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timing_statistics() {
+        let samples = [1.0, 2.0, 3.0, 4.0, 10.0];
+        let t = SideTiming::from_samples(&samples, &[vec![1.0, 2.0], vec![3.0, 4.0, 10.0]]);
+        assert_eq!(t.median_ms, 3.0);
+        assert_eq!(t.mean_ms, 4.0);
+        assert_eq!((t.min_ms, t.max_ms), (1.0, 10.0));
+        assert!((t.cv - (12.5f64).sqrt() / 4.0).abs() < 1e-12, "sample std / mean, got {}", t.cv);
+        assert_eq!(t.round_medians_ms, vec![1.5, 4.0]);
+        assert!((t.median_spread() - 2.5 / 3.0).abs() < 1e-12);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+    }
+
+    #[test]
+    fn failure_classes_serialize_as_their_names() {
+        for class in [FailureClass::WrongAnswer, FailureClass::ProcessExit, FailureClass::OutOfBoundsWrite, FailureClass::IllegalAddress] {
+            let json = serde_json::to_string(&class).unwrap();
+            assert_eq!(json, format!("\"{}\"", class.name()));
+        }
+    }
+
+    #[test]
+    fn messages_round_trip() {
+        let m = WorkerMessage::Phase { phase: Phase::Check, detail: "n=3 seed 1".into() };
+        let back: WorkerMessage = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert!(matches!(back, WorkerMessage::Phase { phase: Phase::Check, .. }));
+    }
+}

@@ -1,0 +1,254 @@
+use super::*;
+
+const GOOD: &str = r#"[task]
+name = "softmax"
+summary = "Row-wise softmax"
+entry = "softmax"
+baseline = "baseline.cu"
+
+[[arg]]
+name = "x"
+type = "const float*"
+len = "rows * cols"
+init = "normal(0, 1)"
+
+[[arg]]
+name = "y"
+type = "float*"
+len = "rows * cols"
+output = true
+
+[[arg]]
+name = "rows"
+type = "int"
+
+[[arg]]
+name = "cols"
+type = "int"
+
+[sizes]
+bench = { rows = 8192, cols = 4096 }
+check = [{ rows = 1, cols = 1 }, { rows = 67, cols = 4099 }]
+
+[check]
+rtol = 1e-5
+atol = 1e-6
+seeds = 2
+
+[roofline]
+bytes = "8 * rows * cols"
+flops = "5 * rows * cols"
+
+[tune]
+BLOCK = [128, 256]
+"#;
+
+fn dir_with_baseline() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("baseline.cu"), "// kernel\n").unwrap();
+    dir
+}
+
+fn load(text: &str) -> Result<Task, TaskError> {
+    let dir = dir_with_baseline();
+    Task::from_text(dir.path(), &dir.path().join("task.toml"), text)
+}
+
+fn error(text: &str) -> TaskError {
+    load(text).expect_err("the task should be rejected")
+}
+
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines().position(|l| l.contains(needle)).expect("needle in text") + 1
+}
+
+#[test]
+fn a_good_task_resolves_every_field() {
+    let t = load(GOOD).unwrap();
+    assert_eq!(t.name, "softmax");
+    assert_eq!(t.entry, "softmax");
+    assert_eq!(t.args.len(), 4);
+    assert!(matches!(t.args[0].role, ArgRole::Input { .. }));
+    assert!(matches!(t.args[1].role, ArgRole::Output { tolerance: Tolerance { rtol, .. }, .. } if rtol == 1e-5));
+    assert_eq!(t.args[2].role, ArgRole::Scalar { value: ScalarValue::Int("rows".into()) });
+    assert_eq!(t.checks.len(), 2);
+    assert_eq!(t.bench.vars["cols"], 4096);
+    assert_eq!(t.seeds, 2);
+    assert!(t.deterministic);
+    assert!(!t.has_reference());
+    assert_eq!(t.reference, t.baseline);
+    let w = t.work(&t.bench).unwrap();
+    assert_eq!(w.bytes, 8.0 * 8192.0 * 4096.0);
+    assert_eq!(w.flops, 5.0 * 8192.0 * 4096.0);
+    assert_eq!(t.tune["BLOCK"], vec!["128".to_string(), "256".to_string()]);
+    assert_eq!(t.smallest_check().vars["rows"], 1);
+    assert_eq!(t.total_bytes(&t.checks[1]), 2 * 67 * 4099 * 4);
+}
+
+#[test]
+fn syntax_errors_carry_the_line() {
+    let text = GOOD.replace("seeds = 2", "seeds = = 2");
+    let e = error(&text);
+    assert_eq!(e.line, Some(line_of(&text, "seeds = =")), "{e}");
+}
+
+#[test]
+fn unknown_fields_are_rejected_where_they_are() {
+    let text = GOOD.replace("output = true", "outptu = true");
+    let e = error(&text);
+    assert_eq!(e.line, Some(line_of(&text, "outptu")), "{e}");
+    assert!(e.message.contains("outptu"), "{e}");
+}
+
+#[test]
+fn bad_length_expression_names_field_line_and_expectation() {
+    let text = GOOD.replacen("len = \"rows * cols\"", "len = \"rows * colz\"", 1);
+    let e = error(&text);
+    assert_eq!(e.field, "arg[0] (x).len");
+    assert_eq!(e.line, Some(line_of(&text, "colz")));
+    assert!(e.message.contains("`colz`, which is not a size variable (cols, rows)"), "{e}");
+    let shown = e.to_string();
+    assert!(shown.contains("task.toml:"), "{shown}");
+}
+
+#[test]
+fn unparsable_expression_points_at_the_character() {
+    let text = GOOD.replace("bytes = \"8 * rows * cols\"", "bytes = \"8 * (rows * cols\"");
+    let e = error(&text);
+    assert_eq!(e.field, "roofline.bytes");
+    assert!(e.message.contains("missing `)`"), "{e}");
+}
+
+#[test]
+fn unknown_type_lists_the_known_ones() {
+    let text = GOOD.replace("type = \"const float*\"", "type = \"const float4*\"");
+    let e = error(&text);
+    assert_eq!(e.field, "arg[0] (x).type");
+    assert!(e.message.contains("unknown type `float4`"), "{e}");
+    assert!(e.message.contains("__nv_bfloat16"), "{e}");
+}
+
+#[test]
+fn missing_baseline_file() {
+    let text = GOOD.replace("baseline.cu", "nope.cu");
+    let e = error(&text);
+    assert_eq!(e.field, "task.baseline");
+    assert_eq!(e.line, Some(line_of(&text, "nope.cu")));
+    assert!(e.message.contains("`nope.cu` does not exist"), "{e}");
+}
+
+#[test]
+fn missing_required_field() {
+    let text = GOOD.replace("entry = \"softmax\"\n", "");
+    let e = error(&text);
+    assert!(e.message.contains("missing field `entry`"), "{e}");
+}
+
+#[test]
+fn inputs_need_an_init_and_outputs_cannot_be_const() {
+    let e = error(&GOOD.replace("init = \"normal(0, 1)\"\n", ""));
+    assert_eq!(e.field, "arg[0] (x).init");
+    assert!(e.message.contains("needs `init`"), "{e}");
+
+    let e = error(&GOOD.replace("type = \"float*\"", "type = \"const float*\""));
+    assert_eq!(e.field, "arg[1] (y).output");
+    assert!(e.message.contains("const"), "{e}");
+}
+
+#[test]
+fn bad_distribution() {
+    let text = GOOD.replace("normal(0, 1)", "normal(0, 0)");
+    let e = error(&text);
+    assert_eq!(e.field, "arg[0] (x).init");
+    assert_eq!(e.line, Some(line_of(&text, "normal(0, 0)")));
+}
+
+#[test]
+fn check_sizes_must_bind_the_same_variables() {
+    let text = GOOD.replace("{ rows = 67, cols = 4099 }", "{ rows = 67 }");
+    let e = error(&text);
+    assert_eq!(e.field, "sizes.check[1]");
+    assert!(e.message.contains("every size must bind the same variables"), "{e}");
+}
+
+#[test]
+fn scalars_without_value_must_be_size_variables() {
+    let text = GOOD.replace("name = \"cols\"", "name = \"width\"");
+    let e = error(&text);
+    assert_eq!(e.field, "arg[3] (width).value");
+    assert!(e.message.contains("not a size variable"), "{e}");
+}
+
+#[test]
+fn scalar_values_must_fit_their_type() {
+    let text = GOOD.replace("name = \"rows\"\ntype = \"int\"", "name = \"rows\"\ntype = \"int\"\nvalue = \"rows * 1000000\"");
+    let e = error(&text);
+    assert!(e.message.contains("does not fit `int`"), "{e}");
+}
+
+#[test]
+fn negative_lengths_and_overflows_are_caught_per_size() {
+    let e = error(&GOOD.replacen("len = \"rows * cols\"", "len = \"rows - 2\"", 1));
+    assert!(e.message.contains("at size cols=1 rows=1 the length is -1"), "{e}");
+    let e = error(&GOOD.replacen("len = \"rows * cols\"", "len = \"rows * cols * 9223372036854775807 * 2\"", 1));
+    assert!(e.message.contains("overflow"), "{e}");
+}
+
+#[test]
+fn seeds_and_tolerances_are_range_checked() {
+    let text = GOOD.replace("seeds = 2", "seeds = 0");
+    let e = error(&text);
+    assert_eq!(e.field, "check.seeds");
+    assert_eq!(e.line, Some(line_of(&text, "seeds = 0")));
+    let e = error(&GOOD.replace("rtol = 1e-5", "rtol = -1.0"));
+    assert_eq!(e.field, "check.rtol");
+}
+
+#[test]
+fn tune_knobs_must_be_macro_names() {
+    let e = error(&GOOD.replace("BLOCK = [128, 256]", "\"2BLOCK\" = [128]"));
+    assert_eq!(e.field, "tune.2BLOCK");
+    let e = error(&GOOD.replace("BLOCK = [128, 256]", "BLOCK = []"));
+    assert!(e.message.contains("at least one value"), "{e}");
+}
+
+#[test]
+fn a_task_without_outputs_checks_nothing() {
+    let e = error(&GOOD.replace("output = true", "init = \"zeros\""));
+    assert!(e.message.contains("no argument has output = true"), "{e}");
+}
+
+#[test]
+fn unused_size_variables_are_reported() {
+    let text = GOOD.replace("bench = { rows = 8192, cols = 4096 }", "bench = { rows = 8192, cols = 4096, k = 1 }")
+        .replace("{ rows = 1, cols = 1 }", "{ rows = 1, cols = 1, k = 1 }")
+        .replace("{ rows = 67, cols = 4099 }", "{ rows = 67, cols = 4099, k = 1 }");
+    let e = error(&text);
+    assert!(e.message.contains("`k` is used by no argument"), "{e}");
+}
+
+#[test]
+fn missing_task_file_says_what_a_task_directory_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Task::load(dir.path()).unwrap_err();
+    assert!(e.message.contains("no task.toml here"), "{e}");
+}
+
+#[test]
+fn discover_lists_only_task_directories() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("b")).unwrap();
+    std::fs::write(root.path().join("b/task.toml"), GOOD).unwrap();
+    std::fs::create_dir(root.path().join("a")).unwrap();
+    std::fs::write(root.path().join("a/task.toml"), GOOD).unwrap();
+    std::fs::create_dir(root.path().join("not_a_task")).unwrap();
+    let found = discover(root.path()).unwrap();
+    let names: Vec<_> = found.iter().map(|p| p.file_name().unwrap().to_str().unwrap().to_string()).collect();
+    assert_eq!(names, vec!["a", "b"]);
+}
+
+#[test]
+fn absurd_buffers_are_refused_before_allocation() {
+    let e = error(&GOOD.replacen("len = \"rows * cols\"", "len = \"rows * cols * 9223372036854775807\"", 1));
+    assert!(e.message.contains("the buffer would hold"), "{e}");
+}

@@ -1,0 +1,270 @@
+//! C parameter types a task's entry point may take, parsed from their spelling in
+//! task.toml. The spelling is kept verbatim for the generated shim (so `int64_t` and
+//! `long long`, distinct C++ types, are never confused); the parsed form drives data
+//! generation, comparison and argument packing in the worker.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Element type of a device buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElemType {
+    F32,
+    F64,
+    F16,
+    Bf16,
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+}
+
+impl ElemType {
+    pub fn size(self) -> usize {
+        match self {
+            ElemType::I8 | ElemType::U8 => 1,
+            ElemType::F16 | ElemType::Bf16 | ElemType::I16 | ElemType::U16 => 2,
+            ElemType::F32 | ElemType::I32 | ElemType::U32 => 4,
+            ElemType::F64 | ElemType::I64 | ElemType::U64 => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, ElemType::F32 | ElemType::F64 | ElemType::F16 | ElemType::Bf16)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemType::F32 => "f32",
+            ElemType::F64 => "f64",
+            ElemType::F16 => "f16",
+            ElemType::Bf16 => "bf16",
+            ElemType::I8 => "i8",
+            ElemType::U8 => "u8",
+            ElemType::I16 => "i16",
+            ElemType::U16 => "u16",
+            ElemType::I32 => "i32",
+            ElemType::U32 => "u32",
+            ElemType::I64 => "i64",
+            ElemType::U64 => "u64",
+        }
+    }
+
+    /// Reads element `i` of a little-endian byte buffer as f64 (exact for every
+    /// integer type up to 2^53 and for every float type).
+    pub fn read_f64(self, bytes: &[u8], i: usize) -> f64 {
+        let s = self.size();
+        let b = &bytes[i * s..(i + 1) * s];
+        match self {
+            ElemType::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
+            ElemType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
+            ElemType::F16 => half::f16::from_le_bytes(b.try_into().unwrap()).to_f64(),
+            ElemType::Bf16 => half::bf16::from_le_bytes(b.try_into().unwrap()).to_f64(),
+            ElemType::I8 => b[0] as i8 as f64,
+            ElemType::U8 => b[0] as f64,
+            ElemType::I16 => i16::from_le_bytes(b.try_into().unwrap()) as f64,
+            ElemType::U16 => u16::from_le_bytes(b.try_into().unwrap()) as f64,
+            ElemType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as f64,
+            ElemType::U32 => u32::from_le_bytes(b.try_into().unwrap()) as f64,
+            ElemType::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
+            ElemType::U64 => u64::from_le_bytes(b.try_into().unwrap()) as f64,
+        }
+    }
+
+    /// Writes `v` as element `i`, rounding to nearest for floats and saturating for
+    /// integers.
+    pub fn write_f64(self, bytes: &mut [u8], i: usize, v: f64) {
+        let s = self.size();
+        let b = &mut bytes[i * s..(i + 1) * s];
+        match self {
+            ElemType::F32 => b.copy_from_slice(&(v as f32).to_le_bytes()),
+            ElemType::F64 => b.copy_from_slice(&v.to_le_bytes()),
+            ElemType::F16 => b.copy_from_slice(&half::f16::from_f64(v).to_le_bytes()),
+            ElemType::Bf16 => b.copy_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
+            ElemType::I8 => b[0] = v as i8 as u8,
+            ElemType::U8 => b[0] = v as u8,
+            ElemType::I16 => b.copy_from_slice(&(v as i16).to_le_bytes()),
+            ElemType::U16 => b.copy_from_slice(&(v as u16).to_le_bytes()),
+            ElemType::I32 => b.copy_from_slice(&(v as i32).to_le_bytes()),
+            ElemType::U32 => b.copy_from_slice(&(v as u32).to_le_bytes()),
+            ElemType::I64 => b.copy_from_slice(&(v as i64).to_le_bytes()),
+            ElemType::U64 => b.copy_from_slice(&(v as u64).to_le_bytes()),
+        }
+    }
+}
+
+impl fmt::Display for ElemType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Type of a by-value parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScalarType {
+    I32,
+    U32,
+    I64,
+    U64,
+    F32,
+    F64,
+}
+
+impl ScalarType {
+    pub fn size(self) -> usize {
+        match self {
+            ScalarType::I32 | ScalarType::U32 | ScalarType::F32 => 4,
+            ScalarType::I64 | ScalarType::U64 | ScalarType::F64 => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, ScalarType::F32 | ScalarType::F64)
+    }
+}
+
+/// A parameter type: a pointer to device memory, or a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum ParamType {
+    Pointer { elem: ElemType, is_const: bool },
+    Scalar { scalar: ScalarType },
+}
+
+const ELEM_NAMES: &[(&str, ElemType)] = &[
+    ("float", ElemType::F32),
+    ("double", ElemType::F64),
+    ("half", ElemType::F16),
+    ("__half", ElemType::F16),
+    ("__nv_bfloat16", ElemType::Bf16),
+    ("nv_bfloat16", ElemType::Bf16),
+    ("int8_t", ElemType::I8),
+    ("signed char", ElemType::I8),
+    ("char", ElemType::I8),
+    ("uint8_t", ElemType::U8),
+    ("unsigned char", ElemType::U8),
+    ("int16_t", ElemType::I16),
+    ("short", ElemType::I16),
+    ("uint16_t", ElemType::U16),
+    ("unsigned short", ElemType::U16),
+    ("int", ElemType::I32),
+    ("int32_t", ElemType::I32),
+    ("unsigned", ElemType::U32),
+    ("unsigned int", ElemType::U32),
+    ("uint32_t", ElemType::U32),
+    ("long", ElemType::I64),
+    ("long long", ElemType::I64),
+    ("int64_t", ElemType::I64),
+    ("unsigned long", ElemType::U64),
+    ("unsigned long long", ElemType::U64),
+    ("uint64_t", ElemType::U64),
+    ("size_t", ElemType::U64),
+];
+
+/// The spellings accepted for element types, for error messages.
+pub fn known_type_names() -> String {
+    ELEM_NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
+impl ParamType {
+    /// Parses a C parameter type such as `const float*`, `float *__restrict__`,
+    /// `const __nv_bfloat16*`, `int` or `int64_t`.
+    pub fn parse(spelling: &str) -> Result<ParamType, String> {
+        let mut words: Vec<&str> = Vec::new();
+        let mut pointers = 0;
+        for raw in spelling.split(|c: char| c.is_whitespace()) {
+            let mut w = raw;
+            while let Some(rest) = w.strip_suffix('*') {
+                pointers += 1;
+                w = rest;
+            }
+            while let Some(rest) = w.strip_prefix('*') {
+                pointers += 1;
+                w = rest;
+            }
+            if w.contains('*') {
+                return Err(format!("cannot read type `{spelling}`"));
+            }
+            if !w.is_empty() {
+                words.push(w);
+            }
+        }
+        let mut is_const = false;
+        let mut base: Vec<&str> = Vec::new();
+        for w in words {
+            match w {
+                "const" => is_const = true,
+                "__restrict__" | "__restrict" | "restrict" => {}
+                "volatile" => return Err(format!("`{spelling}`: volatile parameters are not supported")),
+                other => base.push(other),
+            }
+        }
+        let base = base.join(" ");
+        let Some(elem) = ELEM_NAMES.iter().find(|(n, _)| *n == base).map(|(_, e)| *e) else {
+            return Err(format!("unknown type `{base}` in `{spelling}`; expected one of: {}", known_type_names()));
+        };
+        match pointers {
+            1 => Ok(ParamType::Pointer { elem, is_const }),
+            0 => {
+                let scalar = match elem {
+                    ElemType::I32 => ScalarType::I32,
+                    ElemType::U32 => ScalarType::U32,
+                    ElemType::I64 => ScalarType::I64,
+                    ElemType::U64 => ScalarType::U64,
+                    ElemType::F32 => ScalarType::F32,
+                    ElemType::F64 => ScalarType::F64,
+                    other => return Err(format!("`{spelling}`: by-value parameters of type {other} are not supported (use int, int64_t, size_t, float or double)")),
+                };
+                Ok(ParamType::Scalar { scalar })
+            }
+            n => Err(format!("`{spelling}` has {n} levels of pointer; expected a plain pointer to device memory or a value")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_spellings_production_launchers_use() {
+        assert_eq!(ParamType::parse("const float*"), Ok(ParamType::Pointer { elem: ElemType::F32, is_const: true }));
+        assert_eq!(ParamType::parse("float *"), Ok(ParamType::Pointer { elem: ElemType::F32, is_const: false }));
+        assert_eq!(ParamType::parse("float* __restrict__"), Ok(ParamType::Pointer { elem: ElemType::F32, is_const: false }));
+        assert_eq!(ParamType::parse("const __nv_bfloat16 *"), Ok(ParamType::Pointer { elem: ElemType::Bf16, is_const: true }));
+        assert_eq!(ParamType::parse("float const*"), Ok(ParamType::Pointer { elem: ElemType::F32, is_const: true }));
+        assert_eq!(ParamType::parse("unsigned int*"), Ok(ParamType::Pointer { elem: ElemType::U32, is_const: false }));
+        assert_eq!(ParamType::parse("int"), Ok(ParamType::Scalar { scalar: ScalarType::I32 }));
+        assert_eq!(ParamType::parse("long long"), Ok(ParamType::Scalar { scalar: ScalarType::I64 }));
+        assert_eq!(ParamType::parse("size_t"), Ok(ParamType::Scalar { scalar: ScalarType::U64 }));
+        assert_eq!(ParamType::parse("float"), Ok(ParamType::Scalar { scalar: ScalarType::F32 }));
+    }
+
+    #[test]
+    fn rejects_what_the_worker_cannot_pass() {
+        assert!(ParamType::parse("float**").unwrap_err().contains("2 levels"));
+        assert!(ParamType::parse("float4*").unwrap_err().contains("unknown type `float4`"));
+        assert!(ParamType::parse("half").unwrap_err().contains("not supported"));
+        assert!(ParamType::parse("volatile int*").unwrap_err().contains("volatile"));
+    }
+
+    #[test]
+    fn element_round_trip_through_bytes() {
+        for elem in [ElemType::F32, ElemType::F64, ElemType::F16, ElemType::Bf16, ElemType::I32, ElemType::U8, ElemType::I64] {
+            let mut buf = vec![0u8; elem.size() * 3];
+            elem.write_f64(&mut buf, 1, 3.0);
+            elem.write_f64(&mut buf, 2, -2.0);
+            assert_eq!(elem.read_f64(&buf, 1), 3.0, "{elem}");
+            assert_eq!(elem.read_f64(&buf, 0), 0.0, "{elem}");
+            if elem != ElemType::U8 {
+                assert_eq!(elem.read_f64(&buf, 2), -2.0, "{elem}");
+            }
+        }
+    }
+}

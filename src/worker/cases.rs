@@ -1,0 +1,378 @@
+//! Check cases: seeded inputs on the host, guarded buffers on the device, and the checks
+//! of one library against the reference outputs.
+
+use super::{is_output, pointer_args, tolerance_of, CallError, Entry, Stop, Worker};
+use crate::gpu::{DeviceBuffer, GpuResult, GuardedBuffer};
+use crate::protocol::{CaseRef, CheckSummary, Failure, FailureClass, Outcome};
+use crate::task::types::{ElemType, ParamType, ScalarType};
+use crate::task::{ArgRole, ScalarValue, Size, Task};
+use crate::verify::{self, Comparison};
+
+/// Inputs of one (size, seed), generated on the host.
+pub(crate) struct HostCase {
+    pub size: Size,
+    pub seed: u64,
+    /// Initial contents of Input and InOut buffers, by argument index.
+    pub inputs: Vec<Option<Vec<u8>>>,
+    /// Byte length of every pointer argument (0 for scalars).
+    pub lens: Vec<usize>,
+    /// Argument values for scalars (pointer slots are filled per device case).
+    pub scalars: Vec<[u8; 8]>,
+}
+
+impl HostCase {
+    pub fn new(size: Size, seed: u64) -> HostCase {
+        HostCase { size, seed, inputs: Vec::new(), lens: Vec::new(), scalars: Vec::new() }
+    }
+
+    pub fn label(&self) -> String {
+        format!("size {} seed {}", self.size, self.seed)
+    }
+
+    fn case_ref(&self, arg: Option<&str>) -> CaseRef {
+        CaseRef { size: self.size.to_string(), seed: self.seed, arg: arg.map(str::to_string) }
+    }
+
+    fn fill(&mut self, task: &Task, threads: usize) -> Result<(), String> {
+        let n = task.args.len();
+        self.inputs = vec![None; n];
+        self.lens = vec![0; n];
+        self.scalars = vec![[0u8; 8]; n];
+        for (i, arg) in task.args.iter().enumerate() {
+            match (&arg.role, arg.ty) {
+                (ArgRole::Scalar { value }, ParamType::Scalar { scalar }) => {
+                    self.scalars[i] = scalar_bytes(value, scalar, &self.size)?;
+                }
+                (ArgRole::Input { len, init } | ArgRole::InOut { len, init, .. }, ParamType::Pointer { elem, .. }) => {
+                    let count = Task::buffer_len(len, &self.size)?;
+                    self.lens[i] = count * elem.size();
+                    self.inputs[i] = Some(crate::task::init::generate(*init, elem, count, self.seed, i as u64, threads));
+                }
+                (ArgRole::Output { len, .. }, ParamType::Pointer { elem, .. }) => {
+                    self.lens[i] = Task::buffer_len(len, &self.size)? * elem.size();
+                }
+                _ => return Err(format!("argument {} has a role that does not fit its type", arg.name)),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn scalar_bytes(value: &ScalarValue, scalar: ScalarType, size: &Size) -> Result<[u8; 8], String> {
+    let mut b = [0u8; 8];
+    match value {
+        ScalarValue::Int(src) => {
+            let v = crate::task::expr::Expr::parse(src).map_err(|e| e.to_string())?.eval(&size.vars).map_err(|e| e.to_string())?;
+            match scalar {
+                ScalarType::I32 | ScalarType::U32 => b[..4].copy_from_slice(&(v as i32).to_le_bytes()),
+                ScalarType::I64 | ScalarType::U64 => b.copy_from_slice(&v.to_le_bytes()),
+                ScalarType::F32 => b[..4].copy_from_slice(&(v as f32).to_le_bytes()),
+                ScalarType::F64 => b.copy_from_slice(&(v as f64).to_le_bytes()),
+            }
+        }
+        ScalarValue::Float(x) => match scalar {
+            ScalarType::F32 => b[..4].copy_from_slice(&(*x as f32).to_le_bytes()),
+            ScalarType::F64 => b.copy_from_slice(&x.to_le_bytes()),
+            _ => return Err("a float value for an integer parameter".into()),
+        },
+    }
+    Ok(b)
+}
+
+/// Host inputs plus the reference outputs for them.
+pub(crate) struct CaseData {
+    pub host: HostCase,
+    /// Reference outputs by argument index (Some for Output and InOut arguments).
+    pub reference: Option<Vec<Option<Vec<u8>>>>,
+}
+
+impl CaseData {
+    pub fn generate(w: &Worker, mut host: HostCase) -> Result<CaseData, Stop> {
+        host.fill(&w.task, w.threads).map_err(|m| Outcome::TaskError { message: format!("{}: {m}", host.label()) })?;
+        Ok(CaseData { host, reference: None })
+    }
+}
+
+/// One case's buffers on the device, with the argument slots the shim reads.
+pub(crate) struct DeviceCase {
+    pub buffers: Vec<Option<GuardedBuffer>>,
+    /// Initial values of InOut buffers, restored before every call.
+    pristine: Vec<Option<DeviceBuffer>>,
+    pub values: Vec<[u8; 8]>,
+    elems: Vec<Option<ElemType>>,
+    roles: Vec<ArgRole>,
+}
+
+impl DeviceCase {
+    pub fn upload(w: &Worker, host: &HostCase) -> GpuResult<DeviceCase> {
+        DeviceCase::upload_with(w, host, true)
+    }
+
+    pub fn upload_with(w: &Worker, host: &HostCase, guarded: bool) -> GpuResult<DeviceCase> {
+        let task = &w.task;
+        let n = task.args.len();
+        let mut dc = DeviceCase {
+            buffers: (0..n).map(|_| None).collect(),
+            pristine: (0..n).map(|_| None).collect(),
+            values: host.scalars.clone(),
+            elems: vec![None; n],
+            roles: task.args.iter().map(|a| a.role.clone()).collect(),
+        };
+        for (i, arg, elem) in pointer_args(task) {
+            let buf = GuardedBuffer::new(&w.gpu, host.lens[i], guarded)?;
+            if let Some(data) = &host.inputs[i] {
+                w.gpu.upload(buf.ptr(), data)?;
+                if matches!(arg.role, ArgRole::InOut { .. }) {
+                    let copy = w.gpu.alloc(data.len())?;
+                    w.gpu.upload(copy.ptr, data)?;
+                    dc.pristine[i] = Some(copy);
+                }
+            }
+            dc.values[i] = buf.ptr().to_le_bytes();
+            dc.buffers[i] = Some(buf);
+            dc.elems[i] = Some(elem);
+        }
+        Ok(dc)
+    }
+
+    /// Restores InOut buffers and poisons outputs, on the stream.
+    pub fn prepare(&mut self, w: &Worker, second: bool) -> GpuResult<()> {
+        self.restore(w)?;
+        for i in 0..self.buffers.len() {
+            let (Some(buf), Some(elem), ArgRole::Output { .. }) = (&self.buffers[i], self.elems[i], &self.roles[i]) else { continue };
+            w.gpu.fill_async(buf.ptr(), elem.size(), verify::poison(elem, second), buf.len_bytes / elem.size())?;
+        }
+        Ok(())
+    }
+
+    /// Restores InOut buffers to their initial values, on the stream (outputs untouched:
+    /// energy loops measure the call alone).
+    pub fn restore(&mut self, w: &Worker) -> GpuResult<()> {
+        for i in 0..self.buffers.len() {
+            let Some(buf) = &self.buffers[i] else { continue };
+            match &self.roles[i] {
+                ArgRole::InOut { .. } => {
+                    if let Some(p) = &self.pristine[i] {
+                        // SAFETY: both allocations hold len_bytes; same stream as the call.
+                        unsafe { cudarc::driver::result::memcpy_dtod_async(buf.ptr(), p.ptr, buf.len_bytes, w.gpu.raw_stream()) }
+                            .map_err(|e| crate::gpu::GpuError::from_driver(e, "restoring an in-out buffer"))?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    pub fn download_outputs(&self, w: &Worker) -> GpuResult<Vec<Option<Vec<u8>>>> {
+        let mut out = Vec::with_capacity(self.buffers.len());
+        for (i, b) in self.buffers.iter().enumerate() {
+            out.push(match b {
+                Some(buf) if is_output(&self.roles[i]) => Some(w.gpu.download(buf.ptr(), buf.len_bytes)?),
+                _ => None,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every guard zone intact, else which argument was overrun and where.
+    fn check_guards(&self, w: &Worker, host: &HostCase, role: &str) -> Result<(), Failure> {
+        for (i, b) in self.buffers.iter().enumerate() {
+            let Some(buf) = b else { continue };
+            let (before, after) = buf.read_guards(&w.gpu).map_err(|e| device_failure(role, e, host))?;
+            let name = &w.task.args[i].name;
+            let elem = self.elems[i].map(|e| e.size()).unwrap_or(1);
+            if let Some(off) = verify::guard_damage(&after) {
+                let mut f = Failure::new(
+                    FailureClass::OutOfBoundsWrite,
+                    format!("{role} wrote past the end of `{name}` ({} elements): element {} (byte {} after the end) at {}", buf.len_bytes / elem, buf.len_bytes / elem + off / elem, off, host.label()),
+                );
+                f.at = Some(host.case_ref(Some(name)));
+                return Err(f);
+            }
+            if let Some(off) = verify::guard_damage(&before) {
+                let back = verify::GUARD_BYTES - off;
+                let mut f = Failure::new(
+                    FailureClass::OutOfBoundsWrite,
+                    format!("{role} wrote before the start of `{name}`: {back} bytes before element 0 at {}", host.label()),
+                );
+                f.at = Some(host.case_ref(Some(name)));
+                return Err(f);
+            }
+        }
+        Ok(())
+    }
+
+    fn check_inputs_unchanged(&self, w: &Worker, host: &HostCase, role: &str) -> Result<(), Failure> {
+        for (i, b) in self.buffers.iter().enumerate() {
+            let (Some(buf), ArgRole::Input { .. }) = (b, &self.roles[i]) else { continue };
+            let Some(original) = &host.inputs[i] else { continue };
+            let now = w.gpu.download(buf.ptr(), buf.len_bytes).map_err(|e| device_failure(role, e, host))?;
+            if let Some(pos) = now.iter().zip(original.iter()).position(|(a, b)| a != b) {
+                let elem = self.elems[i].unwrap_or(ElemType::U8);
+                let idx = pos / elem.size();
+                let name = &w.task.args[i].name;
+                let mut f = Failure::new(
+                    FailureClass::InputMutation,
+                    format!(
+                        "{role} modified input `{name}`: element {idx} was {} and is now {} after the call at {}",
+                        elem.read_f64(original, idx),
+                        elem.read_f64(&now, idx),
+                        host.label()
+                    ),
+                );
+                f.at = Some(host.case_ref(Some(name)));
+                return Err(f);
+            }
+        }
+        Ok(())
+    }
+
+    /// One checked call: prepare, call, wait, then guards and inputs. Returns the outputs.
+    fn run(&mut self, w: &Worker, entry: &Entry, host: &HostCase, second: bool) -> Result<Vec<Option<Vec<u8>>>, Failure> {
+        self.prepare(w, second).map_err(|e| device_failure(entry.role, e, host))?;
+        // The poison must land before the call even if the candidate ignores our stream.
+        w.gpu.sync_stream().map_err(|e| device_failure(entry.role, e, host))?;
+        w.invoke(entry, &mut self.values).map_err(|e| {
+            let mut f = e.failure(entry.role, &host.label());
+            f.at = Some(host.case_ref(None));
+            f
+        })?;
+        self.check_guards(w, host, entry.role)?;
+        self.check_inputs_unchanged(w, host, entry.role)?;
+        self.download_outputs(w).map_err(|e| device_failure(entry.role, e, host))
+    }
+}
+
+fn device_failure(role: &str, e: crate::gpu::GpuError, host: &HostCase) -> Failure {
+    let mut f = CallError::Device(e).failure(role, &host.label());
+    f.at = Some(host.case_ref(None));
+    f
+}
+
+/// Runs the trusted reference on one case; it must complete and write every output.
+pub(crate) fn run_reference(w: &Worker, reference: &Entry, host: &HostCase) -> Result<Vec<Option<Vec<u8>>>, Stop> {
+    let task_err = |f: Failure| Outcome::TaskError { message: format!("the reference fails at {}: {}", host.label(), f.message) };
+    let mut dev = DeviceCase::upload(w, host).map_err(super::gpu_stop)?;
+    let out1 = dev.run(w, reference, host, false).map_err(task_err)?;
+    let mut suspicious = false;
+    for (i, o) in out1.iter().enumerate() {
+        if let (Some(bytes), Some(elem), ArgRole::Output { .. }) = (o, dev.elems[i], &dev.roles[i]) {
+            suspicious |= verify::count_poison(elem, bytes, false) > 0;
+        }
+    }
+    if suspicious {
+        // Poison A can be a legitimate value for small integer outputs: a second run
+        // with poison B tells unwritten from coincidence.
+        let out2 = dev.run(w, reference, host, true).map_err(task_err)?;
+        for (i, (a, b)) in out1.iter().zip(&out2).enumerate() {
+            if let (Some(a), Some(b), Some(elem)) = (a, b, dev.elems[i]) {
+                if let Some(u) = verify::find_unwritten(elem, a, b) {
+                    return Err(Outcome::TaskError {
+                        message: format!("the reference leaves {} elements of `{}` unwritten (first: {}) at {}", u.count, w.task.args[i].name, u.first_index, host.label()),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out1)
+}
+
+/// Checks `entry` on every case against the cached reference outputs.
+pub(crate) fn check_library(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<CheckSummary, Failure> {
+    let task = &w.task;
+    let mut summary = CheckSummary::default();
+    for (ci, case) in cases.iter().enumerate() {
+        let host = &case.host;
+        let reference = case.reference.as_ref().expect("reference computed before checks");
+        let mut dev = DeviceCase::upload(w, host).map_err(|e| device_failure(entry.role, e, host))?;
+        let out1 = dev.run(w, entry, host, false)?;
+        let out2 = dev.run(w, entry, host, true)?;
+        summary.cases += 1;
+        summary.calls += 2;
+        for (i, arg) in task.args.iter().enumerate() {
+            let (Some(got), Some(_), Some(elem)) = (&out1[i], &out2[i], dev.elems[i]) else { continue };
+            if !matches!(arg.role, ArgRole::Output { .. }) {
+                continue;
+            }
+            if let Some(u) = verify::find_unwritten(elem, got, out2[i].as_ref().unwrap()) {
+                let total = got.len() / elem.size();
+                let mut f = Failure::new(
+                    FailureClass::UnwrittenOutput,
+                    format!("{} left {} of {total} elements of `{}` unwritten (first: element {}) at {}", entry.role, u.count, arg.name, u.first_index, host.label()),
+                );
+                f.at = Some(host.case_ref(Some(&arg.name)));
+                return Err(f);
+            }
+        }
+        for (i, arg) in task.args.iter().enumerate() {
+            let (Some(got), Some(again), Some(expected), Some(elem)) = (&out1[i], &out2[i], &reference[i], dev.elems[i]) else { continue };
+            let tol = tolerance_of(task, &arg.role);
+            let cmp = verify::compare(elem, got, expected, tol, w.threads);
+            summary.elements_compared += cmp.elements;
+            summary.max_abs_err = summary.max_abs_err.max(cmp.max_abs_err);
+            summary.max_rel_err = summary.max_rel_err.max(cmp.max_rel_err);
+            if !cmp.ok() {
+                let stale = cases[..ci].iter().any(|earlier| {
+                    earlier.host.size == host.size
+                        && earlier.reference.as_ref().and_then(|r| r[i].as_ref()).is_some_and(|old| verify::compare(elem, got, old, tol, w.threads).ok())
+                });
+                let mut f = if stale {
+                    Failure::new(
+                        FailureClass::StaleOutput,
+                        format!("{} returned the result of earlier inputs for `{}` at {}: results are cached across calls", entry.role, arg.name, host.label()),
+                    )
+                } else {
+                    Failure::new(FailureClass::WrongAnswer, wrong_answer_message(entry.role, &arg.name, &cmp, host, tol))
+                };
+                f.at = Some(host.case_ref(Some(&arg.name)));
+                f.comparison = Some(cmp);
+                return Err(f);
+            }
+            let repeat_ok = if task.deterministic {
+                got == again
+            } else {
+                verify::compare(elem, again, expected, tol, w.threads).ok()
+            };
+            if !repeat_ok {
+                let skipped = verify::count_poison(elem, again, true);
+                let mut f = if skipped > 0 {
+                    Failure::new(
+                        FailureClass::StaleOutput,
+                        format!("a second call with the same inputs left {skipped} elements of `{}` unwritten at {}: {} skips work on repeated calls", arg.name, host.label(), entry.role),
+                    )
+                } else {
+                    let first = (0..got.len() / elem.size()).find(|&k| got[k * elem.size()..(k + 1) * elem.size()] != again[k * elem.size()..(k + 1) * elem.size()]).unwrap_or(0);
+                    Failure::new(
+                        FailureClass::Nondeterminism,
+                        format!(
+                            "two calls with the same inputs disagree on `{}` at {}: element {first} is {} then {}{}",
+                            arg.name,
+                            host.label(),
+                            elem.read_f64(got, first),
+                            elem.read_f64(again, first),
+                            if task.deterministic { " (the task requires bitwise-identical results: set check.deterministic = false if atomics make the order vary)" } else { "" }
+                        ),
+                    )
+                };
+                f.at = Some(host.case_ref(Some(&arg.name)));
+                return Err(f);
+            }
+        }
+    }
+    Ok(summary)
+}
+
+pub(crate) fn wrong_answer_message(role: &str, arg: &str, cmp: &Comparison, host: &HostCase, tol: crate::task::Tolerance) -> String {
+    let first = cmp.first_mismatch.as_ref().map(|m| format!("first at element {}: got {} expected {}", m.index, m.got, m.expected)).unwrap_or_default();
+    format!(
+        "{role} output `{arg}` differs from the reference at {}: {} of {} elements outside atol {} + rtol {} x |ref|; {first}; max abs err {:.3e}, max rel err {:.3e}",
+        host.label(),
+        cmp.mismatches,
+        cmp.elements,
+        tol.atol,
+        tol.rtol,
+        cmp.max_abs_err,
+        cmp.max_rel_err
+    )
+}

@@ -1,0 +1,360 @@
+//! The worker: the only process that runs candidate code. It loads the trusted reference
+//! first and computes every reference output before any untrusted library is mapped
+//! into the process, then checks and times the candidate against the baseline.
+//!
+//! It talks to the orchestrator through a private copy of its original stdout; its fd 1
+//! is pointed at stderr before any candidate loads, so a candidate's `printf` cannot
+//! corrupt the protocol. It announces each phase before entering it: if it dies, the
+//! orchestrator knows where.
+
+mod cases;
+mod timing;
+
+use crate::gpu::{Gpu, GpuError};
+use crate::protocol::*;
+use crate::task::types::ParamType;
+use crate::task::{ArgRole, Task};
+use cases::{CaseData, DeviceCase, HostCase};
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::io::Write;
+use std::os::fd::FromRawFd;
+use std::path::Path;
+use std::time::Instant;
+
+type CallFn = unsafe extern "C" fn(*const *mut c_void, *mut c_void) -> c_int;
+type ErrorNameFn = unsafe extern "C" fn(c_int) -> *const c_char;
+
+/// A loaded kernel library (reference, baseline or candidate).
+pub(crate) struct Entry {
+    _lib: libloading::Library,
+    call: CallFn,
+    error_name: ErrorNameFn,
+    pub role: &'static str,
+}
+
+impl Entry {
+    fn load(path: &Path, role: &'static str) -> Result<Entry, String> {
+        use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+        // SAFETY: loading runs the library's constructors: this is exactly the untrusted
+        // code this process exists to contain.
+        let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
+            .map_err(|e| format!("cannot load the {role} library {}: {e}", path.display()))?;
+        let lib: libloading::Library = lib.into();
+        // SAFETY: symbol types match the generated shim (shim.rs).
+        let call = unsafe { lib.get::<CallFn>(crate::build::shim::CALL_SYMBOL.as_bytes()) }
+            .map(|s| *s)
+            .map_err(|e| format!("the {role} library has no shim entry: {e}"))?;
+        // SAFETY: as above.
+        let error_name = unsafe { lib.get::<ErrorNameFn>(crate::build::shim::ERROR_NAME_SYMBOL.as_bytes()) }
+            .map(|s| *s)
+            .map_err(|e| format!("the {role} library has no shim error function: {e}"))?;
+        Ok(Entry { _lib: lib, call, error_name, role })
+    }
+}
+
+/// Why a call did not complete.
+#[derive(Debug)]
+pub(crate) enum CallError {
+    /// The runtime's last error after the entry returned (launch configuration and such).
+    Launch { name: String },
+    /// An error surfaced while waiting for the device.
+    Device(GpuError),
+}
+
+impl CallError {
+    fn failure(&self, role: &str, at: &str) -> Failure {
+        match self {
+            CallError::Launch { name } if name.contains("IllegalAddress") => Failure::new(
+                FailureClass::IllegalAddress,
+                format!("{role}: {name} at {at}: a kernel read or wrote outside any allocation"),
+            ),
+            CallError::Launch { name } => {
+                Failure::new(FailureClass::LaunchError, format!("{role}: launch failed with {name} at {at}"))
+            }
+            CallError::Device(e) if e.is_illegal_address() => Failure::new(
+                FailureClass::IllegalAddress,
+                format!("{role}: {} at {at}: a kernel read or wrote outside any allocation", e.name),
+            ),
+            CallError::Device(e) => Failure::new(FailureClass::LaunchError, format!("{role}: {e} at {at}")),
+        }
+    }
+}
+
+pub(crate) struct Worker {
+    pub gpu: Gpu,
+    pub task: Task,
+    pub threads: usize,
+    proto: std::fs::File,
+    phase_started: Option<(Phase, Instant)>,
+    phases: BTreeMap<String, f64>,
+    pub notes: Vec<String>,
+}
+
+/// Internal early exit: the report to send.
+pub(crate) type Stop = Outcome;
+
+impl Worker {
+    pub fn phase(&mut self, phase: Phase, detail: impl Into<String>) {
+        self.end_phase();
+        self.phase_started = Some((phase, Instant::now()));
+        self.send(&WorkerMessage::Phase { phase, detail: detail.into() });
+    }
+
+    fn end_phase(&mut self) {
+        if let Some((p, t)) = self.phase_started.take() {
+            *self.phases.entry(p.name().to_string()).or_default() += t.elapsed().as_secs_f64();
+        }
+    }
+
+    fn send(&mut self, msg: &WorkerMessage) {
+        let mut line = serde_json::to_string(msg).expect("protocol messages serialize");
+        line.push('\n');
+        // A broken pipe means the orchestrator is gone; nothing left to tell.
+        let _ = self.proto.write_all(line.as_bytes());
+        let _ = self.proto.flush();
+    }
+
+    /// Calls `entry` with `args` and waits for the whole device.
+    pub fn invoke(&self, entry: &Entry, args: &mut [[u8; 8]]) -> Result<(), CallError> {
+        self.invoke_async(entry, args)?;
+        self.gpu.sync_all().map_err(CallError::Device)
+    }
+
+    /// Calls `entry` without waiting (timing loops).
+    pub fn invoke_async(&self, entry: &Entry, args: &mut [[u8; 8]]) -> Result<(), CallError> {
+        let ptrs: Vec<*mut c_void> = args.iter_mut().map(|a| a.as_mut_ptr() as *mut c_void).collect();
+        // SAFETY: the shim unpacks exactly task.args.len() values of the declared types,
+        // each pointed to by ptrs[i]; the stream belongs to the context the runtime uses.
+        let code = unsafe { (entry.call)(ptrs.as_ptr(), self.gpu.raw_stream() as *mut c_void) };
+        if code != 0 {
+            // SAFETY: cudaGetErrorName returns a static string for any code.
+            let name = unsafe {
+                let p = (entry.error_name)(code);
+                if p.is_null() { format!("cuda error {code}") } else { CStr::from_ptr(p).to_string_lossy().into_owned() }
+            };
+            return Err(CallError::Launch { name });
+        }
+        Ok(())
+    }
+}
+
+/// Entry point of `nightshift worker REQUEST.json`. Never returns.
+pub fn main(request_path: &Path) -> ! {
+    // SAFETY: fd juggling at process start, before any other thread exists.
+    let proto = unsafe {
+        let fd = libc::dup(1);
+        if fd < 0 || libc::dup2(2, 1) < 0 {
+            eprintln!("worker: cannot set up the protocol channel");
+            libc::_exit(70);
+        }
+        std::fs::File::from_raw_fd(fd)
+    };
+    install_panic_report(&proto);
+    let request: WorkerRequest = match std::fs::read(request_path).map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string())) {
+        Ok(r) => r,
+        Err(e) => finish_without_gpu(proto, Outcome::InternalError { message: format!("cannot read the worker request {}: {e}", request_path.display()) }),
+    };
+    let mut w = Worker {
+        gpu: match open_gpu(&request, &proto) {
+            Ok(g) => g,
+            Err(outcome) => finish_without_gpu(proto, outcome),
+        },
+        task: request.task.clone(),
+        threads: request.threads.max(1),
+        proto,
+        phase_started: None,
+        phases: BTreeMap::new(),
+        notes: Vec::new(),
+    };
+    let device = w.gpu.info.clone();
+    w.send(&WorkerMessage::Device { device });
+    let mut report = WorkerReport { outcome: Outcome::Passed, check: None, timing: None, energy: None, phases: BTreeMap::new(), notes: Vec::new() };
+    let result = match request.mode {
+        Mode::Evaluate { time, energy } => evaluate(&mut w, &request, time, energy, &mut report),
+        Mode::Profile => profile(&mut w, &request),
+        Mode::Sanitize => sanitize(&mut w, &request),
+    };
+    if let Err(outcome) = result {
+        report.outcome = outcome;
+    }
+    w.end_phase();
+    report.phases = std::mem::take(&mut w.phases);
+    report.notes = std::mem::take(&mut w.notes);
+    w.send(&WorkerMessage::Done { report });
+    // Skip candidate destructors and atexit handlers: the verdict is already out.
+    // SAFETY: terminates the process.
+    unsafe { libc::_exit(0) }
+}
+
+fn open_gpu(request: &WorkerRequest, proto: &std::fs::File) -> Result<Gpu, Outcome> {
+    let mut p = proto.try_clone().map_err(|e| Outcome::InternalError { message: e.to_string() })?;
+    let line = serde_json::to_string(&WorkerMessage::Phase { phase: Phase::Init, detail: "opening the GPU".into() }).unwrap();
+    let _ = writeln!(p, "{line}");
+    if !crate::gpu::driver_present() {
+        return Err(Outcome::EnvError { message: "no CUDA driver: libcuda.so could not be loaded (is this a GPU machine with the NVIDIA driver installed?)".into() });
+    }
+    Gpu::open(request.device).map_err(|e| Outcome::EnvError { message: format!("cannot use GPU {}: {e}", request.device) })
+}
+
+fn finish_without_gpu(mut proto: std::fs::File, outcome: Outcome) -> ! {
+    let report = WorkerReport { outcome, check: None, timing: None, energy: None, phases: BTreeMap::new(), notes: Vec::new() };
+    let line = serde_json::to_string(&WorkerMessage::Done { report }).unwrap();
+    let _ = writeln!(proto, "{line}");
+    // SAFETY: terminates the process.
+    unsafe { libc::_exit(0) }
+}
+
+fn install_panic_report(proto: &std::fs::File) {
+    let Ok(proto) = proto.try_clone() else { return };
+    let proto = std::sync::Mutex::new(proto);
+    std::panic::set_hook(Box::new(move |info| {
+        let report = WorkerReport {
+            outcome: Outcome::InternalError { message: format!("worker bug: {info}") },
+            check: None,
+            timing: None,
+            energy: None,
+            phases: BTreeMap::new(),
+            notes: Vec::new(),
+        };
+        if let Ok(mut p) = proto.lock() {
+            let _ = writeln!(p, "{}", serde_json::to_string(&WorkerMessage::Done { report }).unwrap());
+        }
+        eprintln!("worker panicked: {info}");
+        // SAFETY: terminates the process.
+        unsafe { libc::_exit(70) }
+    }));
+}
+
+fn task_error(message: impl Into<String>) -> Stop {
+    Outcome::TaskError { message: message.into() }
+}
+
+fn rejected(f: Failure) -> Stop {
+    Outcome::Rejected { failure: f }
+}
+
+fn gpu_stop(e: GpuError) -> Stop {
+    Outcome::InternalError { message: format!("GPU error outside candidate code: {e}") }
+}
+
+/// Check sizes x seeds, in a fixed order.
+fn check_cases(task: &Task) -> Vec<HostCase> {
+    let mut out = Vec::new();
+    for (si, size) in task.checks.iter().enumerate() {
+        for s in 0..task.seeds as u64 {
+            out.push(HostCase::new(size.clone(), 1000 * si as u64 + s));
+        }
+    }
+    out
+}
+
+fn evaluate(w: &mut Worker, req: &WorkerRequest, time: bool, energy: bool, report: &mut WorkerReport) -> Result<(), Stop> {
+    let task = w.task.clone();
+    w.phase(Phase::LoadReference, req.reference.display().to_string());
+    let reference = Entry::load(&req.reference, "reference").map_err(task_error)?;
+
+    // Every reference output is computed before untrusted code is in the process.
+    w.phase(Phase::Reference, "check sizes");
+    let mut cases: Vec<CaseData> = Vec::new();
+    for hc in check_cases(&task) {
+        let data = CaseData::generate(w, hc)?;
+        cases.push(data);
+    }
+    for c in &mut cases {
+        c.reference = Some(cases::run_reference(w, &reference, &c.host)?);
+    }
+    let bench = if time {
+        w.phase(Phase::Reference, format!("bench size {}", task.bench));
+        Some(timing::BenchSets::prepare(w, &reference, req.candidate == req.baseline)?)
+    } else {
+        None
+    };
+    drop(reference);
+
+    w.phase(Phase::LoadCandidate, req.candidate.display().to_string());
+    let candidate = Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
+    let baseline = if req.baseline == req.candidate {
+        None
+    } else {
+        let b = Entry::load(&req.baseline, "baseline").map_err(task_error)?;
+        w.phase(Phase::CheckBaseline, "baseline against the reference");
+        if let Err(f) = cases::check_library(w, &b, &cases) {
+            return Err(task_error(format!("the baseline fails its own check, so no speedup would mean anything: {}", f.message)));
+        }
+        Some(b)
+    };
+
+    w.phase(Phase::Check, format!("{} cases", cases.len()));
+    let summary = cases::check_library(w, &candidate, &cases).map_err(rejected)?;
+    report.check = Some(summary);
+    drop(cases);
+
+    if let Some(mut bench) = bench {
+        w.phase(Phase::Time, format!("bench size {}", task.bench));
+        let baseline_ref = baseline.as_ref().unwrap_or(&candidate);
+        let timing = timing::time(w, &mut bench, baseline_ref, &candidate, &req.timing)?;
+        let failed = timing.1.clone();
+        report.timing = Some(timing.0);
+        if let Some(f) = failed {
+            return Err(rejected(f));
+        }
+        if energy {
+            w.phase(Phase::Energy, "NVML energy counter");
+            report.energy = Some(timing::energy(w, &mut bench, baseline_ref, &candidate, &req.timing)?);
+        }
+    }
+    Ok(())
+}
+
+fn profile(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
+    let task = w.task.clone();
+    w.phase(Phase::LoadCandidate, req.candidate.display().to_string());
+    let candidate = Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
+    w.phase(Phase::Profile, format!("bench size {}", task.bench));
+    let host = CaseData::generate(w, HostCase::new(task.bench.clone(), 1_000_000))?;
+    let mut dev = DeviceCase::upload(w, &host.host).map_err(gpu_stop)?;
+    let at = format!("bench size {}", task.bench);
+    // Warm-up calls keep lazy module loading and first-touch costs out of the profile.
+    for _ in 0..2 {
+        dev.prepare(w, false).map_err(gpu_stop)?;
+        w.invoke(&candidate, &mut dev.values).map_err(|e| rejected(e.failure("candidate", &at)))?;
+    }
+    dev.prepare(w, false).map_err(gpu_stop)?;
+    w.gpu.sync_all().map_err(gpu_stop)?;
+    cudarc::driver::profiler_start().map_err(|e| gpu_stop(GpuError::from_driver(e, "cuProfilerStart")))?;
+    let r = w.invoke(&candidate, &mut dev.values);
+    let _ = cudarc::driver::profiler_stop();
+    r.map_err(|e| rejected(e.failure("candidate", &at)))
+}
+
+fn sanitize(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
+    let task = w.task.clone();
+    w.phase(Phase::LoadCandidate, req.candidate.display().to_string());
+    let candidate = Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
+    let size = task.smallest_check().clone();
+    w.phase(Phase::Sanitize, format!("size {size}"));
+    let host = CaseData::generate(w, HostCase::new(size.clone(), 0))?;
+    let mut dev = DeviceCase::upload_with(w, &host.host, false).map_err(gpu_stop)?;
+    dev.prepare(w, false).map_err(gpu_stop)?;
+    w.invoke(&candidate, &mut dev.values).map_err(|e| rejected(e.failure("candidate", &format!("size {size}"))))
+}
+
+/// Pointer arguments with their element types, in call order.
+pub(crate) fn pointer_args(task: &Task) -> impl Iterator<Item = (usize, &crate::task::Arg, crate::task::types::ElemType)> {
+    task.args.iter().enumerate().filter_map(|(i, a)| match a.ty {
+        ParamType::Pointer { elem, .. } => Some((i, a, elem)),
+        ParamType::Scalar { .. } => None,
+    })
+}
+
+pub(crate) fn is_output(role: &ArgRole) -> bool {
+    matches!(role, ArgRole::Output { .. } | ArgRole::InOut { .. })
+}
+
+pub(crate) fn tolerance_of(task: &Task, role: &ArgRole) -> crate::task::Tolerance {
+    match role {
+        ArgRole::Output { tolerance, .. } | ArgRole::InOut { tolerance, .. } => *tolerance,
+        _ => task.tolerance,
+    }
+}

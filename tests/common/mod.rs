@@ -1,0 +1,61 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The project root: where tasks/ and tests/ live. Tests run from it on the GPU machine,
+/// where the build machine's paths do not exist.
+pub fn root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if manifest.join("tasks").is_dir() {
+        manifest
+    } else {
+        std::env::current_dir().expect("a current directory")
+    }
+}
+
+/// The nightshift binary: `$NIGHTSHIFT_BIN`, the one cargo built, or the one on PATH.
+pub fn nightshift_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("NIGHTSHIFT_BIN") {
+        return PathBuf::from(p);
+    }
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_nightshift"));
+    if built.is_file() {
+        return built;
+    }
+    which::which("nightshift").expect("the nightshift binary (set NIGHTSHIFT_BIN)")
+}
+
+/// Makes the wheel toolchain in `.cuda/` (installed by .ci/run) visible, unless a CUDA
+/// home is already configured. Fails loudly when there is none: CI must build for real.
+pub fn require_toolchain() -> nightshift::toolchain::Toolchain {
+    if std::env::var_os("NIGHTSHIFT_CUDA_HOME").is_none() {
+        if let Some(home) = nightshift::toolchain::wheel_homes(&root().join(".cuda")).into_iter().next() {
+            // SAFETY: set before any thread of this test reads the environment for tools.
+            unsafe { std::env::set_var("NIGHTSHIFT_CUDA_HOME", home) };
+        }
+    }
+    nightshift::toolchain::Toolchain::find()
+        .unwrap_or_else(|e| panic!("these tests build real kernels and need nvcc: {e}\n(run .ci/run once to install the CUDA wheels into .cuda/)"))
+}
+
+/// A build cache shared by the tests of one checkout (content-addressed, so safe).
+pub fn test_cache() -> PathBuf {
+    let dir = root().join("target").join("nightshift-test-cache");
+    std::fs::create_dir_all(&dir).expect("a cache folder");
+    dir
+}
+
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(nightshift_bin()).args(args).current_dir(root()).output().expect("nightshift runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+pub fn path(rel: &str) -> String {
+    root().join(rel).display().to_string()
+}
+
+pub fn exists(p: &Path) -> bool {
+    p.exists()
+}

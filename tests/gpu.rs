@@ -1,0 +1,160 @@
+//! End-to-end checks on a real GPU (run on the device machine:
+//! `bash .device/gpu-run.sh tests -- --ignored`). Each runs the nightshift binary the way a
+//! user does and reads its --json verdict.
+
+mod common;
+
+use serde_json::Value;
+use std::time::Instant;
+
+fn eval(args: &[&str]) -> (i32, Value, String) {
+    let mut all = vec!["eval"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let (code, out, err) = common::run(&all);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON verdict ({e}); exit {code}\nstdout: {out}\nstderr: {err}"));
+    (code, v, err)
+}
+
+fn class(v: &Value) -> &str {
+    v["failure"]["class"].as_str().unwrap_or("none")
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn check_env_finds_every_tool() {
+    let (code, out, err) = common::run(&["check-env", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    for item in v["items"].as_array().unwrap() {
+        assert_eq!(item["found"], Value::Bool(true), "{item}");
+    }
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn softmax_baseline_against_itself_is_a_wash() {
+    let (code, v, err) = eval(&["tasks/softmax"]);
+    assert_eq!(code, 0, "{v}\n{err}");
+    let t = &v["timing"];
+    let speedup = t["speedup"].as_f64().unwrap();
+    assert!((0.97..=1.03).contains(&speedup), "speedup {speedup}");
+    for side in ["baseline", "candidate"] {
+        let cv = t[side]["cv"].as_f64().unwrap();
+        assert!(cv <= 0.02, "{side} CV {cv}");
+    }
+    assert_eq!(t["host_check"]["ok"], Value::Bool(true));
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn a_faster_softmax_is_accepted_with_its_speedup_and_floor() {
+    let (code, v, err) = eval(&["tasks/softmax", "tests/candidates/softmax/fast.cu"]);
+    assert_eq!(code, 0, "{v}\n{err}");
+    let t = &v["timing"];
+    assert!(t["speedup"].as_f64().unwrap() > 1.1, "{t}");
+    let pct = t["pct_of_floor"].as_f64().unwrap();
+    assert!(pct > 0.0 && pct <= 100.0, "{pct}");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn planted_defects_are_rejected_with_their_class() {
+    let cases = [
+        ("off_by_one", "out-of-bounds-write"),
+        ("skip_last_row", "unwritten-output"),
+        ("writes_input", "input-mutation"),
+        ("cached", "stale-output"),
+        ("illegal_address", "illegal-address"),
+        ("exits", "process-exit"),
+        ("segfault", "crash"),
+        ("wrong", "wrong-answer"),
+        ("default_stream", "timing-anomaly"),
+        ("no_entry", "missing-entry"),
+        ("wrong_signature", "build-error"),
+        ("dlopen", "forbidden-import"),
+    ];
+    let mut wrong = Vec::new();
+    for (name, expected) in cases {
+        let path = format!("tests/candidates/softmax/{name}.cu");
+        let (code, v, _) = eval(&["tasks/softmax", &path, "--timeout", "30"]);
+        if code != 1 || class(&v) != expected {
+            wrong.push(format!("{name}: exit {code}, class {} (expected {expected}): {}", class(&v), v["failure"]["message"]));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn an_endless_kernel_is_killed_at_the_timeout() {
+    let started = Instant::now();
+    let (code, v, _) = eval(&["tasks/softmax", "tests/candidates/softmax/infinite_loop.cu", "--timeout", "10"]);
+    let took = started.elapsed().as_secs_f64();
+    assert_eq!((code, class(&v)), (1, "timeout"), "{v}");
+    assert!(took < 10.0 + 20.0, "killed promptly: {took:.1} s including builds");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn candidates_never_see_api_keys() {
+    let out = std::process::Command::new(common::nightshift_bin())
+        .args(["eval", "tasks/softmax", "tests/candidates/softmax/reads_secret.cu", "--no-time", "--json"])
+        .env("OPENAI_API_KEY", "sk-test-secret")
+        .current_dir(common::root())
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "the candidate saw the key: {v}");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn sanitizer_catches_an_out_of_bounds_read_the_check_cannot_see() {
+    let (code, v, _) = eval(&["tasks/softmax", "tests/candidates/softmax/reads_past_end.cu", "--sanitize", "--no-time"]);
+    assert_eq!((code, class(&v)), (1, "sanitizer-error"), "{v}");
+    let (code, v, _) = eval(&["tasks/softmax", "tests/candidates/softmax/fast.cu", "--sanitize", "--no-time"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["sanitizer"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn energy_is_measured_per_call_for_both_sides() {
+    let (code, v, _) = eval(&["tasks/vector_add", "tests/candidates/vector_add/vec4.cu", "--energy"]);
+    assert_eq!(code, 0, "{v}");
+    for side in ["baseline", "candidate"] {
+        let e = &v["energy"][side];
+        let j = e["joules_per_call"].as_f64().unwrap();
+        let w = e["watts"].as_f64().unwrap();
+        assert!(j > 0.0 && j < 1.0, "{side}: {j} J per call");
+        assert!((50.0..1000.0).contains(&w), "{side}: {w} W");
+        for s in e["samples"].as_array().unwrap() {
+            assert!(s["counter_updates"].as_u64().unwrap() >= 10, "{s}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn vector_add_phases_fit_their_budget() {
+    // A fresh cache so nvcc really runs; one build first so nvcc's files are warm.
+    let cache = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(common::nightshift_bin())
+            .args(args)
+            .env("NIGHTSHIFT_CACHE_DIR", cache.path())
+            .current_dir(common::root())
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    run(&["eval", "tasks/softmax", "--no-time", "--json"]);
+    let v = run(&["eval", "tasks/vector_add", "--json"]);
+    let p = &v["phases"];
+    let build = p["build"].as_f64().unwrap();
+    let check_time = p["setup"].as_f64().unwrap() + p["check"].as_f64().unwrap() + p["time"].as_f64().unwrap();
+    eprintln!("vector_add phases: {p}");
+    assert!(build <= 2.0, "build {build:.2} s");
+    assert!(check_time <= 3.0, "check + time {check_time:.2} s");
+}
