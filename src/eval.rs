@@ -142,13 +142,13 @@ pub enum EvalError {
 }
 
 /// The build target: `--arch`, else the device's own.
-pub fn resolve_arch(opts: &EvalOptions) -> Result<(String, Option<(String, (i32, i32))>), EvalError> {
+pub fn resolve_arch(opts: &EvalOptions) -> Result<String, EvalError> {
     if let Some(a) = &opts.arch {
         build::gencode(a).map_err(EvalError::Task)?;
-        return Ok((a.clone(), None));
+        return Ok(a.clone());
     }
-    let (name, cc, _) = require_gpu(opts.device)?;
-    Ok((build::arch_for_capability(cc.0, cc.1), Some((name, cc))))
+    let (_, cc, _) = require_gpu(opts.device)?;
+    Ok(build::arch_for_capability(cc.0, cc.1))
 }
 
 /// The device's name, capability and driver version, or a clear environment error.
@@ -156,13 +156,22 @@ pub fn require_gpu(device: usize) -> Result<(String, (i32, i32), i32), EnvError>
     if !gpu::driver_present() {
         return Err(EnvError {
             what: "a CUDA driver (libcuda.so)".into(),
-            hint: "run on a machine with an NVIDIA GPU and driver; builds alone work anywhere with `--arch sm_90a`".into(),
+            hint: "run on a machine with an NVIDIA GPU and driver; builds alone work anywhere with `--arch sm_90a`"
+                .into(),
         });
     }
-    gpu::query_device(device).map_err(|e| EnvError { what: format!("GPU {device}"), hint: format!("the driver answered {e}") })
+    gpu::query_device(device)
+        .map_err(|e| EnvError { what: format!("GPU {device}"), hint: format!("the driver answered {e}") })
 }
 
-pub(crate) fn build_one(tc: &Toolchain, opts: &EvalOptions, task: &Task, source: &Path, trusted: bool, arch: &str) -> Result<Built, BuildError> {
+pub(crate) fn build_one(
+    tc: &Toolchain,
+    opts: &EvalOptions,
+    task: &Task,
+    source: &Path,
+    trusted: bool,
+    arch: &str,
+) -> Result<Built, BuildError> {
     let spec = BuildSpec {
         task,
         source,
@@ -200,10 +209,12 @@ fn trusted_build(result: Result<Built, BuildError>, what: &str) -> Result<Built,
 pub fn evaluate(task: &Task, candidate: Option<&Path>, opts: &EvalOptions) -> Result<Verdict, EvalError> {
     let started = Instant::now();
     let tc = Toolchain::find()?;
-    let (arch, _) = resolve_arch(opts)?;
+    let arch = resolve_arch(opts)?;
     let candidate_path = candidate.unwrap_or(&task.baseline).to_path_buf();
-    let candidate_is_baseline = std::fs::read(&candidate_path).map_err(|e| EvalError::Task(format!("cannot read {}: {e}", candidate_path.display())))?
-        == std::fs::read(&task.baseline).map_err(|e| EvalError::Task(format!("cannot read {}: {e}", task.baseline.display())))?
+    let candidate_is_baseline = std::fs::read(&candidate_path)
+        .map_err(|e| EvalError::Task(format!("cannot read {}: {e}", candidate_path.display())))?
+        == std::fs::read(&task.baseline)
+            .map_err(|e| EvalError::Task(format!("cannot read {}: {e}", task.baseline.display())))?
         && opts.defines.is_empty();
 
     let mut verdict = Verdict {
@@ -229,7 +240,11 @@ pub fn evaluate(task: &Task, candidate: Option<&Path>, opts: &EvalOptions) -> Re
         let r = task.has_reference().then(|| s.spawn(|| build_one(&tc, opts, task, &task.reference, true, &arch)));
         let b = s.spawn(|| build_one(&tc, opts, task, &task.baseline, true, &arch));
         let c = (!candidate_is_baseline).then(|| s.spawn(|| build_one(&tc, opts, task, &candidate_path, false, &arch)));
-        (r.map(|h| h.join().expect("build thread")), b.join().expect("build thread"), c.map(|h| h.join().expect("build thread")))
+        (
+            r.map(|h| h.join().expect("build thread")),
+            b.join().expect("build thread"),
+            c.map(|h| h.join().expect("build thread")),
+        )
     });
     verdict.phases.build = build_started.elapsed().as_secs_f64();
     let baseline = trusted_build(baseline, "baseline")?;
@@ -283,8 +298,12 @@ pub fn evaluate(task: &Task, candidate: Option<&Path>, opts: &EvalOptions) -> Re
                     verdict.stderr_tail = Some(tail(&run.stderr, 4000)).filter(|t| !t.trim().is_empty());
                 }
                 Outcome::TaskError { message } => return Err(EvalError::Task(message)),
-                Outcome::EnvError { message } => return Err(EvalError::Env(EnvError { what: "a usable GPU".into(), hint: message })),
-                Outcome::InternalError { message } => return Err(EvalError::Internal(format!("{message}\n{}", tail(&run.stderr, 2000)))),
+                Outcome::EnvError { message } => {
+                    return Err(EvalError::Env(EnvError { what: "a usable GPU".into(), hint: message }))
+                }
+                Outcome::InternalError { message } => {
+                    return Err(EvalError::Internal(format!("{message}\n{}", tail(&run.stderr, 2000))))
+                }
             }
         }
         Classified::Rejected(failure) => {
@@ -304,7 +323,13 @@ pub fn evaluate(task: &Task, candidate: Option<&Path>, opts: &EvalOptions) -> Re
                 let found = r.findings.first().cloned().unwrap_or_else(|| r.summary.clone());
                 verdict.failure = Some(Failure::new(
                     FailureClass::SanitizerError,
-                    format!("compute-sanitizer {} at the smallest check size {}: {} ({})", r.tool, task.smallest_check(), found, if r.summary.is_empty() { "no summary: the tool failed" } else { &r.summary }),
+                    format!(
+                        "compute-sanitizer {} at the smallest check size {}: {} ({})",
+                        r.tool,
+                        task.smallest_check(),
+                        found,
+                        if r.summary.is_empty() { "no summary: the tool failed" } else { &r.summary }
+                    ),
                 ));
             }
         }
@@ -327,7 +352,11 @@ fn apply_phases(p: &mut Phases, run: &WorkerRun) {
 }
 
 /// compute-sanitizer memcheck and racecheck on the smallest check size.
-pub fn sanitize(request: &WorkerRequest, opts: &EvalOptions, timeout: Duration) -> Result<Vec<SanitizerReport>, EvalError> {
+pub fn sanitize(
+    request: &WorkerRequest,
+    opts: &EvalOptions,
+    timeout: Duration,
+) -> Result<Vec<SanitizerReport>, EvalError> {
     let tool = crate::toolchain::find_profiler("compute-sanitizer").ok_or_else(|| EnvError {
         what: "compute-sanitizer".into(),
         hint: "install the CUDA toolkit's compute-sanitizer (it ships with CUDA 13.0), or leave out --sanitize".into(),
@@ -335,7 +364,8 @@ pub fn sanitize(request: &WorkerRequest, opts: &EvalOptions, timeout: Duration) 
     let mut req = request.clone();
     req.mode = Mode::Sanitize;
     let mut out = Vec::new();
-    let logs = tempfile::tempdir().map_err(|e| EvalError::Internal(format!("cannot create a temporary folder: {e}")))?;
+    let logs =
+        tempfile::tempdir().map_err(|e| EvalError::Internal(format!("cannot create a temporary folder: {e}")))?;
     for check in ["memcheck", "racecheck"] {
         // The tool's report goes to a file: the worker's stdout carries the protocol.
         let log = logs.path().join(format!("{check}.log"));
@@ -365,7 +395,7 @@ pub fn sanitize(request: &WorkerRequest, opts: &EvalOptions, timeout: Duration) 
 pub struct WorkerRun {
     pub last_phase: Option<(Phase, String)>,
     pub device: Option<DeviceInfo>,
-    pub report: Option<WorkerReport>,
+    pub report: Option<Box<WorkerReport>>,
     pub status: Option<ExitStatus>,
     pub timed_out: bool,
     pub stderr: String,
@@ -374,10 +404,16 @@ pub struct WorkerRun {
 
 /// Spawns `exe worker REQUEST` (under `wrapper` if given, e.g. compute-sanitizer),
 /// isolated, and follows it until it ends or `timeout` passes.
-pub fn run_worker(exe: &Path, request: &WorkerRequest, timeout: Duration, wrapper: Option<&[String]>) -> Result<WorkerRun, EvalError> {
+pub fn run_worker(
+    exe: &Path,
+    request: &WorkerRequest,
+    timeout: Duration,
+    wrapper: Option<&[String]>,
+) -> Result<WorkerRun, EvalError> {
     let dir = tempfile::tempdir().map_err(|e| EvalError::Internal(format!("cannot create a temporary folder: {e}")))?;
     let req_path = dir.path().join("request.json");
-    std::fs::write(&req_path, serde_json::to_vec(request).expect("requests serialize")).map_err(|e| EvalError::Internal(e.to_string()))?;
+    std::fs::write(&req_path, serde_json::to_vec(request).expect("requests serialize"))
+        .map_err(|e| EvalError::Internal(e.to_string()))?;
     let mut cmd = match wrapper {
         Some(w) => {
             let mut c = Command::new(&w[0]);
@@ -389,7 +425,8 @@ pub fn run_worker(exe: &Path, request: &WorkerRequest, timeout: Duration, wrappe
     cmd.arg("worker").arg(&req_path).current_dir(dir.path());
     process::isolate(&mut cmd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| EvalError::Internal(format!("cannot start the worker {}: {e}", exe.display())))?;
+    let mut child =
+        cmd.spawn().map_err(|e| EvalError::Internal(format!("cannot start the worker {}: {e}", exe.display())))?;
     let stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let messages = std::thread::spawn(move || {
@@ -422,7 +459,8 @@ pub fn run_worker(exe: &Path, request: &WorkerRequest, timeout: Duration, wrappe
         }
         String::from_utf8_lossy(&kept).into_owned()
     });
-    let (status, timed_out) = process::wait_or_kill(&mut child, started + timeout).map_err(|e| EvalError::Internal(e.to_string()))?;
+    let (status, timed_out) =
+        process::wait_or_kill(&mut child, started + timeout).map_err(|e| EvalError::Internal(e.to_string()))?;
     let mut run = messages.join().unwrap_or_default();
     run.stderr = errors.join().unwrap_or_default();
     run.status = status;
@@ -434,7 +472,7 @@ pub fn run_worker(exe: &Path, request: &WorkerRequest, timeout: Duration, wrappe
 /// What a worker run amounts to.
 #[derive(Debug, Clone)]
 pub enum Classified {
-    Report(WorkerReport),
+    Report(Box<WorkerReport>),
     Rejected(Failure),
     TaskError(String),
     Internal(String),
@@ -461,10 +499,16 @@ pub fn classify(run: &WorkerRun, timeout: Duration) -> Classified {
         if untrusted {
             return Classified::Rejected(Failure::new(
                 FailureClass::Timeout,
-                format!("killed after the {:.0} s timeout {where_}: an endless loop or a deadlock?", timeout.as_secs_f64()),
+                format!(
+                    "killed after the {:.0} s timeout {where_}: an endless loop or a deadlock?",
+                    timeout.as_secs_f64()
+                ),
             ));
         }
-        return Classified::TaskError(format!("the worker ran past the {:.0} s timeout {where_}, before any candidate code ran", timeout.as_secs_f64()));
+        return Classified::TaskError(format!(
+            "the worker ran past the {:.0} s timeout {where_}, before any candidate code ran",
+            timeout.as_secs_f64()
+        ));
     }
     let Some(status) = run.status else {
         return Classified::Internal(format!("the worker vanished {where_}"));
@@ -526,7 +570,14 @@ mod tests {
     #[test]
     fn a_report_is_believed() {
         let mut r = run(Some(Phase::Check), exit(0), false);
-        r.report = Some(WorkerReport { outcome: Outcome::Passed, check: None, timing: None, energy: None, phases: BTreeMap::new(), notes: vec![] });
+        r.report = Some(Box::new(WorkerReport {
+            outcome: Outcome::Passed,
+            check: None,
+            timing: None,
+            energy: None,
+            phases: BTreeMap::new(),
+            notes: vec![],
+        }));
         assert!(matches!(classify(&r, T), Classified::Report(_)));
     }
 
@@ -535,7 +586,10 @@ mod tests {
         assert_eq!(rejected_class(classify(&run(Some(Phase::Check), None, true), T)), FailureClass::Timeout);
         assert_eq!(rejected_class(classify(&run(Some(Phase::Check), signal(11), false), T)), FailureClass::Crash);
         assert_eq!(rejected_class(classify(&run(Some(Phase::Time), exit(3), false), T)), FailureClass::ProcessExit);
-        assert_eq!(rejected_class(classify(&run(Some(Phase::LoadCandidate), signal(6), false), T)), FailureClass::Crash);
+        assert_eq!(
+            rejected_class(classify(&run(Some(Phase::LoadCandidate), signal(6), false), T)),
+            FailureClass::Crash
+        );
         assert_eq!(rejected_class(classify(&run(Some(Phase::Check), exit(0), false), T)), FailureClass::ProcessExit);
     }
 

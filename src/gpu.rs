@@ -203,9 +203,9 @@ impl Gpu {
                 4 => sys::cuMemsetD32Async(dst, pattern as u32, count, s).result(),
                 _ => {
                     // 8-byte patterns: a 2D memset writing the low and high words in turn.
-                    sys::cuMemsetD2D32Async(dst, 8, pattern as u32, 1, count, s).result().and_then(|_| {
-                        sys::cuMemsetD2D32Async(dst + 4, 8, (pattern >> 32) as u32, 1, count, s).result()
-                    })
+                    sys::cuMemsetD2D32Async(dst, 8, pattern as u32, 1, count, s)
+                        .result()
+                        .and_then(|_| sys::cuMemsetD2D32Async(dst + 4, 8, (pattern >> 32) as u32, 1, count, s).result())
                 }
             }
         }
@@ -244,9 +244,11 @@ impl Gpu {
         unsafe { result::memset_d8_sync(buffer.ptr, 0, bytes) }.ctx("clearing the flush buffer")?;
         let ptx = CString::new(L2_FLUSH_PTX).expect("PTX has no NUL");
         // SAFETY: a NUL-terminated PTX image; the module lives as long as the process.
-        let module = unsafe { result::module::load_data(ptx.as_ptr() as *const c_void) }.ctx("loading the L2 flush kernel")?;
+        let module =
+            unsafe { result::module::load_data(ptx.as_ptr() as *const c_void) }.ctx("loading the L2 flush kernel")?;
         // SAFETY: the module is live; the name exists in the PTX above.
-        let function = unsafe { result::module::get_function(module, CString::new("nightshift_l2_flush").unwrap()) }.ctx("finding the L2 flush kernel")?;
+        let function = unsafe { result::module::get_function(module, CString::new("nightshift_l2_flush").unwrap()) }
+            .ctx("finding the L2 flush kernel")?;
         let grid = (self.info.sm_count.max(1) as u32) * 8;
         self.flush = Some(L2Flush { function, words: (bytes / 16) as u64, buffer, sink, grid });
         Ok(())
@@ -274,14 +276,8 @@ fn device_info(ctx: &Arc<CudaContext>) -> GpuResult<DeviceInfo> {
     let bus = attr(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)?;
     let uuid = ctx.uuid().ctx("cuDeviceGetUuid")?;
     let b: Vec<u8> = uuid.bytes.iter().map(|x| *x as u8).collect();
-    let uuid = format!(
-        "GPU-{}-{}-{}-{}-{}",
-        hex(&b[0..4]),
-        hex(&b[4..6]),
-        hex(&b[6..8]),
-        hex(&b[8..10]),
-        hex(&b[10..16])
-    );
+    let uuid =
+        format!("GPU-{}-{}-{}-{}-{}", hex(&b[0..4]), hex(&b[4..6]), hex(&b[6..8]), hex(&b[8..10]), hex(&b[10..16]));
     let mut version = 0;
     // SAFETY: writes one int.
     unsafe { sys::cuDriverGetVersion(&mut version) }.result().ctx("cuDriverGetVersion")?;

@@ -1,6 +1,7 @@
 //! nightshift: unattended optimization of production CUDA kernels.
 pub mod build;
 pub mod cli;
+pub mod disasm;
 pub mod eval;
 pub mod gpu;
 pub mod nvml;

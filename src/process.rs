@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 const KEEP_EXACT: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "TMPDIR", "LD_LIBRARY_PATH", "TZ"];
 const KEEP_PREFIX: &[&str] = &["LC_", "CUDA_", "NVIDIA_", "NIGHTSHIFT_CUDA_", "NV_"];
 /// Never passed, whatever the prefix says.
-const SECRET_MARKERS: &[&str] = &["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION"];
+const SECRET_MARKERS: &[&str] =
+    &["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION"];
 
 pub fn is_passed_to_subprocesses(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
@@ -25,9 +26,7 @@ pub fn is_passed_to_subprocesses(name: &str) -> bool {
 
 /// The current environment minus everything a kernel has no business seeing.
 pub fn scrubbed_env() -> Vec<(OsString, OsString)> {
-    std::env::vars_os()
-        .filter(|(k, _)| k.to_str().is_some_and(is_passed_to_subprocesses))
-        .collect()
+    std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(is_passed_to_subprocesses)).collect()
 }
 
 /// Puts `cmd` in its own process group with a scrubbed environment.
@@ -181,7 +180,9 @@ mod tests {
 
     #[test]
     fn exit_codes_and_signals_are_told_apart() {
-        let got = run_captured(Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]), Duration::from_secs(10)).unwrap();
+        let got =
+            run_captured(Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]), Duration::from_secs(10))
+                .unwrap();
         assert_eq!(got.stdout.trim(), "out");
         assert_eq!(got.stderr.trim(), "err");
         assert_eq!(got.describe_end(Duration::from_secs(10)), "exit code 3");

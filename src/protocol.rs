@@ -47,7 +47,14 @@ pub struct TimingPlan {
 
 impl Default for TimingPlan {
     fn default() -> Self {
-        TimingPlan { min_samples: 100, min_seconds: 0.3, max_seconds: 3.0, rounds: 5, energy_seconds: 1.0, energy_repeats: 3 }
+        TimingPlan {
+            min_samples: 100,
+            min_seconds: 0.3,
+            max_seconds: 3.0,
+            rounds: 5,
+            energy_seconds: 1.0,
+            energy_repeats: 3,
+        }
     }
 }
 
@@ -69,7 +76,16 @@ pub enum Phase {
 impl Phase {
     /// Whether candidate (or baseline) code runs in this phase: a death here is theirs.
     pub fn runs_untrusted_code(self) -> bool {
-        matches!(self, Phase::LoadCandidate | Phase::CheckBaseline | Phase::Check | Phase::Time | Phase::Energy | Phase::Profile | Phase::Sanitize)
+        matches!(
+            self,
+            Phase::LoadCandidate
+                | Phase::CheckBaseline
+                | Phase::Check
+                | Phase::Time
+                | Phase::Energy
+                | Phase::Profile
+                | Phase::Sanitize
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -93,7 +109,7 @@ impl Phase {
 pub enum WorkerMessage {
     Phase { phase: Phase, detail: String },
     Device { device: DeviceInfo },
-    Done { report: WorkerReport },
+    Done { report: Box<WorkerReport> },
 }
 
 /// Every way a candidate can fail. Names are a stable contract (JSON, reports, search memory).
@@ -158,7 +174,7 @@ pub struct Failure {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<CaseRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comparison: Option<Comparison>,
+    pub comparison: Option<Box<Comparison>>,
 }
 
 impl Failure {
@@ -180,13 +196,21 @@ pub struct CaseRef {
 #[serde(tag = "outcome", rename_all = "kebab-case")]
 pub enum Outcome {
     Passed,
-    Rejected { failure: Failure },
+    Rejected {
+        failure: Failure,
+    },
     /// The task itself is wrong (the reference fails, or the baseline fails its check).
-    TaskError { message: String },
+    TaskError {
+        message: String,
+    },
     /// The machine lacks something (no GPU, no driver).
-    EnvError { message: String },
+    EnvError {
+        message: String,
+    },
     /// A bug or a GPU failure outside candidate code.
-    InternalError { message: String },
+    InternalError {
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -381,7 +405,12 @@ mod tests {
 
     #[test]
     fn failure_classes_serialize_as_their_names() {
-        for class in [FailureClass::WrongAnswer, FailureClass::ProcessExit, FailureClass::OutOfBoundsWrite, FailureClass::IllegalAddress] {
+        for class in [
+            FailureClass::WrongAnswer,
+            FailureClass::ProcessExit,
+            FailureClass::OutOfBoundsWrite,
+            FailureClass::IllegalAddress,
+        ] {
             let json = serde_json::to_string(&class).unwrap();
             assert_eq!(json, format!("\"{}\"", class.name()));
         }

@@ -64,7 +64,8 @@ pub fn parse_sanitizer(tool: &str, text: &str) -> SanitizerReport {
             current = Some(trimmed.to_string());
         } else if let Some(f) = current.as_mut() {
             let t = trimmed;
-            if t.starts_with("at ") || t.starts_with("and ") || t.starts_with("Access to") || t.starts_with("by thread") {
+            if t.starts_with("at ") || t.starts_with("and ") || t.starts_with("Access to") || t.starts_with("by thread")
+            {
                 f.push(' ');
                 f.push_str(t);
             }
@@ -90,7 +91,13 @@ mod tests {
         assert_eq!(r.errors, Some(6));
         assert!(!r.clean());
         assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
-        assert!(r.findings[0].starts_with("Invalid __global__ write of size 4 bytes at oob_write(float *, int)+0xc0 in sanitize.cu:2"), "{}", r.findings[0]);
+        assert!(
+            r.findings[0].starts_with(
+                "Invalid __global__ write of size 4 bytes at oob_write(float *, int)+0xc0 in sanitize.cu:2"
+            ),
+            "{}",
+            r.findings[0]
+        );
         assert!(r.findings[0].contains("out of bounds"));
     }
 

@@ -62,7 +62,10 @@ impl Toolchain {
         }
         tried.dedup();
         Err(EnvError {
-            what: format!("nvcc with the CUDA runtime (looked in: {})", if tried.is_empty() { "nowhere".into() } else { tried.join(", ") }),
+            what: format!(
+                "nvcc with the CUDA runtime (looked in: {})",
+                if tried.is_empty() { "nowhere".into() } else { tried.join(", ") }
+            ),
             hint: WHEEL_INSTALL_HINT.into(),
         })
     }
@@ -115,14 +118,16 @@ pub fn wheel_homes(venv: &Path) -> Vec<PathBuf> {
 fn find_cudart(home: &Path) -> Option<PathBuf> {
     for dir in ["lib64", "lib", "targets/x86_64-linux/lib"] {
         let dir = home.join(dir);
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         let mut versioned: Vec<PathBuf> = entries
             .filter_map(|e| e.ok())
             .map(|e| e.path())
             .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("libcudart.so.") && n["libcudart.so.".len()..].split('.').count() == 1)
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n.starts_with("libcudart.so.") && n["libcudart.so.".len()..].split('.').count() == 1
+                })
             })
             .collect();
         versioned.sort();
@@ -139,9 +144,9 @@ fn find_cudart(home: &Path) -> Option<PathBuf> {
 fn nvcc_version(nvcc: &Path) -> Option<String> {
     let out = Command::new(nvcc).arg("--version").output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().find(|l| l.contains("release")).map(|l| {
-        l.split_once("tools, ").map(|(_, v)| v).unwrap_or(l).trim().to_string()
-    })
+    text.lines()
+        .find(|l| l.contains("release"))
+        .map(|l| l.split_once("tools, ").map(|(_, v)| v).unwrap_or(l).trim().to_string())
 }
 
 /// A CUDA tool in `home/bin`, else on PATH, else in the usual Nsight install folders.
@@ -160,7 +165,8 @@ pub fn find_tool(home: &Path, name: &str) -> Option<PathBuf> {
         }
     }
     if let Ok(entries) = std::fs::read_dir("/opt/nvidia/nsight-compute") {
-        let mut found: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path().join(name)).filter(|p| p.is_file()).collect();
+        let mut found: Vec<PathBuf> =
+            entries.filter_map(|e| e.ok()).map(|e| e.path().join(name)).filter(|p| p.is_file()).collect();
         found.sort();
         return found.pop();
     }

@@ -10,14 +10,8 @@ use std::path::Path;
 
 fn build_file(task: &Task, source: &Path, trusted: bool) -> Result<Built, BuildError> {
     let tc = common::require_toolchain();
-    let spec = BuildSpec {
-        task,
-        source,
-        trusted,
-        arch: "sm_90a".into(),
-        extra_flags: vec![],
-        defines: BTreeMap::new(),
-    };
+    let spec =
+        BuildSpec { task, source, trusted, arch: "sm_90a".into(), extra_flags: vec![], defines: BTreeMap::new() };
     build(&tc, &common::test_cache(), &spec)
 }
 
@@ -131,7 +125,8 @@ fn builds_are_cached_by_content() {
     let tc = common::require_toolchain();
     let mut defines = BTreeMap::new();
     defines.insert("BLOCK".to_string(), "512".to_string());
-    let spec = BuildSpec { task: &t, source: &t.baseline, trusted: true, arch: "sm_90a".into(), extra_flags: vec![], defines };
+    let spec =
+        BuildSpec { task: &t, source: &t.baseline, trusted: true, arch: "sm_90a".into(), extra_flags: vec![], defines };
     let tuned = build(&tc, &common::test_cache(), &spec).unwrap();
     assert_ne!(tuned.key, first.key);
 }

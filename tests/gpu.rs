@@ -12,7 +12,8 @@ fn eval(args: &[&str]) -> (i32, Value, String) {
     all.extend_from_slice(args);
     all.push("--json");
     let (code, out, err) = common::run(&all);
-    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON verdict ({e}); exit {code}\nstdout: {out}\nstderr: {err}"));
+    let v: Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("no JSON verdict ({e}); exit {code}\nstdout: {out}\nstderr: {err}"));
     (code, v, err)
 }
 
@@ -79,7 +80,11 @@ fn planted_defects_are_rejected_with_their_class() {
         let path = format!("tests/candidates/softmax/{name}.cu");
         let (code, v, _) = eval(&["tasks/softmax", &path, "--timeout", "30"]);
         if code != 1 || class(&v) != expected {
-            wrong.push(format!("{name}: exit {code}, class {} (expected {expected}): {}", class(&v), v["failure"]["message"]));
+            wrong.push(format!(
+                "{name}: exit {code}, class {} (expected {expected}): {}",
+                class(&v),
+                v["failure"]["message"]
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -111,7 +116,8 @@ fn candidates_never_see_api_keys() {
 #[test]
 #[ignore = "needs a GPU"]
 fn sanitizer_catches_an_out_of_bounds_read_the_check_cannot_see() {
-    let (code, v, _) = eval(&["tasks/softmax", "tests/candidates/softmax/reads_past_end.cu", "--sanitize", "--no-time"]);
+    let (code, v, _) =
+        eval(&["tasks/softmax", "tests/candidates/softmax/reads_past_end.cu", "--sanitize", "--no-time"]);
     assert_eq!((code, class(&v)), (1, "sanitizer-error"), "{v}");
     let (code, v, _) = eval(&["tasks/softmax", "tests/candidates/softmax/fast.cu", "--sanitize", "--no-time"]);
     assert_eq!(code, 0, "{v}");

@@ -76,7 +76,11 @@ pub fn parse_ptxas(text: &str) -> PtxasReport {
             continue;
         }
         if let Some(c) = p.compiling.captures(line) {
-            report.kernels.push(KernelResources { name: c[1].to_string(), arch: c[2].to_string(), ..Default::default() });
+            report.kernels.push(KernelResources {
+                name: c[1].to_string(),
+                arch: c[2].to_string(),
+                ..Default::default()
+            });
             current = Some(report.kernels.len() - 1);
             properties_for = None;
             continue;

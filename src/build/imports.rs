@@ -16,7 +16,8 @@ pub struct LinkFacts {
 }
 
 pub fn read_link_facts(bytes: &[u8]) -> Result<LinkFacts, String> {
-    let elf = ElfFile64::<object::Endianness>::parse(bytes).map_err(|e| format!("not a 64-bit ELF shared library: {e}"))?;
+    let elf =
+        ElfFile64::<object::Endianness>::parse(bytes).map_err(|e| format!("not a 64-bit ELF shared library: {e}"))?;
     let endian = elf.endian();
     let sections = elf.elf_section_table();
     let mut needed = Vec::new();
@@ -49,7 +50,8 @@ pub fn read_link_facts(bytes: &[u8]) -> Result<LinkFacts, String> {
 }
 
 /// Libraries any kernel may need: the C/C++ runtime and the CUDA runtime.
-const ALWAYS_ALLOWED_LIBS: &[&str] = &["libcudart", "libstdc++", "libgcc_s", "libc", "libm", "libdl", "libpthread", "librt", "ld-linux-x86-64"];
+const ALWAYS_ALLOWED_LIBS: &[&str] =
+    &["libcudart", "libstdc++", "libgcc_s", "libc", "libm", "libdl", "libpthread", "librt", "ld-linux-x86-64"];
 
 /// Symbol families that identify a library a task may or may not allow.
 const LIBRARY_FAMILIES: &[(&str, &str)] = &[
@@ -68,8 +70,25 @@ const LIBRARY_FAMILIES: &[(&str, &str)] = &[
 
 /// Imports no kernel needs: loading code behind the check's back, or leaving the process.
 const NEVER_ALLOWED: &[&str] = &[
-    "dlopen", "dlmopen", "dlsym", "dlvsym", "fork", "vfork", "clone", "execve", "execv", "execvp", "execvpe", "execl",
-    "execlp", "execle", "system", "popen", "posix_spawn", "posix_spawnp", "ptrace",
+    "dlopen",
+    "dlmopen",
+    "dlsym",
+    "dlvsym",
+    "fork",
+    "vfork",
+    "clone",
+    "execve",
+    "execv",
+    "execvp",
+    "execvpe",
+    "execl",
+    "execlp",
+    "execle",
+    "system",
+    "popen",
+    "posix_spawn",
+    "posix_spawnp",
+    "ptrace",
 ];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,32 +103,46 @@ fn lib_stem(soname: &str) -> &str {
 
 /// Checks `facts` against the libraries `allowed` (names as for `-l`).
 pub fn forbidden_imports(facts: &LinkFacts, allowed: &[String]) -> Vec<ForbiddenImport> {
-    let is_allowed_lib = |name: &str| {
-        ALWAYS_ALLOWED_LIBS.contains(&name) || allowed.iter().any(|a| name == format!("lib{a}"))
-    };
+    let is_allowed_lib =
+        |name: &str| ALWAYS_ALLOWED_LIBS.contains(&name) || allowed.iter().any(|a| name == format!("lib{a}"));
     let mut out = Vec::new();
     for lib in &facts.needed {
         let stem = lib_stem(lib);
         if !is_allowed_lib(stem) {
-            out.push(ForbiddenImport { symbol: lib.clone(), reason: format!("links {lib}, which this task does not allow") });
+            out.push(ForbiddenImport {
+                symbol: lib.clone(),
+                reason: format!("links {lib}, which this task does not allow"),
+            });
         }
     }
     for raw in &facts.imports {
         let sym = raw.split('@').next().unwrap_or(raw);
         if NEVER_ALLOWED.contains(&sym) {
-            out.push(ForbiddenImport { symbol: sym.to_string(), reason: format!("calls {sym}: kernels may not load code or start processes") });
+            out.push(ForbiddenImport {
+                symbol: sym.to_string(),
+                reason: format!("calls {sym}: kernels may not load code or start processes"),
+            });
             continue;
         }
         // Driver-API symbols come from libcuda, which the runtime already wraps.
-        if sym.starts_with("cu") && sym.len() > 2 && sym.as_bytes()[2].is_ascii_uppercase() && !sym.starts_with("cuda") {
+        if sym.starts_with("cu") && sym.len() > 2 && sym.as_bytes()[2].is_ascii_uppercase() && !sym.starts_with("cuda")
+        {
             if !allowed.iter().any(|a| a == "cuda") {
-                out.push(ForbiddenImport { symbol: sym.to_string(), reason: format!("calls the driver API ({sym}); use the CUDA runtime, or allow \"cuda\" in [build] libs") });
+                out.push(ForbiddenImport {
+                    symbol: sym.to_string(),
+                    reason: format!(
+                        "calls the driver API ({sym}); use the CUDA runtime, or allow \"cuda\" in [build] libs"
+                    ),
+                });
             }
             continue;
         }
         if let Some((_, lib)) = LIBRARY_FAMILIES.iter().find(|(prefix, _)| sym.starts_with(prefix)) {
             if !allowed.iter().any(|a| a == lib) {
-                out.push(ForbiddenImport { symbol: sym.to_string(), reason: format!("calls {sym} from lib{lib}, which this task does not allow") });
+                out.push(ForbiddenImport {
+                    symbol: sym.to_string(),
+                    reason: format!("calls {sym} from lib{lib}, which this task does not allow"),
+                });
             }
         }
     }
@@ -132,14 +165,22 @@ mod tests {
     fn plain_runtime_kernels_pass() {
         let f = facts(
             &["libcudart.so.13", "libstdc++.so.6", "libgcc_s.so.1", "libc.so.6"],
-            &["__cudaLaunchKernel@libcudart.so.13", "cudaGetLastError@libcudart.so.13", "memcpy@GLIBC_2.14", "__cxa_atexit@GLIBC_2.2.5"],
+            &[
+                "__cudaLaunchKernel@libcudart.so.13",
+                "cudaGetLastError@libcudart.so.13",
+                "memcpy@GLIBC_2.14",
+                "__cxa_atexit@GLIBC_2.2.5",
+            ],
         );
         assert!(forbidden_imports(&f, &[]).is_empty());
     }
 
     #[test]
     fn cublas_is_refused_unless_allowed() {
-        let f = facts(&["libcudart.so.13", "libcublas.so.13"], &["cublasGemmEx@libcublas.so.13", "cublasCreate_v2@libcublas.so.13"]);
+        let f = facts(
+            &["libcudart.so.13", "libcublas.so.13"],
+            &["cublasGemmEx@libcublas.so.13", "cublasCreate_v2@libcublas.so.13"],
+        );
         let found = forbidden_imports(&f, &[]);
         assert_eq!(found.len(), 3, "{found:?}");
         assert!(found[0].reason.contains("links libcublas.so.13"));

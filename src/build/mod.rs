@@ -128,7 +128,8 @@ pub fn cache_root() -> PathBuf {
 
 /// `sm_90a` -> `-gencode=arch=compute_90a,code=sm_90a`.
 pub fn gencode(arch: &str) -> Result<String, String> {
-    let digits = arch.strip_prefix("sm_").ok_or_else(|| format!("`{arch}`: expected an architecture like sm_90a or sm_90"))?;
+    let digits =
+        arch.strip_prefix("sm_").ok_or_else(|| format!("`{arch}`: expected an architecture like sm_90a or sm_90"))?;
     let valid = digits.len() >= 2
         && digits.chars().take_while(|c| c.is_ascii_digit()).count() >= 2
         && digits.chars().skip_while(|c| c.is_ascii_digit()).all(|c| c.is_ascii_lowercase())
@@ -154,7 +155,8 @@ fn task_headers(task: &Task) -> Vec<(String, Vec<u8>)> {
     if let Ok(entries) = std::fs::read_dir(&task.dir) {
         for e in entries.flatten() {
             let p = e.path();
-            let is_header = p.extension().and_then(|x| x.to_str()).is_some_and(|x| matches!(x, "h" | "cuh" | "hpp" | "inc"));
+            let is_header =
+                p.extension().and_then(|x| x.to_str()).is_some_and(|x| matches!(x, "h" | "cuh" | "hpp" | "inc"));
             if is_header {
                 if let Ok(bytes) = std::fs::read(&p) {
                     headers.push((p.file_name().unwrap().to_string_lossy().into_owned(), bytes));
@@ -178,7 +180,11 @@ fn find_library(tc: &Toolchain, name: &str) -> Option<PathBuf> {
         .ok()?
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix) && n[prefix.len()..].split('.').count() == 1))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n[prefix.len()..].split('.').count() == 1)
+        })
         .collect();
     found.sort();
     found.pop()
@@ -228,7 +234,8 @@ fn nvcc_command(tc: &Toolchain, spec: &BuildSpec, gencode: &str) -> Result<Vec<S
 /// Builds `spec` (or returns the cached build) under `cache/build/`.
 pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec) -> Result<Built, BuildError> {
     let started = Instant::now();
-    let source = std::fs::read(spec.source).map_err(|e| BuildError::Io(format!("cannot read {}: {e}", spec.source.display())))?;
+    let source = std::fs::read(spec.source)
+        .map_err(|e| BuildError::Io(format!("cannot read {}: {e}", spec.source.display())))?;
     let source_name = spec
         .source
         .file_name()
@@ -241,7 +248,15 @@ pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec) -> Result<Built, Bu
     let command = nvcc_command(tc, spec, &gencode)?;
 
     let mut h = Sha256::new();
-    for part in [CACHE_FORMAT.as_bytes(), tc.nvcc_version.as_bytes(), tc.nvcc.as_os_str().as_encoded_bytes(), command.join("\x1f").as_bytes(), shim.as_bytes(), source_name.as_bytes(), &source] {
+    for part in [
+        CACHE_FORMAT.as_bytes(),
+        tc.nvcc_version.as_bytes(),
+        tc.nvcc.as_os_str().as_encoded_bytes(),
+        command.join("\x1f").as_bytes(),
+        shim.as_bytes(),
+        source_name.as_bytes(),
+        &source,
+    ] {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part);
     }
@@ -257,7 +272,8 @@ pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec) -> Result<Built, Bu
         return Ok(built);
     }
 
-    std::fs::create_dir_all(&root).map_err(|e| BuildError::Io(format!("cannot create the build cache {}: {e}", root.display())))?;
+    std::fs::create_dir_all(&root)
+        .map_err(|e| BuildError::Io(format!("cannot create the build cache {}: {e}", root.display())))?;
     let tmp = tempfile::Builder::new()
         .prefix(&format!(".{key}-"))
         .tempdir_in(&root)
@@ -269,7 +285,8 @@ pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec) -> Result<Built, Bu
 
     let mut cmd = Command::new(&tc.nvcc);
     cmd.args(&command).current_dir(work);
-    let out = process::run_captured(&mut cmd, NVCC_TIMEOUT).map_err(|e| BuildError::Io(format!("cannot run {}: {e}", tc.nvcc.display())))?;
+    let out = process::run_captured(&mut cmd, NVCC_TIMEOUT)
+        .map_err(|e| BuildError::Io(format!("cannot run {}: {e}", tc.nvcc.display())))?;
     let log = format!("$ nvcc {}\n{}{}", command.join(" "), out.stdout, out.stderr);
     std::fs::write(work.join(LOG_NAME), &log).map_err(io)?;
 
@@ -307,7 +324,8 @@ pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec) -> Result<Built, Bu
     if std::fs::rename(&kept, &dir).is_err() {
         let _ = std::fs::remove_dir_all(&kept);
     }
-    let mut built = load_cached(&dir, started)?.ok_or_else(|| BuildError::Io(format!("the build entry {} vanished", dir.display())))?;
+    let mut built = load_cached(&dir, started)?
+        .ok_or_else(|| BuildError::Io(format!("the build entry {} vanished", dir.display())))?;
     built.cached = false;
     Ok(built)
 }
@@ -331,47 +349,19 @@ fn check_link(spec: &BuildSpec, link: &LinkFacts) -> Option<BuildFailure> {
 }
 
 fn dump_sass(tc: &Toolchain, work: &Path, record: &mut BuildRecord) {
-    let timeout = Duration::from_secs(120);
     let Some(cuobjdump) = &tc.cuobjdump else {
         record.notes.push("cuobjdump not found: no SASS kept".into());
         return;
     };
-    match process::run_captured(Command::new(cuobjdump).arg("-sass").arg(LIBRARY_NAME).current_dir(work), timeout) {
-        Ok(out) if out.success() => {
-            record.has_sass = std::fs::write(work.join(SASS_NAME), out.stdout).is_ok();
+    match crate::disasm::disassemble(cuobjdump, tc.nvdisasm.as_deref(), &work.join(LIBRARY_NAME)) {
+        Ok(d) => {
+            record.has_sass = std::fs::write(work.join(SASS_NAME), d.sass).is_ok();
+            if let Some(lines) = d.lines {
+                record.has_sass_lines = std::fs::write(work.join(SASS_LINES_NAME), lines).is_ok();
+            }
+            record.notes.extend(d.notes);
         }
-        Ok(out) => record.notes.push(format!("cuobjdump -sass failed: {}", out.stderr.trim())),
-        Err(e) => record.notes.push(format!("cannot run cuobjdump: {e}")),
-    }
-    let Some(nvdisasm) = &tc.nvdisasm else {
-        record.notes.push("nvdisasm not found: SASS has no source lines".into());
-        return;
-    };
-    let cubins = work.join("cubins");
-    if std::fs::create_dir_all(&cubins).is_err() {
-        return;
-    }
-    let extracted = process::run_captured(
-        Command::new(cuobjdump).args(["-xelf", "all"]).arg(work.join(LIBRARY_NAME)).current_dir(&cubins),
-        timeout,
-    );
-    if !extracted.as_ref().is_ok_and(|o| o.success()) {
-        record.notes.push("cuobjdump -xelf failed: SASS has no source lines".into());
-        return;
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&cubins).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
-    files.sort();
-    let mut text = String::new();
-    for cubin in files.iter().filter(|p| p.extension().is_some_and(|x| x == "cubin")) {
-        match process::run_captured(Command::new(nvdisasm).args(["-c", "-gi"]).arg(cubin), timeout) {
-            Ok(out) if out.success() => text.push_str(&out.stdout),
-            Ok(out) => record.notes.push(format!("nvdisasm failed on {}: {}", cubin.display(), out.stderr.trim())),
-            Err(e) => record.notes.push(format!("cannot run nvdisasm: {e}")),
-        }
-    }
-    let _ = std::fs::remove_dir_all(&cubins);
-    if !text.is_empty() {
-        record.has_sass_lines = std::fs::write(work.join(SASS_LINES_NAME), text).is_ok();
+        Err(e) => record.notes.push(e),
     }
 }
 

@@ -42,7 +42,12 @@ pub fn run(json: bool) -> ExitCode {
         "gpu",
         true,
         gpu.as_ref()
-            .map(|(name, (ma, mi), _)| format!("{name}, compute capability {ma}.{mi}, builds for {}", crate::build::arch_for_capability(*ma, *mi)))
+            .map(|(name, (ma, mi), _)| {
+                format!(
+                    "{name}, compute capability {ma}.{mi}, builds for {}",
+                    crate::build::arch_for_capability(*ma, *mi)
+                )
+            })
             .map_err(|e| format!("{e}")),
     ));
     let nvml = nvml_wrapper::Nvml::init();
@@ -51,20 +56,55 @@ pub fn run(json: bool) -> ExitCode {
         "driver",
         true,
         gpu.as_ref()
-            .map(|(_, _, v)| format!("{}CUDA {}.{}", driver_version.as_ref().map(|d| format!("{d}, ")).unwrap_or_default(), v / 1000, (v % 1000) / 10))
+            .map(|(_, _, v)| {
+                format!(
+                    "{}CUDA {}.{}",
+                    driver_version.as_ref().map(|d| format!("{d}, ")).unwrap_or_default(),
+                    v / 1000,
+                    (v % 1000) / 10
+                )
+            })
             .map_err(|_| "install the NVIDIA driver (580 or newer for CUDA 13.0)".to_string()),
     ));
     let tc = Toolchain::find();
-    items.push(item("nvcc", true, tc.as_ref().map(|t| format!("{} ({})", t.nvcc.display(), t.nvcc_version)).map_err(|e| e.hint.clone())));
-    items.push(item("cuda runtime", true, tc.as_ref().map(|t| t.cudart.display().to_string()).map_err(|e| e.hint.clone())));
+    items.push(item(
+        "nvcc",
+        true,
+        tc.as_ref().map(|t| format!("{} ({})", t.nvcc.display(), t.nvcc_version)).map_err(|e| e.hint.clone()),
+    ));
+    items.push(item(
+        "cuda runtime",
+        true,
+        tc.as_ref().map(|t| t.cudart.display().to_string()).map_err(|e| e.hint.clone()),
+    ));
     let (cuobjdump, nvdisasm) = match &tc {
         Ok(t) => (t.cuobjdump.clone(), t.nvdisasm.clone()),
         Err(_) => (toolchain::find_profiler("cuobjdump"), toolchain::find_profiler("nvdisasm")),
     };
-    items.push(tool("cuobjdump", false, cuobjdump, "install the CUDA toolkit or the wheel nvidia-cuda-cuobjdump==13.2.86 (SASS facts)"));
-    items.push(tool("nvdisasm", false, nvdisasm, "install the CUDA toolkit or the wheel nvidia-cuda-nvdisasm==13.2.86 (SASS source lines)"));
-    items.push(tool("ncu", false, toolchain::find_profiler("ncu"), "install Nsight Compute (ships with the CUDA toolkit) for profiles and diagnoses"));
-    items.push(tool("compute-sanitizer", false, toolchain::find_profiler("compute-sanitizer"), "install the CUDA toolkit's compute-sanitizer for --sanitize"));
+    items.push(tool(
+        "cuobjdump",
+        false,
+        cuobjdump,
+        "install the CUDA toolkit or the wheel nvidia-cuda-cuobjdump==13.2.86 (SASS facts)",
+    ));
+    items.push(tool(
+        "nvdisasm",
+        false,
+        nvdisasm,
+        "install the CUDA toolkit or the wheel nvidia-cuda-nvdisasm==13.2.86 (SASS source lines)",
+    ));
+    items.push(tool(
+        "ncu",
+        false,
+        toolchain::find_profiler("ncu"),
+        "install Nsight Compute (ships with the CUDA toolkit) for profiles and diagnoses",
+    ));
+    items.push(tool(
+        "compute-sanitizer",
+        false,
+        toolchain::find_profiler("compute-sanitizer"),
+        "install the CUDA toolkit's compute-sanitizer for --sanitize",
+    ));
     let energy = match &nvml {
         Ok(n) => n
             .device_by_index(0)
@@ -80,7 +120,13 @@ pub fn run(json: bool) -> ExitCode {
         print_json(&serde_json::json!({ "ok": !missing_essential, "items": items }));
     } else {
         for i in &items {
-            let mark = if i.found { "ok" } else if i.essential { "MISSING" } else { "missing" };
+            let mark = if i.found {
+                "ok"
+            } else if i.essential {
+                "MISSING"
+            } else {
+                "missing"
+            };
             println!("{:<18} {:<8} {}", i.name, mark, i.detail);
             if let Some(h) = &i.hint {
                 println!("{:<18} {:<8} -> {}", "", "", h);

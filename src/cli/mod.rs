@@ -18,7 +18,11 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_ENV: u8 = 3;
 
 #[derive(Parser)]
-#[command(name = "nightshift", version, about = "Optimizes a named CUDA kernel unattended: build, verify, time, profile, diagnose.")]
+#[command(
+    name = "nightshift",
+    version,
+    about = "Optimizes a named CUDA kernel unattended: build, verify, time, profile, diagnose."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -84,6 +88,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Reads SASS: instruction mix, access widths, local memory, fp64, loops, with source lines.
+    Sass {
+        /// SASS text (cuobjdump or nvdisasm), or a .cubin, .so, .o or executable.
+        file: PathBuf,
+        /// Only this function (mangled, demangled or short name).
+        #[arg(long)]
+        function: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: runs candidate code in an isolated process (spawned by eval).
     #[command(hide = true)]
     Worker { request: PathBuf },
@@ -100,9 +114,23 @@ pub fn main() -> ExitCode {
     match cli.command {
         Cmd::Worker { request } => crate::worker::main(&request),
         Cmd::CheckEnv { json } => envcheck::run(json),
+        Cmd::Sass { file, function, json } => sass_cmd(&file, function.as_deref(), json),
         Cmd::Tasks { dir, json } => tasks(dir.as_deref().unwrap_or(Path::new("tasks")), json),
         Cmd::Validate { task, build, arch, json } => validate(&task, build, arch, json),
-        Cmd::Eval { task, candidate, energy, sanitize, no_time, arch, nvcc_flags, defines, timeout, device, samples, json } => {
+        Cmd::Eval {
+            task,
+            candidate,
+            energy,
+            sanitize,
+            no_time,
+            arch,
+            nvcc_flags,
+            defines,
+            timeout,
+            device,
+            samples,
+            json,
+        } => {
             let exe = match std::env::current_exe() {
                 Ok(p) => p,
                 Err(e) => return fail(EXIT_ENV, &format!("cannot find the nightshift executable: {e}")),
@@ -152,7 +180,8 @@ fn tasks(dir: &Path, json: bool) -> ExitCode {
         Ok(d) => d,
         Err(e) => return fail(EXIT_USAGE, &format!("cannot list tasks in {}: {e}", dir.display())),
     };
-    let loaded: Vec<(PathBuf, Result<Task, TaskError>)> = dirs.into_iter().map(|d| (d.clone(), Task::load(&d))).collect();
+    let loaded: Vec<(PathBuf, Result<Task, TaskError>)> =
+        dirs.into_iter().map(|d| (d.clone(), Task::load(&d))).collect();
     let bad = loaded.iter().filter(|(_, t)| t.is_err()).count();
     if json {
         let rows: Vec<serde_json::Value> = loaded
@@ -186,8 +215,10 @@ fn validate(dir: &Path, build: bool, arch: Option<String>, json: bool) -> ExitCo
         let mut opts = EvalOptions::new(PathBuf::new());
         opts.arch = arch;
         let arch = match eval::resolve_arch(&opts) {
-            Ok((a, _)) => a,
-            Err(EvalError::Env(e)) => return fail(EXIT_ENV, &format!("{e} (or pass --arch sm_90a to build without a GPU)")),
+            Ok(a) => a,
+            Err(EvalError::Env(e)) => {
+                return fail(EXIT_ENV, &format!("{e} (or pass --arch sm_90a to build without a GPU)"))
+            }
             Err(e) => return fail(EXIT_USAGE, &e.to_string()),
         };
         let mut sources = vec![("baseline", task.baseline.clone())];
@@ -210,7 +241,11 @@ fn validate(dir: &Path, build: bool, arch: Option<String>, json: bool) -> ExitCo
     } else {
         print!("{}", render::task_detail(&task));
         for b in &builds {
-            println!("built {}: {}", b["what"].as_str().unwrap_or(""), if b["cached"].as_bool() == Some(true) { "cached" } else { "compiled" });
+            println!(
+                "built {}: {}",
+                b["what"].as_str().unwrap_or(""),
+                if b["cached"].as_bool() == Some(true) { "cached" } else { "compiled" }
+            );
         }
         println!("valid");
     }
@@ -247,4 +282,56 @@ fn env_fail(e: &EnvError, json: bool) -> ExitCode {
         print_json(&serde_json::json!({"error": "environment", "missing": e.what, "hint": e.hint}));
     }
     fail(EXIT_ENV, &e.to_string())
+}
+
+/// SASS text of `file`: itself when it is text, else disassembled (with line info when
+/// nvdisasm can provide it).
+pub(crate) fn read_sass(file: &Path) -> Result<String, ExitCode> {
+    let bytes = std::fs::read(file).map_err(|e| fail(EXIT_USAGE, &format!("{}: {e}", file.display())))?;
+    let binary = bytes.starts_with(b"\x7fELF") || bytes.iter().take(4096).any(|b| *b == 0);
+    if !binary {
+        return Ok(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    let (cuobjdump, nvdisasm) = match crate::toolchain::Toolchain::find() {
+        Ok(tc) => (tc.cuobjdump.clone(), tc.nvdisasm.clone()),
+        Err(_) => (crate::toolchain::find_profiler("cuobjdump"), crate::toolchain::find_profiler("nvdisasm")),
+    };
+    let Some(cuobjdump) = cuobjdump else {
+        return Err(fail(EXIT_ENV, &format!("{} is a binary and cuobjdump was not found: install the CUDA toolkit or the wheel nvidia-cuda-cuobjdump==13.2.86, or pass SASS text", file.display())));
+    };
+    let d = crate::disasm::disassemble(&cuobjdump, nvdisasm.as_deref(), file).map_err(|e| fail(EXIT_USAGE, &e))?;
+    for n in &d.notes {
+        eprintln!("note: {n}");
+    }
+    Ok(d.lines.unwrap_or(d.sass))
+}
+
+fn sass_cmd(file: &Path, function: Option<&str>, json: bool) -> ExitCode {
+    let text = match read_sass(file) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let listing = sass::parse(&text);
+    let functions: Vec<&sass::Function> = listing
+        .functions
+        .iter()
+        .filter(|f| function.is_none_or(|n| f.name == n || f.demangled == n || sass::short_name(&f.name) == n))
+        .collect();
+    if functions.is_empty() {
+        let known: Vec<String> = listing.functions.iter().map(|f| sass::short_name(&f.name)).collect();
+        return fail(
+            EXIT_USAGE,
+            &match function {
+                Some(n) => format!("no function `{n}` in {} (functions: {})", file.display(), known.join(", ")),
+                None => format!("no SASS functions in {}", file.display()),
+            },
+        );
+    }
+    let reports: Vec<sass::FunctionReport> = functions.into_iter().map(sass::analyze).collect();
+    if json {
+        print_json(&serde_json::json!({ "functions": reports }));
+    } else {
+        print!("{}", sass::analysis::table(&reports));
+    }
+    ExitCode::from(EXIT_PASSED)
 }

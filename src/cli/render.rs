@@ -38,13 +38,28 @@ fn bytes(n: f64) -> String {
 pub fn task_detail(task: &Task) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}: {}", task.name, task.summary);
-    let _ = writeln!(out, "  entry      extern \"C\" void {}({}, cudaStream_t)", task.entry, task.args.iter().map(|a| format!("{} {}", a.spelling, a.name)).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(
+        out,
+        "  entry      extern \"C\" void {}({}, cudaStream_t)",
+        task.entry,
+        task.args.iter().map(|a| format!("{} {}", a.spelling, a.name)).collect::<Vec<_>>().join(", ")
+    );
     let _ = writeln!(out, "  baseline   {}", task.baseline.display());
-    let _ = writeln!(out, "  reference  {}", if task.has_reference() { task.reference.display().to_string() } else { "the baseline (no reference.cu)".into() });
+    let _ = writeln!(
+        out,
+        "  reference  {}",
+        if task.has_reference() {
+            task.reference.display().to_string()
+        } else {
+            "the baseline (no reference.cu)".into()
+        }
+    );
     for a in &task.args {
         let role = match &a.role {
             ArgRole::Input { len, init } => format!("input, {len} elements, {init}"),
-            ArgRole::Output { len, tolerance } => format!("output, {len} elements, rtol {} atol {}", tolerance.rtol, tolerance.atol),
+            ArgRole::Output { len, tolerance } => {
+                format!("output, {len} elements, rtol {} atol {}", tolerance.rtol, tolerance.atol)
+            }
             ArgRole::InOut { len, init, .. } => format!("in-out, {len} elements, {init}"),
             ArgRole::Scalar { value } => format!("value {value:?}"),
         };
@@ -54,9 +69,22 @@ pub fn task_detail(task: &Task) -> String {
     for c in &task.checks {
         let _ = writeln!(out, "  check      {c}");
     }
-    let _ = writeln!(out, "  seeds      {} per check size; rtol {} atol {}; {}", task.seeds, task.tolerance.rtol, task.tolerance.atol, if task.deterministic { "bitwise-deterministic" } else { "repeat within tolerance" });
+    let _ = writeln!(
+        out,
+        "  seeds      {} per check size; rtol {} atol {}; {}",
+        task.seeds,
+        task.tolerance.rtol,
+        task.tolerance.atol,
+        if task.deterministic { "bitwise-deterministic" } else { "repeat within tolerance" }
+    );
     if let Some(w) = task.work(&task.bench) {
-        let _ = writeln!(out, "  roofline   {} and {:.3e} flops ({:?}) at the bench size", bytes(w.bytes), w.flops, w.flops_kind);
+        let _ = writeln!(
+            out,
+            "  roofline   {} and {:.3e} flops ({:?}) at the bench size",
+            bytes(w.bytes),
+            w.flops,
+            w.flops_kind
+        );
     }
     for (k, v) in &task.tune {
         let _ = writeln!(out, "  tune       {k} in [{}]", v.join(", "));
@@ -97,7 +125,11 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
         );
     }
     if let Some(c) = &v.check {
-        let _ = writeln!(out, "  check     {} cases, {} calls, {} elements; max abs err {:.2e}, max rel err {:.2e}", c.cases, c.calls, c.elements_compared, c.max_abs_err, c.max_rel_err);
+        let _ = writeln!(
+            out,
+            "  check     {} cases, {} calls, {} elements; max abs err {:.2e}, max rel err {:.2e}",
+            c.cases, c.calls, c.elements_compared, c.max_abs_err, c.max_rel_err
+        );
     }
     if let Some(t) = &v.timing {
         let _ = writeln!(out, "  time      baseline {}", side(&t.baseline));
@@ -113,7 +145,8 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
             t.candidate.round_medians_ms.len()
         );
         if let (Some(f), Some(p), Some(bp)) = (t.floor_ms, t.pct_of_floor, t.baseline_pct_of_floor) {
-            let _ = writeln!(out, "            physical floor {f:.4} ms: candidate at {p:.1}% of it, baseline at {bp:.1}%");
+            let _ =
+                writeln!(out, "            physical floor {f:.4} ms: candidate at {p:.1}% of it, baseline at {bp:.1}%");
         }
         let _ = writeln!(
             out,
@@ -131,7 +164,11 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
             fmt(c.sm_mhz_before),
             fmt(c.sm_mhz_after),
             fmt(c.memory_mhz),
-            if c.throttle_reasons.is_empty() { "no throttling".to_string() } else { format!("throttled: {}", c.throttle_reasons.join(", ")) },
+            if c.throttle_reasons.is_empty() {
+                "no throttling".to_string()
+            } else {
+                format!("throttled: {}", c.throttle_reasons.join(", "))
+            },
             c.temperature_c.map(|t| format!(", {t} C")).unwrap_or_default()
         );
         if !t.baseline_outputs_ok {
@@ -153,7 +190,16 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
         let _ = writeln!(out, "            saving {:.3}x; {}", e.saving, e.note);
     }
     for s in &v.sanitizer {
-        let _ = writeln!(out, "  sanitize  {}: {}", s.tool, if s.clean() { "clean".to_string() } else { s.findings.first().cloned().unwrap_or_else(|| s.summary.clone()) });
+        let _ = writeln!(
+            out,
+            "  sanitize  {}: {}",
+            s.tool,
+            if s.clean() {
+                "clean".to_string()
+            } else {
+                s.findings.first().cloned().unwrap_or_else(|| s.summary.clone())
+            }
+        );
     }
     if let Some(b) = &v.build {
         let kernels: Vec<String> = b
@@ -173,7 +219,13 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
                 s
             })
             .collect();
-        let _ = writeln!(out, "  build     {} {}; {}", v.arch, if b.cached { "(cached)".to_string() } else { format!("(nvcc {:.2} s)", b.nvcc_seconds) }, kernels.join("; "));
+        let _ = writeln!(
+            out,
+            "  build     {} {}; {}",
+            v.arch,
+            if b.cached { "(cached)".to_string() } else { format!("(nvcc {:.2} s)", b.nvcc_seconds) },
+            kernels.join("; ")
+        );
         let _ = writeln!(out, "            {}", b.dir.display());
     }
     let p = &v.phases;

@@ -136,12 +136,15 @@ fn eval_node(node: &Node, vars: &BTreeMap<String, i64>) -> Result<i64, ExprError
         Node::Binary { op, lhs, rhs, offset } => {
             let a = eval_node(lhs, vars)?;
             let b = eval_node(rhs, vars)?;
-            let overflow = || ExprError { offset: *offset, message: format!("integer overflow in {a} {} {b}", op.symbol()) };
+            let overflow =
+                || ExprError { offset: *offset, message: format!("integer overflow in {a} {} {b}", op.symbol()) };
             match op {
                 BinOp::Add => a.checked_add(b).ok_or_else(overflow),
                 BinOp::Sub => a.checked_sub(b).ok_or_else(overflow),
                 BinOp::Mul => a.checked_mul(b).ok_or_else(overflow),
-                BinOp::Div | BinOp::Rem if b == 0 => err(*offset, format!("division by zero in {a} {} {b}", op.symbol())),
+                BinOp::Div | BinOp::Rem if b == 0 => {
+                    err(*offset, format!("division by zero in {a} {} {b}", op.symbol()))
+                }
                 BinOp::Div => a.checked_div(b).ok_or_else(overflow),
                 BinOp::Rem => a.checked_rem(b).ok_or_else(overflow),
                 BinOp::Shl | BinOp::Shr if !(0..63).contains(&b) => {
@@ -232,9 +235,10 @@ fn tokenize(src: &str) -> Result<Vec<Token>, ExprError> {
                     i += 1;
                 }
                 let digits: String = src[start..i].chars().filter(|c| *c != '_').collect();
-                let v = digits
-                    .parse::<i64>()
-                    .map_err(|_| ExprError { offset: start, message: format!("number `{}` is too large", &src[start..i]) })?;
+                let v = digits.parse::<i64>().map_err(|_| ExprError {
+                    offset: start,
+                    message: format!("number `{}` is too large", &src[start..i]),
+                })?;
                 out.push(Token { kind: TokKind::Int(v), offset: start });
             }
             b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
@@ -381,7 +385,13 @@ impl Parser<'_> {
                     Func::Cdiv => args.len() == 2,
                 };
                 if !arity_ok {
-                    return err(tok.offset, format!("`{name}` takes {}", if func == Func::Cdiv { "2 arguments" } else { "1 or more arguments" }));
+                    return err(
+                        tok.offset,
+                        format!(
+                            "`{name}` takes {}",
+                            if func == Func::Cdiv { "2 arguments" } else { "1 or more arguments" }
+                        ),
+                    );
                 }
                 Ok(Node::Call { func, args, offset: tok.offset })
             }
@@ -392,7 +402,10 @@ impl Parser<'_> {
     fn expect_rparen(&mut self, open: usize) -> Result<(), ExprError> {
         match self.next() {
             Some(Token { kind: TokKind::RParen, .. }) => Ok(()),
-            Some(t) => err(t.offset, format!("expected `)` to close the `(` at character {}, found {}", open + 1, t.kind.describe())),
+            Some(t) => err(
+                t.offset,
+                format!("expected `)` to close the `(` at character {}, found {}", open + 1, t.kind.describe()),
+            ),
             None => err(self.end, format!("missing `)` for the `(` at character {}", open + 1)),
         }
     }

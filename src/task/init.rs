@@ -14,11 +14,22 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase", tag = "dist")]
 pub enum Init {
-    Normal { mean: f64, std: f64 },
-    Uniform { lo: f64, hi: f64 },
+    Normal {
+        mean: f64,
+        std: f64,
+    },
+    Uniform {
+        lo: f64,
+        hi: f64,
+    },
     /// Integers in `lo..hi` (half-open).
-    RandInt { lo: i64, hi: i64 },
-    Const { value: f64 },
+    RandInt {
+        lo: i64,
+        hi: i64,
+    },
+    Const {
+        value: f64,
+    },
     /// 0, 1, 2, ... (for index buffers).
     Arange,
     /// A uniformly random permutation of 0..len (routing maps, gather indices).
@@ -61,14 +72,16 @@ impl Init {
             }
             "uniform" => {
                 want(2)?;
-                if !(args[0] < args[1]) {
+                if args[0].partial_cmp(&args[1]) != Some(std::cmp::Ordering::Less) {
                     return Err(format!("`{t}`: needs lo < hi"));
                 }
                 Init::Uniform { lo: args[0], hi: args[1] }
             }
             "randint" => {
                 want(2)?;
-                if args.iter().any(|a| a.fract() != 0.0) || !(args[0] < args[1]) {
+                if args.iter().any(|a| a.fract() != 0.0)
+                    || args[0].partial_cmp(&args[1]) != Some(std::cmp::Ordering::Less)
+                {
                     return Err(format!("`{t}`: needs integers lo < hi (hi is excluded)"));
                 }
                 Init::RandInt { lo: args[0] as i64, hi: args[1] as i64 }

@@ -208,12 +208,24 @@ pub struct Arg {
 #[serde(rename_all = "lowercase", tag = "role")]
 pub enum ArgRole {
     /// Read by the kernel; must be unchanged after the call.
-    Input { len: String, init: Init },
+    Input {
+        len: String,
+        init: Init,
+    },
     /// Written by the kernel; poisoned before each call, every element must be written.
-    Output { len: String, tolerance: Tolerance },
+    Output {
+        len: String,
+        tolerance: Tolerance,
+    },
     /// Initialized, then updated in place by the kernel.
-    InOut { len: String, init: Init, tolerance: Tolerance },
-    Scalar { value: ScalarValue },
+    InOut {
+        len: String,
+        init: Init,
+        tolerance: Tolerance,
+    },
+    Scalar {
+        value: ScalarValue,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -321,7 +333,11 @@ impl Task {
         }
         let entry = raw.task.entry.get_ref().clone();
         if !is_c_identifier(&entry) {
-            return Err(at.err(&raw.task.entry, "task.entry", format!("`{entry}` is not a C identifier; expected the name of the extern \"C\" launcher")));
+            return Err(at.err(
+                &raw.task.entry,
+                "task.entry",
+                format!("`{entry}` is not a C identifier; expected the name of the extern \"C\" launcher"),
+            ));
         }
         let baseline = at.existing_file(dir, &raw.task.baseline, "task.baseline")?;
         let reference = match &raw.task.reference {
@@ -333,12 +349,24 @@ impl Task {
         let sizes = raw.sizes.get_ref();
         let var_names: Vec<String> = sizes.bench.get_ref().keys().cloned().collect();
         if sizes.check.is_empty() {
-            return Err(at.err(&raw.sizes, "sizes.check", "needs at least one check size, e.g. check = [{ n = 1 }, { n = 1000 }]"));
+            return Err(at.err(
+                &raw.sizes,
+                "sizes.check",
+                "needs at least one check size, e.g. check = [{ n = 1 }, { n = 1000 }]",
+            ));
         }
         for (i, c) in sizes.check.iter().enumerate() {
             let names: Vec<String> = c.get_ref().keys().cloned().collect();
             if names != var_names {
-                return Err(at.err(c, &format!("sizes.check[{i}]"), format!("defines {{{}}} but sizes.bench defines {{{}}}; every size must bind the same variables", names.join(", "), var_names.join(", "))));
+                return Err(at.err(
+                    c,
+                    &format!("sizes.check[{i}]"),
+                    format!(
+                        "defines {{{}}} but sizes.bench defines {{{}}}; every size must bind the same variables",
+                        names.join(", "),
+                        var_names.join(", ")
+                    ),
+                ));
             }
         }
         for (label, s) in std::iter::once(("sizes.bench".to_string(), &sizes.bench))
@@ -360,7 +388,11 @@ impl Task {
         }
         let seeds = *raw.check.seeds.get_ref();
         if !(1..=64).contains(&seeds) {
-            return Err(at.err(&raw.check.seeds, "check.seeds", format!("{seeds}: expected 1 to 64 seeds per check size")));
+            return Err(at.err(
+                &raw.check.seeds,
+                "check.seeds",
+                format!("{seeds}: expected 1 to 64 seeds per check size"),
+            ));
         }
 
         if raw.arg.is_empty() {
@@ -381,15 +413,27 @@ impl Task {
             let ty = ParamType::parse(a.ty.get_ref()).map_err(|m| at.err(&a.ty, &format!("{field}.type"), m))?;
             let role = match ty {
                 ParamType::Scalar { scalar } => {
-                    for (present, what) in [(a.len.is_some(), "len"), (a.init.is_some(), "init"), (a.output, "output")] {
+                    for (present, what) in [(a.len.is_some(), "len"), (a.init.is_some(), "init"), (a.output, "output")]
+                    {
                         if present {
-                            return Err(at.err(spanned, &format!("{field}.{what}"), format!("`{what}` applies to pointer arguments; `{arg_name}` is passed by value")));
+                            return Err(at.err(
+                                spanned,
+                                &format!("{field}.{what}"),
+                                format!("`{what}` applies to pointer arguments; `{arg_name}` is passed by value"),
+                            ));
                         }
                     }
                     let value = match &a.value {
                         None => {
                             if !var_names.contains(&arg_name) {
-                                return Err(at.err(&a.name, &format!("{field}.value"), format!("`{arg_name}` is not a size variable ({}); give it a `value`", var_names.join(", "))));
+                                return Err(at.err(
+                                    &a.name,
+                                    &format!("{field}.value"),
+                                    format!(
+                                        "`{arg_name}` is not a size variable ({}); give it a `value`",
+                                        var_names.join(", ")
+                                    ),
+                                ));
                             }
                             ScalarValue::Int(arg_name.clone())
                         }
@@ -401,15 +445,27 @@ impl Task {
                             (toml::Value::Integer(n), _) => ScalarValue::Int(n.to_string()),
                             (toml::Value::Float(x), true) => ScalarValue::Float(*x),
                             (toml::Value::Float(_), false) => {
-                                return Err(at.err(v, &format!("{field}.value"), "a float value for an integer parameter"));
+                                return Err(at.err(
+                                    v,
+                                    &format!("{field}.value"),
+                                    "a float value for an integer parameter",
+                                ));
                             }
-                            _ => return Err(at.err(v, &format!("{field}.value"), "expected an integer expression string or a number")),
+                            _ => {
+                                return Err(at.err(
+                                    v,
+                                    &format!("{field}.value"),
+                                    "expected an integer expression string or a number",
+                                ))
+                            }
                         },
                     };
                     if let ScalarValue::Int(src) = &value {
                         let e = Expr::parse(src).expect("checked above");
                         for s in &all_sizes {
-                            let x = e.eval(&s.vars).map_err(|m| at.err(spanned, &format!("{field}.value"), format!("at size {s}: {m}")))?;
+                            let x = e
+                                .eval(&s.vars)
+                                .map_err(|m| at.err(spanned, &format!("{field}.value"), format!("at size {s}: {m}")))?;
                             let fits = match scalar {
                                 ScalarType::I32 => i32::try_from(x).is_ok(),
                                 ScalarType::U32 => u32::try_from(x).is_ok(),
@@ -417,7 +473,11 @@ impl Task {
                                 _ => true,
                             };
                             if !fits {
-                                return Err(at.err(spanned, &format!("{field}.value"), format!("at size {s} the value {x} does not fit `{}`", a.ty.get_ref())));
+                                return Err(at.err(
+                                    spanned,
+                                    &format!("{field}.value"),
+                                    format!("at size {s} the value {x} does not fit `{}`", a.ty.get_ref()),
+                                ));
                             }
                         }
                     }
@@ -425,20 +485,38 @@ impl Task {
                 }
                 ParamType::Pointer { elem, is_const } => {
                     if a.value.is_some() {
-                        return Err(at.err(spanned, &format!("{field}.value"), "`value` applies to by-value parameters; give pointers a `len`"));
+                        return Err(at.err(
+                            spanned,
+                            &format!("{field}.value"),
+                            "`value` applies to by-value parameters; give pointers a `len`",
+                        ));
                     }
                     let Some(len_src) = &a.len else {
-                        return Err(at.err(spanned, &format!("{field}.len"), "pointer arguments need `len`, the element count, e.g. len = \"rows * cols\""));
+                        return Err(at.err(
+                            spanned,
+                            &format!("{field}.len"),
+                            "pointer arguments need `len`, the element count, e.g. len = \"rows * cols\"",
+                        ));
                     };
                     let len_expr = at.expr(len_src, len_src.get_ref(), &format!("{field}.len"), &var_names)?;
                     for s in &all_sizes {
-                        let n = len_expr.eval(&s.vars).map_err(|m| at.err(len_src, &format!("{field}.len"), format!("at size {s}: {m}")))?;
+                        let n = len_expr
+                            .eval(&s.vars)
+                            .map_err(|m| at.err(len_src, &format!("{field}.len"), format!("at size {s}: {m}")))?;
                         if n < 0 {
-                            return Err(at.err(len_src, &format!("{field}.len"), format!("at size {s} the length is {n}")));
+                            return Err(at.err(
+                                len_src,
+                                &format!("{field}.len"),
+                                format!("at size {s} the length is {n}"),
+                            ));
                         }
                         let bytes = (n as u128) * elem.size() as u128;
                         if bytes > (1u128 << 40) {
-                            return Err(at.err(len_src, &format!("{field}.len"), format!("at size {s} the buffer would hold {bytes} bytes")));
+                            return Err(at.err(
+                                len_src,
+                                &format!("{field}.len"),
+                                format!("at size {s} the buffer would hold {bytes} bytes"),
+                            ));
                         }
                     }
                     let len = len_expr.source().to_string();
@@ -450,16 +528,28 @@ impl Task {
                         }
                         None => None,
                     };
-                    let tol = Tolerance { rtol: a.rtol.unwrap_or(tolerance.rtol), atol: a.atol.unwrap_or(tolerance.atol) };
+                    let tol =
+                        Tolerance { rtol: a.rtol.unwrap_or(tolerance.rtol), atol: a.atol.unwrap_or(tolerance.atol) };
                     match (a.output, init) {
                         (true, _) if is_const => {
-                            return Err(at.err(spanned, &format!("{field}.output"), format!("`{}` is const: the kernel cannot write it", a.ty.get_ref())));
+                            return Err(at.err(
+                                spanned,
+                                &format!("{field}.output"),
+                                format!("`{}` is const: the kernel cannot write it", a.ty.get_ref()),
+                            ));
                         }
                         (true, None) => ArgRole::Output { len, tolerance: tol },
                         (true, Some(init)) => ArgRole::InOut { len, init, tolerance: tol },
                         (false, Some(init)) => ArgRole::Input { len, init },
                         (false, None) => {
-                            return Err(at.err(spanned, &format!("{field}.init"), format!("input `{arg_name}` needs `init`, one of {}; or set output = true", init::INIT_FORMS)));
+                            return Err(at.err(
+                                spanned,
+                                &format!("{field}.init"),
+                                format!(
+                                    "input `{arg_name}` needs `init`, one of {}; or set output = true",
+                                    init::INIT_FORMS
+                                ),
+                            ));
                         }
                     }
                 }
@@ -467,7 +557,12 @@ impl Task {
             args.push(Arg { name: arg_name, spelling: a.ty.get_ref().trim().to_string(), ty, role });
         }
         if !args.iter().any(|a| matches!(a.role, ArgRole::Output { .. } | ArgRole::InOut { .. })) {
-            return Err(TaskError { file: at.file.to_path_buf(), line: None, field: "arg".into(), message: "no argument has output = true: nothing would be checked".into() });
+            return Err(TaskError {
+                file: at.file.to_path_buf(),
+                line: None,
+                field: "arg".into(),
+                message: "no argument has output = true: nothing would be checked".into(),
+            });
         }
         if let Some(unused) = var_names.iter().find(|v| {
             !args.iter().any(|a| match &a.role {
@@ -480,7 +575,11 @@ impl Task {
                 ArgRole::Scalar { .. } => false,
             })
         }) {
-            return Err(at.err(&sizes.bench, "sizes", format!("size variable `{unused}` is used by no argument: the kernel would never see it")));
+            return Err(at.err(
+                &sizes.bench,
+                "sizes",
+                format!("size variable `{unused}` is used by no argument: the kernel would never see it"),
+            ));
         }
 
         let roofline = match &raw.roofline {
@@ -497,23 +596,43 @@ impl Task {
                     for s in &all_sizes {
                         match e.eval(&s.vars) {
                             Ok(v) if v >= 0 => {}
-                            Ok(v) => return Err(at.err_span(span.start, field, format!("at size {s} evaluates to {v}; expected >= 0"))),
+                            Ok(v) => {
+                                return Err(at.err_span(
+                                    span.start,
+                                    field,
+                                    format!("at size {s} evaluates to {v}; expected >= 0"),
+                                ))
+                            }
                             Err(m) => return Err(at.err_span(span.start, field, format!("at size {s}: {m}"))),
                         }
                     }
                 }
                 let flops_kind = match &r.flops_kind {
                     None => FlopsKind::Fp32,
-                    Some(k) => FlopsKind::parse(k.get_ref()).ok_or_else(|| at.err(k, "roofline.flops_kind", format!("`{}`: expected fp32, fp64, fp16-tensor, bf16-tensor or int32", k.get_ref())))?,
+                    Some(k) => FlopsKind::parse(k.get_ref()).ok_or_else(|| {
+                        at.err(
+                            k,
+                            "roofline.flops_kind",
+                            format!("`{}`: expected fp32, fp64, fp16-tensor, bf16-tensor or int32", k.get_ref()),
+                        )
+                    })?,
                 };
-                Some(Roofline { bytes: bytes.source().to_string(), flops: flops.map(|f| f.source().to_string()), flops_kind })
+                Some(Roofline {
+                    bytes: bytes.source().to_string(),
+                    flops: flops.map(|f| f.source().to_string()),
+                    flops_kind,
+                })
             }
         };
 
         let mut tune = BTreeMap::new();
         for (knob, values) in &raw.tune {
             if !is_c_identifier(knob) {
-                return Err(at.err(values, &format!("tune.{knob}"), "knob names become -D macros and must be C identifiers"));
+                return Err(at.err(
+                    values,
+                    &format!("tune.{knob}"),
+                    "knob names become -D macros and must be C identifiers",
+                ));
             }
             if values.get_ref().is_empty() {
                 return Err(at.err(values, &format!("tune.{knob}"), "needs at least one value"));
@@ -524,8 +643,18 @@ impl Task {
                     toml::Value::Integer(n) => n.to_string(),
                     toml::Value::Float(x) => x.to_string(),
                     toml::Value::Boolean(b) => (*b as i32).to_string(),
-                    toml::Value::String(s) if s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') && !s.is_empty() => s.clone(),
-                    other => return Err(at.err(values, &format!("tune.{knob}"), format!("`{other}`: values must be numbers, booleans or plain words"))),
+                    toml::Value::String(s)
+                        if s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') && !s.is_empty() =>
+                    {
+                        s.clone()
+                    }
+                    other => {
+                        return Err(at.err(
+                            values,
+                            &format!("tune.{knob}"),
+                            format!("`{other}`: values must be numbers, booleans or plain words"),
+                        ))
+                    }
                 });
             }
             tune.insert(knob.clone(), rendered);
@@ -541,7 +670,11 @@ impl Task {
         for lib in raw.build.libs.iter().chain(&raw.build.baseline_libs) {
             let l = lib.get_ref();
             if l.is_empty() || !l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '+' || c == '-') {
-                return Err(at.err(lib, "build.libs", format!("`{l}`: expected a library name as given to -l, e.g. \"cublas\"")));
+                return Err(at.err(
+                    lib,
+                    "build.libs",
+                    format!("`{l}`: expected a library name as given to -l, e.g. \"cublas\""),
+                ));
             }
         }
 
@@ -597,19 +730,17 @@ impl Task {
 
     /// The smallest check size by total buffer bytes (sanitizers run there).
     pub fn smallest_check(&self) -> &Size {
-        self.checks
-            .iter()
-            .min_by_key(|s| self.total_bytes(s))
-            .expect("a task has at least one check size")
+        self.checks.iter().min_by_key(|s| self.total_bytes(s)).expect("a task has at least one check size")
     }
 
     pub fn total_bytes(&self, size: &Size) -> u128 {
         self.args
             .iter()
             .map(|a| match (&a.role, a.ty) {
-                (ArgRole::Input { len, .. } | ArgRole::Output { len, .. } | ArgRole::InOut { len, .. }, ParamType::Pointer { elem, .. }) => {
-                    Task::buffer_len(len, size).unwrap_or(0) as u128 * elem.size() as u128
-                }
+                (
+                    ArgRole::Input { len, .. } | ArgRole::Output { len, .. } | ArgRole::InOut { len, .. },
+                    ParamType::Pointer { elem, .. },
+                ) => Task::buffer_len(len, size).unwrap_or(0) as u128 * elem.size() as u128,
                 _ => 0,
             })
             .sum()
@@ -637,7 +768,8 @@ pub fn output_elems(task: &Task) -> Vec<ElemType> {
 
 fn is_c_identifier(s: &str) -> bool {
     let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Turns byte spans into lines, and builds located errors.
@@ -674,7 +806,11 @@ impl Locator<'_> {
     fn expr<T>(&self, at: &Spanned<T>, src: &str, field: &str, vars: &[String]) -> Result<Expr, TaskError> {
         let e = Expr::parse(src).map_err(|e| self.err(at, field, format!("`{src}`: {e}")))?;
         if let Some(unknown) = e.variables().into_iter().find(|v| !vars.contains(v)) {
-            return Err(self.err(at, field, format!("`{src}` uses `{unknown}`, which is not a size variable ({})", vars.join(", "))));
+            return Err(self.err(
+                at,
+                field,
+                format!("`{src}` uses `{unknown}`, which is not a size variable ({})", vars.join(", ")),
+            ));
         }
         Ok(e)
     }

@@ -181,7 +181,8 @@ fn scalars_without_value_must_be_size_variables() {
 
 #[test]
 fn scalar_values_must_fit_their_type() {
-    let text = GOOD.replace("name = \"rows\"\ntype = \"int\"", "name = \"rows\"\ntype = \"int\"\nvalue = \"rows * 1000000\"");
+    let text =
+        GOOD.replace("name = \"rows\"\ntype = \"int\"", "name = \"rows\"\ntype = \"int\"\nvalue = \"rows * 1000000\"");
     let e = error(&text);
     assert!(e.message.contains("does not fit `int`"), "{e}");
 }
@@ -220,7 +221,8 @@ fn a_task_without_outputs_checks_nothing() {
 
 #[test]
 fn unused_size_variables_are_reported() {
-    let text = GOOD.replace("bench = { rows = 8192, cols = 4096 }", "bench = { rows = 8192, cols = 4096, k = 1 }")
+    let text = GOOD
+        .replace("bench = { rows = 8192, cols = 4096 }", "bench = { rows = 8192, cols = 4096, k = 1 }")
         .replace("{ rows = 1, cols = 1 }", "{ rows = 1, cols = 1, k = 1 }")
         .replace("{ rows = 67, cols = 4099 }", "{ rows = 67, cols = 4099, k = 1 }");
     let e = error(&text);

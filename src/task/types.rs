@@ -223,7 +223,9 @@ impl ParamType {
                 };
                 Ok(ParamType::Scalar { scalar })
             }
-            n => Err(format!("`{spelling}` has {n} levels of pointer; expected a plain pointer to device memory or a value")),
+            n => Err(format!(
+                "`{spelling}` has {n} levels of pointer; expected a plain pointer to device memory or a value"
+            )),
         }
     }
 }
@@ -236,8 +238,14 @@ mod tests {
     fn parses_the_spellings_production_launchers_use() {
         assert_eq!(ParamType::parse("const float*"), Ok(ParamType::Pointer { elem: ElemType::F32, is_const: true }));
         assert_eq!(ParamType::parse("float *"), Ok(ParamType::Pointer { elem: ElemType::F32, is_const: false }));
-        assert_eq!(ParamType::parse("float* __restrict__"), Ok(ParamType::Pointer { elem: ElemType::F32, is_const: false }));
-        assert_eq!(ParamType::parse("const __nv_bfloat16 *"), Ok(ParamType::Pointer { elem: ElemType::Bf16, is_const: true }));
+        assert_eq!(
+            ParamType::parse("float* __restrict__"),
+            Ok(ParamType::Pointer { elem: ElemType::F32, is_const: false })
+        );
+        assert_eq!(
+            ParamType::parse("const __nv_bfloat16 *"),
+            Ok(ParamType::Pointer { elem: ElemType::Bf16, is_const: true })
+        );
         assert_eq!(ParamType::parse("float const*"), Ok(ParamType::Pointer { elem: ElemType::F32, is_const: true }));
         assert_eq!(ParamType::parse("unsigned int*"), Ok(ParamType::Pointer { elem: ElemType::U32, is_const: false }));
         assert_eq!(ParamType::parse("int"), Ok(ParamType::Scalar { scalar: ScalarType::I32 }));
@@ -256,7 +264,9 @@ mod tests {
 
     #[test]
     fn element_round_trip_through_bytes() {
-        for elem in [ElemType::F32, ElemType::F64, ElemType::F16, ElemType::Bf16, ElemType::I32, ElemType::U8, ElemType::I64] {
+        for elem in
+            [ElemType::F32, ElemType::F64, ElemType::F16, ElemType::Bf16, ElemType::I32, ElemType::U8, ElemType::I64]
+        {
             let mut buf = vec![0u8; elem.size() * 3];
             elem.write_f64(&mut buf, 1, 3.0);
             elem.write_f64(&mut buf, 2, -2.0);

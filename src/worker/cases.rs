@@ -46,7 +46,8 @@ impl HostCase {
                 (ArgRole::Input { len, init } | ArgRole::InOut { len, init, .. }, ParamType::Pointer { elem, .. }) => {
                     let count = Task::buffer_len(len, &self.size)?;
                     self.lens[i] = count * elem.size();
-                    self.inputs[i] = Some(crate::task::init::generate(*init, elem, count, self.seed, i as u64, threads));
+                    self.inputs[i] =
+                        Some(crate::task::init::generate(*init, elem, count, self.seed, i as u64, threads));
                 }
                 (ArgRole::Output { len, .. }, ParamType::Pointer { elem, .. }) => {
                     self.lens[i] = Task::buffer_len(len, &self.size)? * elem.size();
@@ -62,7 +63,10 @@ fn scalar_bytes(value: &ScalarValue, scalar: ScalarType, size: &Size) -> Result<
     let mut b = [0u8; 8];
     match value {
         ScalarValue::Int(src) => {
-            let v = crate::task::expr::Expr::parse(src).map_err(|e| e.to_string())?.eval(&size.vars).map_err(|e| e.to_string())?;
+            let v = crate::task::expr::Expr::parse(src)
+                .map_err(|e| e.to_string())?
+                .eval(&size.vars)
+                .map_err(|e| e.to_string())?;
             match scalar {
                 ScalarType::I32 | ScalarType::U32 => b[..4].copy_from_slice(&(v as i32).to_le_bytes()),
                 ScalarType::I64 | ScalarType::U64 => b.copy_from_slice(&v.to_le_bytes()),
@@ -139,7 +143,10 @@ impl DeviceCase {
     pub fn prepare(&mut self, w: &Worker, second: bool) -> GpuResult<()> {
         self.restore(w)?;
         for i in 0..self.buffers.len() {
-            let (Some(buf), Some(elem), ArgRole::Output { .. }) = (&self.buffers[i], self.elems[i], &self.roles[i]) else { continue };
+            let (Some(buf), Some(elem), ArgRole::Output { .. }) = (&self.buffers[i], self.elems[i], &self.roles[i])
+            else {
+                continue;
+            };
             w.gpu.fill_async(buf.ptr(), elem.size(), verify::poison(elem, second), buf.len_bytes / elem.size())?;
         }
         Ok(())
@@ -149,17 +156,12 @@ impl DeviceCase {
     /// energy loops measure the call alone).
     pub fn restore(&mut self, w: &Worker) -> GpuResult<()> {
         for i in 0..self.buffers.len() {
-            let Some(buf) = &self.buffers[i] else { continue };
-            match &self.roles[i] {
-                ArgRole::InOut { .. } => {
-                    if let Some(p) = &self.pristine[i] {
-                        // SAFETY: both allocations hold len_bytes; same stream as the call.
-                        unsafe { cudarc::driver::result::memcpy_dtod_async(buf.ptr(), p.ptr, buf.len_bytes, w.gpu.raw_stream()) }
-                            .map_err(|e| crate::gpu::GpuError::from_driver(e, "restoring an in-out buffer"))?;
-                    }
-                }
-                _ => {}
-            }
+            let (Some(buf), Some(p)) = (&self.buffers[i], &self.pristine[i]) else {
+                continue;
+            };
+            // SAFETY: both allocations hold len_bytes; same stream as the call.
+            unsafe { cudarc::driver::result::memcpy_dtod_async(buf.ptr(), p.ptr, buf.len_bytes, w.gpu.raw_stream()) }
+                .map_err(|e| crate::gpu::GpuError::from_driver(e, "restoring an in-out buffer"))?;
         }
         Ok(())
     }
@@ -185,7 +187,13 @@ impl DeviceCase {
             if let Some(off) = verify::guard_damage(&after) {
                 let mut f = Failure::new(
                     FailureClass::OutOfBoundsWrite,
-                    format!("{role} wrote past the end of `{name}` ({} elements): element {} (byte {} after the end) at {}", buf.len_bytes / elem, buf.len_bytes / elem + off / elem, off, host.label()),
+                    format!(
+                        "{role} wrote past the end of `{name}` ({} elements): element {} (byte {} after the end) at {}",
+                        buf.len_bytes / elem,
+                        buf.len_bytes / elem + off / elem,
+                        off,
+                        host.label()
+                    ),
                 );
                 f.at = Some(host.case_ref(Some(name)));
                 return Err(f);
@@ -194,7 +202,10 @@ impl DeviceCase {
                 let back = verify::GUARD_BYTES - off;
                 let mut f = Failure::new(
                     FailureClass::OutOfBoundsWrite,
-                    format!("{role} wrote before the start of `{name}`: {back} bytes before element 0 at {}", host.label()),
+                    format!(
+                        "{role} wrote before the start of `{name}`: {back} bytes before element 0 at {}",
+                        host.label()
+                    ),
                 );
                 f.at = Some(host.case_ref(Some(name)));
                 return Err(f);
@@ -205,8 +216,12 @@ impl DeviceCase {
 
     fn check_inputs_unchanged(&self, w: &Worker, host: &HostCase, role: &str) -> Result<(), Failure> {
         for (i, b) in self.buffers.iter().enumerate() {
-            let (Some(buf), ArgRole::Input { .. }) = (b, &self.roles[i]) else { continue };
-            let Some(original) = &host.inputs[i] else { continue };
+            let (Some(buf), ArgRole::Input { .. }) = (b, &self.roles[i]) else {
+                continue;
+            };
+            let Some(original) = &host.inputs[i] else {
+                continue;
+            };
             let now = w.gpu.download(buf.ptr(), buf.len_bytes).map_err(|e| device_failure(role, e, host))?;
             if let Some(pos) = now.iter().zip(original.iter()).position(|(a, b)| a != b) {
                 let elem = self.elems[i].unwrap_or(ElemType::U8);
@@ -229,7 +244,13 @@ impl DeviceCase {
     }
 
     /// One checked call: prepare, call, wait, then guards and inputs. Returns the outputs.
-    fn run(&mut self, w: &Worker, entry: &Entry, host: &HostCase, second: bool) -> Result<Vec<Option<Vec<u8>>>, Failure> {
+    fn run(
+        &mut self,
+        w: &Worker,
+        entry: &Entry,
+        host: &HostCase,
+        second: bool,
+    ) -> Result<Vec<Option<Vec<u8>>>, Failure> {
         self.prepare(w, second).map_err(|e| device_failure(entry.role, e, host))?;
         // The poison must land before the call even if the candidate ignores our stream.
         w.gpu.sync_stream().map_err(|e| device_failure(entry.role, e, host))?;
@@ -252,7 +273,8 @@ fn device_failure(role: &str, e: crate::gpu::GpuError, host: &HostCase) -> Failu
 
 /// Runs the trusted reference on one case; it must complete and write every output.
 pub(crate) fn run_reference(w: &Worker, reference: &Entry, host: &HostCase) -> Result<Vec<Option<Vec<u8>>>, Stop> {
-    let task_err = |f: Failure| Outcome::TaskError { message: format!("the reference fails at {}: {}", host.label(), f.message) };
+    let task_err =
+        |f: Failure| Outcome::TaskError { message: format!("the reference fails at {}: {}", host.label(), f.message) };
     let mut dev = DeviceCase::upload(w, host).map_err(super::gpu_stop)?;
     let out1 = dev.run(w, reference, host, false).map_err(task_err)?;
     let mut suspicious = false;
@@ -269,7 +291,13 @@ pub(crate) fn run_reference(w: &Worker, reference: &Entry, host: &HostCase) -> R
             if let (Some(a), Some(b), Some(elem)) = (a, b, dev.elems[i]) {
                 if let Some(u) = verify::find_unwritten(elem, a, b) {
                     return Err(Outcome::TaskError {
-                        message: format!("the reference leaves {} elements of `{}` unwritten (first: {}) at {}", u.count, w.task.args[i].name, u.first_index, host.label()),
+                        message: format!(
+                            "the reference leaves {} elements of `{}` unwritten (first: {}) at {}",
+                            u.count,
+                            w.task.args[i].name,
+                            u.first_index,
+                            host.label()
+                        ),
                     });
                 }
             }
@@ -291,7 +319,9 @@ pub(crate) fn check_library(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Re
         summary.cases += 1;
         summary.calls += 2;
         for (i, arg) in task.args.iter().enumerate() {
-            let (Some(got), Some(_), Some(elem)) = (&out1[i], &out2[i], dev.elems[i]) else { continue };
+            let (Some(got), Some(_), Some(elem)) = (&out1[i], &out2[i], dev.elems[i]) else {
+                continue;
+            };
             if !matches!(arg.role, ArgRole::Output { .. }) {
                 continue;
             }
@@ -299,14 +329,25 @@ pub(crate) fn check_library(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Re
                 let total = got.len() / elem.size();
                 let mut f = Failure::new(
                     FailureClass::UnwrittenOutput,
-                    format!("{} left {} of {total} elements of `{}` unwritten (first: element {}) at {}", entry.role, u.count, arg.name, u.first_index, host.label()),
+                    format!(
+                        "{} left {} of {total} elements of `{}` unwritten (first: element {}) at {}",
+                        entry.role,
+                        u.count,
+                        arg.name,
+                        u.first_index,
+                        host.label()
+                    ),
                 );
                 f.at = Some(host.case_ref(Some(&arg.name)));
                 return Err(f);
             }
         }
         for (i, arg) in task.args.iter().enumerate() {
-            let (Some(got), Some(again), Some(expected), Some(elem)) = (&out1[i], &out2[i], &reference[i], dev.elems[i]) else { continue };
+            let (Some(got), Some(again), Some(expected), Some(elem)) =
+                (&out1[i], &out2[i], &reference[i], dev.elems[i])
+            else {
+                continue;
+            };
             let tol = tolerance_of(task, &arg.role);
             let cmp = verify::compare(elem, got, expected, tol, w.threads);
             summary.elements_compared += cmp.elements;
@@ -315,18 +356,30 @@ pub(crate) fn check_library(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Re
             if !cmp.ok() {
                 let stale = cases[..ci].iter().any(|earlier| {
                     earlier.host.size == host.size
-                        && earlier.reference.as_ref().and_then(|r| r[i].as_ref()).is_some_and(|old| verify::compare(elem, got, old, tol, w.threads).ok())
+                        && earlier
+                            .reference
+                            .as_ref()
+                            .and_then(|r| r[i].as_ref())
+                            .is_some_and(|old| verify::compare(elem, got, old, tol, w.threads).ok())
                 });
                 let mut f = if stale {
                     Failure::new(
                         FailureClass::StaleOutput,
-                        format!("{} returned the result of earlier inputs for `{}` at {}: results are cached across calls", entry.role, arg.name, host.label()),
+                        format!(
+                            "{} returned the result of earlier inputs for `{}` at {}: results are cached across calls",
+                            entry.role,
+                            arg.name,
+                            host.label()
+                        ),
                     )
                 } else {
-                    Failure::new(FailureClass::WrongAnswer, wrong_answer_message(entry.role, &arg.name, &cmp, host, tol))
+                    Failure::new(
+                        FailureClass::WrongAnswer,
+                        wrong_answer_message(entry.role, &arg.name, &cmp, host, tol),
+                    )
                 };
                 f.at = Some(host.case_ref(Some(&arg.name)));
-                f.comparison = Some(cmp);
+                f.comparison = Some(Box::new(cmp));
                 return Err(f);
             }
             let repeat_ok = if task.deterministic {
@@ -342,7 +395,11 @@ pub(crate) fn check_library(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Re
                         format!("a second call with the same inputs left {skipped} elements of `{}` unwritten at {}: {} skips work on repeated calls", arg.name, host.label(), entry.role),
                     )
                 } else {
-                    let first = (0..got.len() / elem.size()).find(|&k| got[k * elem.size()..(k + 1) * elem.size()] != again[k * elem.size()..(k + 1) * elem.size()]).unwrap_or(0);
+                    let first = (0..got.len() / elem.size())
+                        .find(|&k| {
+                            got[k * elem.size()..(k + 1) * elem.size()] != again[k * elem.size()..(k + 1) * elem.size()]
+                        })
+                        .unwrap_or(0);
                     Failure::new(
                         FailureClass::Nondeterminism,
                         format!(
@@ -351,7 +408,11 @@ pub(crate) fn check_library(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Re
                             host.label(),
                             elem.read_f64(got, first),
                             elem.read_f64(again, first),
-                            if task.deterministic { " (the task requires bitwise-identical results: set check.deterministic = false if atomics make the order vary)" } else { "" }
+                            if task.deterministic {
+                                " (the task requires bitwise-identical results: set check.deterministic = false if atomics make the order vary)"
+                            } else {
+                                ""
+                            }
                         ),
                     )
                 };
@@ -363,8 +424,18 @@ pub(crate) fn check_library(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Re
     Ok(summary)
 }
 
-pub(crate) fn wrong_answer_message(role: &str, arg: &str, cmp: &Comparison, host: &HostCase, tol: crate::task::Tolerance) -> String {
-    let first = cmp.first_mismatch.as_ref().map(|m| format!("first at element {}: got {} expected {}", m.index, m.got, m.expected)).unwrap_or_default();
+pub(crate) fn wrong_answer_message(
+    role: &str,
+    arg: &str,
+    cmp: &Comparison,
+    host: &HostCase,
+    tol: crate::task::Tolerance,
+) -> String {
+    let first = cmp
+        .first_mismatch
+        .as_ref()
+        .map(|m| format!("first at element {}: got {} expected {}", m.index, m.got, m.expected))
+        .unwrap_or_default();
     format!(
         "{role} output `{arg}` differs from the reference at {}: {} of {} elements outside atol {} + rtol {} x |ref|; {first}; max abs err {:.3e}, max rel err {:.3e}",
         host.label(),

@@ -131,7 +131,11 @@ impl Worker {
             // SAFETY: cudaGetErrorName returns a static string for any code.
             let name = unsafe {
                 let p = (entry.error_name)(code);
-                if p.is_null() { format!("cuda error {code}") } else { CStr::from_ptr(p).to_string_lossy().into_owned() }
+                if p.is_null() {
+                    format!("cuda error {code}")
+                } else {
+                    CStr::from_ptr(p).to_string_lossy().into_owned()
+                }
             };
             return Err(CallError::Launch { name });
         }
@@ -151,9 +155,17 @@ pub fn main(request_path: &Path) -> ! {
         std::fs::File::from_raw_fd(fd)
     };
     install_panic_report(&proto);
-    let request: WorkerRequest = match std::fs::read(request_path).map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string())) {
+    let request: WorkerRequest = match std::fs::read(request_path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
         Ok(r) => r,
-        Err(e) => finish_without_gpu(proto, Outcome::InternalError { message: format!("cannot read the worker request {}: {e}", request_path.display()) }),
+        Err(e) => finish_without_gpu(
+            proto,
+            Outcome::InternalError {
+                message: format!("cannot read the worker request {}: {e}", request_path.display()),
+            },
+        ),
     };
     let mut w = Worker {
         gpu: match open_gpu(&request, &proto) {
@@ -169,7 +181,14 @@ pub fn main(request_path: &Path) -> ! {
     };
     let device = w.gpu.info.clone();
     w.send(&WorkerMessage::Device { device });
-    let mut report = WorkerReport { outcome: Outcome::Passed, check: None, timing: None, energy: None, phases: BTreeMap::new(), notes: Vec::new() };
+    let mut report = WorkerReport {
+        outcome: Outcome::Passed,
+        check: None,
+        timing: None,
+        energy: None,
+        phases: BTreeMap::new(),
+        notes: Vec::new(),
+    };
     let result = match request.mode {
         Mode::Evaluate { time, energy } => evaluate(&mut w, &request, time, energy, &mut report),
         Mode::Profile => profile(&mut w, &request),
@@ -181,7 +200,7 @@ pub fn main(request_path: &Path) -> ! {
     w.end_phase();
     report.phases = std::mem::take(&mut w.phases);
     report.notes = std::mem::take(&mut w.notes);
-    w.send(&WorkerMessage::Done { report });
+    w.send(&WorkerMessage::Done { report: Box::new(report) });
     // Skip candidate destructors and atexit handlers: the verdict is already out.
     // SAFETY: terminates the process.
     unsafe { libc::_exit(0) }
@@ -189,17 +208,20 @@ pub fn main(request_path: &Path) -> ! {
 
 fn open_gpu(request: &WorkerRequest, proto: &std::fs::File) -> Result<Gpu, Outcome> {
     let mut p = proto.try_clone().map_err(|e| Outcome::InternalError { message: e.to_string() })?;
-    let line = serde_json::to_string(&WorkerMessage::Phase { phase: Phase::Init, detail: "opening the GPU".into() }).unwrap();
+    let line =
+        serde_json::to_string(&WorkerMessage::Phase { phase: Phase::Init, detail: "opening the GPU".into() }).unwrap();
     let _ = writeln!(p, "{line}");
     if !crate::gpu::driver_present() {
         return Err(Outcome::EnvError { message: "no CUDA driver: libcuda.so could not be loaded (is this a GPU machine with the NVIDIA driver installed?)".into() });
     }
-    Gpu::open(request.device).map_err(|e| Outcome::EnvError { message: format!("cannot use GPU {}: {e}", request.device) })
+    Gpu::open(request.device)
+        .map_err(|e| Outcome::EnvError { message: format!("cannot use GPU {}: {e}", request.device) })
 }
 
 fn finish_without_gpu(mut proto: std::fs::File, outcome: Outcome) -> ! {
-    let report = WorkerReport { outcome, check: None, timing: None, energy: None, phases: BTreeMap::new(), notes: Vec::new() };
-    let line = serde_json::to_string(&WorkerMessage::Done { report }).unwrap();
+    let report =
+        WorkerReport { outcome, check: None, timing: None, energy: None, phases: BTreeMap::new(), notes: Vec::new() };
+    let line = serde_json::to_string(&WorkerMessage::Done { report: Box::new(report) }).unwrap();
     let _ = writeln!(proto, "{line}");
     // SAFETY: terminates the process.
     unsafe { libc::_exit(0) }
@@ -218,7 +240,8 @@ fn install_panic_report(proto: &std::fs::File) {
             notes: Vec::new(),
         };
         if let Ok(mut p) = proto.lock() {
-            let _ = writeln!(p, "{}", serde_json::to_string(&WorkerMessage::Done { report }).unwrap());
+            let _ =
+                writeln!(p, "{}", serde_json::to_string(&WorkerMessage::Done { report: Box::new(report) }).unwrap());
         }
         eprintln!("worker panicked: {info}");
         // SAFETY: terminates the process.
@@ -249,7 +272,13 @@ fn check_cases(task: &Task) -> Vec<HostCase> {
     out
 }
 
-fn evaluate(w: &mut Worker, req: &WorkerRequest, time: bool, energy: bool, report: &mut WorkerReport) -> Result<(), Stop> {
+fn evaluate(
+    w: &mut Worker,
+    req: &WorkerRequest,
+    time: bool,
+    energy: bool,
+    report: &mut WorkerReport,
+) -> Result<(), Stop> {
     let task = w.task.clone();
     w.phase(Phase::LoadReference, req.reference.display().to_string());
     let reference = Entry::load(&req.reference, "reference").map_err(task_error)?;
@@ -273,14 +302,18 @@ fn evaluate(w: &mut Worker, req: &WorkerRequest, time: bool, energy: bool, repor
     drop(reference);
 
     w.phase(Phase::LoadCandidate, req.candidate.display().to_string());
-    let candidate = Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
+    let candidate =
+        Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
     let baseline = if req.baseline == req.candidate {
         None
     } else {
         let b = Entry::load(&req.baseline, "baseline").map_err(task_error)?;
         w.phase(Phase::CheckBaseline, "baseline against the reference");
         if let Err(f) = cases::check_library(w, &b, &cases) {
-            return Err(task_error(format!("the baseline fails its own check, so no speedup would mean anything: {}", f.message)));
+            return Err(task_error(format!(
+                "the baseline fails its own check, so no speedup would mean anything: {}",
+                f.message
+            )));
         }
         Some(b)
     };
@@ -310,7 +343,8 @@ fn evaluate(w: &mut Worker, req: &WorkerRequest, time: bool, energy: bool, repor
 fn profile(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
     let task = w.task.clone();
     w.phase(Phase::LoadCandidate, req.candidate.display().to_string());
-    let candidate = Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
+    let candidate =
+        Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
     w.phase(Phase::Profile, format!("bench size {}", task.bench));
     let host = CaseData::generate(w, HostCase::new(task.bench.clone(), 1_000_000))?;
     let mut dev = DeviceCase::upload(w, &host.host).map_err(gpu_stop)?;
@@ -331,7 +365,8 @@ fn profile(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
 fn sanitize(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
     let task = w.task.clone();
     w.phase(Phase::LoadCandidate, req.candidate.display().to_string());
-    let candidate = Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
+    let candidate =
+        Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
     let size = task.smallest_check().clone();
     w.phase(Phase::Sanitize, format!("size {size}"));
     let host = CaseData::generate(w, HostCase::new(size.clone(), 0))?;
@@ -341,7 +376,9 @@ fn sanitize(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
 }
 
 /// Pointer arguments with their element types, in call order.
-pub(crate) fn pointer_args(task: &Task) -> impl Iterator<Item = (usize, &crate::task::Arg, crate::task::types::ElemType)> {
+pub(crate) fn pointer_args(
+    task: &Task,
+) -> impl Iterator<Item = (usize, &crate::task::Arg, crate::task::types::ElemType)> {
     task.args.iter().enumerate().filter_map(|(i, a)| match a.ty {
         ParamType::Pointer { elem, .. } => Some((i, a, elem)),
         ParamType::Scalar { .. } => None,

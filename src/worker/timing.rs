@@ -34,7 +34,12 @@ impl BenchSets {
         }
         if 2.0 * footprint + flush > 0.85 * free {
             return Err(Outcome::TaskError {
-                message: format!("the bench size {} needs {:.1} GB on the GPU; {:.1} GB are free", task.bench, (2.0 * footprint + flush) / 1e9, free / 1e9),
+                message: format!(
+                    "the bench size {} needs {:.1} GB on the GPU; {:.1} GB are free",
+                    task.bench,
+                    (2.0 * footprint + flush) / 1e9,
+                    free / 1e9
+                ),
             });
         }
         let mut sets: [Vec<DeviceCase>; 2] = [Vec::new(), Vec::new()];
@@ -77,14 +82,22 @@ pub fn floor_ms(task: &Task, info: &DeviceInfo) -> Option<f64> {
 
 fn clock_snapshot(nvml: &Option<crate::nvml::NvmlDevice>) -> (Option<u32>, Option<u32>, Vec<String>, Option<u32>) {
     match nvml {
-        Some(n) => (n.sm_clock_mhz(), n.memory_clock_mhz(), n.throttle_reasons().unwrap_or_default(), n.temperature_c()),
+        Some(n) => {
+            (n.sm_clock_mhz(), n.memory_clock_mhz(), n.throttle_reasons().unwrap_or_default(), n.temperature_c())
+        }
         None => (None, None, Vec::new(), None),
     }
 }
 
 /// Times baseline and candidate; returns the report and, if the timed outputs or the
 /// timing itself are wrong, the candidate's failure.
-pub(crate) fn time(w: &mut Worker, bench: &mut BenchSets, baseline: &Entry, candidate: &Entry, plan: &TimingPlan) -> Result<(TimingReport, Option<Failure>), Stop> {
+pub(crate) fn time(
+    w: &mut Worker,
+    bench: &mut BenchSets,
+    baseline: &Entry,
+    candidate: &Entry,
+    plan: &TimingPlan,
+) -> Result<(TimingReport, Option<Failure>), Stop> {
     let task = w.task.clone();
     if task.flush_l2 {
         w.gpu.enable_l2_flush().map_err(gpu_stop)?;
@@ -142,14 +155,21 @@ pub(crate) fn time(w: &mut Worker, bench: &mut BenchSets, baseline: &Entry, cand
             let dev = &mut bench.sets[side][k];
             dev.prepare(w, false).map_err(gpu_stop)?;
             w.gpu.flush_l2_async().map_err(gpu_stop)?;
-            starts[slot].record(&w.gpu.stream).map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "recording an event")))?;
+            starts[slot]
+                .record(&w.gpu.stream)
+                .map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "recording an event")))?;
             w.invoke_async(entries[side], &mut dev.values).map_err(|e| call_failure(side, e))?;
-            ends[slot].record(&w.gpu.stream).map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "recording an event")))?;
+            ends[slot]
+                .record(&w.gpu.stream)
+                .map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "recording an event")))?;
         }
         w.gpu.sync_all().map_err(|e| call_failure(1, super::CallError::Device(e)))?;
         let mut this_round: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         for (slot, &side) in order.iter().enumerate() {
-            let ms = starts[slot].elapsed_ms(&ends[slot]).map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "reading an event")))? as f64;
+            let ms = starts[slot]
+                .elapsed_ms(&ends[slot])
+                .map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "reading an event")))?
+                as f64;
             this_round[side].push(ms);
         }
         for side in 0..2 {
@@ -171,7 +191,9 @@ pub(crate) fn time(w: &mut Worker, bench: &mut BenchSets, baseline: &Entry, cand
         for k in 0..bench.len() {
             let outs = bench.sets[side][k].download_outputs(w).map_err(gpu_stop)?;
             for (i, arg) in task.args.iter().enumerate() {
-                let (Some(got), Some(expected)) = (&outs[i], &bench.refs[k][i]) else { continue };
+                let (Some(got), Some(expected)) = (&outs[i], &bench.refs[k][i]) else {
+                    continue;
+                };
                 let elem = match arg.ty {
                     crate::task::types::ParamType::Pointer { elem, .. } => elem,
                     _ => continue,
@@ -183,14 +205,25 @@ pub(crate) fn time(w: &mut Worker, bench: &mut BenchSets, baseline: &Entry, cand
                 }
                 if side == 0 {
                     baseline_ok = false;
-                    w.notes.push(format!("the baseline's timed output `{}` does not match the reference at the bench size", arg.name));
+                    w.notes.push(format!(
+                        "the baseline's timed output `{}` does not match the reference at the bench size",
+                        arg.name
+                    ));
                 } else if failure.is_none() {
                     let mut f = Failure::new(
                         FailureClass::WrongAnswer,
-                        format!("a timed call wrote a wrong `{}`: {}", arg.name, cases::wrong_answer_message("candidate", &arg.name, &cmp, &bench.hosts[k], tol)),
+                        format!(
+                            "a timed call wrote a wrong `{}`: {}",
+                            arg.name,
+                            cases::wrong_answer_message("candidate", &arg.name, &cmp, &bench.hosts[k], tol)
+                        ),
                     );
-                    f.at = Some(CaseRef { size: task.bench.to_string(), seed: bench.hosts[k].seed, arg: Some(arg.name.clone()) });
-                    f.comparison = Some(cmp);
+                    f.at = Some(CaseRef {
+                        size: task.bench.to_string(),
+                        seed: bench.hosts[k].seed,
+                        arg: Some(arg.name.clone()),
+                    });
+                    f.comparison = Some(Box::new(cmp));
                     failure = Some(f);
                 }
             }
@@ -215,7 +248,13 @@ pub(crate) fn time(w: &mut Worker, bench: &mut BenchSets, baseline: &Entry, cand
         input_sets: bench.len(),
         host_check,
         floor_ms: floor,
-        clocks: ClockReport { sm_mhz_before: sm_before, sm_mhz_after: sm_after, memory_mhz: mem_mhz, throttle_reasons: throttle, temperature_c: temperature },
+        clocks: ClockReport {
+            sm_mhz_before: sm_before,
+            sm_mhz_after: sm_after,
+            memory_mhz: mem_mhz,
+            throttle_reasons: throttle,
+            temperature_c: temperature,
+        },
         baseline_outputs_ok: baseline_ok,
     };
     // Escaping the stream is the root cause of anything else that looks wrong here
@@ -234,7 +273,10 @@ pub(crate) fn time(w: &mut Worker, bench: &mut BenchSets, baseline: &Entry, cand
         if report.candidate.median_ms < 0.98 * f {
             failure = Some(Failure::new(
                 FailureClass::TimingAnomaly,
-                format!("{:.4} ms is below the physical floor of {:.4} ms at this size: the measurement cannot be trusted", report.candidate.median_ms, f),
+                format!(
+                    "{:.4} ms is below the physical floor of {:.4} ms at this size: the measurement cannot be trusted",
+                    report.candidate.median_ms, f
+                ),
             ));
         }
     }
@@ -244,7 +286,12 @@ pub(crate) fn time(w: &mut Worker, bench: &mut BenchSets, baseline: &Entry, cand
     Ok((report, failure))
 }
 
-fn host_cross_check(w: &mut Worker, bench: &mut BenchSets, candidate: &Entry, estimate_ms: f64) -> Result<HostCheck, super::CallError> {
+fn host_cross_check(
+    w: &mut Worker,
+    bench: &mut BenchSets,
+    candidate: &Entry,
+    estimate_ms: f64,
+) -> Result<HostCheck, super::CallError> {
     let calls = ((100.0 / estimate_ms.max(1e-3)) as usize).clamp(5, 200);
     let gpu_err = |e| super::CallError::Device(e);
     w.gpu.sync_all().map_err(gpu_err)?;
@@ -261,17 +308,32 @@ fn host_cross_check(w: &mut Worker, bench: &mut BenchSets, candidate: &Entry, es
     b.record(&w.gpu.stream).map_err(|e| gpu_err(crate::gpu::GpuError::from_driver(e, "event")))?;
     w.gpu.sync_all().map_err(gpu_err)?;
     let host_ms = t0.elapsed().as_secs_f64() * 1e3 / calls as f64;
-    let event_ms = a.elapsed_ms(&b).map_err(|e| gpu_err(crate::gpu::GpuError::from_driver(e, "event")))? as f64 / calls as f64;
-    Ok(HostCheck { calls, host_ms_per_call: host_ms, event_ms_per_call: event_ms, ok: host_ms <= 1.5 * event_ms + 0.02 })
+    let event_ms =
+        a.elapsed_ms(&b).map_err(|e| gpu_err(crate::gpu::GpuError::from_driver(e, "event")))? as f64 / calls as f64;
+    Ok(HostCheck {
+        calls,
+        host_ms_per_call: host_ms,
+        event_ms_per_call: event_ms,
+        ok: host_ms <= 1.5 * event_ms + 0.02,
+    })
 }
 
 /// Energy per call from NVML's total-energy counter, which updates about every 100 ms:
 /// calls run back to back between two counter updates at least `energy_seconds` and ten
 /// updates apart, so the delta divides by an exact call count.
-pub(crate) fn energy(w: &mut Worker, bench: &mut BenchSets, baseline: &Entry, candidate: &Entry, plan: &TimingPlan) -> Result<EnergyReport, Stop> {
-    let nvml = crate::nvml::NvmlDevice::open(&w.gpu.info.uuid).map_err(|e| Outcome::EnvError { message: format!("--energy needs NVML: {e}") })?;
+pub(crate) fn energy(
+    w: &mut Worker,
+    bench: &mut BenchSets,
+    baseline: &Entry,
+    candidate: &Entry,
+    plan: &TimingPlan,
+) -> Result<EnergyReport, Stop> {
+    let nvml = crate::nvml::NvmlDevice::open(&w.gpu.info.uuid)
+        .map_err(|e| Outcome::EnvError { message: format!("--energy needs NVML: {e}") })?;
     if nvml.energy_mj().is_none() {
-        return Err(Outcome::EnvError { message: "--energy: this GPU or driver does not report total energy through NVML".into() });
+        return Err(Outcome::EnvError {
+            message: "--energy: this GPU or driver does not report total energy through NVML".into(),
+        });
     }
     let entries = [baseline, candidate];
     let mut per_side: [Vec<EnergySample>; 2] = [Vec::new(), Vec::new()];
@@ -293,7 +355,14 @@ pub(crate) fn energy(w: &mut Worker, bench: &mut BenchSets, baseline: &Entry, ca
     })
 }
 
-fn run_batch(w: &mut Worker, bench: &mut BenchSets, entry: &Entry, side: usize, n: usize, calls: &mut u64) -> Result<(), Stop> {
+fn run_batch(
+    w: &mut Worker,
+    bench: &mut BenchSets,
+    entry: &Entry,
+    side: usize,
+    n: usize,
+    calls: &mut u64,
+) -> Result<(), Stop> {
     let fail = |e: super::CallError| Outcome::Rejected { failure: e.failure(SIDES[side], "energy measurement") };
     for _ in 0..n {
         let k = (*calls as usize) % bench.len();
@@ -305,7 +374,14 @@ fn run_batch(w: &mut Worker, bench: &mut BenchSets, entry: &Entry, side: usize, 
     w.gpu.sync_all().map_err(|e| fail(super::CallError::Device(e)))
 }
 
-fn measure_energy(w: &mut Worker, bench: &mut BenchSets, entry: &Entry, side: usize, nvml: &crate::nvml::NvmlDevice, seconds: f64) -> Result<EnergySample, Stop> {
+fn measure_energy(
+    w: &mut Worker,
+    bench: &mut BenchSets,
+    entry: &Entry,
+    side: usize,
+    nvml: &crate::nvml::NvmlDevice,
+    seconds: f64,
+) -> Result<EnergySample, Stop> {
     let mut calls: u64 = 0;
     // Size batches to about 10 ms so a counter update is located within 1% of a 1 s window.
     let t = Instant::now();
@@ -349,5 +425,11 @@ fn measure_energy(w: &mut Worker, bench: &mut BenchSets, entry: &Entry, side: us
     let secs = t0.elapsed().as_secs_f64();
     let n = calls - calls0;
     let joules = (last - e0) as f64 / 1e3;
-    Ok(EnergySample { joules_per_call: joules / n.max(1) as f64, watts: joules / secs, calls: n, seconds: secs, counter_updates: updates })
+    Ok(EnergySample {
+        joules_per_call: joules / n.max(1) as f64,
+        watts: joules / secs,
+        calls: n,
+        seconds: secs,
+        counter_updates: updates,
+    })
 }

@@ -49,7 +49,11 @@ pub fn test_cache() -> PathBuf {
 
 pub fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(nightshift_bin()).args(args).current_dir(root()).output().expect("nightshift runs");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 pub fn path(rel: &str) -> String {

@@ -1,0 +1,408 @@
+//! Facts about a function an expert reads off its SASS: the instruction mix, how wide the
+//! global accesses are, where local memory and fp64 appear (with source lines), the loops
+//! (backward branches) and what runs inside them.
+
+use crate::classify::{access_bits, classify, touches_fp64, Class};
+use crate::parse::{Function, Instruction};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Mix {
+    pub classes: BTreeMap<String, u64>,
+    /// Width in bits -> count, for global loads and stores.
+    pub global_load_bits: BTreeMap<String, u64>,
+    pub global_store_bits: BTreeMap<String, u64>,
+    pub shared_load_bits: BTreeMap<String, u64>,
+    pub shared_store_bits: BTreeMap<String, u64>,
+}
+
+impl Mix {
+    fn add(&mut self, i: &Instruction) {
+        let class = classify(i);
+        *self.classes.entry(class.name().to_string()).or_default() += 1;
+        let hist = match class {
+            Class::GlobalLoad => Some(&mut self.global_load_bits),
+            Class::GlobalStore => Some(&mut self.global_store_bits),
+            Class::SharedLoad => Some(&mut self.shared_load_bits),
+            Class::SharedStore => Some(&mut self.shared_store_bits),
+            _ => None,
+        };
+        if let (Some(h), Some(bits)) = (hist, access_bits(i)) {
+            *h.entry(bits.to_string()).or_default() += 1;
+        }
+    }
+
+    pub fn count(&self, class: Class) -> u64 {
+        self.classes.get(class.name()).copied().unwrap_or(0)
+    }
+
+    fn with_all_classes(mut self) -> Mix {
+        for c in Class::ALL {
+            self.classes.entry(c.name().to_string()).or_insert(0);
+        }
+        self
+    }
+}
+
+/// A loop: the instructions from a backward branch's target to the branch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Loop {
+    pub start: u32,
+    pub end: u32,
+    /// 1 for outermost loops.
+    pub depth: u32,
+    pub instructions: u64,
+    /// The source line of the loop's first instruction, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
+    pub mix: Mix,
+    pub barriers: u64,
+}
+
+/// One instruction worth pointing at, with its line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Site {
+    pub offset: u32,
+    pub opcode: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
+}
+
+/// A fact worth a diagnosis tool's attention.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Stable id: scalar-global-loads, vector-global-access, local-memory, fp64,
+    /// barrier-in-loop, tensor-instructions, async-copy, atomics, high-predication.
+    pub kind: String,
+    pub message: String,
+    pub count: u64,
+    /// Distinct source lines involved, most frequent first.
+    pub lines: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionReport {
+    pub name: String,
+    pub demangled: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    pub instructions: u64,
+    #[serde(flatten)]
+    pub mix: Mix,
+    pub predicated_ratio: f64,
+    pub has_line_info: bool,
+    pub loops: Vec<Loop>,
+    pub local_memory: Vec<Site>,
+    pub fp64: Vec<Site>,
+    pub findings: Vec<Finding>,
+}
+
+impl FunctionReport {
+    pub fn count(&self, class: Class) -> u64 {
+        self.mix.count(class)
+    }
+
+    pub fn finding(&self, kind: &str) -> Option<&Finding> {
+        self.findings.iter().find(|f| f.kind == kind)
+    }
+}
+
+fn site(f: &Function, i: &Instruction) -> Site {
+    Site { offset: i.offset, opcode: i.full_opcode(), line: f.loc(i).map(|l| l.short()) }
+}
+
+/// Distinct lines, most frequent first.
+fn lines_of(sites: &[Site]) -> Vec<String> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in sites {
+        if let Some(l) = &s.line {
+            *counts.entry(l.as_str()).or_default() += 1;
+        }
+    }
+    let mut v: Vec<(&str, usize)> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v.into_iter().map(|(l, _)| l.to_string()).collect()
+}
+
+/// Whether the instruction can run (code after the final EXIT is padding).
+fn executable(i: &Instruction) -> bool {
+    !i.never_executes() && i.opcode != "NOP"
+}
+
+pub fn find_loops(f: &Function) -> Vec<(u32, u32)> {
+    let mut loops = Vec::new();
+    let ins = &f.instructions;
+    for (k, i) in ins.iter().enumerate() {
+        if !matches!(i.opcode.as_str(), "BRA" | "JMP") {
+            continue;
+        }
+        let Some(t) = i.target else { continue };
+        if t > i.offset {
+            continue;
+        }
+        // `BRA self` right after EXIT or an unconditional branch is the end-of-function trap.
+        let after_exit =
+            k > 0 && matches!(ins[k - 1].opcode.as_str(), "EXIT" | "BRA" | "RET") && ins[k - 1].predicate.is_none();
+        if t == i.offset && after_exit {
+            continue;
+        }
+        loops.push((t, i.offset));
+    }
+    loops.sort();
+    loops.dedup();
+    loops
+}
+
+pub fn analyze(f: &Function) -> FunctionReport {
+    let live: Vec<&Instruction> = f.instructions.iter().filter(|i| executable(i)).collect();
+    let mut mix = Mix::default();
+    let mut predicated = 0u64;
+    let mut local = Vec::new();
+    let mut fp64 = Vec::new();
+    for i in &live {
+        mix.add(i);
+        if i.is_predicated() {
+            predicated += 1;
+        }
+        match classify(i) {
+            Class::LocalLoad | Class::LocalStore => local.push(site(f, i)),
+            _ if touches_fp64(i) => fp64.push(site(f, i)),
+            _ => {}
+        }
+    }
+    let ranges = find_loops(f);
+    let mut loops = Vec::new();
+    for &(start, end) in &ranges {
+        let depth = ranges.iter().filter(|(s, e)| *s <= start && end <= *e).count() as u32;
+        let mut lm = Mix::default();
+        let mut n = 0;
+        let mut first_line = None;
+        for i in live.iter().filter(|i| i.offset >= start && i.offset <= end) {
+            lm.add(i);
+            n += 1;
+            if first_line.is_none() {
+                first_line = f.loc(i).map(|l| l.short());
+            }
+        }
+        let barriers = lm.count(Class::Barrier);
+        loops.push(Loop { start, end, depth, instructions: n, line: first_line, mix: lm, barriers });
+    }
+    let total = live.len() as u64;
+    let mut report = FunctionReport {
+        name: f.name.clone(),
+        demangled: f.demangled.clone(),
+        arch: f.arch.clone(),
+        instructions: total,
+        predicated_ratio: if total > 0 { predicated as f64 / total as f64 } else { 0.0 },
+        has_line_info: f.has_line_info(),
+        mix: mix.with_all_classes(),
+        loops,
+        local_memory: local,
+        fp64,
+        findings: Vec::new(),
+    };
+    report.findings = findings(f, &report, &live);
+    report
+}
+
+fn findings(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let loads = r.count(Class::GlobalLoad);
+    let stores = r.count(Class::GlobalStore);
+    let narrow = |h: &BTreeMap<String, u64>| {
+        h.iter().filter(|(b, _)| b.parse::<u32>().unwrap_or(0) <= 32).map(|(_, n)| n).sum::<u64>()
+    };
+    let wide = |h: &BTreeMap<String, u64>| {
+        h.iter().filter(|(b, _)| b.parse::<u32>().unwrap_or(0) >= 64).map(|(_, n)| n).sum::<u64>()
+    };
+    let (narrow_l, wide_l) = (narrow(&r.mix.global_load_bits), wide(&r.mix.global_load_bits));
+    let (narrow_s, wide_s) = (narrow(&r.mix.global_store_bits), wide(&r.mix.global_store_bits));
+    if loads + stores > 0 && wide_l + wide_s == 0 {
+        let sites: Vec<Site> = live
+            .iter()
+            .filter(|i| matches!(classify(i), Class::GlobalLoad | Class::GlobalStore))
+            .map(|i| site(f, i))
+            .collect();
+        out.push(Finding {
+            kind: "scalar-global-loads".into(),
+            message: format!("all {} global accesses are 32 bits or narrower ({narrow_l} loads, {narrow_s} stores); none is a 64- or 128-bit vector access", loads + stores),
+            count: loads + stores,
+            lines: lines_of(&sites),
+        });
+    } else if wide_l + wide_s > 0 {
+        out.push(Finding {
+            kind: "vector-global-access".into(),
+            message: format!(
+                "{wide_l} of {loads} global loads and {wide_s} of {stores} stores are 64 or 128 bits wide"
+            ),
+            count: wide_l + wide_s,
+            lines: Vec::new(),
+        });
+    }
+    if !r.local_memory.is_empty() {
+        let (ld, st) = (r.count(Class::LocalLoad), r.count(Class::LocalStore));
+        out.push(Finding {
+            kind: "local-memory".into(),
+            message: format!("{ld} local loads (LDL) and {st} local stores (STL): an array or spilled registers live in local memory"),
+            count: ld + st,
+            lines: lines_of(&r.local_memory),
+        });
+    }
+    if !r.fp64.is_empty() {
+        let ops = r.count(Class::Fp64);
+        let conv = r.fp64.len() as u64 - ops;
+        out.push(Finding {
+            kind: "fp64".into(),
+            message: format!("{ops} fp64 arithmetic instructions and {conv} conversions to or from fp64"),
+            count: r.fp64.len() as u64,
+            lines: lines_of(&r.fp64),
+        });
+    }
+    let in_loop_barriers: Vec<Site> = r
+        .loops
+        .iter()
+        .flat_map(|l| live.iter().filter(move |i| i.offset >= l.start && i.offset <= l.end && i.opcode == "BAR"))
+        .map(|i| site(f, i))
+        .collect();
+    if !in_loop_barriers.is_empty() {
+        let mut uniq = in_loop_barriers.clone();
+        uniq.sort_by_key(|s| s.offset);
+        uniq.dedup_by_key(|s| s.offset);
+        out.push(Finding {
+            kind: "barrier-in-loop".into(),
+            message: format!(
+                "{} block barriers (BAR) inside loops: every iteration waits for the slowest warp",
+                uniq.len()
+            ),
+            count: uniq.len() as u64,
+            lines: lines_of(&uniq),
+        });
+    }
+    let tensor = r.count(Class::Tensor);
+    if tensor > 0 {
+        let kinds: Vec<String> = {
+            let mut k: Vec<String> = live
+                .iter()
+                .filter(|i| classify(i) == Class::Tensor && i.opcode != "WARPGROUP")
+                .map(|i| i.opcode.clone())
+                .collect();
+            k.sort();
+            k.dedup();
+            k
+        };
+        out.push(Finding {
+            kind: "tensor-instructions".into(),
+            message: format!("{tensor} tensor-core instructions ({})", kinds.join(", ")),
+            count: tensor,
+            lines: Vec::new(),
+        });
+    }
+    let asyncs = r.count(Class::AsyncCopy);
+    if asyncs > 0 {
+        out.push(Finding {
+            kind: "async-copy".into(),
+            message: format!("{asyncs} asynchronous copy instructions (cp.async, bulk or TMA)"),
+            count: asyncs,
+            lines: Vec::new(),
+        });
+    }
+    let atomics: Vec<Site> = live.iter().filter(|i| classify(i) == Class::Atomic).map(|i| site(f, i)).collect();
+    if !atomics.is_empty() {
+        let global = live.iter().filter(|i| matches!(i.opcode.as_str(), "ATOMG" | "REDG" | "ATOM" | "RED")).count();
+        out.push(Finding {
+            kind: "atomics".into(),
+            message: format!("{} atomic or reduction instructions ({} on global memory)", atomics.len(), global),
+            count: atomics.len() as u64,
+            lines: lines_of(&atomics),
+        });
+    }
+    if r.instructions >= 20 && r.predicated_ratio > 0.3 {
+        out.push(Finding {
+            kind: "high-predication".into(),
+            message: format!(
+                "{:.0}% of instructions are predicated: divergent or guarded code paths",
+                100.0 * r.predicated_ratio
+            ),
+            count: (r.predicated_ratio * r.instructions as f64) as u64,
+            lines: Vec::new(),
+        });
+    }
+    out
+}
+
+/// Analyzes every function of a listing.
+pub fn analyze_all(listing: &crate::parse::Listing) -> Vec<FunctionReport> {
+    listing.functions.iter().map(analyze).collect()
+}
+
+fn bits_summary(h: &BTreeMap<String, u64>) -> String {
+    if h.is_empty() {
+        return "-".into();
+    }
+    let mut v: Vec<(u32, u64)> = h.iter().map(|(b, n)| (b.parse().unwrap_or(0), *n)).collect();
+    v.sort();
+    v.iter().map(|(b, n)| format!("{n}x{b}")).collect::<Vec<_>>().join(" ")
+}
+
+/// A compact table: one row per function, the counts an expert scans first.
+pub fn table(reports: &[FunctionReport]) -> String {
+    use std::fmt::Write;
+    let mut rows: Vec<[String; 13]> = vec![[
+        "function".into(),
+        "instrs".into(),
+        "fp32".into(),
+        "fp64".into(),
+        "int".into(),
+        "cvt".into(),
+        "mufu".into(),
+        "global ld (bits)".into(),
+        "global st (bits)".into(),
+        "shared ld/st".into(),
+        "local ld/st".into(),
+        "tensor/async/bar/shfl/atom".into(),
+        "loops".into(),
+    ]];
+    for r in reports {
+        let c = |k: Class| r.count(k).to_string();
+        rows.push([
+            crate::short_name(&r.name),
+            r.instructions.to_string(),
+            c(Class::Fp32),
+            c(Class::Fp64),
+            c(Class::Int),
+            c(Class::Conversion),
+            c(Class::Mufu),
+            bits_summary(&r.mix.global_load_bits),
+            bits_summary(&r.mix.global_store_bits),
+            format!("{}/{}", r.count(Class::SharedLoad), r.count(Class::SharedStore)),
+            format!("{}/{}", r.count(Class::LocalLoad), r.count(Class::LocalStore)),
+            format!(
+                "{}/{}/{}/{}/{}",
+                r.count(Class::Tensor),
+                r.count(Class::AsyncCopy),
+                r.count(Class::Barrier),
+                r.count(Class::Shuffle),
+                r.count(Class::Atomic)
+            ),
+            r.loops.len().to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..13).map(|k| rows.iter().map(|r| r[k].chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row.iter().enumerate().map(|(k, cell)| format!("{cell:<w$}", w = widths[k])).collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    }
+    for r in reports {
+        for f in &r.findings {
+            let lines = if f.lines.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", f.lines.iter().take(4).cloned().collect::<Vec<_>>().join(", "))
+            };
+            let _ = writeln!(out, "  {}: {}: {}{lines}", crate::short_name(&r.name), f.kind, f.message);
+        }
+    }
+    out
+}
