@@ -6,6 +6,7 @@ pub mod eval;
 pub mod gpu;
 pub mod nvml;
 pub mod process;
+pub mod profile;
 pub mod protocol;
 pub mod sanitizer;
 pub mod task;

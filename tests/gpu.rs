@@ -164,3 +164,65 @@ fn vector_add_phases_fit_their_budget() {
     assert!(build <= 2.0, "build {build:.2} s");
     assert!(check_time <= 3.0, "check + time {check_time:.2} s");
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn diagnose_profiles_both_starter_tasks_and_the_saved_csv_agrees() {
+    for (task, expect_near_roofline) in [("tasks/softmax", false), ("tasks/vector_add", true)] {
+        let out = std::process::Command::new(common::nightshift_bin())
+            .args(["diagnose", task, "--json"])
+            .current_dir(common::root())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        let live: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let kernels = live["kernels"].as_array().unwrap();
+        assert!(!kernels.is_empty(), "{err}");
+        let class = kernels[0]["roofline"]["class"].as_str().unwrap();
+        eprintln!("{task}: {class}: {}", kernels[0]["diagnoses"]);
+        if expect_near_roofline {
+            assert!(class == "at-roofline" || class == "memory-bound", "{task}: {class}");
+        } else {
+            assert!(
+                kernels[0]["diagnoses"].as_array().unwrap().iter().any(|d| d["severity"] != "info"),
+                "{task}: a real problem is named"
+            );
+        }
+        // Offline, from the files the run saved: the same ranking.
+        let csv = err
+            .lines()
+            .find_map(|l| l.strip_prefix("profile saved: "))
+            .expect("the CSV path is printed")
+            .trim()
+            .to_string();
+        let offline_cmd = err.lines().find(|l| l.contains("offline: nightshift diagnose")).unwrap();
+        let sass = offline_cmd.split(" --sass ").nth(1).map(|s| s.split_whitespace().next().unwrap().to_string());
+        let ptxas = offline_cmd.split(" --ptxas ").nth(1).unwrap().trim_end_matches(')').trim().to_string();
+        let mut args = vec![
+            "diagnose".to_string(),
+            task.to_string(),
+            "--ncu".into(),
+            csv,
+            "--ptxas".into(),
+            ptxas,
+            "--json".into(),
+        ];
+        if let Some(s) = sass {
+            args.extend(["--sass".into(), s]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = common::run(&args);
+        assert_eq!(code, 0, "{err}");
+        let offline: Value = serde_json::from_str(&out).unwrap();
+        let tools = |v: &Value| {
+            v["kernels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k["diagnoses"].as_array().unwrap().iter().map(|d| d["tool"].clone()).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(tools(&live), tools(&offline), "{task}: live and offline rankings agree");
+    }
+}

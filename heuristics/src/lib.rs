@@ -1,1 +1,20 @@
+//! Deterministic micro-profiling tools: Nsight Compute counters, SASS facts and the
+//! ptxas report in, ranked expert diagnoses out.
+//!
+//! [`ncu`] parses the raw CSV page. [`facts::Kernel`] gathers one kernel's evidence
+//! behind accessors that name the counter they read, so a tool that lacks a counter
+//! reports it as missing evidence instead of guessing. [`roofline`] (stage 1) classifies
+//! the kernel and gates which [`tools`] (stage 2) run. Each tool sizes its problem as an
+//! estimated share of kernel time saved, which ranks the [`diagnosis::Diagnosis`] list;
+//! [`render`] turns it into a report for people and short guidance for the generator.
+//! Pure functions on text and numbers: no I/O, no GPU.
 
+pub mod diagnosis;
+pub mod facts;
+pub mod ncu;
+pub mod render;
+pub mod roofline;
+pub mod tools;
+
+pub use diagnosis::{diagnose_kernel, diagnose_profile, diagnose_sass, Diagnosis, KernelDiagnosis, Report, Severity};
+pub use facts::{Hints, Kernel};

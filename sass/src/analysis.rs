@@ -95,6 +95,9 @@ pub struct FunctionReport {
     pub loops: Vec<Loop>,
     pub local_memory: Vec<Site>,
     pub fp64: Vec<Site>,
+    /// Sites of the instructions diagnoses point at, by class name (`global_load`, `mufu`,
+    /// `atomic`, ...) plus `branch` for conditional branches.
+    pub sites: BTreeMap<String, Vec<Site>>,
     pub findings: Vec<Finding>,
 }
 
@@ -124,6 +127,21 @@ fn lines_of(sites: &[Site]) -> Vec<String> {
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     v.into_iter().map(|(l, _)| l.to_string()).collect()
 }
+
+/// Classes whose sites are kept for diagnoses to point at.
+const SITE_CLASSES: [Class; 11] = [
+    Class::GlobalLoad,
+    Class::GlobalStore,
+    Class::SharedLoad,
+    Class::SharedStore,
+    Class::Mufu,
+    Class::Atomic,
+    Class::Barrier,
+    Class::Conversion,
+    Class::Fp32,
+    Class::Tensor,
+    Class::AsyncCopy,
+];
 
 /// Whether the instruction can run (code after the final EXIT is padding).
 fn executable(i: &Instruction) -> bool {
@@ -160,10 +178,18 @@ pub fn analyze(f: &Function) -> FunctionReport {
     let mut predicated = 0u64;
     let mut local = Vec::new();
     let mut fp64 = Vec::new();
+    let mut sites: BTreeMap<String, Vec<Site>> = BTreeMap::new();
     for i in &live {
         mix.add(i);
         if i.is_predicated() {
             predicated += 1;
+        }
+        let class = classify(i);
+        if SITE_CLASSES.contains(&class) {
+            sites.entry(class.name().to_string()).or_default().push(site(f, i));
+        }
+        if i.opcode == "BRA" && i.is_predicated() {
+            sites.entry("branch".to_string()).or_default().push(site(f, i));
         }
         match classify(i) {
             Class::LocalLoad | Class::LocalStore => local.push(site(f, i)),
@@ -200,6 +226,7 @@ pub fn analyze(f: &Function) -> FunctionReport {
         loops,
         local_memory: local,
         fp64,
+        sites,
         findings: Vec::new(),
     };
     report.findings = findings(f, &report, &live);

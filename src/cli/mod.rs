@@ -1,6 +1,7 @@
 //! The command line. Exit codes are a contract: 0 passed, 1 candidate rejected, 2 bad
 //! usage or bad task, 3 something missing from the environment (GPU, driver, tool).
 
+mod diagnose;
 mod envcheck;
 mod render;
 
@@ -98,6 +99,43 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Explains a kernel's profile: ranked diagnoses with evidence, prescription and source line.
+    ///
+    /// On a GPU: `diagnose TASK_DIR [CANDIDATE.cu]` profiles one call with ncu. Anywhere:
+    /// `diagnose --ncu RAW.csv [--sass SASS] [--ptxas PTXAS]` reads a saved profile.
+    Diagnose {
+        task: Option<PathBuf>,
+        candidate: Option<PathBuf>,
+        /// A saved `ncu --csv --page raw` export to diagnose instead of profiling.
+        #[arg(long)]
+        ncu: Option<PathBuf>,
+        /// SASS text (nvdisasm -c -gi gives source lines) or a binary to disassemble.
+        #[arg(long)]
+        sass: Option<PathBuf>,
+        /// A ptxas -v report (a build log will do).
+        #[arg(long)]
+        ptxas: Option<PathBuf>,
+        /// Only kernels whose name contains this.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// The least bytes a correct kernel moves (default: the task's roofline).
+        #[arg(long)]
+        min_bytes: Option<f64>,
+        /// Where to save the profile (default: the build folder).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        arch: Option<String>,
+        #[arg(long, default_value_t = 0)]
+        device: usize,
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Also show info-level findings and every tool's outcome.
+        #[arg(long, short)]
+        verbose: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: runs candidate code in an isolated process (spawned by eval).
     #[command(hide = true)]
     Worker { request: PathBuf },
@@ -115,6 +153,43 @@ pub fn main() -> ExitCode {
         Cmd::Worker { request } => crate::worker::main(&request),
         Cmd::CheckEnv { json } => envcheck::run(json),
         Cmd::Sass { file, function, json } => sass_cmd(&file, function.as_deref(), json),
+        Cmd::Diagnose {
+            task,
+            candidate,
+            ncu,
+            sass,
+            ptxas,
+            kernel,
+            min_bytes,
+            out,
+            arch,
+            device,
+            timeout,
+            verbose,
+            json,
+        } => {
+            let exe = match std::env::current_exe() {
+                Ok(p) => p,
+                Err(e) => return fail(EXIT_ENV, &format!("cannot find the nightshift executable: {e}")),
+            };
+            let mut opts = EvalOptions::new(exe);
+            opts.arch = arch;
+            opts.device = device;
+            opts.timeout = timeout.filter(|t| *t > 0.0).map(Duration::from_secs_f64);
+            diagnose::run(diagnose::Args {
+                task,
+                candidate,
+                ncu,
+                sass,
+                ptxas,
+                kernel,
+                min_bytes,
+                out,
+                json,
+                verbose,
+                opts,
+            })
+        }
         Cmd::Tasks { dir, json } => tasks(dir.as_deref().unwrap_or(Path::new("tasks")), json),
         Cmd::Validate { task, build, arch, json } => validate(&task, build, arch, json),
         Cmd::Eval {

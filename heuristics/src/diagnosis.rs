@@ -1,0 +1,271 @@
+//! Diagnoses, their ranking, and the per-kernel and per-profile reports (the stable
+//! `diagnose --json` contract).
+
+use crate::facts::{Hints, Kernel, Missing};
+use crate::roofline::{classify, Bound, Roofline};
+use crate::tools::{self, Gate};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Low,
+    Medium,
+    High,
+}
+
+impl Severity {
+    /// From the estimated share of kernel time a fix would save.
+    pub fn from_saving(saving: f64) -> Severity {
+        if saving >= 0.30 {
+            Severity::High
+        } else if saving >= 0.10 {
+            Severity::Medium
+        } else if saving >= 0.03 {
+            Severity::Low
+        } else {
+            Severity::Info
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+        }
+    }
+}
+
+/// One expert finding: what is wrong, the evidence, how much it costs, what to change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    pub tool: String,
+    pub severity: Severity,
+    /// Estimated share of the kernel's time the prescription saves (0..1); ranks diagnoses.
+    pub score: f64,
+    pub evidence: BTreeMap<String, Value>,
+    pub analysis: String,
+    pub prescription: String,
+    pub location: Option<String>,
+}
+
+impl Diagnosis {
+    pub fn new(tool: &str, saving: f64) -> Diagnosis {
+        let score = (saving.clamp(0.0, 0.99) * 1000.0).round() / 1000.0;
+        Diagnosis {
+            tool: tool.to_string(),
+            severity: Severity::from_saving(score),
+            score,
+            evidence: BTreeMap::new(),
+            analysis: String::new(),
+            prescription: String::new(),
+            location: None,
+        }
+    }
+
+    /// Records a number (rounded for stable output) or any JSON value.
+    pub fn ev(mut self, key: &str, value: impl Into<Value>) -> Diagnosis {
+        let mut v: Value = value.into();
+        if let Some(x) = v.as_f64() {
+            if !v.is_i64() && !v.is_u64() {
+                v = serde_json::json!((x * 1000.0).round() / 1000.0);
+            }
+        }
+        self.evidence.insert(key.to_string(), v);
+        self
+    }
+
+    pub fn analysis(mut self, s: impl Into<String>) -> Diagnosis {
+        self.analysis = s.into();
+        self
+    }
+
+    pub fn prescription(mut self, s: impl Into<String>) -> Diagnosis {
+        self.prescription = s.into();
+        self
+    }
+
+    pub fn at(mut self, lines: &[String]) -> Diagnosis {
+        self.location = lines.first().cloned();
+        if lines.len() > 1 {
+            self = self.ev("lines", lines.iter().take(6).cloned().collect::<Vec<_>>());
+        }
+        self
+    }
+
+    pub fn cap(mut self, max: Severity) -> Diagnosis {
+        self.severity = self.severity.min(max);
+        self
+    }
+}
+
+/// What a tool concluded.
+pub enum Verdict {
+    Fired(Diagnosis),
+    Quiet(String),
+}
+
+pub type ToolResult = Result<Verdict, Missing>;
+
+/// Whether each tool ran, and what came of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRun {
+    pub tool: String,
+    /// fired, quiet, missing-evidence, or skipped.
+    pub outcome: String,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelDiagnosis {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launch: Option<String>,
+    pub roofline: Roofline,
+    /// Most important first.
+    pub diagnoses: Vec<Diagnosis>,
+    pub tools: Vec<ToolRun>,
+}
+
+impl KernelDiagnosis {
+    pub fn top(&self, n: usize) -> Vec<&str> {
+        self.diagnoses.iter().take(n).map(|d| d.tool.as_str()).collect()
+    }
+
+    pub fn get(&self, tool: &str) -> Option<&Diagnosis> {
+        self.diagnoses.iter().find(|d| d.tool == tool)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub kernels: Vec<KernelDiagnosis>,
+}
+
+fn gate_allows(gate: Gate, class: Bound) -> Result<(), String> {
+    let ok = match gate {
+        Gate::Always => true,
+        Gate::Memory => matches!(class, Bound::MemoryBound | Bound::LatencyBound | Bound::Unknown),
+        Gate::Compute => matches!(class, Bound::ComputeBound | Bound::LatencyBound | Bound::Unknown),
+        Gate::Latency => matches!(class, Bound::LatencyBound | Bound::MemoryBound | Bound::Unknown),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{} kernel: {} tools do not apply", class.name(), gate.name()))
+    }
+}
+
+/// Stage 1 then every applicable stage-2 tool, ranked by estimated saving.
+pub fn diagnose_kernel(k: &Kernel) -> KernelDiagnosis {
+    let roofline = classify(k);
+    let mut diagnoses = Vec::new();
+    let mut runs = Vec::new();
+    for tool in tools::ALL {
+        if let Err(why) = gate_allows(tool.gate, roofline.class) {
+            runs.push(ToolRun { tool: tool.id.into(), outcome: "skipped".into(), why });
+            continue;
+        }
+        match (tool.run)(k, &roofline) {
+            Ok(Verdict::Fired(d)) => {
+                runs.push(ToolRun {
+                    tool: tool.id.into(),
+                    outcome: "fired".into(),
+                    why: format!("{} (saves ~{:.0}%)", d.severity.name(), 100.0 * d.score),
+                });
+                diagnoses.push(d);
+            }
+            Ok(Verdict::Quiet(why)) => runs.push(ToolRun { tool: tool.id.into(), outcome: "quiet".into(), why }),
+            Err(Missing(m)) => runs.push(ToolRun {
+                tool: tool.id.into(),
+                outcome: "missing-evidence".into(),
+                why: format!("needs {}", m.join(", ")),
+            }),
+        }
+    }
+    let order = |id: &str| tools::ALL.iter().position(|t| t.id == id).unwrap_or(usize::MAX);
+    diagnoses.sort_by(|a, b| {
+        b.score.total_cmp(&a.score).then(b.severity.cmp(&a.severity)).then(order(&a.tool).cmp(&order(&b.tool)))
+    });
+    KernelDiagnosis { name: k.name.clone(), launch: k.launch.map(|l| l.id.clone()), roofline, diagnoses, tools: runs }
+}
+
+/// `k_misc(const float *, int)` and `void k_misc<4>(float const*)` -> `k_misc<4>`-style keys
+/// that ncu's names and SASS names share.
+pub fn name_key(name: &str) -> String {
+    let base = name.split('(').next().unwrap_or(name).trim();
+    let base = base.strip_prefix("void ").unwrap_or(base);
+    base.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// Diagnoses every launch in `profile`, pairing each with its SASS function and ptxas
+/// resources by name. `only` keeps kernels whose name contains it.
+pub fn diagnose_profile(
+    profile: &crate::ncu::Profile,
+    sass: &[sass::FunctionReport],
+    ptxas: Option<&sass::ptxas::PtxasReport>,
+    hints: &Hints,
+    only: Option<&str>,
+) -> Report {
+    let mut kernels = Vec::new();
+    for launch in &profile.launches {
+        if only.is_some_and(|o| !launch.kernel.contains(o)) {
+            continue;
+        }
+        let key = name_key(&launch.kernel);
+        let function = sass.iter().find(|f| name_key(&f.demangled) == key || name_key(&f.name) == key);
+        let resources = ptxas.and_then(|p| {
+            p.kernels.iter().find(|k| function.is_some_and(|f| f.name == k.name) || name_key(&k.name) == key)
+        });
+        let k = Kernel::new(&launch.kernel, Some(launch), function, resources, hints.clone());
+        kernels.push(diagnose_kernel(&k));
+    }
+    Report { kernels }
+}
+
+/// Diagnoses SASS functions alone (no profile): what the machine code shows.
+pub fn diagnose_sass(
+    sass: &[sass::FunctionReport],
+    ptxas: Option<&sass::ptxas::PtxasReport>,
+    hints: &Hints,
+    only: Option<&str>,
+) -> Report {
+    let kernels = sass
+        .iter()
+        .filter(|f| only.is_none_or(|o| f.name.contains(o) || f.demangled.contains(o)))
+        .map(|f| {
+            let resources = ptxas.and_then(|p| p.kernel(&f.name));
+            let k = Kernel::new(&sass::short_name(&f.name), None, Some(f), resources, hints.clone());
+            diagnose_kernel(&k)
+        })
+        .collect();
+    Report { kernels }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_from_ncu_and_sass_meet() {
+        assert_eq!(name_key("k_misc(const float *, float *, double *, __half *, int *, int)"), "k_misc");
+        assert_eq!(name_key("k_misc(float const*, float*, double*, __half*, int*, int)"), "k_misc");
+        assert_eq!(name_key("void softmax_vec4<4>(const float4 *, float4 *, int)"), "softmax_vec4<4>");
+        assert_eq!(name_key("copy_scalar"), "copy_scalar");
+    }
+
+    #[test]
+    fn severity_thresholds() {
+        assert_eq!(Severity::from_saving(0.5), Severity::High);
+        assert_eq!(Severity::from_saving(0.2), Severity::Medium);
+        assert_eq!(Severity::from_saving(0.05), Severity::Low);
+        assert_eq!(Severity::from_saving(0.0), Severity::Info);
+        assert_eq!(Diagnosis::new("x", 0.9).cap(Severity::Medium).severity, Severity::Medium);
+        assert_eq!(Diagnosis::new("x", 2.0).score, 0.99);
+    }
+}

@@ -1,0 +1,143 @@
+//! `nightshift diagnose`: Nsight Compute, explained. On a GPU machine it profiles a task's
+//! candidate through the worker; anywhere, it diagnoses a saved raw CSV.
+
+use super::{fail, print_json, read_sass, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
+use crate::eval::{EvalError, EvalOptions};
+use crate::profile::{self, ProfileFailure};
+use crate::task::Task;
+use heuristics::{Hints, Report};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+pub struct Args {
+    pub task: Option<PathBuf>,
+    pub candidate: Option<PathBuf>,
+    pub ncu: Option<PathBuf>,
+    pub sass: Option<PathBuf>,
+    pub ptxas: Option<PathBuf>,
+    pub kernel: Option<String>,
+    pub min_bytes: Option<f64>,
+    pub out: Option<PathBuf>,
+    pub json: bool,
+    pub verbose: bool,
+    pub opts: EvalOptions,
+}
+
+fn hints_for(task: Option<&Task>, min_bytes: Option<f64>) -> Hints {
+    let work = task.and_then(|t| t.work(&t.bench));
+    Hints { min_bytes: min_bytes.or(work.map(|w| w.bytes)), min_flops: work.map(|w| w.flops) }
+}
+
+fn read(path: &Path, what: &str) -> Result<String, ExitCode> {
+    std::fs::read_to_string(path).map_err(|e| fail(EXIT_USAGE, &format!("{what} {}: {e}", path.display())))
+}
+
+fn output(report: &Report, json: bool, verbose: bool) {
+    if json {
+        print_json(report);
+    } else {
+        print!("{}", heuristics::render::human(report, verbose));
+    }
+}
+
+fn check_filter(report: &Report, kernel: Option<&str>, all: &[String]) -> Result<(), ExitCode> {
+    if report.kernels.is_empty() {
+        return Err(fail(
+            EXIT_USAGE,
+            &match kernel {
+                Some(k) => format!("no kernel matches `{k}` (profiled: {})", all.join(", ")),
+                None => "the profile holds no kernel launches".into(),
+            },
+        ));
+    }
+    Ok(())
+}
+
+pub fn run(a: Args) -> ExitCode {
+    let task = match &a.task {
+        Some(dir) => match Task::load(dir) {
+            Ok(t) => Some(t),
+            Err(e) => return fail(EXIT_USAGE, &e.to_string()),
+        },
+        None => None,
+    };
+    let hints = hints_for(task.as_ref(), a.min_bytes);
+
+    if let Some(csv_path) = &a.ncu {
+        let csv = match read(csv_path, "ncu CSV") {
+            Ok(t) => t,
+            Err(c) => return c,
+        };
+        let profile = match heuristics::ncu::parse(&csv) {
+            Ok(p) => p,
+            Err(e) => return fail(EXIT_USAGE, &format!("{}: {e}", csv_path.display())),
+        };
+        let sass = match &a.sass {
+            Some(p) => match read_sass(p) {
+                Ok(t) => sass::analyze_all(&sass::parse(&t)),
+                Err(c) => return c,
+            },
+            None => Vec::new(),
+        };
+        let ptxas = match &a.ptxas {
+            Some(p) => match read(p, "ptxas report") {
+                Ok(t) => Some(sass::ptxas::parse_ptxas(&t)),
+                Err(c) => return c,
+            },
+            None => None,
+        };
+        let report = heuristics::diagnose_profile(&profile, &sass, ptxas.as_ref(), &hints, a.kernel.as_deref());
+        let all: Vec<String> = profile.launches.iter().map(|l| l.kernel.clone()).collect();
+        if let Err(c) = check_filter(&report, a.kernel.as_deref(), &all) {
+            return c;
+        }
+        output(&report, a.json, a.verbose);
+        return ExitCode::from(EXIT_PASSED);
+    }
+
+    let Some(task) = task else {
+        return fail(EXIT_USAGE, "give a TASK_DIR to profile on this GPU, or --ncu RAW.csv (with --sass and --ptxas) to diagnose a saved profile");
+    };
+    let profiled = match profile::profile(&task, a.candidate.as_deref(), &a.opts, a.out.as_deref()) {
+        Ok(p) => p,
+        Err(ProfileFailure::Rejected(f)) => {
+            if a.json {
+                print_json(&serde_json::json!({"kernels": [], "failure": f}));
+            }
+            return fail(
+                EXIT_REJECTED,
+                &format!("the candidate failed while being profiled: {}: {}", f.class, f.message),
+            );
+        }
+        Err(ProfileFailure::Error(EvalError::Env(e))) => return fail(EXIT_ENV, &e.to_string()),
+        Err(ProfileFailure::Error(EvalError::Task(m))) => return fail(EXIT_USAGE, &m),
+        Err(ProfileFailure::Error(EvalError::Internal(m))) => return fail(EXIT_ENV, &format!("internal error: {m}")),
+    };
+    let profile = match heuristics::ncu::parse(&profiled.csv) {
+        Ok(p) => p,
+        Err(e) => return fail(EXIT_ENV, &format!("{}: {e}", profiled.csv_path.display())),
+    };
+    let sass_path = profiled.built.sass_lines.clone().or(profiled.built.sass.clone());
+    let sass = sass_path
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .map(|t| sass::analyze_all(&sass::parse(&t)))
+        .unwrap_or_default();
+    let report =
+        heuristics::diagnose_profile(&profile, &sass, Some(&profiled.built.ptxas), &hints, a.kernel.as_deref());
+    let all: Vec<String> = profile.launches.iter().map(|l| l.kernel.clone()).collect();
+    if let Err(c) = check_filter(&report, a.kernel.as_deref(), &all) {
+        return c;
+    }
+    output(&report, a.json, a.verbose);
+    eprintln!(
+        "profile saved: {}\n  (Nsight Compute report {}; offline: nightshift diagnose {} --ncu {}{} --ptxas {})",
+        profiled.csv_path.display(),
+        profiled.report_path.display(),
+        task.dir.display(),
+        profiled.csv_path.display(),
+        sass_path.map(|p| format!(" --sass {}", p.display())).unwrap_or_default(),
+        profiled.built.dir.join(crate::build::LOG_NAME).display()
+    );
+    ExitCode::from(EXIT_PASSED)
+}

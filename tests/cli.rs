@@ -1,0 +1,132 @@
+//! The command line as users and scripts see it: JSON contracts, exit codes, messages.
+
+mod common;
+
+use serde_json::Value;
+
+#[test]
+fn diagnose_json_follows_the_contract() {
+    let f = |p: &str| common::path(&format!("tests/fixtures/{p}"));
+    let (code, out, err) = common::run(&[
+        "diagnose",
+        "--ncu",
+        &f("h200/ncu_full_raw_all.csv"),
+        "--sass",
+        &f("generated/probe_nvdisasm_lines.txt"),
+        "--ptxas",
+        &f("h200/ptxas_verbose.txt"),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let kernels = v["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 13);
+    for k in kernels {
+        assert!(k["name"].is_string());
+        assert!(k["roofline"]["class"].is_string());
+        for d in k["diagnoses"].as_array().unwrap() {
+            assert!(d["tool"].is_string());
+            assert!(["high", "medium", "low", "info"].contains(&d["severity"].as_str().unwrap()), "{d}");
+            assert!(d["score"].is_f64());
+            assert!(d["evidence"].is_object());
+            assert!(d["analysis"].is_string() && d["prescription"].is_string());
+            assert!(d["location"].is_null() || d["location"].as_str().unwrap().contains(".cu:"), "{d}");
+        }
+    }
+    let fp64 = kernels.iter().find(|k| k["name"] == "fp64_accident").unwrap();
+    assert_eq!(fp64["diagnoses"][0]["tool"], "fp64-in-fp32");
+    assert_eq!(fp64["diagnoses"][0]["location"], "probe_kernels.cu:49");
+}
+
+#[test]
+fn diagnose_without_a_profile_or_task_is_a_usage_error() {
+    let (code, _, err) = common::run(&["diagnose"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--ncu RAW.csv"), "{err}");
+    let (code, _, err) = common::run(&["diagnose", "--ncu", "/nonexistent.csv"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent.csv"), "{err}");
+    let junk = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(junk.path(), "not a profile\n").unwrap();
+    let (code, _, err) = common::run(&["diagnose", "--ncu", junk.path().to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--csv --page raw"), "{err}");
+}
+
+#[test]
+fn check_env_says_what_is_missing_without_a_gpu() {
+    let (code, out, _) = common::run(&["check-env", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let gpu = v["items"].as_array().unwrap().iter().find(|i| i["name"] == "gpu").unwrap().clone();
+    if nightshift::gpu::driver_present() {
+        assert_eq!(gpu["found"], true);
+    } else {
+        assert_eq!(code, 3, "no GPU: exit 3");
+        assert_eq!(gpu["found"], false);
+        assert!(gpu["hint"].as_str().unwrap().contains("libcuda"), "{gpu}");
+        let (code, out, _) = common::run(&["check-env"]);
+        assert_eq!(code, 3);
+        assert!(out.contains("MISSING"), "{out}");
+    }
+}
+
+#[test]
+fn eval_without_a_gpu_exits_3_after_building() {
+    if nightshift::gpu::driver_present() {
+        return;
+    }
+    common::require_toolchain();
+    let (code, _, err) = common::run(&["eval", "tasks/vector_add", "--arch", "sm_90a"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("no CUDA driver"), "{err}");
+    let (code, _, err) = common::run(&["eval", "tasks/vector_add"]);
+    assert_eq!(code, 3, "{err}");
+}
+
+#[test]
+fn eval_rejects_a_broken_build_with_exit_1_even_without_a_gpu() {
+    common::require_toolchain();
+    let (code, out, _) = common::run(&[
+        "eval",
+        "tasks/softmax",
+        "tests/candidates/softmax/wrong_signature.cu",
+        "--arch",
+        "sm_90a",
+        "--json",
+    ]);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["failure"]["class"], "build-error");
+    assert!(v["phases"]["build"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn tasks_and_validate() {
+    let (code, out, _) = common::run(&["tasks", "--json"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = v["tasks"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"softmax") && names.contains(&"vector_add"), "{names:?}");
+    let (code, out, _) = common::run(&["tasks"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Row-wise softmax"), "{out}");
+
+    let (code, out, _) = common::run(&["validate", "tasks/softmax"]);
+    assert_eq!(code, 0);
+    assert!(out.ends_with("valid\n"), "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("task.toml"), "[task]\nname = \"t\"\nentry = \"bad name\"\nbaseline = \"b.cu\"\n[sizes]\nbench = { n = 1 }\ncheck = [{ n = 1 }]\n").unwrap();
+    let (code, _, err) = common::run(&["validate", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("task.toml:3: task.entry: `bad name` is not a C identifier"), "{err}");
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    assert_eq!(common::run(&["eval"]).0, 2);
+    assert_eq!(common::run(&["frobnicate"]).0, 2);
+    assert_eq!(common::run(&["eval", "tasks/softmax", "no_such.cu"]).0, 2);
+    assert_eq!(common::run(&["eval", "tasks/softmax", "-D", "NOEQUALS"]).0, 2);
+    assert_eq!(common::run(&["eval", "tasks/softmax", "--arch", "sm90"]).0, 2);
+}
