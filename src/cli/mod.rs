@@ -136,6 +136,18 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Compares search strategies on synthetic kernel landscapes (see README.md).
+    Simulate {
+        #[arg(long, default_value_t = 300)]
+        landscapes: usize,
+        /// Evaluations per run.
+        #[arg(long, default_value_t = 150)]
+        budget: usize,
+        #[arg(long, default_value_t = 20261121)]
+        seed: u64,
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: runs candidate code in an isolated process (spawned by eval).
     #[command(hide = true)]
     Worker { request: PathBuf },
@@ -153,6 +165,18 @@ pub fn main() -> ExitCode {
         Cmd::Worker { request } => crate::worker::main(&request),
         Cmd::CheckEnv { json } => envcheck::run(json),
         Cmd::Sass { file, function, json } => sass_cmd(&file, function.as_deref(), json),
+        Cmd::Simulate { landscapes, budget, seed, json } => {
+            if landscapes < 2 || budget == 0 {
+                return fail(EXIT_USAGE, "--landscapes must be at least 2 and --budget at least 1");
+            }
+            let rows = search::sim::compare(landscapes, budget, seed);
+            if json {
+                print_json(&rows);
+            } else {
+                print!("{}", search::sim::table(&rows, landscapes, budget));
+            }
+            ExitCode::from(EXIT_PASSED)
+        }
         Cmd::Diagnose {
             task,
             candidate,

@@ -1,0 +1,123 @@
+//! Rewards. A correct kernel earns log2 of its speedup over the baseline (or of its
+//! energy saving, or a weighted mix), clamped at `correct_floor`; any failure earns
+//! `failure_floor`, which sits below every correct reward, so no amount of speed lets a
+//! wrong kernel outrank a right one.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "objective")]
+pub enum Objective {
+    Time,
+    Energy,
+    /// `time_weight` x time reward + (1 - `time_weight`) x energy reward.
+    Mix {
+        time_weight: f64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub correct: bool,
+    /// Baseline time over candidate time (same-run ratio).
+    pub speedup: f64,
+    /// Baseline energy per call over candidate energy per call, when measured.
+    pub energy_saving: Option<f64>,
+    /// The failure class when not correct.
+    pub failure: Option<String>,
+}
+
+impl Outcome {
+    pub fn correct(speedup: f64) -> Outcome {
+        Outcome { correct: true, speedup, energy_saving: None, failure: None }
+    }
+
+    pub fn failed(class: &str) -> Outcome {
+        Outcome { correct: false, speedup: 0.0, energy_saving: None, failure: Some(class.to_string()) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RewardConfig {
+    pub objective: Objective,
+    /// log2 of the ratio (true) or the ratio minus one (false, for comparison only).
+    pub log: bool,
+    pub correct_floor: f64,
+    pub failure_floor: f64,
+}
+
+impl Default for RewardConfig {
+    fn default() -> Self {
+        // 16x slower is the worst a correct kernel scores; failures score below that.
+        RewardConfig { objective: Objective::Time, log: true, correct_floor: -4.0, failure_floor: -5.0 }
+    }
+}
+
+impl RewardConfig {
+    /// The linear-reward variant the simulator compares against.
+    pub fn linear() -> RewardConfig {
+        RewardConfig { objective: Objective::Time, log: false, correct_floor: -1.0, failure_floor: -1.5 }
+    }
+
+    fn scale(&self, ratio: f64) -> f64 {
+        let ratio = if ratio.is_finite() && ratio > 0.0 { ratio } else { 1e-9 };
+        if self.log {
+            ratio.log2()
+        } else {
+            ratio - 1.0
+        }
+    }
+
+    pub fn reward(&self, o: &Outcome) -> f64 {
+        if !o.correct {
+            return self.failure_floor;
+        }
+        let energy = o.energy_saving.unwrap_or(o.speedup);
+        let r = match self.objective {
+            Objective::Time => self.scale(o.speedup),
+            Objective::Energy => self.scale(energy),
+            Objective::Mix { time_weight } => {
+                let w = time_weight.clamp(0.0, 1.0);
+                w * self.scale(o.speedup) + (1.0 - w) * self.scale(energy)
+            }
+        };
+        r.max(self.correct_floor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn log_rewards() {
+        let c = RewardConfig::default();
+        assert_eq!(c.reward(&Outcome::correct(2.0)), 1.0);
+        assert_eq!(c.reward(&Outcome::correct(1.0)), 0.0);
+        assert_eq!(c.reward(&Outcome::correct(0.5)), -1.0);
+        assert_eq!(c.reward(&Outcome::correct(1e-9)), -4.0, "clamped at the correct floor");
+        assert_eq!(c.reward(&Outcome::failed("wrong-answer")), -5.0);
+    }
+
+    #[test]
+    fn energy_and_mix() {
+        let mut c = RewardConfig { objective: Objective::Energy, ..Default::default() };
+        let o = Outcome { correct: true, speedup: 2.0, energy_saving: Some(4.0), failure: None };
+        assert_eq!(c.reward(&o), 2.0);
+        c.objective = Objective::Mix { time_weight: 0.5 };
+        assert_eq!(c.reward(&o), 1.5);
+    }
+
+    proptest! {
+        #[test]
+        fn a_failure_never_outranks_a_correct_kernel(s in 0.0f64..1e9, e in proptest::option::of(0.0f64..1e9), log in any::<bool>(), w in 0.0f64..1.0) {
+            for objective in [Objective::Time, Objective::Energy, Objective::Mix { time_weight: w }] {
+                let c = if log { RewardConfig { objective, ..Default::default() } } else { RewardConfig { objective, ..RewardConfig::linear() } };
+                let ok = c.reward(&Outcome { correct: true, speedup: s, energy_saving: e, failure: None });
+                let bad = c.reward(&Outcome { correct: false, speedup: s * 1e6 + 1.0, energy_saving: e.map(|x| x * 1e6), failure: None });
+                prop_assert!(ok > bad);
+            }
+        }
+    }
+}
