@@ -251,7 +251,8 @@ impl Gpu {
             .ctx("finding the L2 flush kernel")?;
         let grid = (self.info.sm_count.max(1) as u32) * 8;
         self.flush = Some(L2Flush { function, words: (bytes / 16) as u64, buffer, sink, grid });
-        Ok(())
+        // The clearing memset ran on the legacy stream; ours does not wait for it.
+        self.sync_all()
     }
 
     /// Enqueues an L2 flush on the stream (no-op unless enabled).

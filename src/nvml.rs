@@ -18,7 +18,8 @@ impl NvmlDevice {
         Ok(NvmlDevice { nvml, uuid: uuid.to_string() })
     }
 
-    fn device(&self) -> Option<nvml_wrapper::Device<'_>> {
+    /// The device handle; look it up once for hot loops (a lookup costs milliseconds).
+    pub fn device(&self) -> Option<nvml_wrapper::Device<'_>> {
         self.nvml.device_by_uuid(self.uuid.as_str()).ok()
     }
 

@@ -27,12 +27,24 @@ fn sass_text(b: &Built) -> String {
 fn every_task_baseline_and_reference_builds_with_resources_and_sass() {
     let root = common::root().join("tasks");
     let dirs = nightshift::task::discover(&root).unwrap();
-    assert!(dirs.len() >= 2, "tasks found: {dirs:?}");
+    assert!(dirs.len() >= 10, "tasks found: {dirs:?}");
     for dir in dirs {
         let t = Task::load(&dir).unwrap_or_else(|e| panic!("{e}"));
         for source in [&t.baseline, &t.reference] {
             let b = build_file(&t, source, true).unwrap_or_else(|e| panic!("{}: {e}", source.display()));
             assert!(b.library.is_file());
+            if source == &t.baseline && !t.build.baseline_libs.is_empty() {
+                // A library baseline (cuBLAS): no kernels of its own, the library linked.
+                for lib in &t.build.baseline_libs {
+                    assert!(
+                        b.link.needed.iter().any(|n| n.starts_with(&format!("lib{lib}.so"))),
+                        "{}: {:?}",
+                        source.display(),
+                        b.link.needed
+                    );
+                }
+                continue;
+            }
             assert!(!b.ptxas.kernels.is_empty(), "{}: ptxas -v reported no kernel", source.display());
             for k in &b.ptxas.kernels {
                 assert!(k.registers > 0, "{}: {k:?}", source.display());
@@ -150,6 +162,18 @@ extern "C" void vector_add(const float* a, const float* b, float* c, int n, cuda
     match build_file(&t, &src, false) {
         Err(BuildError::Rejected { failure: BuildFailure::ForbiddenImport { imports }, .. }) => {
             assert!(imports.iter().any(|i| i.symbol == "cublasCreate_v2"), "{imports:?}")
+        }
+        other => panic!("expected a forbidden import, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_cublas_baseline_is_refused_as_a_candidate() {
+    // gemm_bf16's baseline may link cuBLAS; the same source as a candidate may not.
+    let t = task("gemm_bf16");
+    match build_file(&t, &t.baseline, false) {
+        Err(BuildError::Rejected { failure: BuildFailure::ForbiddenImport { imports }, .. }) => {
+            assert!(imports.iter().any(|i| i.symbol.starts_with("cublas")), "{imports:?}")
         }
         other => panic!("expected a forbidden import, got {other:?}"),
     }

@@ -226,3 +226,39 @@ fn diagnose_profiles_both_starter_tasks_and_the_saved_csv_agrees() {
         assert_eq!(tools(&live), tools(&offline), "{task}: live and offline rankings agree");
     }
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn every_task_baseline_passes_its_own_check_with_stable_timing() {
+    let dirs = nightshift::task::discover(&common::root().join("tasks")).unwrap();
+    let mut rows = vec![
+        "| task | bench size | baseline (ms) | CV | floor (ms) | % of floor | GPU |".to_string(),
+        "| --- | --- | --- | --- | --- | --- | --- |".to_string(),
+    ];
+    let mut problems = Vec::new();
+    for dir in dirs {
+        let rel = format!("tasks/{}", dir.file_name().unwrap().to_str().unwrap());
+        let (code, v, err) = eval(&[&rel]);
+        if code != 0 {
+            problems.push(format!("{rel}: exit {code}: {} {err}", v["failure"]));
+            continue;
+        }
+        let t = &v["timing"];
+        let cv = t["baseline"]["cv"].as_f64().unwrap().max(t["candidate"]["cv"].as_f64().unwrap());
+        if cv > 0.02 {
+            problems.push(format!("{rel}: CV {:.2}%", 100.0 * cv));
+        }
+        rows.push(format!(
+            "| {} | {} | {:.4} | {:.2}% | {} | {} | {} |",
+            v["task"].as_str().unwrap(),
+            t["size"].as_str().unwrap(),
+            t["baseline"]["median_ms"].as_f64().unwrap(),
+            100.0 * cv,
+            t["floor_ms"].as_f64().map(|f| format!("{f:.4}")).unwrap_or("-".into()),
+            t["baseline_pct_of_floor"].as_f64().map(|p| format!("{p:.1}%")).unwrap_or("-".into()),
+            v["device"]["name"].as_str().unwrap_or("?")
+        ));
+    }
+    eprintln!("{}", rows.join("\n"));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

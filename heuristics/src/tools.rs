@@ -50,6 +50,7 @@ pub const ALL: &[Tool] = &[
     Tool { id: "warp-divergence", gate: Gate::Compute, run: warp_divergence },
     Tool { id: "scalar-global-access", gate: Gate::Memory, run: scalar_global_access },
     Tool { id: "redundant-dram-traffic", gate: Gate::Always, run: redundant_dram_traffic },
+    Tool { id: "redundant-l2-traffic", gate: Gate::Memory, run: redundant_l2_traffic },
     Tool { id: "register-pressure", gate: Gate::Always, run: register_pressure },
     Tool { id: "low-occupancy", gate: Gate::Latency, run: low_occupancy },
     Tool { id: "special-function-bound", gate: Gate::Compute, run: special_function_bound },
@@ -669,6 +670,40 @@ fn redundant_dram_traffic(k: &Kernel, r: &Roofline) -> ToolResult {
             .ev("ratio", ratio)
             .analysis(format!("DRAM moves {} bytes, {ratio:.2}x the {} bytes the task needs at minimum: data is read more than once or written and re-read.", count(bytes), count(min)))
             .prescription("Read each input once: fuse passes over the same data (keep a row or tile in registers or shared memory between them), avoid writing intermediates to global memory, and order blocks so reused data is still in L2."),
+    )
+}
+
+fn redundant_l2_traffic(k: &Kernel, _: &Roofline) -> ToolResult {
+    let l2_read = k.m0("lts__t_sectors_srcunit_tex_op_read.sum")?;
+    let dram_read = k.m0(m::DRAM_READ)? / 32.0;
+    let l2_pct = k.m(m::L2_PCT)?;
+    if k.count(Class::LocalLoad).unwrap_or(0) + k.count(Class::LocalStore).unwrap_or(0) > 0
+        || k.opt(m::LOCAL_LD_INST).unwrap_or(0.0) > 0.0
+    {
+        return quiet("local memory traffic goes through L2: local-memory explains it");
+    }
+    if dram_read <= 0.0 || l2_read < 1.8 * dram_read || l2_pct < 40.0 {
+        return quiet(format!(
+            "L2 serves {:.1}x the sectors DRAM supplies, L2 {l2_pct:.0}% busy",
+            if dram_read > 0.0 { l2_read / dram_read } else { 0.0 }
+        ));
+    }
+    let ratio = l2_read / dram_read;
+    let saving = (1.0 - 1.0 / ratio) * (l2_pct / 100.0) * 0.5;
+    let lines = k.lines_of(&[Class::GlobalLoad]);
+    fired(
+        Diagnosis::new("redundant-l2-traffic", saving)
+            .ev("l2_read_sectors", l2_read)
+            .ev("dram_read_sectors", dram_read)
+            .ev("reads_per_dram_read", ratio)
+            .ev("l2_pct", l2_pct)
+            .analysis(format!(
+                "L2 serves {ratio:.1}x as many sectors as DRAM supplies ({} against {}): the kernel reads the same data several times and L2, {l2_pct:.0}% busy, absorbs the re-reads.",
+                count(l2_read),
+                count(dram_read)
+            ))
+            .prescription("Read each element once: keep the row or tile in registers (or shared memory) across passes (max, sum, normalize in one sweep), or fuse the passes with an online algorithm (running max and rescaled sum).")
+            .at(&lines),
     )
 }
 

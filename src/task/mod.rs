@@ -94,8 +94,8 @@ struct ArgSection {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SizesSection {
-    bench: Spanned<BTreeMap<String, i64>>,
-    check: Vec<Spanned<BTreeMap<String, i64>>>,
+    bench: Spanned<toml::Table>,
+    check: Vec<Spanned<toml::Table>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -240,11 +240,16 @@ pub enum ScalarValue {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Size {
     pub vars: BTreeMap<String, i64>,
+    /// The variables in the order the task wrote them, for display.
+    #[serde(default)]
+    pub order: Vec<String>,
 }
 
 impl fmt::Display for Size {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self.vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let names: Vec<&String> =
+            if self.order.len() == self.vars.len() { self.order.iter().collect() } else { self.vars.keys().collect() };
+        let parts: Vec<String> = names.iter().map(|k| format!("{k}={}", self.vars[*k])).collect();
         f.write_str(&parts.join(" "))
     }
 }
@@ -347,7 +352,8 @@ impl Task {
 
         // Sizes first: every expression is checked against the variables they define.
         let sizes = raw.sizes.get_ref();
-        let var_names: Vec<String> = sizes.bench.get_ref().keys().cloned().collect();
+        let bench = at.size(&sizes.bench, "sizes.bench")?;
+        let var_names: Vec<String> = bench.vars.keys().cloned().collect();
         if sizes.check.is_empty() {
             return Err(at.err(
                 &raw.sizes,
@@ -355,12 +361,15 @@ impl Task {
                 "needs at least one check size, e.g. check = [{ n = 1 }, { n = 1000 }]",
             ));
         }
+        let mut checks = Vec::new();
         for (i, c) in sizes.check.iter().enumerate() {
-            let names: Vec<String> = c.get_ref().keys().cloned().collect();
+            let field = format!("sizes.check[{i}]");
+            let size = at.size(c, &field)?;
+            let names: Vec<String> = size.vars.keys().cloned().collect();
             if names != var_names {
                 return Err(at.err(
                     c,
-                    &format!("sizes.check[{i}]"),
+                    &field,
                     format!(
                         "defines {{{}}} but sizes.bench defines {{{}}}; every size must bind the same variables",
                         names.join(", "),
@@ -368,16 +377,8 @@ impl Task {
                     ),
                 ));
             }
+            checks.push(size);
         }
-        for (label, s) in std::iter::once(("sizes.bench".to_string(), &sizes.bench))
-            .chain(sizes.check.iter().enumerate().map(|(i, c)| (format!("sizes.check[{i}]"), c)))
-        {
-            if let Some((k, v)) = s.get_ref().iter().find(|(_, v)| **v < 0) {
-                return Err(at.err(s, &label, format!("`{k} = {v}`: sizes must not be negative")));
-            }
-        }
-        let bench = Size { vars: sizes.bench.get_ref().clone() };
-        let checks: Vec<Size> = sizes.check.iter().map(|c| Size { vars: c.get_ref().clone() }).collect();
         let all_sizes: Vec<&Size> = checks.iter().chain(std::iter::once(&bench)).collect();
 
         let tolerance = Tolerance { rtol: *raw.check.rtol.get_ref(), atol: *raw.check.atol.get_ref() };
@@ -813,6 +814,29 @@ impl Locator<'_> {
             ));
         }
         Ok(e)
+    }
+
+    /// A size table: integer values >= 0, kept in the order written.
+    fn size(&self, table: &Spanned<toml::Table>, field: &str) -> Result<Size, TaskError> {
+        let mut vars = BTreeMap::new();
+        let mut order = Vec::new();
+        for (k, v) in table.get_ref() {
+            let Some(n) = v.as_integer() else {
+                return Err(self.err(table, field, format!("`{k} = {v}`: sizes are integers")));
+            };
+            if n < 0 {
+                return Err(self.err(table, field, format!("`{k} = {n}`: sizes must not be negative")));
+            }
+            if !is_c_identifier(k) {
+                return Err(self.err(table, field, format!("`{k}` is not a valid variable name")));
+            }
+            vars.insert(k.clone(), n);
+            order.push(k.clone());
+        }
+        if vars.is_empty() {
+            return Err(self.err(table, field, "binds no variables"));
+        }
+        Ok(Size { vars, order })
     }
 
     fn existing_file(&self, dir: &Path, name: &Spanned<String>, field: &str) -> Result<PathBuf, TaskError> {

@@ -190,7 +190,7 @@ fn scalar_values_must_fit_their_type() {
 #[test]
 fn negative_lengths_and_overflows_are_caught_per_size() {
     let e = error(&GOOD.replacen("len = \"rows * cols\"", "len = \"rows - 2\"", 1));
-    assert!(e.message.contains("at size cols=1 rows=1 the length is -1"), "{e}");
+    assert!(e.message.contains("at size rows=1 cols=1 the length is -1"), "{e}");
     let e = error(&GOOD.replacen("len = \"rows * cols\"", "len = \"rows * cols * 9223372036854775807 * 2\"", 1));
     assert!(e.message.contains("overflow"), "{e}");
 }
@@ -253,4 +253,16 @@ fn discover_lists_only_task_directories() {
 fn absurd_buffers_are_refused_before_allocation() {
     let e = error(&GOOD.replacen("len = \"rows * cols\"", "len = \"rows * cols * 9223372036854775807\"", 1));
     assert!(e.message.contains("the buffer would hold"), "{e}");
+}
+
+#[test]
+fn sizes_keep_their_written_order_and_must_be_integers() {
+    let t = load(GOOD).unwrap();
+    assert_eq!(t.bench.to_string(), "rows=8192 cols=4096");
+    let e = error(&GOOD.replace("bench = { rows = 8192, cols = 4096 }", "bench = { rows = 8192, cols = 4.5 }"));
+    assert_eq!(e.field, "sizes.bench");
+    assert!(e.message.contains("sizes are integers"), "{e}");
+    let e = error(&GOOD.replace("{ rows = 1, cols = 1 }", "{ rows = -1, cols = 1 }"));
+    assert_eq!(e.field, "sizes.check[0]");
+    assert!(e.message.contains("must not be negative"), "{e}");
 }

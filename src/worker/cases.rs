@@ -136,6 +136,10 @@ impl DeviceCase {
             dc.buffers[i] = Some(buf);
             dc.elems[i] = Some(elem);
         }
+        // The canary memsets and pageable uploads above go to the legacy default stream
+        // and may still be running when they return; our stream does not wait for that
+        // stream, so wait for the whole device before anything runs on these buffers.
+        w.gpu.sync_all()?;
         Ok(dc)
     }
 

@@ -115,10 +115,14 @@ pub(crate) fn time(
         }
     };
 
-    // Warm-up, and a host-clock estimate of one call to size the rounds.
+    // Warm-up, and a host-clock estimate of one call to size the rounds. Heavy kernels
+    // draw enough power to move the clocks; a quarter second of calls lets them settle
+    // before the first sample.
     let mut estimate_ms = [f64::INFINITY; 2];
-    for (side, entry) in entries.iter().enumerate() {
-        for j in 0..4 {
+    let warm_start = Instant::now();
+    let mut j = 0;
+    while j < 4 || warm_start.elapsed().as_secs_f64() < 0.25 {
+        for (side, entry) in entries.iter().enumerate() {
             let k = j % bench.len();
             let dev = &mut bench.sets[side][k];
             dev.prepare(w, false).map_err(gpu_stop)?;
@@ -126,6 +130,10 @@ pub(crate) fn time(
             let t = Instant::now();
             w.invoke(entry, &mut dev.values).map_err(|e| call_failure(side, e))?;
             estimate_ms[side] = estimate_ms[side].min(t.elapsed().as_secs_f64() * 1e3);
+        }
+        j += 1;
+        if j >= 10_000 {
+            break;
         }
     }
     let per_pair_ms = estimate_ms.iter().sum::<f64>() + 0.1;
@@ -330,7 +338,9 @@ pub(crate) fn energy(
 ) -> Result<EnergyReport, Stop> {
     let nvml = crate::nvml::NvmlDevice::open(&w.gpu.info.uuid)
         .map_err(|e| Outcome::EnvError { message: format!("--energy needs NVML: {e}") })?;
-    if nvml.energy_mj().is_none() {
+    let device = nvml.device().ok_or_else(|| Outcome::EnvError { message: "NVML lost the device".into() })?;
+    let read = || device.total_energy_consumption().ok();
+    if read().is_none() {
         return Err(Outcome::EnvError {
             message: "--energy: this GPU or driver does not report total energy through NVML".into(),
         });
@@ -340,7 +350,7 @@ pub(crate) fn energy(
     for rep in 0..plan.energy_repeats.max(1) {
         let order = if rep % 2 == 0 { [0, 1] } else { [1, 0] };
         for side in order {
-            let s = measure_energy(w, bench, entries[side], side, &nvml, plan.energy_seconds)?;
+            let s = measure_energy(w, bench, entries[side], side, &read, plan.energy_seconds)?;
             per_side[side].push(s);
         }
     }
@@ -355,23 +365,49 @@ pub(crate) fn energy(
     })
 }
 
-fn run_batch(
-    w: &mut Worker,
-    bench: &mut BenchSets,
-    entry: &Entry,
+/// Keeps the GPU busy with batches of calls: each `step` queues one more batch and waits
+/// only for the batch before it, so reading NVML never leaves the GPU idle (idle power
+/// would otherwise be charged to the calls).
+struct Pipeline {
     side: usize,
-    n: usize,
-    calls: &mut u64,
-) -> Result<(), Stop> {
-    let fail = |e: super::CallError| Outcome::Rejected { failure: e.failure(SIDES[side], "energy measurement") };
-    for _ in 0..n {
-        let k = (*calls as usize) % bench.len();
-        let dev = &mut bench.sets[side][k];
-        dev.restore(w).map_err(gpu_stop)?;
-        w.invoke_async(entry, &mut dev.values).map_err(fail)?;
-        *calls += 1;
+    batch: usize,
+    queued: std::collections::VecDeque<(cudarc::driver::CudaEvent, u64)>,
+    calls: u64,
+    /// Calls known to have finished (up to the last batch waited for).
+    completed: u64,
+}
+
+impl Pipeline {
+    fn enqueue(&mut self, w: &mut Worker, bench: &mut BenchSets, entry: &Entry, n: usize) -> Result<(), Stop> {
+        let fail =
+            |e: super::CallError| Outcome::Rejected { failure: e.failure(SIDES[self.side], "energy measurement") };
+        for _ in 0..n {
+            let k = (self.calls as usize) % bench.len();
+            let dev = &mut bench.sets[self.side][k];
+            dev.restore(w).map_err(gpu_stop)?;
+            w.invoke_async(entry, &mut dev.values).map_err(fail)?;
+            self.calls += 1;
+        }
+        let ev = w.gpu.event().map_err(gpu_stop)?;
+        ev.record(&w.gpu.stream).map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "recording an event")))?;
+        self.queued.push_back((ev, self.calls));
+        Ok(())
     }
-    w.gpu.sync_all().map_err(|e| fail(super::CallError::Device(e)))
+
+    /// Queues a batch, waits for the oldest of three in flight, and returns how many calls
+    /// are known complete.
+    fn step(&mut self, w: &mut Worker, bench: &mut BenchSets, entry: &Entry) -> Result<u64, Stop> {
+        self.enqueue(w, bench, entry, self.batch)?;
+        if self.queued.len() > 2 {
+            let (ev, calls) = self.queued.pop_front().expect("three batches queued");
+            ev.synchronize().map_err(|e| Outcome::Rejected {
+                failure: super::CallError::Device(crate::gpu::GpuError::from_driver(e, "energy measurement"))
+                    .failure(SIDES[self.side], "energy measurement"),
+            })?;
+            self.completed = calls;
+        }
+        Ok(self.completed)
+    }
 }
 
 fn measure_energy(
@@ -379,40 +415,46 @@ fn measure_energy(
     bench: &mut BenchSets,
     entry: &Entry,
     side: usize,
-    nvml: &crate::nvml::NvmlDevice,
+    read: &dyn Fn() -> Option<u64>,
     seconds: f64,
 ) -> Result<EnergySample, Stop> {
-    let mut calls: u64 = 0;
+    let lost = || Outcome::EnvError { message: "NVML stopped reporting energy".into() };
     // Size batches to about 10 ms so a counter update is located within 1% of a 1 s window.
+    let mut p = Pipeline { side, batch: 3, queued: Default::default(), calls: 0, completed: 0 };
     let t = Instant::now();
-    run_batch(w, bench, entry, side, 3, &mut calls)?;
+    p.enqueue(w, bench, entry, 3)?;
+    w.gpu.sync_all().map_err(|e| Outcome::Rejected {
+        failure: super::CallError::Device(e).failure(SIDES[side], "energy measurement"),
+    })?;
+    p.queued.clear();
+    p.completed = p.calls;
     let per_call = t.elapsed().as_secs_f64() / 3.0;
-    let batch = ((0.01 / per_call.max(1e-7)) as usize).clamp(1, 100_000);
+    p.batch = ((0.01 / per_call.max(1e-7)) as usize).clamp(1, 100_000);
     let warm_until = Instant::now() + std::time::Duration::from_millis(200);
     while Instant::now() < warm_until {
-        run_batch(w, bench, entry, side, batch, &mut calls)?;
+        p.step(w, bench, entry)?;
     }
-    let read = || nvml.energy_mj().ok_or_else(|| Outcome::EnvError { message: "NVML stopped reporting energy".into() });
-    let mut last = read()?;
+    let mut last = read().ok_or_else(lost)?;
     let deadline = Instant::now() + std::time::Duration::from_secs_f64(seconds * 4.0 + 5.0);
-    loop {
-        run_batch(w, bench, entry, side, batch, &mut calls)?;
-        let e = read()?;
+    let (e0, calls0) = loop {
+        let done = p.step(w, bench, entry)?;
+        let e = read().ok_or_else(lost)?;
         if e != last {
-            last = e;
-            break;
+            break (e, done);
         }
+        last = e;
         if Instant::now() > deadline {
             return Err(Outcome::EnvError { message: "the NVML energy counter did not change in 5 s".into() });
         }
-    }
-    let (e0, t0, calls0) = (last, Instant::now(), calls);
-    let mut updates = 0u32;
+    };
+    let t0 = Instant::now();
+    let (mut last, mut done_at_last, mut updates) = (e0, calls0, 0u32);
     loop {
-        run_batch(w, bench, entry, side, batch, &mut calls)?;
-        let e = read()?;
+        let done = p.step(w, bench, entry)?;
+        let e = read().ok_or_else(lost)?;
         if e != last {
             last = e;
+            done_at_last = done;
             updates += 1;
             if t0.elapsed().as_secs_f64() >= seconds && updates >= 10 {
                 break;
@@ -423,7 +465,10 @@ fn measure_energy(
         }
     }
     let secs = t0.elapsed().as_secs_f64();
-    let n = calls - calls0;
+    w.gpu.sync_all().map_err(|e| Outcome::Rejected {
+        failure: super::CallError::Device(e).failure(SIDES[side], "energy measurement"),
+    })?;
+    let n = done_at_last.saturating_sub(calls0);
     let joules = (last - e0) as f64 / 1e3;
     Ok(EnergySample {
         joules_per_call: joules / n.max(1) as f64,
