@@ -145,7 +145,6 @@ impl DeviceFacts {
 pub struct Hints {
     /// Bytes any correct kernel must move through DRAM (the task's roofline).
     pub min_bytes: Option<f64>,
-    pub min_flops: Option<f64>,
 }
 
 /// One kernel's evidence: its ncu row, its SASS analysis and its ptxas resources.

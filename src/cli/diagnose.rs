@@ -25,7 +25,7 @@ pub struct Args {
 
 fn hints_for(task: Option<&Task>, min_bytes: Option<f64>) -> Hints {
     let work = task.and_then(|t| t.work(&t.bench));
-    Hints { min_bytes: min_bytes.or(work.map(|w| w.bytes)), min_flops: work.map(|w| w.flops) }
+    Hints { min_bytes: min_bytes.or(work.map(|w| w.bytes)) }
 }
 
 fn read(path: &Path, what: &str) -> Result<String, ExitCode> {

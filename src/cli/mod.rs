@@ -192,14 +192,10 @@ pub fn main() -> ExitCode {
             verbose,
             json,
         } => {
-            let exe = match std::env::current_exe() {
-                Ok(p) => p,
-                Err(e) => return fail(EXIT_ENV, &format!("cannot find the nightshift executable: {e}")),
+            let opts = match gpu_options(arch, device, timeout) {
+                Ok(o) => o,
+                Err(code) => return code,
             };
-            let mut opts = EvalOptions::new(exe);
-            opts.arch = arch;
-            opts.device = device;
-            opts.timeout = timeout.filter(|t| *t > 0.0).map(Duration::from_secs_f64);
             diagnose::run(diagnose::Args {
                 task,
                 candidate,
@@ -230,24 +226,15 @@ pub fn main() -> ExitCode {
             samples,
             json,
         } => {
-            let exe = match std::env::current_exe() {
-                Ok(p) => p,
-                Err(e) => return fail(EXIT_ENV, &format!("cannot find the nightshift executable: {e}")),
+            let mut opts = match gpu_options(arch, device, timeout) {
+                Ok(o) => o,
+                Err(code) => return code,
             };
-            let mut opts = EvalOptions::new(exe);
             opts.energy = energy;
             opts.sanitize = sanitize;
             opts.time = !no_time;
-            opts.arch = arch;
             opts.extra_flags = nvcc_flags;
-            opts.device = device;
             opts.timing.min_samples = samples.max(5);
-            if let Some(t) = timeout {
-                if !(t > 0.0 && t.is_finite()) {
-                    return fail(EXIT_USAGE, "--timeout must be a positive number of seconds");
-                }
-                opts.timeout = Some(Duration::from_secs_f64(t));
-            }
             for d in defines {
                 match d.split_once('=') {
                     Some((k, v)) if !k.is_empty() => {
@@ -259,6 +246,22 @@ pub fn main() -> ExitCode {
             eval_cmd(&task, candidate.as_deref(), &opts, json)
         }
     }
+}
+
+/// Options shared by the commands that run the worker, with `--timeout` checked.
+fn gpu_options(arch: Option<String>, device: usize, timeout: Option<f64>) -> Result<EvalOptions, ExitCode> {
+    let exe =
+        std::env::current_exe().map_err(|e| fail(EXIT_ENV, &format!("cannot find the nightshift executable: {e}")))?;
+    let mut opts = EvalOptions::new(exe);
+    opts.arch = arch;
+    opts.device = device;
+    if let Some(t) = timeout {
+        if !(t > 0.0 && t.is_finite()) {
+            return Err(fail(EXIT_USAGE, "--timeout must be a positive number of seconds"));
+        }
+        opts.timeout = Some(Duration::from_secs_f64(t));
+    }
+    Ok(opts)
 }
 
 pub(crate) fn fail(code: u8, message: &str) -> ExitCode {

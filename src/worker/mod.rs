@@ -295,7 +295,7 @@ fn evaluate(
     }
     let bench = if time {
         w.phase(Phase::Reference, format!("bench size {}", task.bench));
-        Some(timing::BenchSets::prepare(w, &reference, req.candidate == req.baseline)?)
+        Some(timing::BenchSets::prepare(w, &reference)?)
     } else {
         None
     };

@@ -22,7 +22,7 @@ pub(crate) struct BenchSets {
 }
 
 impl BenchSets {
-    pub fn prepare(w: &mut Worker, reference: &Entry, _same_library: bool) -> Result<BenchSets, Stop> {
+    pub fn prepare(w: &mut Worker, reference: &Entry) -> Result<BenchSets, Stop> {
         let task = w.task.clone();
         let footprint = task.total_bytes(&task.bench).max(1) as f64;
         let l2 = w.gpu.info.l2_bytes.max(1) as f64;
