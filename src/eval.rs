@@ -570,14 +570,7 @@ mod tests {
     #[test]
     fn a_report_is_believed() {
         let mut r = run(Some(Phase::Check), exit(0), false);
-        r.report = Some(Box::new(WorkerReport {
-            outcome: Outcome::Passed,
-            check: None,
-            timing: None,
-            energy: None,
-            phases: BTreeMap::new(),
-            notes: vec![],
-        }));
+        r.report = Some(Box::new(WorkerReport::of(Outcome::Passed)));
         assert!(matches!(classify(&r, T), Classified::Report(_)));
     }
 

@@ -229,6 +229,13 @@ pub struct WorkerReport {
     pub notes: Vec<String>,
 }
 
+impl WorkerReport {
+    /// A report with only an outcome (nothing measured yet).
+    pub fn of(outcome: Outcome) -> WorkerReport {
+        WorkerReport { outcome, check: None, timing: None, energy: None, phases: BTreeMap::new(), notes: Vec::new() }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CheckSummary {
     pub cases: usize,

@@ -115,23 +115,27 @@ pub fn wheel_homes(venv: &Path) -> Vec<PathBuf> {
     homes
 }
 
+/// The highest `lib<name>.so.N` (one version component, the SONAME form) in `dir`.
+pub fn versioned_library(dir: &Path, name: &str) -> Option<PathBuf> {
+    let prefix = format!("lib{name}.so.");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n[prefix.len()..].split('.').count() == 1)
+        })
+        .collect();
+    found.sort();
+    found.pop()
+}
+
 fn find_cudart(home: &Path) -> Option<PathBuf> {
     for dir in ["lib64", "lib", "targets/x86_64-linux/lib"] {
         let dir = home.join(dir);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut versioned: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                    n.starts_with("libcudart.so.") && n["libcudart.so.".len()..].split('.').count() == 1
-                })
-            })
-            .collect();
-        versioned.sort();
-        if let Some(p) = versioned.pop() {
+        if let Some(p) = versioned_library(&dir, "cudart") {
             return Some(p);
         }
         if dir.join("libcudart.so").exists() {

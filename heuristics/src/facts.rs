@@ -266,18 +266,6 @@ impl<'a> Kernel<'a> {
     /// or `branch` for conditional branches).
     pub fn lines_of_sites(&self, keys: &[&str]) -> Vec<String> {
         let Some(s) = self.sass else { return Vec::new() };
-        let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
-        for key in keys {
-            if let Some(sites) = s.sites.get(*key) {
-                for site in sites {
-                    if let Some(l) = &site.line {
-                        *counts.entry(l.as_str()).or_default() += 1;
-                    }
-                }
-            }
-        }
-        let mut v: Vec<(&str, usize)> = counts.into_iter().collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        v.into_iter().map(|(l, _)| l.to_string()).collect()
+        sass::analysis::lines_by_frequency(keys.iter().filter_map(|k| s.sites.get(*k)).flatten())
     }
 }

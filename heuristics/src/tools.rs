@@ -434,7 +434,7 @@ fn fp64_in_fp32(k: &Kernel, _: &Roofline) -> ToolResult {
         );
     };
     let fp64_ops = s.count(Class::Fp64) as f64;
-    let conversions = s.fp64.iter().filter(|x| !x.opcode.starts_with('D')).count() as f64;
+    let conversions = s.fp64_conversions() as f64;
     let promotions =
         s.fp64.iter().filter(|x| x.opcode.starts_with("F2F.F64") || x.opcode.starts_with("I2F.F64")).count();
     if fp64_ops + conversions == 0.0 {
@@ -751,7 +751,7 @@ fn integer_overhead(k: &Kernel, _: &Roofline) -> ToolResult {
 
 fn conversion_overhead(k: &Kernel, _: &Roofline) -> ToolResult {
     let s = k.sass()?;
-    let fp64_conv = s.fp64.iter().filter(|x| !x.opcode.starts_with('D')).count() as u64;
+    let fp64_conv = s.fp64_conversions() as u64;
     let conv = s.count(Class::Conversion).saturating_sub(fp64_conv);
     let share = conv as f64 / s.instructions.max(1) as f64;
     if share < 0.08 {

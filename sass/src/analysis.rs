@@ -109,14 +109,19 @@ impl FunctionReport {
     pub fn finding(&self, kind: &str) -> Option<&Finding> {
         self.findings.iter().find(|f| f.kind == kind)
     }
+
+    /// Conversions to or from fp64 (the fp64 sites that are not fp64 arithmetic).
+    pub fn fp64_conversions(&self) -> usize {
+        self.fp64.iter().filter(|x| !x.opcode.starts_with('D')).count()
+    }
 }
 
 fn site(f: &Function, i: &Instruction) -> Site {
     Site { offset: i.offset, opcode: i.full_opcode(), line: f.loc(i).map(|l| l.short()) }
 }
 
-/// Distinct lines, most frequent first.
-fn lines_of(sites: &[Site]) -> Vec<String> {
+/// Distinct source lines of `sites`, most frequent first (ties by name).
+pub fn lines_by_frequency<'a>(sites: impl IntoIterator<Item = &'a Site>) -> Vec<String> {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for s in sites {
         if let Some(l) = &s.line {
@@ -255,7 +260,7 @@ fn findings(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Vec<Find
             kind: "scalar-global-loads".into(),
             message: format!("all {} global accesses are 32 bits or narrower ({narrow_l} loads, {narrow_s} stores); none is a 64- or 128-bit vector access", loads + stores),
             count: loads + stores,
-            lines: lines_of(&sites),
+            lines: lines_by_frequency(&sites),
         });
     } else if wide_l + wide_s > 0 {
         out.push(Finding {
@@ -273,7 +278,7 @@ fn findings(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Vec<Find
             kind: "local-memory".into(),
             message: format!("{ld} local loads (LDL) and {st} local stores (STL): an array or spilled registers live in local memory"),
             count: ld + st,
-            lines: lines_of(&r.local_memory),
+            lines: lines_by_frequency(&r.local_memory),
         });
     }
     if !r.fp64.is_empty() {
@@ -283,7 +288,7 @@ fn findings(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Vec<Find
             kind: "fp64".into(),
             message: format!("{ops} fp64 arithmetic instructions and {conv} conversions to or from fp64"),
             count: r.fp64.len() as u64,
-            lines: lines_of(&r.fp64),
+            lines: lines_by_frequency(&r.fp64),
         });
     }
     let in_loop_barriers: Vec<Site> = r
@@ -303,7 +308,7 @@ fn findings(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Vec<Find
                 uniq.len()
             ),
             count: uniq.len() as u64,
-            lines: lines_of(&uniq),
+            lines: lines_by_frequency(&uniq),
         });
     }
     let tensor = r.count(Class::Tensor);
@@ -341,7 +346,7 @@ fn findings(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Vec<Find
             kind: "atomics".into(),
             message: format!("{} atomic or reduction instructions ({} on global memory)", atomics.len(), global),
             count: atomics.len() as u64,
-            lines: lines_of(&atomics),
+            lines: lines_by_frequency(&atomics),
         });
     }
     if r.instructions >= 20 && r.predicated_ratio > 0.3 {

@@ -175,19 +175,7 @@ fn find_library(tc: &Toolchain, name: &str) -> Option<PathBuf> {
     if plain.exists() {
         return Some(plain);
     }
-    let prefix = format!("lib{name}.so.");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&prefix) && n[prefix.len()..].split('.').count() == 1)
-        })
-        .collect();
-    found.sort();
-    found.pop()
+    crate::toolchain::versioned_library(dir, name)
 }
 
 fn nvcc_command(tc: &Toolchain, spec: &BuildSpec, gencode: &str) -> Result<Vec<String>, BuildError> {

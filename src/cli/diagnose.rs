@@ -40,17 +40,28 @@ fn output(report: &Report, json: bool, verbose: bool) {
     }
 }
 
-fn check_filter(report: &Report, kernel: Option<&str>, all: &[String]) -> Result<(), ExitCode> {
+/// Diagnoses `profile` and prints the report; an empty result (no launch, or none
+/// matching `--kernel`) is a usage error that lists what was profiled.
+fn diagnose_and_print(
+    a: &Args,
+    profile: &heuristics::ncu::Profile,
+    sass: &[sass::FunctionReport],
+    ptxas: Option<&sass::ptxas::PtxasReport>,
+    hints: &Hints,
+) -> ExitCode {
+    let report = heuristics::diagnose_profile(profile, sass, ptxas, hints, a.kernel.as_deref());
     if report.kernels.is_empty() {
-        return Err(fail(
+        let all: Vec<&str> = profile.launches.iter().map(|l| l.kernel.as_str()).collect();
+        return fail(
             EXIT_USAGE,
-            &match kernel {
+            &match &a.kernel {
                 Some(k) => format!("no kernel matches `{k}` (profiled: {})", all.join(", ")),
                 None => "the profile holds no kernel launches".into(),
             },
-        ));
+        );
     }
-    Ok(())
+    output(&report, a.json, a.verbose);
+    ExitCode::from(EXIT_PASSED)
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -86,13 +97,7 @@ pub fn run(a: Args) -> ExitCode {
             },
             None => None,
         };
-        let report = heuristics::diagnose_profile(&profile, &sass, ptxas.as_ref(), &hints, a.kernel.as_deref());
-        let all: Vec<String> = profile.launches.iter().map(|l| l.kernel.clone()).collect();
-        if let Err(c) = check_filter(&report, a.kernel.as_deref(), &all) {
-            return c;
-        }
-        output(&report, a.json, a.verbose);
-        return ExitCode::from(EXIT_PASSED);
+        return diagnose_and_print(&a, &profile, &sass, ptxas.as_ref(), &hints);
     }
 
     let Some(task) = task else {
@@ -123,13 +128,10 @@ pub fn run(a: Args) -> ExitCode {
         .and_then(|p| std::fs::read_to_string(p).ok())
         .map(|t| sass::analyze_all(&sass::parse(&t)))
         .unwrap_or_default();
-    let report =
-        heuristics::diagnose_profile(&profile, &sass, Some(&profiled.built.ptxas), &hints, a.kernel.as_deref());
-    let all: Vec<String> = profile.launches.iter().map(|l| l.kernel.clone()).collect();
-    if let Err(c) = check_filter(&report, a.kernel.as_deref(), &all) {
-        return c;
+    let code = diagnose_and_print(&a, &profile, &sass, Some(&profiled.built.ptxas), &hints);
+    if code != ExitCode::from(EXIT_PASSED) {
+        return code;
     }
-    output(&report, a.json, a.verbose);
     eprintln!(
         "profile saved: {}\n  (Nsight Compute report {}; offline: nightshift diagnose {} --ncu {}{} --ptxas {})",
         profiled.csv_path.display(),

@@ -181,14 +181,7 @@ pub fn main(request_path: &Path) -> ! {
     };
     let device = w.gpu.info.clone();
     w.send(&WorkerMessage::Device { device });
-    let mut report = WorkerReport {
-        outcome: Outcome::Passed,
-        check: None,
-        timing: None,
-        energy: None,
-        phases: BTreeMap::new(),
-        notes: Vec::new(),
-    };
+    let mut report = WorkerReport::of(Outcome::Passed);
     let result = match request.mode {
         Mode::Evaluate { time, energy } => evaluate(&mut w, &request, time, energy, &mut report),
         Mode::Profile => profile(&mut w, &request),
@@ -219,8 +212,7 @@ fn open_gpu(request: &WorkerRequest, proto: &std::fs::File) -> Result<Gpu, Outco
 }
 
 fn finish_without_gpu(mut proto: std::fs::File, outcome: Outcome) -> ! {
-    let report =
-        WorkerReport { outcome, check: None, timing: None, energy: None, phases: BTreeMap::new(), notes: Vec::new() };
+    let report = WorkerReport::of(outcome);
     let line = serde_json::to_string(&WorkerMessage::Done { report: Box::new(report) }).unwrap();
     let _ = writeln!(proto, "{line}");
     // SAFETY: terminates the process.
@@ -231,14 +223,7 @@ fn install_panic_report(proto: &std::fs::File) {
     let Ok(proto) = proto.try_clone() else { return };
     let proto = std::sync::Mutex::new(proto);
     std::panic::set_hook(Box::new(move |info| {
-        let report = WorkerReport {
-            outcome: Outcome::InternalError { message: format!("worker bug: {info}") },
-            check: None,
-            timing: None,
-            energy: None,
-            phases: BTreeMap::new(),
-            notes: Vec::new(),
-        };
+        let report = WorkerReport::of(Outcome::InternalError { message: format!("worker bug: {info}") });
         if let Ok(mut p) = proto.lock() {
             let _ =
                 writeln!(p, "{}", serde_json::to_string(&WorkerMessage::Done { report: Box::new(report) }).unwrap());
