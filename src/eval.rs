@@ -205,6 +205,62 @@ fn trusted_build(result: Result<Built, BuildError>, what: &str) -> Result<Built,
     }
 }
 
+/// The trusted builds every evaluation of a task reuses: the reference and the baseline.
+#[derive(Debug, Clone)]
+pub struct TrustedBuilds {
+    pub reference: Built,
+    pub baseline: Built,
+}
+
+/// Builds the reference (when the task has one) and the baseline, in parallel.
+pub fn build_trusted(tc: &Toolchain, opts: &EvalOptions, task: &Task, arch: &str) -> Result<TrustedBuilds, EvalError> {
+    let (reference, baseline) = std::thread::scope(|s| {
+        let r = task.has_reference().then(|| s.spawn(|| build_one(tc, opts, task, &task.reference, true, arch)));
+        let b = build_one(tc, opts, task, &task.baseline, true, arch);
+        (r.map(|h| h.join().expect("build thread")), b)
+    });
+    let baseline = trusted_build(baseline, "baseline")?;
+    let reference = match reference {
+        Some(r) => trusted_build(r, "reference")?,
+        None => baseline.clone(),
+    };
+    Ok(TrustedBuilds { reference, baseline })
+}
+
+impl Verdict {
+    /// A verdict with nothing decided yet (rejected until a report says otherwise).
+    pub fn pending(task: &Task, candidate: &Path, arch: &str) -> Verdict {
+        Verdict {
+            task: task.name.clone(),
+            candidate: candidate.to_path_buf(),
+            status: Status::Rejected,
+            failure: None,
+            device: None,
+            arch: arch.to_string(),
+            build: None,
+            check: None,
+            timing: None,
+            energy: None,
+            sanitizer: Vec::new(),
+            phases: Phases::default(),
+            notes: Vec::new(),
+            stderr_tail: None,
+        }
+    }
+
+    /// The verdict of a candidate that did not build into a loadable library.
+    pub fn build_rejected(task: &Task, candidate: &Path, arch: &str, failure: &BuildFailure, dir: &Path) -> Verdict {
+        let mut verdict = Verdict::pending(task, candidate, arch);
+        let mut f = failure_from_build(failure);
+        if let BuildFailure::Compile { log } = failure {
+            verdict.stderr_tail = Some(tail(log, 4000));
+        }
+        f.message.push_str(&format!(" (build folder {})", dir.display()));
+        verdict.failure = Some(f);
+        verdict
+    }
+}
+
 /// Evaluates `candidate` (the baseline when None) on `task`.
 pub fn evaluate(task: &Task, candidate: Option<&Path>, opts: &EvalOptions) -> Result<Verdict, EvalError> {
     let started = Instant::now();
@@ -217,65 +273,54 @@ pub fn evaluate(task: &Task, candidate: Option<&Path>, opts: &EvalOptions) -> Re
             .map_err(|e| EvalError::Task(format!("cannot read {}: {e}", task.baseline.display())))?
         && opts.defines.is_empty();
 
-    let mut verdict = Verdict {
-        task: task.name.clone(),
-        candidate: candidate_path.clone(),
-        status: Status::Rejected,
-        failure: None,
-        device: None,
-        arch: arch.clone(),
-        build: None,
-        check: None,
-        timing: None,
-        energy: None,
-        sanitizer: Vec::new(),
-        phases: Phases::default(),
-        notes: Vec::new(),
-        stderr_tail: None,
-    };
-
     // Three builds in parallel; only the candidate's failure is the candidate's fault.
     let build_started = Instant::now();
-    let (reference, baseline, cand) = std::thread::scope(|s| {
-        let r = task.has_reference().then(|| s.spawn(|| build_one(&tc, opts, task, &task.reference, true, &arch)));
-        let b = s.spawn(|| build_one(&tc, opts, task, &task.baseline, true, &arch));
+    let (trusted, cand) = std::thread::scope(|s| {
         let c = (!candidate_is_baseline).then(|| s.spawn(|| build_one(&tc, opts, task, &candidate_path, false, &arch)));
-        (
-            r.map(|h| h.join().expect("build thread")),
-            b.join().expect("build thread"),
-            c.map(|h| h.join().expect("build thread")),
-        )
+        let t = build_trusted(&tc, opts, task, &arch);
+        (t, c.map(|h| h.join().expect("build thread")))
     });
-    verdict.phases.build = build_started.elapsed().as_secs_f64();
-    let baseline = trusted_build(baseline, "baseline")?;
-    let reference = match reference {
-        Some(r) => trusted_build(r, "reference")?,
-        None => baseline.clone(),
-    };
+    let build_seconds = build_started.elapsed().as_secs_f64();
+    let trusted = trusted?;
     let cand = match cand {
-        None => baseline.clone(),
+        None => trusted.baseline.clone(),
         Some(Ok(b)) => b,
         Some(Err(BuildError::Rejected { failure, dir, .. })) => {
-            let mut f = failure_from_build(&failure);
-            if let BuildFailure::Compile { log } = &failure {
-                verdict.stderr_tail = Some(tail(log, 4000));
-            }
-            f.message.push_str(&format!(" (build folder {})", dir.display()));
-            verdict.failure = Some(f);
+            let mut verdict = Verdict::build_rejected(task, &candidate_path, &arch, &failure, &dir);
+            verdict.phases.build = build_seconds;
             verdict.phases.total = started.elapsed().as_secs_f64();
             return Ok(verdict);
         }
         Some(Err(BuildError::Env(e))) => return Err(EvalError::Env(e)),
         Some(Err(BuildError::Io(m))) => return Err(EvalError::Internal(m)),
     };
-    verdict.build = Some(BuildSummary::from_built(&cand));
+    let mode = Mode::Evaluate { time: opts.time, energy: opts.energy, check_baseline: true };
+    let mut verdict = judge(task, &trusted, &cand, &candidate_path, opts, &arch, mode)?;
+    verdict.phases.build = build_seconds;
+    verdict.phases.total = started.elapsed().as_secs_f64();
+    Ok(verdict)
+}
 
+/// Judges a built candidate against the trusted builds: one worker in `mode` under the
+/// deadline, classified, then the sanitizers when asked for and the candidate passed.
+pub fn judge(
+    task: &Task,
+    trusted: &TrustedBuilds,
+    cand: &Built,
+    candidate_path: &Path,
+    opts: &EvalOptions,
+    arch: &str,
+    mode: Mode,
+) -> Result<Verdict, EvalError> {
+    let started = Instant::now();
+    let mut verdict = Verdict::pending(task, candidate_path, arch);
+    verdict.build = Some(BuildSummary::from_built(cand));
     let request = WorkerRequest {
         task: task.clone(),
-        reference: reference.library.clone(),
-        baseline: baseline.library.clone(),
+        reference: trusted.reference.library.clone(),
+        baseline: trusted.baseline.library.clone(),
         candidate: cand.library.clone(),
-        mode: Mode::Evaluate { time: opts.time, energy: opts.energy },
+        mode,
         device: opts.device,
         timing: opts.timing.clone(),
         threads: opts.threads,
@@ -459,8 +504,10 @@ pub fn run_worker(
         }
         String::from_utf8_lossy(&kept).into_owned()
     });
-    let (status, timed_out) =
-        process::wait_or_kill(&mut child, started + timeout).map_err(|e| EvalError::Internal(e.to_string()))?;
+    process::track_group(&child);
+    let waited = process::wait_or_kill(&mut child, started + timeout);
+    process::forget_group(&child);
+    let (status, timed_out) = waited.map_err(|e| EvalError::Internal(e.to_string()))?;
     let mut run = messages.join().unwrap_or_default();
     run.stderr = errors.join().unwrap_or_default();
     run.status = status;

@@ -34,6 +34,35 @@ pub fn isolate(cmd: &mut Command) -> &mut Command {
     cmd.env_clear().envs(scrubbed_env()).process_group(0)
 }
 
+/// Process groups started by [`isolate`]d commands that are still running, so that an
+/// orchestrator abandoning its work (a second Ctrl-C) can take them all down.
+static LIVE_GROUPS: std::sync::Mutex<std::collections::BTreeSet<i32>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Remembers `child`'s process group until [`forget_group`].
+pub fn track_group(child: &Child) {
+    if let Ok(mut g) = LIVE_GROUPS.lock() {
+        g.insert(child.id() as i32);
+    }
+}
+
+pub fn forget_group(child: &Child) {
+    if let Ok(mut g) = LIVE_GROUPS.lock() {
+        g.remove(&(child.id() as i32));
+    }
+}
+
+/// SIGKILLs every tracked process group (workers, compilers, profilers).
+pub fn kill_live_groups() {
+    let groups: Vec<i32> = LIVE_GROUPS.lock().map(|g| g.iter().copied().collect()).unwrap_or_default();
+    for pid in groups {
+        // SAFETY: plain syscall on a group this process started.
+        unsafe {
+            libc::killpg(pid, libc::SIGKILL);
+        }
+    }
+}
+
 /// Kills the whole process group led by `child`.
 pub fn kill_group(child: &Child) {
     let pid = child.id() as libc::pid_t;
@@ -122,9 +151,12 @@ pub fn run_captured(cmd: &mut Command, timeout: Duration) -> std::io::Result<Cap
     isolate(cmd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
     let mut child = cmd.spawn()?;
+    track_group(&child);
     let out = drain(child.stdout.take());
     let err = drain(child.stderr.take());
-    let (status, timed_out) = wait_or_kill(&mut child, start + timeout)?;
+    let waited = wait_or_kill(&mut child, start + timeout);
+    forget_group(&child);
+    let (status, timed_out) = waited?;
     Ok(Captured {
         status,
         timed_out,

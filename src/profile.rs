@@ -39,6 +39,13 @@ impl From<EnvError> for ProfileFailure {
     }
 }
 
+fn find_ncu() -> Result<PathBuf, EnvError> {
+    find_profiler("ncu").ok_or_else(|| EnvError {
+        what: "ncu (Nsight Compute)".into(),
+        hint: "install Nsight Compute (it ships with the CUDA toolkit), or diagnose a saved profile offline with --ncu RAW.csv".into(),
+    })
+}
+
 /// Builds `candidate` (the baseline when None) and profiles one call of it with ncu.
 /// Files go to `out` (default: `profile/` in the build folder).
 pub fn profile(
@@ -47,10 +54,7 @@ pub fn profile(
     opts: &EvalOptions,
     out: Option<&Path>,
 ) -> Result<Profiled, ProfileFailure> {
-    let ncu = find_profiler("ncu").ok_or_else(|| EnvError {
-        what: "ncu (Nsight Compute)".into(),
-        hint: "install Nsight Compute (it ships with the CUDA toolkit), or diagnose a saved profile offline with --ncu RAW.csv".into(),
-    })?;
+    find_ncu()?;
     let tc = Toolchain::find()?;
     let arch = eval::resolve_arch(opts)?;
     let source = candidate.unwrap_or(&task.baseline);
@@ -66,8 +70,14 @@ pub fn profile(
         Err(crate::build::BuildError::Io(m)) => return Err(EvalError::Internal(m).into()),
     };
     let dir = out.map(Path::to_path_buf).unwrap_or_else(|| built.dir.join("profile"));
-    std::fs::create_dir_all(&dir).map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", dir.display())))?;
-    let dir = dir.canonicalize().unwrap_or(dir);
+    profile_built(task, built, opts, &dir)
+}
+
+/// Profiles an already-built library with ncu; the report and the raw CSV go to `dir`.
+pub fn profile_built(task: &Task, built: Built, opts: &EvalOptions, dir: &Path) -> Result<Profiled, ProfileFailure> {
+    let ncu = find_ncu()?;
+    std::fs::create_dir_all(dir).map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", dir.display())))?;
+    let dir = dir.canonicalize().unwrap_or(dir.to_path_buf());
     let report_base = dir.join("profile");
     let request = WorkerRequest {
         task: task.clone(),

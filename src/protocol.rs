@@ -23,16 +23,30 @@ pub struct WorkerRequest {
     pub threads: usize,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "kebab-case")]
 pub enum Mode {
-    /// Check, then (optionally) time and measure energy.
-    Evaluate { time: bool, energy: bool },
+    /// Check, then (optionally) time and measure energy. `check_baseline: false` skips
+    /// re-checking a baseline the run already checked once (optimize).
+    Evaluate {
+        time: bool,
+        energy: bool,
+        #[serde(default = "yes")]
+        check_baseline: bool,
+    },
     /// One call at the bench size between cuProfilerStart/Stop (under ncu).
     Profile,
     /// One call at the smallest check size (under compute-sanitizer), on exact-size
     /// allocations so that the sanitizer sees every out-of-bounds access.
     Sanitize,
+    /// For tests of the optimize loop on machines without a GPU: the worker maps the
+    /// candidate (its constructors run, isolated as always), touches no GPU, waits
+    /// `delay_ms` and reports `outcome` as decided by the simulated evaluator.
+    Simulate { delay_ms: u64, outcome: Box<WorkerReport> },
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

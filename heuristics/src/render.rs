@@ -101,3 +101,53 @@ pub fn guidance(k: &KernelDiagnosis, max_lines: usize) -> String {
     }
     lines.join("\n")
 }
+
+/// The raw counters a generator gets under `--guidance raw`: the speed-of-light, memory,
+/// occupancy and stall columns the diagnoses read, as `name = value unit` lines, with
+/// no interpretation. The control arm of "digested advice versus raw metrics".
+pub fn raw_counters(launch: &crate::ncu::Launch) -> String {
+    use crate::facts::metric as m;
+    let mut names: Vec<String> = [
+        m::DURATION,
+        m::DRAM_PCT,
+        m::MEM_SOL,
+        m::SM_SOL,
+        m::L1_PCT,
+        m::L2_PCT,
+        m::DRAM_READ,
+        m::DRAM_WRITE,
+        m::ISSUE_ACTIVE,
+        m::ELIGIBLE,
+        m::LD_SECTORS,
+        m::LD_REQUESTS,
+        m::ST_SECTORS,
+        m::ST_REQUESTS,
+        m::SHARED_LD_CONFLICTS,
+        m::SHARED_ST_CONFLICTS,
+        m::ACHIEVED_OCC,
+        m::REGS,
+        m::BLOCK,
+        m::GRID,
+        m::WAVES,
+        m::THREADS_PER_INST,
+        m::FMA_PIPE_PCT,
+        m::FP64_PIPE_PCT,
+        m::XU_PCT,
+        m::LSU_PCT,
+        m::TENSOR_PCT,
+        m::LOCAL_LD_INST,
+        m::LOCAL_ST_INST,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    names.extend(m::STALLS.iter().map(|r| m::stall(r)));
+    let mut out = format!("{} (grid {}, block {})\n", launch.kernel, launch.grid, launch.block);
+    for n in names {
+        if let Some(raw) = launch.raw(&n).filter(|r| !r.trim().is_empty()) {
+            let unit = launch.unit(&n).unwrap_or("");
+            let _ = writeln!(out, "{n} = {raw} {unit}");
+        }
+    }
+    out
+}

@@ -128,6 +128,13 @@ pub struct Node<P> {
     pub closed: bool,
     /// Why it was closed.
     pub closed_because: Option<String>,
+    /// Takes no more children (the generator has nothing new from it); unlike a closed
+    /// node, its subtree stays open.
+    #[serde(default)]
+    pub saturated: bool,
+    /// Dropped while pending: the generator produced nothing for it. It is no one's child.
+    #[serde(default)]
+    pub cancelled: bool,
 }
 
 impl<P> Node<P> {
@@ -169,6 +176,8 @@ impl<P: Clone> Tree<P> {
             pending: 0,
             closed: false,
             closed_because: None,
+            saturated: false,
+            cancelled: false,
         };
         Tree { config, nodes: vec![root], best: 0, memory: Memory::default(), rng: SplitMix64::new(seed) }
     }
@@ -224,7 +233,7 @@ impl<P: Clone> Tree<P> {
 
     fn can_expand(&self, id: NodeId) -> bool {
         let n = &self.nodes[id];
-        !n.closed && n.outcome.is_some() && self.widening_count(id) < self.widening_limit(id)
+        !n.closed && !n.saturated && n.outcome.is_some() && self.widening_count(id) < self.widening_limit(id)
     }
 
     /// Q with virtual loss: pending evaluations count as failures in the mean until they
@@ -347,6 +356,8 @@ impl<P: Clone> Tree<P> {
             pending: 0,
             closed: false,
             closed_because: None,
+            saturated: false,
+            cancelled: false,
         });
         self.nodes[parent].children.push(id);
         for n in self.path_to_root(id) {
@@ -442,6 +453,33 @@ impl<P: Clone> Tree<P> {
         self.nodes[id].payload = payload;
     }
 
+    /// Sets what a pending child was meant to do, once the generator has said it.
+    pub fn set_intent(&mut self, id: NodeId, intent: Intent) {
+        self.nodes[id].intent = intent;
+    }
+
+    /// Drops a pending child that will never be evaluated (the generator produced
+    /// nothing): it leaves its parent's children and the pending counts along its path.
+    pub fn cancel(&mut self, id: NodeId) {
+        let n = &self.nodes[id];
+        assert!(n.outcome.is_none() && !n.cancelled, "only a pending node can be cancelled (node {id})");
+        for p in self.path_to_root(id) {
+            self.nodes[p].pending = self.nodes[p].pending.saturating_sub(1);
+        }
+        if let Some(parent) = self.nodes[id].parent {
+            self.nodes[parent].children.retain(|c| *c != id);
+        }
+        let n = &mut self.nodes[id];
+        n.cancelled = true;
+        n.closed = true;
+        n.closed_because = Some("dropped: nothing was generated".into());
+    }
+
+    /// Lets `id` take no more children, leaving its subtree open.
+    pub fn saturate(&mut self, id: NodeId) {
+        self.nodes[id].saturated = true;
+    }
+
     /// Closes a node from outside: the generator has nothing left to try from it.
     pub fn close_node(&mut self, id: NodeId, why: &str) {
         self.close(id, why.to_string());
@@ -465,5 +503,31 @@ impl<P: Clone> Tree<P> {
                 .then(a.cmp(b))
         });
         ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancelled_child_vanishes_and_a_saturated_node_keeps_its_subtree_open() {
+        let mut t = Tree::new((), Config::default(), 1);
+        let sel = t.select().unwrap();
+        let a = t.add_pending(&sel, (), Intent::default());
+        assert_eq!(t.node(0).pending, 1);
+        t.cancel(a);
+        assert_eq!(t.node(0).pending, 0);
+        assert!(t.node(0).children.is_empty());
+        assert!(t.ranking().iter().all(|id| *id != a));
+        let b = t.add_pending(&t.select().unwrap(), (), Intent { technique: "x".into(), tool: None });
+        t.set_intent(b, Intent { technique: "vectorize".into(), tool: Some("scalar-global-access".into()) });
+        t.record(b, Outcome::correct(1.5));
+        assert_eq!(t.memory.technique("vectorize").unwrap().tries, 1);
+        t.saturate(0);
+        let next = t.select().expect("the root is saturated but its child is open");
+        assert_eq!(next.parent, b);
+        t.saturate(b);
+        assert!(t.select().is_none());
     }
 }

@@ -3,6 +3,7 @@
 
 mod diagnose;
 mod envcheck;
+mod optimize;
 mod render;
 
 use crate::eval::{self, EvalError, EvalOptions};
@@ -136,6 +137,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Optimizes a task's kernel unattended: search, generate, build, verify, profile, report.
+    ///
+    /// `nightshift optimize tasks/softmax --budget 10m` uses the built-in tuner (no network);
+    /// `--generator llm --model NAME` an OpenAI-compatible endpoint (OPENAI_BASE_URL,
+    /// OPENAI_API_KEY). `--resume RUN_DIR` carries on a run after a kill or a Ctrl-C.
+    Optimize(Box<optimize::Args>),
     /// Compares search strategies on synthetic kernel landscapes (see README.md).
     Simulate {
         #[arg(long, default_value_t = 300)]
@@ -163,6 +170,7 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Cmd::Worker { request } => crate::worker::main(&request),
+        Cmd::Optimize(args) => optimize::run(*args),
         Cmd::CheckEnv { json } => envcheck::run(json),
         Cmd::Sass { file, function, json } => sass_cmd(&file, function.as_deref(), json),
         Cmd::Simulate { landscapes, budget, seed, json } => {

@@ -167,6 +167,9 @@ pub fn main(request_path: &Path) -> ! {
             },
         ),
     };
+    if let Mode::Simulate { delay_ms, outcome } = &request.mode {
+        simulate(proto, &request, *delay_ms, outcome.as_ref().clone());
+    }
     let mut w = Worker {
         gpu: match open_gpu(&request, &proto) {
             Ok(g) => g,
@@ -182,10 +185,13 @@ pub fn main(request_path: &Path) -> ! {
     let device = w.gpu.info.clone();
     w.send(&WorkerMessage::Device { device });
     let mut report = WorkerReport::of(Outcome::Passed);
-    let result = match request.mode {
-        Mode::Evaluate { time, energy } => evaluate(&mut w, &request, time, energy, &mut report),
+    let result = match &request.mode {
+        Mode::Evaluate { time, energy, check_baseline } => {
+            evaluate(&mut w, &request, *time, *energy, *check_baseline, &mut report)
+        }
         Mode::Profile => profile(&mut w, &request),
         Mode::Sanitize => sanitize(&mut w, &request),
+        Mode::Simulate { .. } => unreachable!("handled before the GPU is opened"),
     };
     if let Err(outcome) = result {
         report.outcome = outcome;
@@ -209,6 +215,27 @@ fn open_gpu(request: &WorkerRequest, proto: &std::fs::File) -> Result<Gpu, Outco
     }
     Gpu::open(request.device)
         .map_err(|e| Outcome::EnvError { message: format!("cannot use GPU {}: {e}", request.device) })
+}
+
+/// The simulated evaluation: the same process, isolation and protocol as a real one,
+/// with the GPU work replaced by the outcome the orchestrator's simulator chose.
+fn simulate(mut proto: std::fs::File, request: &WorkerRequest, delay_ms: u64, mut report: WorkerReport) -> ! {
+    let phase = |p: &mut std::fs::File, phase: Phase, detail: String| {
+        let line = serde_json::to_string(&WorkerMessage::Phase { phase, detail }).unwrap();
+        let _ = writeln!(p, "{line}");
+    };
+    phase(&mut proto, Phase::LoadCandidate, request.candidate.display().to_string());
+    let loaded = Entry::load(&request.candidate, "candidate");
+    if let Err(m) = loaded {
+        report = WorkerReport::of(rejected(Failure::new(FailureClass::MissingEntry, m)));
+    } else {
+        phase(&mut proto, Phase::Check, "simulated".into());
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+    }
+    let line = serde_json::to_string(&WorkerMessage::Done { report: Box::new(report) }).unwrap();
+    let _ = writeln!(proto, "{line}");
+    // SAFETY: terminates the process.
+    unsafe { libc::_exit(0) }
 }
 
 fn finish_without_gpu(mut proto: std::fs::File, outcome: Outcome) -> ! {
@@ -262,6 +289,7 @@ fn evaluate(
     req: &WorkerRequest,
     time: bool,
     energy: bool,
+    check_baseline: bool,
     report: &mut WorkerReport,
 ) -> Result<(), Stop> {
     let task = w.task.clone();
@@ -293,12 +321,14 @@ fn evaluate(
         None
     } else {
         let b = Entry::load(&req.baseline, "baseline").map_err(task_error)?;
-        w.phase(Phase::CheckBaseline, "baseline against the reference");
-        if let Err(f) = cases::check_library(w, &b, &cases) {
-            return Err(task_error(format!(
-                "the baseline fails its own check, so no speedup would mean anything: {}",
-                f.message
-            )));
+        if check_baseline {
+            w.phase(Phase::CheckBaseline, "baseline against the reference");
+            if let Err(f) = cases::check_library(w, &b, &cases) {
+                return Err(task_error(format!(
+                    "the baseline fails its own check, so no speedup would mean anything: {}",
+                    f.message
+                )));
+            }
         }
         Some(b)
     };

@@ -1,0 +1,256 @@
+//! `nightshift optimize`: flags and `nightshift.toml` resolved into a run configuration,
+//! then the run (or its resume), its summary and the exit code: 0 a faster kernel was
+//! found and re-verified, 1 the run ended without one, 2 bad usage or task, 3 the
+//! environment (GPU, driver, tools, endpoint).
+
+use super::{fail, print_json, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
+use crate::optimize::config::{self, GeneratorSpec, Guidance, LlmSettings, RunConfig, SimSettings, Strategy};
+use crate::optimize::{self, RunError, Start};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The task directory (task.toml + baseline), or nothing with --resume.
+    pub task: Option<PathBuf>,
+    /// Carry on a run from its directory (after a kill, a Ctrl-C, or with a larger budget).
+    #[arg(long, value_name = "RUN_DIR", conflicts_with = "task")]
+    pub resume: Option<PathBuf>,
+    /// Wall time for the search, e.g. 8h, 10m, 90s (default: until nothing is left or --max-nodes).
+    #[arg(long)]
+    pub budget: Option<String>,
+    /// Stop after this many nodes (kernels proposed after the baseline).
+    #[arg(long)]
+    pub max_nodes: Option<usize>,
+    /// tune (built in, no network), llm (OPENAI_BASE_URL, OPENAI_API_KEY, --model), or replay:DIR.
+    #[arg(long, default_value = "tune")]
+    pub generator: String,
+    /// time, energy, or weighted:W (W = weight of time, 0..1).
+    #[arg(long, default_value = "time")]
+    pub objective: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// CUDA devices to use, one GPU lane each: 0,1.
+    #[arg(long, default_value = "0", value_delimiter = ',')]
+    pub gpus: Vec<usize>,
+    /// The run directory (default: runs/<task>-<UTC time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "mcts")]
+    pub strategy: Strategy,
+    /// What the generator is told about the parent's profile.
+    #[arg(long, value_enum, default_value = "tools")]
+    pub guidance: Guidance,
+    /// Expansions in flight at once (generation requests, builds, queued judgments).
+    #[arg(long)]
+    pub parallel: Option<usize>,
+    /// The LLM's model name.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Dollars per million prompt tokens, for cost accounting.
+    #[arg(long)]
+    pub price_in: Option<f64>,
+    /// Dollars per million completion tokens.
+    #[arg(long)]
+    pub price_out: Option<f64>,
+    /// Stop generating once this many tokens are spent.
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// Stop generating once this many dollars are spent.
+    #[arg(long)]
+    pub max_cost: Option<f64>,
+    /// Longest reply, in tokens.
+    #[arg(long)]
+    pub max_reply_tokens: Option<u32>,
+    /// Seconds before an LLM request is given up (then retried).
+    #[arg(long)]
+    pub request_timeout: Option<f64>,
+    /// Retries of an LLM request after a 429, 5xx or timeout.
+    #[arg(long)]
+    pub retries: Option<u32>,
+    /// A nightshift.toml with an [llm] table (default: ./nightshift.toml if present).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Seconds before a worker is killed (default: the task's, else 120).
+    #[arg(long)]
+    pub timeout: Option<f64>,
+    /// Build target (default: the first GPU's own).
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// Check seeds for the end-of-run re-verification of the best kernel.
+    #[arg(long)]
+    pub final_seeds: Option<u32>,
+    /// Skip compute-sanitizer in the end-of-run re-verification.
+    #[arg(long)]
+    pub no_final_sanitize: bool,
+    /// Print the final summary as JSON on stdout (and no progress display).
+    #[arg(long)]
+    pub json: bool,
+    /// Tests only: a simulated evaluator instead of the GPU (builds are real; each
+    /// judgment holds its lane MS milliseconds). Every file of such a run says so.
+    #[arg(long, hide = true, value_name = "MS", num_args = 0..=1, default_missing_value = "50")]
+    pub simulate_gpu: Option<u64>,
+}
+
+/// The optional `nightshift.toml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    llm: LlmFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LlmFile {
+    model: Option<String>,
+    base_url: Option<String>,
+    timeout_s: Option<f64>,
+    retries: Option<u32>,
+    max_reply_tokens: Option<u32>,
+    temperature: Option<f32>,
+    price_in: Option<f64>,
+    price_out: Option<f64>,
+    max_tokens: Option<u64>,
+    max_cost: Option<f64>,
+    parallel: Option<usize>,
+}
+
+fn read_file_config(path: Option<&Path>) -> Result<FileConfig, String> {
+    let (path, required) = match path {
+        Some(p) => (p.to_path_buf(), true),
+        None => (PathBuf::from("nightshift.toml"), false),
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(_) if !required => return Ok(FileConfig::default()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    if text.contains("api_key") {
+        return Err(format!("{}: keep the API key out of files: set OPENAI_API_KEY instead", path.display()));
+    }
+    toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn positive(x: Option<f64>, what: &str) -> Result<Option<f64>, String> {
+    match x {
+        Some(v) if !(v.is_finite() && v > 0.0) => Err(format!("{what} must be a positive number")),
+        other => Ok(other),
+    }
+}
+
+fn usage(m: String) -> ExitCode {
+    fail(EXIT_USAGE, &m)
+}
+
+fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
+    let task_dir = a.task.clone().ok_or_else(|| usage("give a TASK directory, or --resume RUN_DIR".into()))?;
+    let file = read_file_config(a.config.as_deref()).map_err(usage)?;
+    let f = &file.llm;
+    let llm = match a.model.clone().or(f.model.clone()) {
+        Some(model) => Some(LlmSettings {
+            model,
+            base_url: f
+                .base_url
+                .clone()
+                .or_else(|| std::env::var("OPENAI_BASE_URL").ok().filter(|s| !s.is_empty()))
+                .unwrap_or_else(|| "https://api.openai.com/v1".into()),
+            key_from_env: std::env::var_os("OPENAI_API_KEY").is_some(),
+            timeout_s: positive(a.request_timeout.or(f.timeout_s), "--request-timeout")
+                .map_err(usage)?
+                .unwrap_or(300.0),
+            retries: a.retries.or(f.retries).unwrap_or(3),
+            max_reply_tokens: a.max_reply_tokens.or(f.max_reply_tokens).unwrap_or(16_000),
+            temperature: f.temperature.unwrap_or(0.7),
+            price_in: a.price_in.or(f.price_in).unwrap_or(0.0),
+            price_out: a.price_out.or(f.price_out).unwrap_or(0.0),
+            max_tokens: a.max_tokens.or(f.max_tokens),
+            max_cost: positive(a.max_cost.or(f.max_cost), "--max-cost").map_err(usage)?,
+        }),
+        None => None,
+    };
+    let generator = GeneratorSpec::parse(&a.generator, llm).map_err(usage)?;
+    if let GeneratorSpec::Replay { dir } = &generator {
+        if !dir.is_dir() {
+            return Err(usage(format!("--generator replay:{}: no such folder", dir.display())));
+        }
+    }
+    let budget = a.budget.as_deref().map(config::parse_budget).transpose().map_err(usage)?;
+    if a.gpus.is_empty() {
+        return Err(usage("--gpus needs at least one device".into()));
+    }
+    let mut gpus = a.gpus.clone();
+    gpus.dedup();
+    let parallel = a.parallel.or(f.parallel).unwrap_or(match generator {
+        GeneratorSpec::Llm(_) => 4 * gpus.len(),
+        _ => 3 * gpus.len(),
+    });
+    if parallel == 0 {
+        return Err(usage("--parallel must be at least 1".into()));
+    }
+    if a.max_nodes == Some(0) {
+        return Err(usage("--max-nodes must be at least 1".into()));
+    }
+    let simulated = a.simulate_gpu.map(|delay_ms| SimSettings { delay_ms });
+    let arch = match (&a.arch, &simulated) {
+        (Some(arch), _) => {
+            crate::build::gencode(arch).map_err(usage)?;
+            arch.clone()
+        }
+        (None, Some(_)) => "sm_90a".into(),
+        (None, None) => {
+            let (_, cc, _) = crate::eval::require_gpu(gpus[0])
+                .map_err(|e| fail(EXIT_ENV, &format!("{e} (or pass --arch sm_90a to build without asking the GPU)")))?;
+            crate::build::arch_for_capability(cc.0, cc.1)
+        }
+    };
+    let task_dir = task_dir.canonicalize().unwrap_or(task_dir);
+    Ok(RunConfig {
+        task: task_dir.file_name().and_then(|n| n.to_str()).unwrap_or("task").to_string(),
+        task_dir,
+        budget_s: budget.map(|d| d.as_secs_f64()),
+        max_nodes: a.max_nodes,
+        generator,
+        objective: config::parse_objective(&a.objective).map_err(usage)?,
+        strategy: a.strategy,
+        guidance: a.guidance,
+        seed: a.seed,
+        gpus,
+        arch,
+        parallel,
+        timeout_s: positive(a.timeout, "--timeout").map_err(usage)?,
+        final_seeds: a.final_seeds.unwrap_or(8),
+        final_sanitize: !a.no_final_sanitize,
+        simulated,
+    })
+}
+
+pub fn run(a: Args) -> ExitCode {
+    let api_key = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty());
+    let result = match &a.resume {
+        Some(dir) => optimize::resume(dir, a.json, api_key),
+        None => match resolve(&a) {
+            Ok(config) => {
+                if let (GeneratorSpec::Llm(_), None) = (&config.generator, &api_key) {
+                    eprintln!("note: OPENAI_API_KEY is not set; requests go out without a key");
+                }
+                optimize::start(Start { config, out: a.out.clone(), json: a.json, api_key })
+            }
+            Err(code) => return code,
+        },
+    };
+    match result {
+        Ok(summary) => {
+            if a.json {
+                print_json(&summary);
+            } else {
+                print!("{}", summary.human());
+            }
+            ExitCode::from(if summary.best.verified { EXIT_PASSED } else { EXIT_REJECTED })
+        }
+        Err(RunError::Usage(m)) => fail(EXIT_USAGE, &m),
+        Err(RunError::Env(m)) => fail(EXIT_ENV, &m),
+        Err(e @ RunError::Internal(_)) => fail(EXIT_ENV, &e.to_string()),
+    }
+}

@@ -1,0 +1,210 @@
+//! The prompt: a fixed system message (the role, the contract every kernel must keep,
+//! the reply format) and a user message with the task card, the parent's source and
+//! numbers, what the profile says (diagnoses, raw counters or nothing, per `--guidance`),
+//! the search memory and, for a repair, what went wrong.
+
+use crate::generate::Request;
+use crate::optimize::config::Guidance;
+use crate::task::{ArgRole, Task};
+use search::Expansion;
+use std::fmt::Write;
+
+pub const SYSTEM: &str = "You are an expert CUDA performance engineer optimizing one production kernel for an NVIDIA Hopper GPU (sm_90). \
+You rewrite the whole .cu file: kernels plus the extern \"C\" launcher, whose signature must stay exactly as given. \
+Rules that every kernel must keep (a verifier checks each one and rejects the kernel otherwise): \
+results within the task's tolerance of a trusted reference on random inputs at several sizes, awkward ones included; \
+every output element written on every call; inputs never modified; no results cached or reused across calls; \
+all work launched on the stream the launcher receives, finished when that stream is; \
+no other libraries, no printing, no exit, no host threads, no dynamic loading. \
+Reply with exactly one fenced ```cuda block holding the complete new file, then one line `Technique: <short tag>` naming the main change, \
+and, if the change answers one of the diagnoses, one line `Addresses: <diagnosis id>`.";
+
+fn signature(task: &Task) -> String {
+    let params: Vec<String> = task.args.iter().map(|a| format!("{} {}", a.spelling.trim(), a.name)).collect();
+    format!("extern \"C\" void {}({}, cudaStream_t stream)", task.entry, params.join(", "))
+}
+
+fn fmt_ms(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.4} ms")).unwrap_or_else(|| "not timed".into())
+}
+
+/// The user message for `req`.
+pub fn user_message(req: &Request) -> String {
+    let t = &req.task;
+    let mut m = String::new();
+    let _ = writeln!(m, "## Task: {} — {}", t.name, t.summary);
+    let _ = writeln!(m, "Entry point (keep this exact signature):\n{}\n", signature(t));
+    let _ = writeln!(m, "Arguments:");
+    for a in &t.args {
+        let role = match &a.role {
+            ArgRole::Input { len, init } => format!("input, {len} elements, initialized {init}"),
+            ArgRole::Output { len, .. } => format!("output, {len} elements, every element must be written"),
+            ArgRole::InOut { len, .. } => format!("input and output, {len} elements, updated in place"),
+            ArgRole::Scalar { .. } => "size value".into(),
+        };
+        let _ = writeln!(m, "- `{}` ({}): {role}", a.name, a.spelling.trim());
+    }
+    let checks: Vec<String> = t.checks.iter().map(|s| s.to_string()).collect();
+    let _ = writeln!(m, "\nTimed at {}; also checked at {}.", t.bench, checks.join("; "));
+    let _ = writeln!(
+        m,
+        "Tolerance: |out - ref| <= {:e} + {:e} * |ref| (NaN and Inf must match){}.",
+        t.tolerance.atol,
+        t.tolerance.rtol,
+        if t.deterministic { "; repeated calls must give bit-identical results" } else { "" }
+    );
+    if let Some(r) = &t.roofline {
+        let _ = writeln!(
+            m,
+            "Least work any correct kernel does: {} bytes{}{}.",
+            r.bytes,
+            r.flops.as_ref().map(|f| format!(", {f} flops ({:?})", r.flops_kind)).unwrap_or_default(),
+            req.floor_ms.map(|f| format!(" — a floor of {f:.4} ms on this GPU")).unwrap_or_default()
+        );
+    }
+    let b = &req.baseline_summary;
+    let _ = writeln!(
+        m,
+        "\n## Baseline: {}{}",
+        fmt_ms(b.candidate_ms),
+        b.pct_of_floor.map(|p| format!(", {p:.1}% of the floor")).unwrap_or_default()
+    );
+
+    let p = &req.parent_summary;
+    let _ = writeln!(m, "\n## Current kernel (node {})", req.parent);
+    if p.passed {
+        let _ = writeln!(
+            m,
+            "Correct. {}{}{}{}{}",
+            fmt_ms(p.candidate_ms),
+            p.speedup.map(|s| format!(", {s:.3}x the baseline")).unwrap_or_default(),
+            p.pct_of_floor.map(|x| format!(", {x:.1}% of the floor")).unwrap_or_default(),
+            p.registers.map(|r| format!(", {r} registers/thread")).unwrap_or_default(),
+            p.spill_bytes.filter(|s| *s > 0).map(|s| format!(", {s} bytes spilled")).unwrap_or_default(),
+        );
+    } else {
+        let _ = writeln!(
+            m,
+            "REJECTED: {}: {}",
+            p.failure_class.as_deref().unwrap_or("failed"),
+            p.failure_message.as_deref().unwrap_or("")
+        );
+    }
+    let _ = writeln!(m, "```cuda\n{}\n```", req.parent_source.trim_end());
+
+    if req.kind == Expansion::Improve {
+        match req.guidance {
+            Guidance::Tools => {
+                let _ = writeln!(m, "\n## What the profile says (Nsight Compute + SASS, most important first)");
+                match &req.profile.diagnoses {
+                    Some(r) if !r.kernels.is_empty() => {
+                        for k in &r.kernels {
+                            let _ = writeln!(m, "{}", heuristics::render::guidance(k, 8));
+                        }
+                    }
+                    _ => {
+                        let _ = writeln!(m, "No profile: {}", req.profile.note);
+                    }
+                }
+            }
+            Guidance::Raw => {
+                let _ = writeln!(m, "\n## Nsight Compute counters of the current kernel");
+                let _ = writeln!(m, "{}", req.profile.raw.as_deref().unwrap_or(&req.profile.note));
+            }
+            Guidance::None => {}
+        }
+    }
+    if !req.memory.trim().is_empty() {
+        let _ = writeln!(m, "\n## Tried so far in this search (log2 gain over the parent)\n{}", req.memory.trim_end());
+    }
+    match req.kind {
+        Expansion::Improve => {
+            let _ = writeln!(m, "\n## Your job\nMake this kernel faster at the timed size without breaking any rule. One focused change is better than many.");
+        }
+        Expansion::Repair => {
+            let _ = writeln!(
+                m,
+                "\n## Your job\nThe kernel above was rejected. Fix what broke, keeping the idea that was meant to make it faster."
+            );
+            if let Some(d) = &req.failure_detail {
+                let _ = writeln!(m, "What the verifier saw:\n```\n{}\n```", d.trim_end());
+            }
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::ParentProfile;
+    use crate::optimize::events::{Candidate, NodeSummary};
+    use std::sync::Arc;
+
+    fn request(kind: Expansion, guidance: Guidance) -> Request {
+        let task = Task::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/softmax")).unwrap();
+        Request {
+            node: 4,
+            parent: 2,
+            kind,
+            parent_candidate: Candidate {
+                source: "nodes/0002/kernel.cu".into(),
+                defines: Default::default(),
+                flags: vec![],
+            },
+            parent_source: "extern \"C\" void softmax(...) {}".into(),
+            parent_summary: if kind == Expansion::Repair {
+                NodeSummary::failed("wrong-answer", "y[3] = 0.5, expected 0.25")
+            } else {
+                NodeSummary {
+                    passed: true,
+                    speedup: Some(1.2),
+                    candidate_ms: Some(0.063),
+                    pct_of_floor: Some(88.0),
+                    registers: Some(40),
+                    ..Default::default()
+                }
+            },
+            baseline_summary: NodeSummary { passed: true, candidate_ms: Some(0.0759), ..Default::default() },
+            failure_detail: Some("max abs err 0.25 at y[3]".into()),
+            profile: ParentProfile {
+                diagnoses: None,
+                raw: Some("dram__throughput = 70 %".into()),
+                note: "profiling is off".into(),
+            },
+            guidance,
+            memory: "- vectorize: 2 tries, 1 correct, mean +0.20 log2".into(),
+            floor_ms: Some(0.0558),
+            task: Arc::new(task),
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn the_card_carries_signature_sizes_tolerance_numbers_and_memory() {
+        let m = user_message(&request(Expansion::Improve, Guidance::Tools));
+        assert!(
+            m.contains("extern \"C\" void softmax(const float* x, float* y, int rows, int cols, cudaStream_t stream)"),
+            "{m}"
+        );
+        assert!(m.contains("rows=8192 cols=4096"), "{m}");
+        assert!(m.contains("1e-5 * |ref|"), "{m}");
+        assert!(
+            m.contains("1.200x the baseline") && m.contains("88.0% of the floor") && m.contains("40 registers"),
+            "{m}"
+        );
+        assert!(m.contains("0.0558 ms"), "{m}");
+        assert!(m.contains("vectorize: 2 tries"), "{m}");
+        assert!(m.contains("No profile: profiling is off"), "{m}");
+    }
+
+    #[test]
+    fn guidance_modes_and_repairs_change_what_is_said() {
+        let raw = user_message(&request(Expansion::Improve, Guidance::Raw));
+        assert!(raw.contains("dram__throughput = 70 %") && !raw.contains("What the profile says"));
+        let none = user_message(&request(Expansion::Improve, Guidance::None));
+        assert!(!none.contains("counters") && !none.contains("What the profile says"));
+        let repair = user_message(&request(Expansion::Repair, Guidance::Tools));
+        assert!(repair.contains("REJECTED: wrong-answer") && repair.contains("max abs err 0.25"), "{repair}");
+    }
+}

@@ -1,0 +1,136 @@
+//! Generators write the next child kernel. The orchestrator hands one a [`Request`] (the
+//! parent's source, numbers and diagnoses, the search memory, what to do) and gets a
+//! [`Generated`] back: a kernel, a failure to record (a reply with no code...), nothing
+//! new to offer from this parent, or a reason to stop generating altogether.
+//!
+//! Three kinds: [`tune::Tuner`] (the default; moves over the task's knobs and safe
+//! compiler flags, ordered by the diagnoses; no network), [`llm::LlmGenerator`] (any
+//! OpenAI-compatible endpoint) and [`replay::Replay`] (proposals from files).
+
+pub mod llm;
+pub mod replay;
+pub mod tune;
+
+use crate::optimize::config::Guidance;
+use crate::optimize::events::{Candidate, NodeSummary, Usage};
+use crate::task::Task;
+use search::{Expansion, NodeId};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What the generator knows about the parent's profile.
+#[derive(Debug, Clone, Default)]
+pub struct ParentProfile {
+    /// The ranked diagnoses of every kernel the entry launched.
+    pub diagnoses: Option<heuristics::Report>,
+    /// A digest of the raw counters (for `--guidance raw`).
+    pub raw: Option<String>,
+    /// Why there is no profile, when there is none.
+    pub note: String,
+}
+
+/// Everything a generator may use to write one child.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub node: NodeId,
+    pub parent: NodeId,
+    pub kind: Expansion,
+    pub task: Arc<Task>,
+    pub parent_candidate: Candidate,
+    pub parent_source: String,
+    pub parent_summary: NodeSummary,
+    pub baseline_summary: NodeSummary,
+    /// The end of the build log or the mismatch report, for repairs.
+    pub failure_detail: Option<String>,
+    pub profile: ParentProfile,
+    pub guidance: Guidance,
+    /// Search memory: what each technique did across the tree.
+    pub memory: String,
+    /// The floor in ms at the bench size, when the task has a roofline.
+    pub floor_ms: Option<f64>,
+    pub seed: u64,
+}
+
+/// One proposed child.
+#[derive(Debug, Clone)]
+pub struct Kernel {
+    pub source: String,
+    pub defines: BTreeMap<String, String>,
+    pub flags: Vec<String>,
+    pub technique: String,
+    /// The diagnosis tool the change answers, when known.
+    pub tool: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Proposal {
+    Kernel(Kernel),
+    /// The generator failed for this child (no code in the reply, API error...): recorded
+    /// as a failed node of this class.
+    Failed {
+        class: String,
+        message: String,
+    },
+    /// Nothing new from this parent: the node is dropped and the parent takes no more.
+    Nothing(String),
+    /// Stop generating for the rest of the run (a token or cost budget is spent, the
+    /// replay is exhausted).
+    Stop(String),
+}
+
+/// One HTTP attempt that did not simply succeed (for the event log).
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub attempt: u32,
+    pub status: String,
+    pub wait_s: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Generated {
+    pub proposal: Proposal,
+    pub prompt: Option<String>,
+    pub reply: Option<String>,
+    pub usage: Option<Usage>,
+    pub attempts: Vec<Attempt>,
+}
+
+impl Generated {
+    pub fn plain(proposal: Proposal) -> Generated {
+        Generated { proposal, prompt: None, reply: None, usage: None, attempts: Vec::new() }
+    }
+}
+
+pub enum Generator {
+    Tune(tune::Tuner),
+    Llm(llm::LlmGenerator),
+    Replay(replay::Replay),
+}
+
+impl Generator {
+    pub async fn propose(&self, req: &Request) -> Generated {
+        match self {
+            Generator::Tune(t) => Generated::plain(t.propose(req)),
+            Generator::Llm(l) => l.propose(req).await,
+            Generator::Replay(r) => Generated::plain(r.propose(req)),
+        }
+    }
+
+    /// Tells the generator about a proposal made before a resume (so the tuner does not
+    /// repeat it and the replay does not reissue it).
+    pub fn remember(&self, candidate: &Candidate) {
+        match self {
+            Generator::Tune(t) => t.remember(candidate),
+            Generator::Replay(r) => r.skip_one(),
+            Generator::Llm(_) => {}
+        }
+    }
+
+    /// Tokens and cost spent so far (LLM only).
+    pub fn usage(&self) -> Option<Usage> {
+        match self {
+            Generator::Llm(l) => Some(l.usage()),
+            _ => None,
+        }
+    }
+}

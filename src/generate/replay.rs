@@ -1,0 +1,135 @@
+//! `replay:DIR`: proposals read from files, issued in order to whatever node the search
+//! selects. DIR is either a folder of replies (`*.cu` kernels, or `*.md`/`*.txt` model
+//! replies parsed like live ones), sorted by name, or an earlier run directory, whose
+//! nodes are re-issued in node order with the macros and flags they were built with: the
+//! way to re-judge a run's proposals on another GPU. A `.cu` file may name its technique
+//! in a `// technique: TAG` line.
+
+use super::llm::reply;
+use super::{Kernel, Proposal, Request};
+use crate::optimize::events::{parse_log, Event};
+use crate::optimize::store::{node_rel, SIMULATED_NOTE};
+use regex::Regex;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::LazyLock;
+
+#[derive(Debug, Clone)]
+enum Item {
+    Kernel(Kernel),
+    Reply { name: String, text: String },
+}
+
+pub struct Replay {
+    items: Vec<Item>,
+    next: AtomicUsize,
+}
+
+static TECHNIQUE_COMMENT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?im)^\s*//\s*technique\s*:\s*(.+?)\s*$").unwrap());
+
+fn strip_marker(text: String) -> String {
+    match text.strip_prefix(&format!("// {SIMULATED_NOTE}\n")) {
+        Some(rest) => rest.to_string(),
+        None => text,
+    }
+}
+
+fn kernel_file(path: &Path) -> Result<Kernel, String> {
+    let source = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("replay");
+    let technique = TECHNIQUE_COMMENT.captures(&source).map(|c| reply::tag(&c[1])).unwrap_or_else(|| reply::tag(stem));
+    Ok(Kernel { source, defines: Default::default(), flags: Vec::new(), technique, tool: None })
+}
+
+impl Replay {
+    pub fn load(dir: &Path) -> Result<Replay, String> {
+        let items = if dir.join(crate::optimize::store::EVENTS).is_file() {
+            Self::from_run(dir)?
+        } else {
+            Self::from_folder(dir)?
+        };
+        if items.is_empty() {
+            return Err(format!(
+                "{}: no replies to replay (expected .cu, .md or .txt files, or a run directory)",
+                dir.display()
+            ));
+        }
+        Ok(Replay { items, next: AtomicUsize::new(0) })
+    }
+
+    fn from_folder(dir: &Path) -> Result<Vec<Item>, String> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| format!("replay folder {}: {e}", dir.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && matches!(p.extension().and_then(|x| x.to_str()), Some("cu" | "md" | "txt")))
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .map(|p| match p.extension().and_then(|x| x.to_str()) {
+                Some("cu") => kernel_file(p).map(Item::Kernel),
+                _ => std::fs::read_to_string(p)
+                    .map(|text| Item::Reply { name: p.display().to_string(), text })
+                    .map_err(|e| format!("{}: {e}", p.display())),
+            })
+            .collect()
+    }
+
+    fn from_run(dir: &Path) -> Result<Vec<Item>, String> {
+        let text = std::fs::read_to_string(dir.join(crate::optimize::store::EVENTS)).map_err(|e| e.to_string())?;
+        let mut items = Vec::new();
+        for r in parse_log(&text)? {
+            if let Event::NodeProposed { id, candidate, technique, tool, .. } = r.event {
+                if candidate.source.is_empty() {
+                    continue; // a reply that held no kernel
+                }
+                let path = dir.join(node_rel(id)).join("kernel.cu");
+                let source =
+                    strip_marker(std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?);
+                items.push(Item::Kernel(Kernel {
+                    source,
+                    defines: candidate.defines,
+                    flags: candidate.flags,
+                    technique,
+                    tool,
+                }));
+            }
+        }
+        Ok(items)
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Skips one item (already issued before a resume).
+    pub fn skip_one(&self) {
+        self.next.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn propose(&self, req: &Request) -> Proposal {
+        let i = self.next.fetch_add(1, Ordering::SeqCst);
+        match self.items.get(i) {
+            None => Proposal::Stop(format!("the replay is exhausted ({} proposals issued)", self.items.len())),
+            Some(Item::Kernel(k)) => Proposal::Kernel(k.clone()),
+            Some(Item::Reply { name, text }) => match reply::parse(text, &req.task.entry, false) {
+                Ok(p) => Proposal::Kernel(Kernel {
+                    source: p.code,
+                    defines: Default::default(),
+                    flags: Vec::new(),
+                    technique: p.technique,
+                    tool: p.tool,
+                }),
+                Err(problem) => {
+                    Proposal::Failed { class: problem.class.into(), message: format!("{name}: {}", problem.message) }
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! What a GPU lane does with a built candidate: judge it, profile it, re-verify it. One
+//! interface, two implementations: the real one (a fresh isolated worker per judgment,
+//! ncu for profiles) and a simulated one for tests on machines without a GPU. The
+//! simulated evaluator still builds for real and still runs every candidate's library in
+//! a fresh isolated worker (so isolation is tested for real); only the GPU work is
+//! replaced by an outcome decided from the candidate: a `NIGHTSHIFT_SIM(speedup=X)` or
+//! `NIGHTSHIFT_SIM(fail=CLASS)` marker in its source, else a deterministic speedup from a
+//! hash of its source and build configuration.
+
+use super::config::{RunConfig, SimSettings};
+use super::events::Candidate;
+use crate::build::Built;
+use crate::eval::{self, EvalError, EvalOptions, TrustedBuilds, Verdict};
+use crate::generate::ParentProfile;
+use crate::protocol::*;
+use crate::task::Task;
+use regex::Regex;
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::sync::LazyLock;
+use std::time::Instant;
+
+/// A profile and its diagnoses, as a lane returns them.
+#[derive(Debug, Clone, Default)]
+pub struct Profiled {
+    pub profile: ParentProfile,
+    /// The raw CSV, to keep in the node's folder.
+    pub csv: Option<String>,
+    pub seconds: f64,
+}
+
+pub struct Evaluator {
+    pub task: Task,
+    pub trusted: TrustedBuilds,
+    pub arch: String,
+    /// Options every judgment starts from; the lane sets the device.
+    pub opts: EvalOptions,
+    pub energy: bool,
+    pub sim: Option<SimSettings>,
+}
+
+static SIM_MARKER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"NIGHTSHIFT_SIM\(\s*(speedup|fail)\s*=\s*([A-Za-z0-9._-]+)\s*\)").unwrap());
+
+impl Evaluator {
+    pub fn new(task: &Task, trusted: TrustedBuilds, arch: &str, opts: EvalOptions, cfg: &RunConfig) -> Evaluator {
+        Evaluator {
+            task: task.clone(),
+            trusted,
+            arch: arch.to_string(),
+            opts,
+            energy: !matches!(cfg.objective, search::Objective::Time),
+            sim: cfg.simulated.clone(),
+        }
+    }
+
+    fn opts_for(&self, device: usize) -> EvalOptions {
+        let mut o = self.opts.clone();
+        o.device = device;
+        o
+    }
+
+    fn mode(&self, simulated: Option<WorkerReport>, check_baseline: bool) -> Mode {
+        match (simulated, &self.sim) {
+            (Some(outcome), Some(s)) => Mode::Simulate { delay_ms: s.delay_ms, outcome: Box::new(outcome) },
+            _ => Mode::Evaluate { time: true, energy: self.energy, check_baseline },
+        }
+    }
+
+    /// The root: the baseline checked against the reference and timed against itself.
+    pub fn baseline(&self, device: usize) -> Result<Verdict, EvalError> {
+        let b = &self.trusted.baseline;
+        let sim = self.sim.as_ref().map(|_| simulated_report(1.0, self.energy));
+        eval::judge(
+            &self.task,
+            &self.trusted,
+            b,
+            &self.task.baseline,
+            &self.opts_for(device),
+            &self.arch,
+            self.mode(sim, true),
+        )
+    }
+
+    /// Judges one candidate: a fresh worker; the baseline (checked once at the start of
+    /// the run) is timed beside it on the same GPU.
+    pub fn judge(
+        &self,
+        device: usize,
+        built: &Built,
+        source_path: &Path,
+        candidate: &Candidate,
+    ) -> Result<Verdict, EvalError> {
+        let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy));
+        eval::judge(
+            &self.task,
+            &self.trusted,
+            built,
+            source_path,
+            &self.opts_for(device),
+            &self.arch,
+            self.mode(sim, false),
+        )
+    }
+
+    /// The end-of-run re-verification: more check seeds, fresh inputs, the sanitizers.
+    pub fn final_check(
+        &self,
+        device: usize,
+        built: &Built,
+        source_path: &Path,
+        candidate: &Candidate,
+        seeds: u32,
+        sanitize: bool,
+    ) -> Result<Verdict, EvalError> {
+        let mut task = self.task.clone();
+        task.seeds = seeds.max(task.seeds);
+        let mut opts = self.opts_for(device);
+        opts.sanitize = sanitize && self.sim.is_none();
+        let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy));
+        eval::judge(&task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim, true))
+    }
+
+    /// ncu + SASS + diagnoses of a built kernel; files go to `dir`.
+    pub fn profile(&self, device: usize, built: &Built, dir: &Path) -> Profiled {
+        let started = Instant::now();
+        if self.sim.is_some() {
+            return Profiled {
+                profile: ParentProfile {
+                    note: "simulated run: no Nsight Compute counters".into(),
+                    ..Default::default()
+                },
+                csv: None,
+                seconds: 0.0,
+            };
+        }
+        let fail = |note: String| Profiled {
+            profile: ParentProfile { note, ..Default::default() },
+            csv: None,
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        let profiled = match crate::profile::profile_built(&self.task, built.clone(), &self.opts_for(device), dir) {
+            Ok(p) => p,
+            Err(crate::profile::ProfileFailure::Rejected(f)) => {
+                return fail(format!("the kernel failed under ncu: {}: {}", f.class, f.message))
+            }
+            Err(crate::profile::ProfileFailure::Error(e)) => return fail(format!("profiling failed: {e}")),
+        };
+        let profile = match heuristics::ncu::parse(&profiled.csv) {
+            Ok(p) => p,
+            Err(e) => return fail(format!("the ncu CSV does not parse: {e}")),
+        };
+        let sass = built
+            .sass_lines
+            .clone()
+            .or(built.sass.clone())
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|t| sass::analyze_all(&sass::parse(&t)))
+            .unwrap_or_default();
+        let hints = heuristics::Hints { min_bytes: self.task.work(&self.task.bench).map(|w| w.bytes) };
+        let report = heuristics::diagnose_profile(&profile, &sass, Some(&built.ptxas), &hints, None);
+        let raw: Vec<String> = profile.launches.iter().map(heuristics::render::raw_counters).collect();
+        Profiled {
+            profile: ParentProfile { diagnoses: Some(report), raw: Some(raw.join("\n")), note: String::new() },
+            csv: Some(profiled.csv),
+            seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+fn simulated_report(speedup: f64, energy: bool) -> WorkerReport {
+    let baseline_ms = 1.0;
+    let side = |ms: f64| SideTiming {
+        median_ms: ms,
+        mean_ms: ms,
+        min_ms: ms,
+        max_ms: ms,
+        cv: 0.01,
+        samples: 100,
+        round_medians_ms: vec![ms; 5],
+    };
+    let mut r = WorkerReport::of(Outcome::Passed);
+    r.check = Some(CheckSummary { cases: 3, calls: 6, elements_compared: 1000, max_abs_err: 0.0, max_rel_err: 0.0 });
+    r.timing = Some(TimingReport {
+        baseline: side(baseline_ms),
+        candidate: side(baseline_ms / speedup),
+        speedup,
+        size: "simulated".into(),
+        input_sets: 2,
+        host_check: HostCheck { calls: 10, host_ms_per_call: baseline_ms, event_ms_per_call: baseline_ms, ok: true },
+        floor_ms: Some(0.5),
+        pct_of_floor: Some(50.0 * speedup),
+        baseline_pct_of_floor: Some(50.0),
+        baseline_outputs_ok: true,
+        ..Default::default()
+    });
+    if energy {
+        let saving = speedup.powf(0.8);
+        let side = |j: f64| SideEnergy {
+            joules_per_call: j,
+            joules_per_call_min: j,
+            joules_per_call_max: j,
+            watts: 500.0,
+            samples: vec![],
+        };
+        r.energy =
+            Some(EnergyReport { baseline: side(0.5), candidate: side(0.5 / saving), saving, note: "simulated".into() });
+    }
+    r.notes.push(crate::optimize::store::SIMULATED_NOTE.into());
+    r
+}
+
+/// The simulated outcome of a candidate.
+fn simulate(source_path: &Path, candidate: &Candidate, energy: bool) -> WorkerReport {
+    let source = std::fs::read_to_string(source_path).unwrap_or_default();
+    if let Some(c) = SIM_MARKER.captures(&source) {
+        match &c[1] {
+            "fail" => {
+                let class: FailureClass = serde_json::from_value(serde_json::Value::String(c[2].to_string()))
+                    .unwrap_or(FailureClass::WrongAnswer);
+                return WorkerReport::of(Outcome::Rejected {
+                    failure: Failure::new(class, format!("simulated {class}: the source asks for it")),
+                });
+            }
+            _ => return simulated_report(c[2].parse::<f64>().unwrap_or(1.0).max(1e-3), energy),
+        }
+    }
+    let mut h = Sha256::new();
+    h.update(source.as_bytes());
+    h.update(candidate.config_label().as_bytes());
+    let d = h.finalize();
+    let u = u32::from_le_bytes([d[0], d[1], d[2], d[3]]) as f64 / u32::MAX as f64;
+    simulated_report(0.85 + 0.4 * u, energy)
+}

@@ -1,0 +1,290 @@
+//! The run's event log, `events.jsonl`: one JSON object per line, appended and synced as
+//! things happen. It is the source of truth: `--resume` rebuilds the search tree, the
+//! tuner's memory of what it tried and the replay position from it alone.
+
+use crate::eval::Verdict;
+use search::{Expansion, NodeId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What one node is: its source file (relative to the run directory) plus the macros and
+/// extra nvcc flags it is built with.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Candidate {
+    pub source: String,
+    #[serde(default)]
+    pub defines: BTreeMap<String, String>,
+    #[serde(default)]
+    pub flags: Vec<String>,
+}
+
+impl Candidate {
+    /// A short text for tables: `BLOCK=512 -maxrregcount=64`.
+    pub fn config_label(&self) -> String {
+        let mut parts: Vec<String> = self.defines.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        parts.extend(self.flags.iter().cloned());
+        if parts.is_empty() {
+            "defaults".into()
+        } else {
+            parts.join(" ")
+        }
+    }
+}
+
+/// The numbers of one judged node, small enough to live in the event log.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeSummary {
+    pub passed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_class: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cv: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pct_of_floor: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_saving: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joules_per_call: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registers: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_bytes: Option<u64>,
+    /// Seconds per verifier phase (setup, check, time, energy, sanitize).
+    #[serde(default)]
+    pub phases: BTreeMap<String, f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+}
+
+impl NodeSummary {
+    pub fn of(v: &Verdict) -> NodeSummary {
+        let t = v.timing.as_ref();
+        let kernels = v.build.as_ref().map(|b| &b.kernels[..]).unwrap_or(&[]);
+        let mut phases = BTreeMap::new();
+        for (k, x) in [
+            ("setup", v.phases.setup),
+            ("check", v.phases.check),
+            ("time", v.phases.time),
+            ("energy", v.phases.energy),
+            ("sanitize", v.phases.sanitize),
+        ] {
+            if x > 0.0 {
+                phases.insert(k.to_string(), (x * 1e4).round() / 1e4);
+            }
+        }
+        NodeSummary {
+            passed: v.passed(),
+            failure_class: v.failure.as_ref().map(|f| f.class.name().to_string()),
+            failure_message: v.failure.as_ref().map(|f| f.message.clone()),
+            speedup: t.map(|t| t.speedup),
+            candidate_ms: t.map(|t| t.candidate.median_ms),
+            baseline_ms: t.map(|t| t.baseline.median_ms),
+            cv: t.map(|t| t.candidate.cv),
+            pct_of_floor: t.and_then(|t| t.pct_of_floor),
+            energy_saving: v.energy.as_ref().map(|e| e.saving),
+            joules_per_call: v.energy.as_ref().map(|e| e.candidate.joules_per_call),
+            registers: kernels.iter().map(|k| k.registers).max(),
+            spill_bytes: kernels.iter().map(|k| k.spill_store_bytes + k.spill_load_bytes).max(),
+            phases,
+            device: v.device.as_ref().map(|d| d.name.clone()),
+        }
+    }
+
+    pub fn failed(class: &str, message: &str) -> NodeSummary {
+        NodeSummary {
+            passed: false,
+            failure_class: Some(class.to_string()),
+            failure_message: Some(message.to_string()),
+            ..Default::default()
+        }
+    }
+
+    /// What the search sees of this node.
+    pub fn outcome(&self) -> search::Outcome {
+        if self.passed {
+            search::Outcome {
+                correct: true,
+                speedup: self.speedup.unwrap_or(1.0),
+                energy_saving: self.energy_saving,
+                failure: None,
+            }
+        } else {
+            search::Outcome::failed(self.failure_class.as_deref().unwrap_or("unknown"))
+        }
+    }
+}
+
+/// Token use of one generation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cost: f64,
+    pub requests: u32,
+}
+
+impl Usage {
+    pub fn add(&mut self, o: &Usage) {
+        self.prompt_tokens += o.prompt_tokens;
+        self.completion_tokens += o.completion_tokens;
+        self.cost += o.cost;
+        self.requests += o.requests;
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    /// A session began (the first one, or a resume).
+    Session {
+        resumed: bool,
+        pid: u32,
+    },
+    /// The root: the baseline checked against the reference and timed against itself.
+    Baseline {
+        summary: NodeSummary,
+        candidate: Candidate,
+    },
+    /// The search chose to expand `parent`; node `id` is now in flight.
+    NodeStarted {
+        id: NodeId,
+        parent: NodeId,
+        kind: Expansion,
+    },
+    /// The generator wrote node `id`; its files are in its folder.
+    NodeProposed {
+        id: NodeId,
+        candidate: Candidate,
+        technique: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+    /// The generator had nothing new to offer from `parent` (the node is dropped).
+    NoProposal {
+        id: NodeId,
+        parent: NodeId,
+        why: String,
+        /// Nothing more at all (a budget spent, the replay exhausted), not only from `parent`.
+        #[serde(default)]
+        stop: bool,
+    },
+    /// One HTTP attempt of the LLM client that did not simply succeed (429, 5xx, timeout).
+    LlmAttempt {
+        id: NodeId,
+        attempt: u32,
+        status: String,
+        wait_s: f64,
+    },
+    NodeBuilt {
+        id: NodeId,
+        ok: bool,
+        cached: bool,
+        seconds: f64,
+    },
+    /// The node's verdict (also for generation and build failures).
+    NodeFinished {
+        id: NodeId,
+        summary: NodeSummary,
+        #[serde(default)]
+        lane: Option<usize>,
+        /// Set when the node duplicated an already judged kernel.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duplicate_of: Option<NodeId>,
+    },
+    /// ncu + SASS + diagnoses of a correct node, done the first time it was selected.
+    Profiled {
+        id: NodeId,
+        ok: bool,
+        seconds: f64,
+        top: Vec<String>,
+        note: String,
+    },
+    /// The end of the search: why it stopped.
+    SearchStopped {
+        why: String,
+    },
+    /// The end-of-run re-verification of a best candidate.
+    FinalCheck {
+        id: NodeId,
+        passed: bool,
+        seeds: u32,
+        sanitized: bool,
+        note: String,
+    },
+    RunFinished {
+        best: NodeId,
+        speedup: f64,
+        verified: bool,
+    },
+}
+
+/// One line of `events.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Seconds since the Unix epoch.
+    pub at: f64,
+    #[serde(flatten)]
+    pub event: Event,
+    /// Present (and true) in every line of a run made with the simulated evaluator.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
+}
+
+/// Parses an event log. A final line cut short by a kill is dropped (it was never
+/// acknowledged); a bad line anywhere else is an error naming its line number.
+pub fn parse_log(text: &str) -> Result<Vec<Record>, String> {
+    let mut out = Vec::new();
+    let lines: Vec<&str> = text.split('\n').collect();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Record>(line) {
+            Ok(r) => out.push(r),
+            Err(_) if i + 1 == lines.len() => break,
+            Err(e) => return Err(format!("events.jsonl:{}: {e}", i + 1)),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_last_line_is_dropped_and_a_torn_middle_line_is_an_error() {
+        let a = serde_json::to_string(&Record {
+            at: 1.0,
+            event: Event::SearchStopped { why: "x".into() },
+            simulated: true,
+        })
+        .unwrap();
+        let good = format!("{a}\n{a}\n");
+        assert_eq!(parse_log(&good).unwrap().len(), 2);
+        let torn = format!("{a}\n{}", &a[..10]);
+        assert_eq!(parse_log(&torn).unwrap().len(), 1);
+        let bad = format!("{}\n{a}\n", &a[..10]);
+        assert!(parse_log(&bad).unwrap_err().starts_with("events.jsonl:1:"));
+        assert!(a.contains("\"simulated\":true"), "{a}");
+    }
+
+    #[test]
+    fn summaries_map_to_search_outcomes() {
+        let ok = NodeSummary { passed: true, speedup: Some(1.5), ..Default::default() };
+        assert!(ok.outcome().correct);
+        assert_eq!(ok.outcome().speedup, 1.5);
+        let bad = NodeSummary::failed("wrong-answer", "off by 1e-2");
+        assert_eq!(bad.outcome().failure.as_deref(), Some("wrong-answer"));
+    }
+}

@@ -1,0 +1,392 @@
+//! One expansion, from selection to verdict, as an async task: profile the parent (once
+//! per node, shared by every expansion that needs it), ask the generator, save the
+//! proposal, build it on a CPU slot, judge it on a GPU lane, save the verdict. It reports
+//! back to the orchestrator with one [`Done`] message; the tree is only touched there.
+
+use super::evaluator::{Evaluator, Profiled};
+use super::events::{Candidate, Event, NodeSummary};
+use super::lanes::Lanes;
+use super::store::{node_rel, RunStore};
+use crate::build::{self, BuildSpec};
+use crate::eval::{EvalError, Verdict};
+use crate::generate::{Generator, ParentProfile, Proposal, Request};
+use crate::task::Task;
+use crate::toolchain::Toolchain;
+use search::{Expansion, NodeId};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::{OnceCell, Semaphore};
+
+/// What every expansion shares.
+pub struct Ctx {
+    pub task: Arc<Task>,
+    pub store: Arc<RunStore>,
+    pub generator: Arc<Generator>,
+    pub evaluator: Arc<Evaluator>,
+    pub lanes: Arc<Lanes>,
+    pub toolchain: Toolchain,
+    pub cache: PathBuf,
+    pub builds: Semaphore,
+    pub guidance: crate::optimize::config::Guidance,
+    pub baseline: NodeSummary,
+    pub floor_ms: Option<f64>,
+    pub seed: u64,
+    /// Profiles by node, computed at most once.
+    pub profiles: Mutex<HashMap<NodeId, Arc<OnceCell<ParentProfile>>>>,
+    /// Judged kernels by content key: a repeat is not judged again.
+    pub judged: Mutex<HashMap<String, (NodeId, NodeSummary)>>,
+    pub times: Mutex<PhaseTimes>,
+}
+
+/// Seconds spent per phase, summed over expansions (phases overlap across expansions).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PhaseTimes {
+    pub generate_s: f64,
+    pub build_s: f64,
+    pub profile_s: f64,
+    pub judge_s: f64,
+    pub profiles: usize,
+    pub judgments: usize,
+}
+
+/// The selection and the parent's state at the time it was made.
+pub struct Job {
+    pub id: NodeId,
+    pub parent: NodeId,
+    pub kind: Expansion,
+    pub parent_candidate: Candidate,
+    pub parent_summary: NodeSummary,
+    pub memory: String,
+    /// A proposal saved before a resume: build and judge it, no new generation.
+    pub redo: Option<(Candidate, String, Option<String>)>,
+}
+
+pub enum Done {
+    Finished {
+        id: NodeId,
+        summary: NodeSummary,
+        candidate: Option<Candidate>,
+        technique: String,
+        tool: Option<String>,
+        lane: Option<usize>,
+        duplicate_of: Option<NodeId>,
+        /// The failure is the generator's or ours, not a kernel's: nothing to repair.
+        no_kernel: bool,
+    },
+    /// Nothing from this parent (`stop`: nothing more at all).
+    Dropped { id: NodeId, parent: NodeId, why: String, stop: bool },
+    /// The environment failed (no GPU any more): the run cannot go on.
+    Fatal { id: NodeId, message: String },
+}
+
+/// The content key of a candidate: its source and its build configuration.
+pub fn content_key(source: &str, c: &Candidate) -> String {
+    let mut h = Sha256::new();
+    h.update(source.as_bytes());
+    h.update([0]);
+    h.update(c.config_label().as_bytes());
+    h.finalize().iter().take(12).map(|b| format!("{b:02x}")).collect()
+}
+
+fn read_source(store: &RunStore, rel: &str) -> String {
+    let text = std::fs::read_to_string(store.dir().join(rel)).unwrap_or_default();
+    match text.strip_prefix(&format!("// {}\n", super::store::SIMULATED_NOTE)) {
+        Some(rest) => rest.to_string(),
+        None => text,
+    }
+}
+
+fn log_error(r: Result<impl Sized, String>) {
+    if let Err(e) = r {
+        tracing::error!("{e}");
+        eprintln!("warning: {e}");
+    }
+}
+
+impl Ctx {
+    /// The parent's profile: computed on the first request, then shared.
+    async fn profile_of(self: &Arc<Self>, parent: NodeId, candidate: &Candidate) -> ParentProfile {
+        let cell = self.profiles.lock().unwrap().entry(parent).or_default().clone();
+        let ctx = self.clone();
+        let candidate = candidate.clone();
+        cell.get_or_init(|| async move {
+            let built = match ctx.build(&candidate).await {
+                Ok(b) => b,
+                Err(note) => return ParentProfile { note, ..Default::default() },
+            };
+            let dir = ctx.store.node_dir(parent).join("profile");
+            let ev = ctx.evaluator.clone();
+            let what = format!("profiling node {parent}");
+            let got: Profiled = match ctx.lanes.run(true, what, move |device| ev.profile(device, &built, &dir)).await {
+                Some((_, p)) => p,
+                None => return ParentProfile { note: "no GPU lane".into(), ..Default::default() },
+            };
+            let rel = node_rel(parent);
+            if let Some(r) = &got.profile.diagnoses {
+                log_error(ctx.store.write_json(&format!("{rel}/diagnoses.json"), r));
+            }
+            if let Some(raw) = &got.profile.raw {
+                log_error(ctx.store.write(&format!("{rel}/counters.txt"), raw.as_bytes()));
+            }
+            let top: Vec<String> = got
+                .profile
+                .diagnoses
+                .iter()
+                .flat_map(|r| r.kernels.iter().flat_map(|k| k.diagnoses.iter().take(3)))
+                .map(|d| format!("{} {:.0}%", d.tool, 100.0 * d.score))
+                .collect();
+            {
+                let mut t = ctx.times.lock().unwrap();
+                t.profile_s += got.seconds;
+                t.profiles += 1;
+            }
+            log_error(ctx.store.append(Event::Profiled {
+                id: parent,
+                ok: got.profile.diagnoses.is_some(),
+                seconds: got.seconds,
+                top,
+                note: got.profile.note.clone(),
+            }));
+            got.profile
+        })
+        .await
+        .clone()
+    }
+
+    /// Builds a candidate on a CPU slot (cached by content).
+    async fn build(self: &Arc<Self>, c: &Candidate) -> Result<crate::build::Built, String> {
+        match self.build_verdict(c).await {
+            Ok((b, _)) => Ok(b),
+            Err(Ok(v)) => Err(v.failure.map(|f| f.message).unwrap_or_default()),
+            Err(Err(e)) => Err(e),
+        }
+    }
+
+    /// Ok(built, seconds), or Err(Ok(verdict)) for a rejected build, Err(Err(msg)) when
+    /// the build could not run at all.
+    async fn build_verdict(
+        self: &Arc<Self>,
+        c: &Candidate,
+    ) -> Result<(crate::build::Built, f64), Result<Box<Verdict>, String>> {
+        let _slot = self.builds.acquire().await.map_err(|e| Err(e.to_string()))?;
+        let ctx = self.clone();
+        let c = c.clone();
+        let started = Instant::now();
+        let path = self.store.dir().join(&c.source);
+        let result = tokio::task::spawn_blocking(move || {
+            let spec = BuildSpec {
+                task: &ctx.task,
+                source: &path,
+                trusted: false,
+                arch: ctx.evaluator.arch.clone(),
+                extra_flags: c.flags.clone(),
+                defines: c.defines.clone(),
+            };
+            match build::build(&ctx.toolchain, &ctx.cache, &spec) {
+                Ok(b) => Ok(b),
+                Err(build::BuildError::Rejected { failure, dir, .. }) => {
+                    Err(Ok(Box::new(Verdict::build_rejected(&ctx.task, &path, &ctx.evaluator.arch, &failure, &dir))))
+                }
+                Err(e) => Err(Err(e.to_string())),
+            }
+        })
+        .await
+        .map_err(|e| Err(format!("the build task failed: {e}")))?;
+        let secs = started.elapsed().as_secs_f64();
+        self.times.lock().unwrap().build_s += secs;
+        result.map(|b| (b, secs))
+    }
+}
+
+/// Runs one expansion to its end.
+pub async fn expand(ctx: Arc<Ctx>, job: Job) -> Done {
+    let id = job.id;
+    let rel = node_rel(id);
+    let (candidate, technique, tool) = match job.redo.clone() {
+        Some(r) => r,
+        None => match propose(&ctx, &job).await {
+            Ok(p) => p,
+            Err(done) => return done,
+        },
+    };
+    let finished =
+        |summary: NodeSummary, lane: Option<usize>, duplicate_of: Option<NodeId>, no_kernel: bool| Done::Finished {
+            id,
+            summary,
+            candidate: Some(candidate.clone()),
+            technique: technique.clone(),
+            tool: tool.clone(),
+            lane,
+            duplicate_of,
+            no_kernel,
+        };
+
+    let source = read_source(&ctx.store, &candidate.source);
+    let key = content_key(&source, &candidate);
+    if let Some((of, summary)) = ctx.judged.lock().unwrap().get(&key).cloned() {
+        return finished(summary, None, Some(of), false);
+    }
+
+    let (built, seconds) = match ctx.build_verdict(&candidate).await {
+        Ok(b) => b,
+        Err(Ok(verdict)) => {
+            log_error(ctx.store.append(Event::NodeBuilt { id, ok: false, cached: false, seconds: 0.0 }));
+            if let Some(log) = &verdict.stderr_tail {
+                log_error(ctx.store.write(&format!("{rel}/build.log"), log.as_bytes()));
+            }
+            log_error(ctx.store.write_json(&format!("{rel}/verdict.json"), &*verdict));
+            let summary = NodeSummary::of(&verdict);
+            ctx.judged.lock().unwrap().insert(key, (id, summary.clone()));
+            return finished(summary, None, None, false);
+        }
+        Err(Err(message)) => return finished(NodeSummary::failed("internal-error", &message), None, None, true),
+    };
+    log_error(ctx.store.append(Event::NodeBuilt { id, ok: true, cached: built.cached, seconds }));
+    if let Ok(log) = std::fs::read(built.dir.join(build::LOG_NAME)) {
+        log_error(ctx.store.write(&format!("{rel}/build.log"), &log));
+    }
+    if let Some(s) = built.sass_lines.as_ref().or(built.sass.as_ref()) {
+        if let Ok(text) = std::fs::read(s) {
+            log_error(ctx.store.write(&format!("{rel}/sass.txt"), &text));
+        }
+    }
+
+    let ev = ctx.evaluator.clone();
+    let path = ctx.store.dir().join(&candidate.source);
+    let cand = candidate.clone();
+    let started = Instant::now();
+    let result =
+        ctx.lanes.run(false, format!("judging node {id}"), move |device| ev.judge(device, &built, &path, &cand)).await;
+    {
+        let mut t = ctx.times.lock().unwrap();
+        t.judge_s += started.elapsed().as_secs_f64();
+        t.judgments += 1;
+    }
+    let (lane, verdict) = match result {
+        None => return Done::Fatal { id, message: "the GPU lanes stopped".into() },
+        Some((lane, r)) => (lane, r),
+    };
+    match verdict {
+        Ok(v) => {
+            log_error(ctx.store.write_json(&format!("{rel}/verdict.json"), &v));
+            let summary = NodeSummary::of(&v);
+            ctx.judged.lock().unwrap().insert(key, (id, summary.clone()));
+            finished(summary, Some(lane), None, false)
+        }
+        Err(EvalError::Env(e)) => Done::Fatal { id, message: e.to_string() },
+        Err(e) => {
+            // Not the candidate's doing (a worker bug, a GPU error outside its code): kept
+            // as a failure so it never ranks, and not repaired.
+            let summary = NodeSummary::failed("internal-error", &e.to_string());
+            log_error(ctx.store.write_json(&format!("{rel}/verdict.json"), &summary));
+            finished(summary, Some(lane), None, true)
+        }
+    }
+}
+
+/// Asks the generator for node `job.id` and saves what it said.
+async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option<String>), Done> {
+    let id = job.id;
+    let rel = node_rel(id);
+    let parent_source = read_source(&ctx.store, &job.parent_candidate.source);
+    let profile = if job.kind == Expansion::Improve
+        && job.parent_summary.passed
+        && ctx.guidance != crate::optimize::config::Guidance::None
+    {
+        ctx.profile_of(job.parent, &job.parent_candidate).await
+    } else {
+        ParentProfile { note: "not profiled (--guidance none, or a repair)".into(), ..Default::default() }
+    };
+    let failure_detail = match job.kind {
+        Expansion::Repair => {
+            let dir = ctx.store.node_dir(job.parent);
+            let log = std::fs::read_to_string(dir.join("build.log")).ok();
+            let tail = |s: &str| s.chars().rev().take(3000).collect::<Vec<_>>().into_iter().rev().collect::<String>();
+            log.filter(|_| job.parent_summary.failure_class.as_deref() == Some("build-error"))
+                .map(|l| tail(&l))
+                .or_else(|| job.parent_summary.failure_message.clone())
+        }
+        Expansion::Improve => None,
+    };
+    let req = Request {
+        node: id,
+        parent: job.parent,
+        kind: job.kind,
+        task: ctx.task.clone(),
+        parent_candidate: job.parent_candidate.clone(),
+        parent_source,
+        parent_summary: job.parent_summary.clone(),
+        baseline_summary: ctx.baseline.clone(),
+        failure_detail,
+        profile,
+        guidance: ctx.guidance,
+        memory: job.memory.clone(),
+        floor_ms: ctx.floor_ms,
+        seed: ctx.seed,
+    };
+    let started = Instant::now();
+    let generated = ctx.generator.propose(&req).await;
+    ctx.times.lock().unwrap().generate_s += started.elapsed().as_secs_f64();
+    for a in &generated.attempts {
+        log_error(ctx.store.append(Event::LlmAttempt {
+            id,
+            attempt: a.attempt,
+            status: a.status.clone(),
+            wait_s: a.wait_s,
+        }));
+    }
+    if let Some(p) = &generated.prompt {
+        log_error(ctx.store.write(&format!("{rel}/prompt.md"), p.as_bytes()));
+    }
+    if let Some(r) = &generated.reply {
+        log_error(ctx.store.write(&format!("{rel}/reply.md"), r.as_bytes()));
+    }
+    match generated.proposal {
+        Proposal::Kernel(k) => {
+            let candidate = Candidate { source: format!("{rel}/kernel.cu"), defines: k.defines, flags: k.flags };
+            if let Err(e) = ctx.store.write(&candidate.source, k.source.as_bytes()) {
+                return Err(Done::Fatal { id, message: e });
+            }
+            log_error(ctx.store.write_json(&format!("{rel}/candidate.json"), &candidate));
+            if let Err(e) = ctx.store.append(Event::NodeProposed {
+                id,
+                candidate: candidate.clone(),
+                technique: k.technique.clone(),
+                tool: k.tool.clone(),
+                usage: generated.usage,
+            }) {
+                return Err(Done::Fatal { id, message: e });
+            }
+            Ok((candidate, k.technique, k.tool))
+        }
+        Proposal::Failed { class, message } => {
+            let summary = NodeSummary::failed(&class, &message);
+            log_error(ctx.store.write_json(&format!("{rel}/verdict.json"), &summary));
+            if let Some(usage) = generated.usage {
+                // Tokens spent on a failed reply count too.
+                log_error(ctx.store.append(Event::NodeProposed {
+                    id,
+                    candidate: Candidate { source: String::new(), defines: Default::default(), flags: vec![] },
+                    technique: "none".into(),
+                    tool: None,
+                    usage: Some(usage),
+                }));
+            }
+            Err(Done::Finished {
+                id,
+                summary,
+                candidate: None,
+                technique: "none".into(),
+                tool: None,
+                lane: None,
+                duplicate_of: None,
+                no_kernel: true,
+            })
+        }
+        Proposal::Nothing(why) => Err(Done::Dropped { id, parent: job.parent, why, stop: false }),
+        Proposal::Stop(why) => Err(Done::Dropped { id, parent: job.parent, why, stop: true }),
+    }
+}

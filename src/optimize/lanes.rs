@@ -1,0 +1,142 @@
+//! GPU lanes: one per GPU, each running one job at a time (a judgment, a profile, a final
+//! check), so no two measurements ever share a GPU. Profiles jump the queue: a generator
+//! is waiting on them. A job goes to the lane with the fewest jobs queued, and each lane
+//! keeps how long it was busy, for the GPU busy fraction the run reports.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::{mpsc, oneshot};
+
+type Work = Box<dyn FnOnce(usize) + Send>;
+
+struct Job {
+    what: String,
+    work: Work,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct LaneStats {
+    pub device: usize,
+    pub busy_s: f64,
+    pub jobs: usize,
+    /// What the lane is doing now.
+    pub current: Option<String>,
+}
+
+struct Lane {
+    urgent: mpsc::UnboundedSender<Job>,
+    normal: mpsc::UnboundedSender<Job>,
+    queued: Arc<AtomicUsize>,
+    stats: Arc<Mutex<LaneStats>>,
+}
+
+pub struct Lanes {
+    lanes: Vec<Lane>,
+}
+
+impl Lanes {
+    /// Starts one lane per device on the current tokio runtime.
+    pub fn start(devices: &[usize]) -> Lanes {
+        let mut lanes = Vec::new();
+        for &device in devices {
+            let (urgent, mut urgent_rx) = mpsc::unbounded_channel::<Job>();
+            let (normal, mut normal_rx) = mpsc::unbounded_channel::<Job>();
+            let queued = Arc::new(AtomicUsize::new(0));
+            let stats = Arc::new(Mutex::new(LaneStats { device, ..Default::default() }));
+            let (q, st) = (queued.clone(), stats.clone());
+            tokio::spawn(async move {
+                loop {
+                    let job = tokio::select! {
+                        biased;
+                        Some(j) = urgent_rx.recv() => j,
+                        Some(j) = normal_rx.recv() => j,
+                        else => break,
+                    };
+                    st.lock().unwrap().current = Some(job.what.clone());
+                    let started = Instant::now();
+                    let work = job.work;
+                    let _ = tokio::task::spawn_blocking(move || work(device)).await;
+                    let mut s = st.lock().unwrap();
+                    s.busy_s += started.elapsed().as_secs_f64();
+                    s.jobs += 1;
+                    s.current = None;
+                    drop(s);
+                    q.fetch_sub(1, Ordering::SeqCst);
+                }
+            });
+            lanes.push(Lane { urgent, normal, queued, stats });
+        }
+        Lanes { lanes }
+    }
+
+    /// Runs `f(device)` on the least loaded lane; returns the lane index and the result.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        urgent: bool,
+        what: String,
+        f: impl FnOnce(usize) -> T + Send + 'static,
+    ) -> Option<(usize, T)> {
+        let (i, lane) = self.lanes.iter().enumerate().min_by_key(|(_, l)| l.queued.load(Ordering::SeqCst))?;
+        let (tx, rx) = oneshot::channel();
+        lane.queued.fetch_add(1, Ordering::SeqCst);
+        let job = Job {
+            what,
+            work: Box::new(move |device| {
+                let _ = tx.send(f(device));
+            }),
+        };
+        let sent = if urgent { lane.urgent.send(job) } else { lane.normal.send(job) };
+        if sent.is_err() {
+            lane.queued.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        rx.await.ok().map(|r| (i, r))
+    }
+
+    pub fn stats(&self) -> Vec<LaneStats> {
+        self.lanes.iter().map(|l| l.stats.lock().unwrap().clone()).collect()
+    }
+
+    pub fn queued(&self) -> usize {
+        self.lanes.iter().map(|l| l.queued.load(Ordering::SeqCst)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_job_at_a_time_per_lane_and_urgent_jobs_first() {
+        let lanes = Arc::new(Lanes::start(&[7]));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let running = Arc::new(AtomicUsize::new(0));
+        let mut handles = Vec::new();
+        // The first job holds the lane while the others queue up behind it.
+        for (i, urgent) in [(0, false), (1, false), (2, false), (3, true)] {
+            let (lanes, order, running) = (lanes.clone(), order.clone(), running.clone());
+            handles.push(tokio::spawn(async move {
+                lanes
+                    .run(urgent, format!("job {i}"), move |device| {
+                        assert_eq!(running.fetch_add(1, Ordering::SeqCst), 0, "two jobs on one lane at once");
+                        std::thread::sleep(std::time::Duration::from_millis(if i == 0 { 200 } else { 20 }));
+                        order.lock().unwrap().push(i);
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        device
+                    })
+                    .await
+            }));
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        }
+        for h in handles {
+            assert_eq!(h.await.unwrap().unwrap(), (0, 7));
+        }
+        let order = order.lock().unwrap().clone();
+        assert_eq!(order[0], 0);
+        assert_eq!(order[1], 3, "the urgent job overtook the queued ones: {order:?}");
+        let s = &lanes.stats()[0];
+        assert_eq!(s.jobs, 4);
+        assert!(s.busy_s >= 0.25, "{}", s.busy_s);
+    }
+}

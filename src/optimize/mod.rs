@@ -1,0 +1,474 @@
+//! `nightshift optimize`: the overnight loop. A run starts from the baseline (built once,
+//! checked against the reference and timed once, by trusted code), then the orchestrator
+//! ([`orchestrator`]) drives the `search` crate's tree: each selection becomes an
+//! expansion task ([`expand`]) that profiles the parent once, asks the generator, builds
+//! on a CPU slot and is judged on a GPU lane ([`lanes`]) by a fresh isolated worker
+//! ([`evaluator`]). Everything lands in the run directory ([`store`]), whose append-only
+//! event log ([`events`]) is the source of truth for `--resume`. At the end the best
+//! kernel is re-verified with more seeds and the sanitizers ([`finish`]) and the result
+//! summarized ([`summary`]).
+
+pub mod config;
+pub mod evaluator;
+pub mod events;
+pub mod expand;
+pub mod finish;
+pub mod lanes;
+pub mod orchestrator;
+pub mod progress;
+pub mod store;
+pub mod summary;
+
+use crate::eval::{self, EvalError, EvalOptions};
+use crate::generate::{self, Generator};
+use crate::task::Task;
+use crate::toolchain::Toolchain;
+use config::{GeneratorSpec, RunConfig};
+use events::{Candidate, Event, NodeSummary, Usage};
+use expand::{content_key, Ctx, Job, PhaseTimes};
+use orchestrator::Search;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::{node_rel, RunStore};
+
+/// Why a run could not start or go on; maps to exit codes 2 (usage, task) and 3 (environment).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Env(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<EvalError> for RunError {
+    fn from(e: EvalError) -> Self {
+        match e {
+            EvalError::Task(m) => RunError::Usage(m),
+            EvalError::Env(e) => RunError::Env(e.to_string()),
+            EvalError::Internal(m) => RunError::Internal(m),
+        }
+    }
+}
+
+/// Everything about the machine and tools a run was made with, next to its config.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RunFile {
+    pub config: RunConfig,
+    pub nightshift: String,
+    pub nvcc: String,
+    pub started_at: String,
+    #[serde(default)]
+    pub devices: Vec<crate::protocol::DeviceInfo>,
+}
+
+/// How to start a run, as the command line says.
+pub struct Start {
+    pub config: RunConfig,
+    pub out: Option<PathBuf>,
+    pub json: bool,
+    pub api_key: Option<String>,
+}
+
+/// `runs/<task>-<YYYYmmdd-HHMMSS>` in UTC.
+fn default_run_dir(task: &str) -> PathBuf {
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let digits: String = stamp.chars().filter(|c| c.is_ascii_digit()).collect();
+    let (date, time) = digits.split_at(8.min(digits.len()));
+    PathBuf::from("runs").join(format!("{task}-{date}-{time}"))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, RunError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| RunError::Internal(format!("cannot start the async runtime: {e}")))
+}
+
+fn init_logging(dir: &Path) {
+    let Ok(file) = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("log.jsonl")) else {
+        return;
+    };
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_writer(Mutex::new(file))
+        .with_env_filter(tracing_subscriber::EnvFilter::new("nightshift=info"))
+        .try_init();
+}
+
+fn eval_options(cfg: &RunConfig) -> Result<EvalOptions, RunError> {
+    let exe =
+        std::env::current_exe().map_err(|e| RunError::Env(format!("cannot find the nightshift executable: {e}")))?;
+    let mut opts = EvalOptions::new(exe);
+    opts.arch = Some(cfg.arch.clone());
+    opts.timeout = cfg.timeout_s.map(Duration::from_secs_f64);
+    // Several lanes share the host's cores for input generation and comparison.
+    opts.threads = (opts.threads / cfg.gpus.len().max(1)).max(2);
+    Ok(opts)
+}
+
+fn make_generator(cfg: &RunConfig, task: &Task, api_key: Option<String>) -> Result<Generator, RunError> {
+    Ok(match &cfg.generator {
+        GeneratorSpec::Tune => {
+            let source = std::fs::read_to_string(&task.baseline)
+                .map_err(|e| RunError::Usage(format!("{}: {e}", task.baseline.display())))?;
+            Generator::Tune(generate::tune::Tuner::new(task, &source, cfg.seed, cfg.guidance))
+        }
+        GeneratorSpec::Llm(s) => {
+            Generator::Llm(generate::llm::LlmGenerator::new(s.clone(), api_key).map_err(RunError::Env)?)
+        }
+        GeneratorSpec::Replay { dir } => {
+            Generator::Replay(generate::replay::Replay::load(dir).map_err(RunError::Usage)?)
+        }
+    })
+}
+
+fn search_config(cfg: &RunConfig) -> search::Config {
+    let mut c = search::Config::default();
+    c.reward.objective = cfg.objective;
+    c
+}
+
+/// The shared context and the trusted builds; the baseline judged when `judge_root`.
+struct Prepared {
+    ctx: Arc<Ctx>,
+    root: Option<(NodeSummary, eval::Verdict)>,
+}
+
+fn prepare(
+    cfg: &RunConfig,
+    task: &Task,
+    store: Arc<RunStore>,
+    generator: Generator,
+    root_summary: Option<NodeSummary>,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Prepared, RunError> {
+    let tc = Toolchain::find().map_err(|e| RunError::Env(e.to_string()))?;
+    let opts = eval_options(cfg)?;
+    let trusted = eval::build_trusted(&tc, &opts, task, &cfg.arch)?;
+    let evaluator = Arc::new(evaluator::Evaluator::new(task, trusted, &cfg.arch, opts.clone(), cfg));
+    let lanes = {
+        let _guard = rt.enter();
+        Arc::new(lanes::Lanes::start(&cfg.gpus))
+    };
+    let (root_summary, root) = match root_summary {
+        Some(s) => (s, None),
+        None => {
+            let ev = evaluator.clone();
+            let verdict = rt
+                .block_on(lanes.run(true, "judging the baseline".into(), move |device| ev.baseline(device)))
+                .ok_or_else(|| RunError::Internal("no GPU lane".into()))?
+                .1?;
+            if !verdict.passed() {
+                let f = verdict.failure.as_ref().map(|f| format!("{}: {}", f.class, f.message)).unwrap_or_default();
+                return Err(RunError::Usage(format!(
+                    "the baseline does not pass its own check, so nothing can be optimized: {f}"
+                )));
+            }
+            (NodeSummary::of(&verdict), Some(verdict))
+        }
+    };
+    let floor_ms = root_summary.pct_of_floor.zip(root_summary.candidate_ms).map(|(p, ms)| ms * p / 100.0);
+    let ctx = Arc::new(Ctx {
+        task: Arc::new(task.clone()),
+        store,
+        generator: Arc::new(generator),
+        evaluator,
+        lanes,
+        toolchain: tc,
+        cache: opts.cache.clone(),
+        builds: tokio::sync::Semaphore::new(opts.threads.max(2)),
+        guidance: cfg.guidance,
+        baseline: root_summary.clone(),
+        floor_ms,
+        seed: cfg.seed,
+        profiles: Mutex::new(HashMap::new()),
+        judged: Mutex::new(HashMap::new()),
+        times: Mutex::new(PhaseTimes::default()),
+    });
+    Ok(Prepared { ctx, root: root.map(|v| (root_summary, v)) })
+}
+
+/// Starts a new run.
+pub fn start(s: Start) -> Result<summary::Summary, RunError> {
+    let cfg = s.config;
+    let task = Task::load(&cfg.task_dir).map_err(|e| RunError::Usage(e.to_string()))?;
+    let dir = s.out.clone().unwrap_or_else(|| default_run_dir(&task.name));
+    let store = Arc::new(RunStore::create(&dir, cfg.simulated.is_some()).map_err(RunError::Usage)?);
+    init_logging(&dir);
+    let tc = Toolchain::find().map_err(|e| RunError::Env(e.to_string()))?;
+    let mut run_file = RunFile {
+        config: cfg.clone(),
+        nightshift: env!("CARGO_PKG_VERSION").into(),
+        nvcc: tc.nvcc_version.clone(),
+        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        devices: Vec::new(),
+    };
+    store.write_json(store::CONFIG, &run_file).map_err(RunError::Internal)?;
+    store.append(Event::Session { resumed: false, pid: std::process::id() }).map_err(RunError::Internal)?;
+    tracing::info!(task = %task.name, dir = %dir.display(), "run started");
+    let generator = make_generator(&cfg, &task, s.api_key)?;
+    let rt = runtime()?;
+    let progress = progress::Progress::new(cfg.budget(), s.json);
+    progress.message(&format!(
+        "nightshift optimize {}: judging the baseline; run directory {}",
+        task.name,
+        dir.display()
+    ));
+    let prepared = prepare(&cfg, &task, store.clone(), generator, None, &rt)?;
+    let ctx = prepared.ctx;
+    let (root_summary, root_verdict) = prepared.root.expect("a new run judges its baseline");
+    run_file.devices = root_verdict.device.clone().into_iter().collect();
+    store.write_json(store::CONFIG, &run_file).map_err(RunError::Internal)?;
+    let baseline_source = std::fs::read(&task.baseline).map_err(|e| RunError::Usage(e.to_string()))?;
+    let root_candidate =
+        Candidate { source: format!("{}/kernel.cu", node_rel(0)), defines: Default::default(), flags: vec![] };
+    store.write(&root_candidate.source, &baseline_source).map_err(RunError::Internal)?;
+    store.write_json(&format!("{}/verdict.json", node_rel(0)), &root_verdict).map_err(RunError::Internal)?;
+    store.write_json(&format!("{}/candidate.json", node_rel(0)), &root_candidate).map_err(RunError::Internal)?;
+    store
+        .append(Event::Baseline { summary: root_summary.clone(), candidate: root_candidate.clone() })
+        .map_err(RunError::Internal)?;
+    progress.node(0, "baseline", &root_summary, None);
+    let mut search = Search {
+        tree: search::Tree::new(root_candidate, search_config(&cfg), cfg.seed),
+        summaries: HashMap::from([(0, root_summary)]),
+        strategy: cfg.strategy,
+        repairs: matches!(cfg.generator, GeneratorSpec::Llm(_)),
+        max_nodes: cfg.max_nodes,
+        redo: Vec::new(),
+        stop_reason: None,
+        outcomes: Default::default(),
+        timeline: Vec::new(),
+    };
+    drive(&cfg, &task, ctx, &mut search, 0.0, &rt, progress)
+}
+
+/// Carries on a run from its directory.
+pub fn resume(dir: &Path, json: bool, api_key: Option<String>) -> Result<summary::Summary, RunError> {
+    let text = std::fs::read(dir.join(store::CONFIG))
+        .map_err(|e| RunError::Usage(format!("{}: not a run directory ({}: {e})", dir.display(), store::CONFIG)))?;
+    let run_file: RunFile = serde_json::from_slice(&text)
+        .map_err(|e| RunError::Usage(format!("{}: {e}", dir.join(store::CONFIG).display())))?;
+    let cfg = run_file.config.clone();
+    let store = Arc::new(RunStore::open(dir, cfg.simulated.is_some()).map_err(RunError::Usage)?);
+    init_logging(dir);
+    let task = Task::load(&cfg.task_dir).map_err(|e| RunError::Usage(format!("the run's task: {e}")))?;
+    let records = store.read_events().map_err(RunError::Usage)?;
+    let generator = make_generator(&cfg, &task, api_key)?;
+
+    // Rebuild the tree, in the order things happened.
+    let mut search: Option<Search> = None;
+    let mut proposals: HashMap<usize, (Candidate, String, Option<String>)> = HashMap::new();
+    let mut finished: BTreeSet<usize> = BTreeSet::new();
+    let mut profiled: BTreeSet<usize> = BTreeSet::new();
+    let mut usage = Usage::default();
+    let (mut active, mut session_start, mut last_at) = (0.0f64, None::<f64>, 0.0f64);
+    for r in &records {
+        match &r.event {
+            Event::Session { .. } => {
+                if let Some(s) = session_start {
+                    active += (last_at - s).max(0.0);
+                }
+                session_start = Some(r.at);
+            }
+            Event::Baseline { summary, candidate } => {
+                search = Some(Search {
+                    tree: search::Tree::new(candidate.clone(), search_config(&cfg), cfg.seed),
+                    summaries: HashMap::from([(0, summary.clone())]),
+                    strategy: cfg.strategy,
+                    repairs: matches!(cfg.generator, GeneratorSpec::Llm(_)),
+                    max_nodes: cfg.max_nodes,
+                    redo: Vec::new(),
+                    stop_reason: None,
+                    outcomes: Default::default(),
+                    timeline: Vec::new(),
+                });
+            }
+            Event::NodeStarted { id, parent, kind } => {
+                let s = search
+                    .as_mut()
+                    .ok_or_else(|| RunError::Usage("events.jsonl: a node before the baseline".into()))?;
+                let payload = s.tree.node(*parent).payload.clone();
+                let got = s.tree.add_pending(
+                    &search::Selection { parent: *parent, kind: *kind },
+                    payload,
+                    Default::default(),
+                );
+                if got != *id {
+                    return Err(RunError::Usage(format!(
+                        "events.jsonl: node {id} replays as {got}: the log is inconsistent"
+                    )));
+                }
+            }
+            Event::NodeProposed { id, candidate, technique, tool, usage: u } => {
+                if let Some(u) = u {
+                    usage.add(u);
+                }
+                if !candidate.source.is_empty() {
+                    generator.remember(candidate);
+                    proposals.insert(*id, (candidate.clone(), technique.clone(), tool.clone()));
+                }
+            }
+            Event::NoProposal { id, parent, stop, .. } => {
+                if let Some(s) = search.as_mut() {
+                    s.drop_node(*id, *parent, *stop);
+                }
+                finished.insert(*id);
+            }
+            Event::NodeFinished { id, summary, .. } => {
+                let s = search
+                    .as_mut()
+                    .ok_or_else(|| RunError::Usage("events.jsonl: a node before the baseline".into()))?;
+                let p = proposals.get(id).cloned();
+                let intent = search::Intent {
+                    technique: p.as_ref().map(|p| p.1.clone()).unwrap_or_else(|| "none".into()),
+                    tool: p.as_ref().and_then(|p| p.2.clone()),
+                };
+                let no_kernel = p.is_none();
+                s.finish(
+                    *id,
+                    summary.clone(),
+                    p.map(|p| p.0),
+                    intent,
+                    no_kernel,
+                    active + session_start.map(|st| r.at - st).unwrap_or(0.0),
+                );
+                finished.insert(*id);
+            }
+            Event::Profiled { id, .. } => {
+                profiled.insert(*id);
+            }
+            _ => {}
+        }
+        last_at = r.at;
+    }
+    if let Some(s) = session_start {
+        active += (last_at - s).max(0.0);
+    }
+    let mut search = search.ok_or_else(|| {
+        RunError::Usage(format!("{}: the run never judged its baseline; start a new one", dir.display()))
+    })?;
+    if let Generator::Llm(l) = &generator {
+        l.add_spent(&usage);
+    }
+    store.append(Event::Session { resumed: true, pid: std::process::id() }).map_err(RunError::Internal)?;
+    let rt = runtime()?;
+    let progress = progress::Progress::new(cfg.budget(), json);
+    let root_summary = search.summaries.get(&0).cloned().unwrap_or_default();
+    let prepared = prepare(&cfg, &task, store.clone(), generator, Some(root_summary), &rt)?;
+    let ctx = prepared.ctx;
+
+    // What was already judged is never judged again; profiles are read back from disk.
+    for id in &finished {
+        if let (Some(s), Some((c, _, _))) = (search.summaries.get(id), proposals.get(id)) {
+            let source = std::fs::read_to_string(dir.join(&c.source)).unwrap_or_default();
+            let source =
+                source.strip_prefix(&format!("// {}\n", store::SIMULATED_NOTE)).map(str::to_string).unwrap_or(source);
+            ctx.judged.lock().unwrap().insert(content_key(&source, c), (*id, s.clone()));
+        }
+    }
+    for id in profiled {
+        let node_dir = store.node_dir(id);
+        let diagnoses = std::fs::read(node_dir.join("diagnoses.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|mut v| {
+                v.as_object_mut().map(|o| o.remove("simulated"));
+                serde_json::from_value::<heuristics::Report>(v).ok()
+            });
+        let raw = std::fs::read_to_string(node_dir.join("counters.txt")).ok();
+        let p = generate::ParentProfile { diagnoses, raw, note: "read back from an earlier session".into() };
+        ctx.profiles.lock().unwrap().insert(id, Arc::new(tokio::sync::OnceCell::new_with(Some(p))));
+    }
+
+    // Nodes that were in flight when the run stopped are redone.
+    let pending: Vec<usize> =
+        search.tree.nodes().iter().filter(|n| n.id != 0 && n.outcome.is_none() && !n.cancelled).map(|n| n.id).collect();
+    for id in pending {
+        let n = search.tree.node(id);
+        let parent = n.parent.unwrap_or(0);
+        search.redo.push(Job {
+            id,
+            parent,
+            kind: n.kind,
+            parent_candidate: search.tree.node(parent).payload.clone(),
+            parent_summary: search.summaries.get(&parent).cloned().unwrap_or_default(),
+            memory: search.tree.memory.summary(8),
+            redo: proposals.get(&id).cloned(),
+        });
+    }
+    progress.message(&format!(
+        "resuming {}: {} nodes judged, {} to redo, {:.1} min of search done",
+        dir.display(),
+        search.summaries.len().saturating_sub(1),
+        search.redo.len(),
+        active / 60.0
+    ));
+    drive(&cfg, &task, ctx, &mut search, active, &rt, progress)
+}
+
+/// The search, then the final re-verification and the summary.
+fn drive(
+    cfg: &RunConfig,
+    task: &Task,
+    ctx: Arc<Ctx>,
+    search: &mut Search,
+    active_before: f64,
+    rt: &tokio::runtime::Runtime,
+    progress: progress::Progress,
+) -> Result<summary::Summary, RunError> {
+    let ended = rt.block_on(orchestrator::run(
+        ctx.clone(),
+        search,
+        cfg.budget(),
+        active_before,
+        cfg.parallel.max(1),
+        &progress,
+    ));
+    if let Some(m) = &ended.fatal {
+        progress.finish();
+        return Err(RunError::Env(format!(
+            "{m} (the run directory keeps everything judged so far: --resume {} carries on)",
+            ctx.store.dir().display()
+        )));
+    }
+    let session_s = ended.active_s - active_before;
+    let final_check = if ended.abandoned {
+        finish::Final {
+            node: 0,
+            verified: false,
+            summary: None,
+            tried: vec![],
+            note: "abandoned before the final check".into(),
+        }
+    } else {
+        progress.message("re-verifying the best kernel (more seeds, compute-sanitizer)");
+        rt.block_on(finish::verify_best(&ctx, search, cfg.final_seeds, cfg.final_sanitize))
+    };
+    progress.finish();
+    let summary = summary::Summary::build(
+        ctx.store.dir().to_path_buf(),
+        &task.name,
+        ctx.store.simulated(),
+        cfg.generator.name(),
+        search,
+        session_s,
+        ended.active_s,
+        ctx.times.lock().unwrap().clone(),
+        ctx.lanes.stats(),
+        ctx.generator.usage(),
+        final_check,
+    );
+    let _ = ctx.store.write_json("summary.json", &summary);
+    let _ = ctx.store.append(Event::RunFinished {
+        best: summary.best.node,
+        speedup: summary.best.speedup,
+        verified: summary.best.verified,
+    });
+    tracing::info!(best = summary.best.node, speedup = summary.best.speedup, "run finished");
+    Ok(summary)
+}

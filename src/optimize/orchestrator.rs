@@ -1,0 +1,269 @@
+//! The loop. It alone owns the search tree: it selects (MCTS, greedy or best-of-n),
+//! starts an [`expand`] task per selection up to `--parallel` in flight, so generation
+//! and builds run ahead of the GPU lanes, and records each result as it comes back. It
+//! stops launching at the budget, the node cap, the first Ctrl-C or when nothing is left
+//! to expand; in-flight work then finishes, unless a second Ctrl-C abandons it (the
+//! workers are killed; `--resume` redoes those nodes).
+
+use super::config::Strategy;
+use super::events::{Candidate, Event, NodeSummary};
+use super::expand::{expand, Ctx, Done, Job};
+use super::progress::Progress;
+use super::store::node_rel;
+use search::{Expansion, Intent, NodeId, Selection, Tree};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Failure classes that mean no kernel exists to repair.
+fn is_generation_failure(class: &str) -> bool {
+    matches!(class, "no-code" | "truncated-reply" | "api-error" | "api-timeout" | "internal-error")
+}
+
+pub struct Search {
+    pub tree: Tree<Candidate>,
+    pub summaries: HashMap<NodeId, NodeSummary>,
+    pub strategy: Strategy,
+    /// Failed kernels get repair children only from generators that can repair.
+    pub repairs: bool,
+    pub max_nodes: Option<usize>,
+    /// Nodes started in earlier sessions and still unfinished: redone first.
+    pub redo: Vec<Job>,
+    pub stop_reason: Option<String>,
+    /// Evaluated nodes by failure class, and passed ones under "passed".
+    pub outcomes: BTreeMap<String, usize>,
+    /// When each node finished, relative to the search's active time, and its speedup.
+    pub timeline: Vec<(f64, NodeId, Option<f64>)>,
+}
+
+impl Search {
+    pub fn started_nodes(&self) -> usize {
+        self.tree.nodes().iter().filter(|n| n.id != 0 && !n.cancelled).count()
+    }
+
+    fn cap_reached(&self) -> bool {
+        self.max_nodes.is_some_and(|m| self.started_nodes() >= m)
+    }
+
+    fn select(&mut self) -> Option<Selection> {
+        match self.strategy {
+            Strategy::Mcts => self.tree.select(),
+            Strategy::BestOfN => {
+                (!self.tree.node(0).saturated).then_some(Selection { parent: 0, kind: Expansion::Improve })
+            }
+            Strategy::Greedy => {
+                let best = self.tree.best().id;
+                // One repair after a failure of the best kernel's latest child.
+                if self.repairs {
+                    if let Some(&last) =
+                        self.tree.node(best).children.iter().rev().find(|c| self.tree.node(**c).outcome.is_some())
+                    {
+                        let n = self.tree.node(last);
+                        if n.is_failed() && !n.closed && n.children.is_empty() {
+                            return Some(Selection { parent: last, kind: Expansion::Repair });
+                        }
+                    }
+                }
+                (!self.tree.node(best).saturated).then_some(Selection { parent: best, kind: Expansion::Improve })
+            }
+        }
+    }
+
+    /// Applies one finished node to the tree (live, and when replaying the log).
+    pub fn finish(
+        &mut self,
+        id: NodeId,
+        summary: NodeSummary,
+        candidate: Option<Candidate>,
+        intent: Intent,
+        no_kernel: bool,
+        at: f64,
+    ) {
+        if let Some(c) = candidate {
+            self.tree.set_payload(id, c);
+        }
+        self.tree.set_intent(id, intent);
+        self.tree.record(id, summary.outcome());
+        let class = summary.failure_class.clone().unwrap_or_else(|| "passed".into());
+        if !summary.passed && (no_kernel || is_generation_failure(&class) || !self.repairs) {
+            self.tree.close_node(id, "no kernel to repair");
+        }
+        *self.outcomes.entry(class).or_default() += 1;
+        self.timeline.push((at, id, summary.passed.then_some(summary.speedup).flatten()));
+        self.summaries.insert(id, summary);
+    }
+
+    pub fn drop_node(&mut self, id: NodeId, parent: NodeId, stop: bool) {
+        self.tree.cancel(id);
+        if !stop {
+            self.tree.saturate(parent);
+        }
+    }
+
+    fn job(&self, sel: &Selection, id: NodeId) -> Job {
+        let parent = self.tree.node(sel.parent);
+        Job {
+            id,
+            parent: sel.parent,
+            kind: sel.kind,
+            parent_candidate: parent.payload.clone(),
+            parent_summary: self.summaries.get(&sel.parent).cloned().unwrap_or_default(),
+            memory: self.tree.memory.summary(8),
+            redo: None,
+        }
+    }
+
+    pub fn best(&self) -> (NodeId, f64) {
+        let b = self.tree.best();
+        (b.id, b.outcome.as_ref().map(|o| o.speedup).unwrap_or(1.0))
+    }
+}
+
+/// How the loop ended.
+pub struct Ended {
+    pub abandoned: bool,
+    pub fatal: Option<String>,
+    pub active_s: f64,
+}
+
+/// Runs the search until it stops. `active_before` is the search time spent in earlier
+/// sessions (counted against the budget).
+pub async fn run(
+    ctx: Arc<Ctx>,
+    search: &mut Search,
+    budget: Option<Duration>,
+    active_before: f64,
+    parallel: usize,
+    progress: &Progress,
+) -> Ended {
+    let started = Instant::now();
+    let deadline = budget.map(|b| started + b.saturating_sub(Duration::from_secs_f64(active_before)));
+    let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
+    let mut inflight: BTreeSet<NodeId> = BTreeSet::new();
+    let mut stopping = search.stop_reason.clone();
+    let mut fatal = None;
+    let mut interrupts = 0u32;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+
+    let spawn = |job: Job, inflight: &mut BTreeSet<NodeId>| {
+        inflight.insert(job.id);
+        let (ctx, tx) = (ctx.clone(), tx.clone());
+        tokio::spawn(async move {
+            let done = expand(ctx, job).await;
+            let _ = tx.send(done);
+        });
+    };
+    for job in std::mem::take(&mut search.redo) {
+        spawn(job, &mut inflight);
+    }
+    loop {
+        if stopping.is_none() {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                stopping = Some("the budget is spent".into());
+            } else if search.cap_reached() {
+                stopping = Some(format!("--max-nodes {} reached", search.max_nodes.unwrap_or(0)));
+            }
+        }
+        while stopping.is_none() && inflight.len() < parallel && !search.cap_reached() {
+            let Some(sel) = search.select() else { break };
+            let placeholder = search.tree.node(sel.parent).payload.clone();
+            let id = search.tree.add_pending(&sel, placeholder, Intent::default());
+            if let Err(e) = ctx.store.append(Event::NodeStarted { id, parent: sel.parent, kind: sel.kind }) {
+                fatal = Some(e);
+                stopping = Some("the run directory cannot be written".into());
+                search.tree.cancel(id);
+                break;
+            }
+            let job = search.job(&sel, id);
+            spawn(job, &mut inflight);
+        }
+        if inflight.is_empty() {
+            if stopping.is_none() {
+                stopping = Some(match search.strategy {
+                    Strategy::Mcts => "nothing left to expand: every node is saturated or closed".into(),
+                    Strategy::Greedy => "greedy: the best kernel has nothing new to try".into(),
+                    Strategy::BestOfN => "best-of-n: the baseline has nothing new to try".into(),
+                });
+            }
+            break;
+        }
+        progress.update(
+            search,
+            &ctx.lanes,
+            inflight.len(),
+            started.elapsed().as_secs_f64() + active_before,
+            stopping.as_deref(),
+        );
+        tokio::select! {
+            Some(done) = rx.recv() => {
+                let at = active_before + started.elapsed().as_secs_f64();
+                match done {
+                    Done::Finished { id, summary, candidate, technique, tool, lane, duplicate_of, no_kernel } => {
+                        inflight.remove(&id);
+                        let _ = ctx.store.append(Event::NodeFinished { id, summary: summary.clone(), lane, duplicate_of });
+                        let intent = Intent { technique: technique.clone(), tool };
+                        search.finish(id, summary.clone(), candidate, intent, no_kernel, at);
+                        progress.node(id, &technique, &summary, duplicate_of);
+                        if search.tree.best().id == id {
+                            save_best(&ctx, search, id);
+                        }
+                    }
+                    Done::Dropped { id, parent, why, stop } => {
+                        inflight.remove(&id);
+                        let _ = ctx.store.append(Event::NoProposal { id, parent, why: why.clone(), stop });
+                        search.drop_node(id, parent, stop);
+                        if stop && stopping.is_none() {
+                            stopping = Some(why);
+                        }
+                    }
+                    Done::Fatal { id, message } => {
+                        inflight.remove(&id);
+                        fatal = Some(message.clone());
+                        stopping = Some(format!("cannot go on: {message}"));
+                    }
+                }
+            }
+            _ = tick.tick() => {}
+            _ = async { match sigint.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
+                interrupts += 1;
+                if interrupts >= 2 {
+                    crate::process::kill_live_groups();
+                    progress.message("second Ctrl-C: abandoning the work in flight (--resume redoes it)");
+                    let _ = ctx.store.append(Event::SearchStopped { why: "abandoned by a second Ctrl-C".into() });
+                    return Ended { abandoned: true, fatal, active_s: active_before + started.elapsed().as_secs_f64() };
+                }
+                progress.message("Ctrl-C: finishing the work in flight (press again to abandon it)");
+                stopping.get_or_insert_with(|| "stopped by Ctrl-C".into());
+            }
+            _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
+                stopping.get_or_insert_with(|| "stopped by SIGTERM".into());
+            }
+        }
+    }
+    let why = stopping.unwrap_or_else(|| "done".into());
+    let _ = ctx.store.append(Event::SearchStopped { why: why.clone() });
+    search.stop_reason = Some(why);
+    Ended { abandoned: false, fatal, active_s: active_before + started.elapsed().as_secs_f64() }
+}
+
+/// Keeps `best.cu` and `best.json` current, so a run killed at any time has its best so far.
+pub fn save_best(ctx: &Ctx, search: &Search, id: NodeId) {
+    let node = search.tree.node(id);
+    let source = std::fs::read(ctx.store.dir().join(&node.payload.source)).unwrap_or_default();
+    let _ = ctx.store.write("best.cu", &source);
+    let _ = ctx.store.write_json(
+        "best.json",
+        &serde_json::json!({
+            "node": id,
+            "folder": node_rel(id),
+            "candidate": node.payload,
+            "technique": node.intent.technique,
+            "summary": search.summaries.get(&id),
+            "verified": false,
+            "note": "the best kernel so far; re-verified with more seeds and the sanitizers when the run ends",
+        }),
+    );
+}

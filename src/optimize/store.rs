@@ -1,0 +1,207 @@
+//! The run directory. Every file is written whole or not at all (a temporary file in the
+//! same folder, synced, then renamed over the target), and the event log is appended one
+//! synced line at a time, so a run killed at any instant leaves a directory `--resume`
+//! can carry on from. One process at a time holds a run (an advisory lock).
+//!
+//! A run made with the simulated evaluator says so in every file: a `simulated` field in
+//! JSON, a first comment line in text files.
+
+use super::events::{parse_log, Event, Record};
+use search::NodeId;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+pub const EVENTS: &str = "events.jsonl";
+pub const CONFIG: &str = "run.json";
+const LOCK: &str = ".lock";
+pub const SIMULATED_NOTE: &str =
+    "SIMULATED RUN: no GPU judged these kernels (nightshift's test-only simulated evaluator)";
+
+pub struct RunStore {
+    dir: PathBuf,
+    events: Mutex<File>,
+    simulated: bool,
+    _lock: File,
+}
+
+fn lock(dir: &Path) -> Result<File, String> {
+    let path = dir.join(LOCK);
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    // SAFETY: flock on a file descriptor we own.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        return Err(format!("{} is in use by another nightshift process", dir.display()));
+    }
+    Ok(f)
+}
+
+impl RunStore {
+    /// Creates a new run directory (it must not exist, or be empty).
+    pub fn create(dir: &Path, simulated: bool) -> Result<RunStore, String> {
+        if dir.exists() && std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
+            return Err(format!(
+                "{} already exists and is not empty: pass another --out, or --resume {} to carry on",
+                dir.display(),
+                dir.display()
+            ));
+        }
+        std::fs::create_dir_all(dir.join("nodes")).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        Self::open_at(dir, simulated)
+    }
+
+    /// Opens an existing run for `--resume`.
+    pub fn open(dir: &Path, simulated: bool) -> Result<RunStore, String> {
+        if !dir.join(EVENTS).is_file() {
+            return Err(format!("{} is not a nightshift run directory (no {EVENTS})", dir.display()));
+        }
+        Self::open_at(dir, simulated)
+    }
+
+    fn open_at(dir: &Path, simulated: bool) -> Result<RunStore, String> {
+        let lock = lock(dir)?;
+        let path = dir.join(EVENTS);
+        // A line torn by a kill is cut off before anything is appended after it.
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            if !text.is_empty() && !text.ends_with('\n') {
+                let keep = text.rfind('\n').map(|i| i + 1).unwrap_or(0);
+                let f = OpenOptions::new().write(true).open(&path).map_err(|e| e.to_string())?;
+                f.set_len(keep as u64).map_err(|e| format!("cannot repair {}: {e}", path.display()))?;
+            }
+        }
+        let events = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        Ok(RunStore { dir: dir.to_path_buf(), events: Mutex::new(events), simulated, _lock: lock })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn simulated(&self) -> bool {
+        self.simulated
+    }
+
+    pub fn node_dir(&self, id: NodeId) -> PathBuf {
+        self.dir.join(node_rel(id))
+    }
+
+    /// Appends one event and syncs it to disk before returning.
+    pub fn append(&self, event: Event) -> Result<(), String> {
+        let record = Record { at: now(), event, simulated: self.simulated };
+        let mut line = serde_json::to_string(&record).expect("events serialize");
+        line.push('\n');
+        let mut f = self.events.lock().map_err(|_| "the event log lock is poisoned".to_string())?;
+        f.write_all(line.as_bytes()).and_then(|_| f.sync_data()).map_err(|e| format!("cannot append to {EVENTS}: {e}"))
+    }
+
+    /// Writes `rel` (relative to the run directory) atomically, marking it when simulated.
+    pub fn write(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, String> {
+        let path = self.dir.join(rel);
+        let marked = if self.simulated { mark(rel, bytes) } else { bytes.to_vec() };
+        write_atomic(&path, &marked)?;
+        Ok(path)
+    }
+
+    pub fn write_json<T: serde::Serialize>(&self, rel: &str, value: &T) -> Result<PathBuf, String> {
+        let mut v = serde_json::to_value(value).map_err(|e| e.to_string())?;
+        if self.simulated {
+            if let Some(o) = v.as_object_mut() {
+                o.insert("simulated".into(), serde_json::Value::String(SIMULATED_NOTE.into()));
+            }
+        }
+        let bytes = serde_json::to_vec_pretty(&v).map_err(|e| e.to_string())?;
+        let path = self.dir.join(rel);
+        write_atomic(&path, &bytes)?;
+        Ok(path)
+    }
+
+    pub fn read_events(&self) -> Result<Vec<Record>, String> {
+        let text = std::fs::read_to_string(self.dir.join(EVENTS)).map_err(|e| format!("cannot read {EVENTS}: {e}"))?;
+        parse_log(&text)
+    }
+}
+
+/// `nodes/0007`.
+pub fn node_rel(id: NodeId) -> String {
+    format!("nodes/{id:04}")
+}
+
+pub fn now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+/// A first-line marker in the file's own comment syntax.
+fn mark(rel: &str, bytes: &[u8]) -> Vec<u8> {
+    let ext = Path::new(rel).extension().and_then(|e| e.to_str()).unwrap_or("");
+    let prefix = match ext {
+        "cu" | "cuh" | "h" | "c" | "cpp" => format!("// {SIMULATED_NOTE}\n"),
+        "json" | "jsonl" => return bytes.to_vec(),
+        "md" => format!("> **{SIMULATED_NOTE}**\n\n"),
+        "csv" => format!("# {SIMULATED_NOTE}\n"),
+        _ => format!("# {SIMULATED_NOTE}\n"),
+    };
+    let mut out = prefix.into_bytes();
+    out.extend_from_slice(bytes);
+    out
+}
+
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|_| tmp.as_file().sync_data())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    tmp.persist(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simulated_runs_mark_every_file_and_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = RunStore::create(&tmp.path().join("run"), true).unwrap();
+        store.write("nodes/0001/kernel.cu", b"__global__ void k() {}").unwrap();
+        store.write_json("run.json", &serde_json::json!({"a": 1})).unwrap();
+        store.append(Event::SearchStopped { why: "test".into() }).unwrap();
+        let cu = std::fs::read_to_string(store.dir().join("nodes/0001/kernel.cu")).unwrap();
+        assert!(cu.starts_with("// SIMULATED RUN"), "{cu}");
+        let json = std::fs::read_to_string(store.dir().join("run.json")).unwrap();
+        assert!(json.contains("SIMULATED RUN"), "{json}");
+        assert!(store.read_events().unwrap()[0].simulated);
+    }
+
+    #[test]
+    fn a_run_is_held_by_one_process_and_a_torn_line_is_repaired() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        let store = RunStore::create(&dir, false).unwrap();
+        store.append(Event::SearchStopped { why: "a".into() }).unwrap();
+        assert!(RunStore::open(&dir, false).err().unwrap().contains("in use"));
+        assert!(RunStore::create(&dir, false).err().unwrap().contains("--resume"));
+        drop(store);
+        let mut f = OpenOptions::new().append(true).open(dir.join(EVENTS)).unwrap();
+        f.write_all(b"{\"at\":1,\"ev").unwrap();
+        let store = RunStore::open(&dir, false).unwrap();
+        store.append(Event::SearchStopped { why: "b".into() }).unwrap();
+        let events = store.read_events().unwrap();
+        assert_eq!(events.len(), 2, "the torn line is gone, both good ones stay");
+    }
+}

@@ -1,0 +1,211 @@
+//! The result of a run, for people (a few lines on stdout) and scripts (`--json`, and
+//! `summary.json` in the run directory).
+
+use super::events::Usage;
+use super::expand::PhaseTimes;
+use super::finish::Final;
+use super::lanes::LaneStats;
+use super::orchestrator::Search;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Best {
+    pub node: usize,
+    pub verified: bool,
+    pub speedup: f64,
+    pub ms: Option<f64>,
+    pub baseline_ms: Option<f64>,
+    pub pct_of_floor: Option<f64>,
+    pub baseline_pct_of_floor: Option<f64>,
+    pub technique: String,
+    pub config: String,
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuLane {
+    pub device: usize,
+    pub busy_s: f64,
+    /// Busy seconds over the search's wall time.
+    pub busy_fraction: f64,
+    pub jobs: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub run_dir: PathBuf,
+    pub task: String,
+    pub simulated: bool,
+    pub generator: String,
+    pub stop_reason: String,
+    pub best: Best,
+    /// Judged nodes by outcome: "passed" or the failure class.
+    pub outcomes: BTreeMap<String, usize>,
+    pub judged: usize,
+    /// Wall time of the search in this session, and summed over sessions.
+    pub search_s: f64,
+    pub phases: PhaseTimes,
+    pub gpus: Vec<GpuLane>,
+    pub judged_per_minute: f64,
+    /// Judged nodes, in finishing order, until the best so far first reached 95% of the
+    /// run's best gain (log2 speedup); None when nothing beat the baseline.
+    pub evaluations_to_95pct: Option<usize>,
+    pub usage: Option<Usage>,
+    pub final_check: Final,
+}
+
+/// Evaluations until the running best reaches 95% of the final best gain.
+pub fn evaluations_to_95pct(timeline: &[(f64, usize, Option<f64>)]) -> Option<usize> {
+    let best = timeline.iter().filter_map(|t| t.2).fold(1.0f64, f64::max);
+    if best <= 1.0 {
+        return None;
+    }
+    let target = 0.95 * best.log2();
+    let mut running = 1.0f64;
+    for (i, t) in timeline.iter().enumerate() {
+        if let Some(s) = t.2 {
+            running = running.max(s);
+        }
+        if running.log2() >= target {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+impl Summary {
+    #[allow(clippy::too_many_arguments)]
+    pub fn build(
+        run_dir: PathBuf,
+        task: &str,
+        simulated: bool,
+        generator: String,
+        search: &Search,
+        session_s: f64,
+        total_s: f64,
+        phases: PhaseTimes,
+        lanes: Vec<LaneStats>,
+        usage: Option<Usage>,
+        final_check: Final,
+    ) -> Summary {
+        let root = search.summaries.get(&0).cloned().unwrap_or_default();
+        let node = if final_check.verified { final_check.node } else { search.best().0 };
+        let s = if final_check.verified { final_check.summary.clone() } else { search.summaries.get(&node).cloned() };
+        let s = s.unwrap_or_default();
+        let n = search.tree.node(node);
+        let best = Best {
+            node,
+            verified: final_check.verified,
+            speedup: if node == 0 { 1.0 } else { s.speedup.unwrap_or(1.0) },
+            ms: s.candidate_ms,
+            baseline_ms: s.baseline_ms.or(root.candidate_ms),
+            pct_of_floor: s.pct_of_floor,
+            baseline_pct_of_floor: root.pct_of_floor,
+            technique: n.intent.technique.clone(),
+            config: n.payload.config_label(),
+            file: (node != 0 && final_check.verified).then(|| run_dir.join("best.cu")),
+        };
+        let judged = search.summaries.len().saturating_sub(1);
+        Summary {
+            task: task.to_string(),
+            simulated,
+            generator,
+            stop_reason: search.stop_reason.clone().unwrap_or_default(),
+            best,
+            outcomes: search.outcomes.clone(),
+            judged,
+            search_s: total_s,
+            phases,
+            gpus: lanes
+                .iter()
+                .map(|l| GpuLane {
+                    device: l.device,
+                    busy_s: l.busy_s,
+                    busy_fraction: l.busy_s / session_s.max(1e-9),
+                    jobs: l.jobs,
+                })
+                .collect(),
+            judged_per_minute: judged as f64 / (total_s / 60.0).max(1e-9),
+            evaluations_to_95pct: evaluations_to_95pct(&search.timeline),
+            usage,
+            final_check,
+            run_dir,
+        }
+    }
+
+    pub fn human(&self) -> String {
+        let mut o = String::new();
+        let b = &self.best;
+        if self.simulated {
+            let _ = writeln!(o, "SIMULATED RUN: these numbers come from the test-only simulated evaluator, not a GPU");
+        }
+        if b.node == 0 {
+            let _ = writeln!(o, "{}: no faster kernel found ({})", self.task, self.final_check.note);
+        } else {
+            let _ = writeln!(
+                o,
+                "{}: best {:.3}x over the baseline (node {}, {}{}){}",
+                self.task,
+                b.speedup,
+                b.node,
+                b.technique,
+                if b.config != "defaults" { format!(", {}", b.config) } else { String::new() },
+                if b.verified { ", re-verified" } else { ", NOT re-verified" }
+            );
+            let _ = writeln!(
+                o,
+                "  {} against {}{}",
+                b.ms.map(|m| format!("{m:.4} ms")).unwrap_or_default(),
+                b.baseline_ms.map(|m| format!("{m:.4} ms")).unwrap_or_default(),
+                match (b.pct_of_floor, b.baseline_pct_of_floor) {
+                    (Some(p), Some(q)) => format!("; {p:.1}% of the physical floor (baseline {q:.1}%)"),
+                    (Some(p), None) => format!("; {p:.1}% of the physical floor"),
+                    _ => String::new(),
+                }
+            );
+        }
+        let outcomes: Vec<String> = self.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(o, "  {} nodes judged: {}", self.judged, outcomes.join(", "));
+        let gpus: Vec<String> = self
+            .gpus
+            .iter()
+            .map(|g| format!("gpu{} busy {:.0}% ({} jobs)", g.device, 100.0 * g.busy_fraction, g.jobs))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  {:.1} min of search, {:.1} judged per minute; {}",
+            self.search_s / 60.0,
+            self.judged_per_minute,
+            gpus.join(", ")
+        );
+        if let Some(u) = &self.usage {
+            let _ = writeln!(
+                o,
+                "  LLM: {} requests, {} prompt + {} completion tokens, ${:.2}",
+                u.requests, u.prompt_tokens, u.completion_tokens, u.cost
+            );
+        }
+        let _ = writeln!(o, "  stopped: {}", self.stop_reason);
+        if let Some(f) = &b.file {
+            let _ = writeln!(o, "  best kernel: {}", f.display());
+        }
+        let _ = writeln!(o, "  run directory: {}", self.run_dir.display());
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ninety_five_percent_of_the_gain() {
+        // Best 2.0x (gain 1.0); 1.95x (gain 0.963) is the first to reach 0.95.
+        let t = [(0.0, 1, Some(1.2)), (0.0, 2, None), (0.0, 3, Some(1.95)), (0.0, 4, Some(2.0))];
+        assert_eq!(evaluations_to_95pct(&t), Some(3));
+        assert_eq!(evaluations_to_95pct(&[(0.0, 1, Some(0.9))]), None);
+    }
+}
