@@ -520,7 +520,8 @@ mod tests {
         assert_eq!(t.node(0).pending, 0);
         assert!(t.node(0).children.is_empty());
         assert!(t.ranking().iter().all(|id| *id != a));
-        let b = t.add_pending(&t.select().unwrap(), (), Intent { technique: "x".into(), tool: None });
+        let sel = t.select().unwrap();
+        let b = t.add_pending(&sel, (), Intent { technique: "x".into(), tool: None });
         t.set_intent(b, Intent { technique: "vectorize".into(), tool: Some("scalar-global-access".into()) });
         t.record(b, Outcome::correct(1.5));
         assert_eq!(t.memory.technique("vectorize").unwrap().tries, 1);

@@ -370,8 +370,11 @@ mod tests {
         let occupancy = Tuner::new(&t, &src, 1, Guidance::Tools);
         let k =
             kernel(occupancy.propose(&request(&t, base.clone(), Some(report("low-occupancy", 0.4)), Guidance::Tools)));
-        assert_eq!(k.defines.get("BLOCK").map(String::as_str), Some("128"), "{k:?}");
-        assert_eq!(k.technique, "BLOCK-down");
+        // Low occupancy: smaller blocks or a register cap, both of which it answers.
+        let smaller = k.defines.get("BLOCK").map(String::as_str) == Some("128");
+        let capped = k.flags.iter().any(|f| f.starts_with("-maxrregcount"));
+        assert!(smaller || capped, "{k:?}");
+        assert!(k.technique == "BLOCK-down" || k.technique == "register-cap", "{}", k.technique);
         assert_eq!(k.tool.as_deref(), Some("low-occupancy"));
         let latency = Tuner::new(&t, &src, 1, Guidance::Tools);
         let k = kernel(latency.propose(&request(

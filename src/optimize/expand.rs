@@ -67,7 +67,7 @@ pub struct Job {
 pub enum Done {
     Finished {
         id: NodeId,
-        summary: NodeSummary,
+        summary: Box<NodeSummary>,
         candidate: Option<Candidate>,
         technique: String,
         tool: Option<String>,
@@ -113,7 +113,10 @@ impl Ctx {
         let ctx = self.clone();
         let candidate = candidate.clone();
         cell.get_or_init(|| async move {
-            let built = match ctx.build(&candidate).await {
+            // The root is the baseline, built once as trusted (it may link cuBLAS).
+            let built =
+                if parent == 0 { Ok(ctx.evaluator.trusted.baseline.clone()) } else { ctx.build(&candidate).await };
+            let built = match built {
                 Ok(b) => b,
                 Err(note) => return ParentProfile { note, ..Default::default() },
             };
@@ -215,7 +218,7 @@ pub async fn expand(ctx: Arc<Ctx>, job: Job) -> Done {
     let finished =
         |summary: NodeSummary, lane: Option<usize>, duplicate_of: Option<NodeId>, no_kernel: bool| Done::Finished {
             id,
-            summary,
+            summary: Box::new(summary),
             candidate: Some(candidate.clone()),
             technique: technique.clone(),
             tool: tool.clone(),
@@ -257,17 +260,21 @@ pub async fn expand(ctx: Arc<Ctx>, job: Job) -> Done {
     let ev = ctx.evaluator.clone();
     let path = ctx.store.dir().join(&candidate.source);
     let cand = candidate.clone();
-    let started = Instant::now();
-    let result =
-        ctx.lanes.run(false, format!("judging node {id}"), move |device| ev.judge(device, &built, &path, &cand)).await;
-    {
-        let mut t = ctx.times.lock().unwrap();
-        t.judge_s += started.elapsed().as_secs_f64();
-        t.judgments += 1;
-    }
+    let result = ctx
+        .lanes
+        .run(false, format!("judging node {id}"), move |device| {
+            let started = Instant::now();
+            (ev.judge(device, &built, &path, &cand), started.elapsed().as_secs_f64())
+        })
+        .await;
     let (lane, verdict) = match result {
         None => return Done::Fatal { id, message: "the GPU lanes stopped".into() },
-        Some((lane, r)) => (lane, r),
+        Some((lane, (r, seconds))) => {
+            let mut t = ctx.times.lock().unwrap();
+            t.judge_s += seconds;
+            t.judgments += 1;
+            (lane, r)
+        }
     };
     match verdict {
         Ok(v) => {
@@ -377,7 +384,7 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
             }
             Err(Done::Finished {
                 id,
-                summary,
+                summary: Box::new(summary),
                 candidate: None,
                 technique: "none".into(),
                 tool: None,

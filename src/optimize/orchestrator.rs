@@ -202,6 +202,7 @@ pub async fn run(
                 let at = active_before + started.elapsed().as_secs_f64();
                 match done {
                     Done::Finished { id, summary, candidate, technique, tool, lane, duplicate_of, no_kernel } => {
+                        let summary = *summary;
                         inflight.remove(&id);
                         let _ = ctx.store.append(Event::NodeFinished { id, summary: summary.clone(), lane, duplicate_of });
                         let intent = Intent { technique: technique.clone(), tool };
