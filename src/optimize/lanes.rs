@@ -19,6 +19,8 @@ struct Job {
 pub struct LaneStats {
     pub device: usize,
     pub busy_s: f64,
+    /// Busy seconds while the search ran (not the baseline judgment or the final check).
+    pub search_busy_s: f64,
     pub jobs: usize,
     /// What the lane is doing now.
     pub current: Option<String>,
@@ -33,13 +35,17 @@ struct Lane {
 
 pub struct Lanes {
     lanes: Vec<Lane>,
+    /// Whether the search is running (for the busy fraction of the search alone).
+    search_phase: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Lanes {
     /// Starts one lane per device on the current tokio runtime.
     pub fn start(devices: &[usize]) -> Lanes {
         let mut lanes = Vec::new();
+        let phase = Arc::new(std::sync::atomic::AtomicBool::new(false));
         for &device in devices {
+            let search_phase = phase.clone();
             let (urgent, mut urgent_rx) = mpsc::unbounded_channel::<Job>();
             let (normal, mut normal_rx) = mpsc::unbounded_channel::<Job>();
             let queued = Arc::new(AtomicUsize::new(0));
@@ -58,7 +64,11 @@ impl Lanes {
                     let work = job.work;
                     let _ = tokio::task::spawn_blocking(move || work(device)).await;
                     let mut s = st.lock().unwrap();
-                    s.busy_s += started.elapsed().as_secs_f64();
+                    let busy = started.elapsed().as_secs_f64();
+                    s.busy_s += busy;
+                    if search_phase.load(Ordering::SeqCst) {
+                        s.search_busy_s += busy;
+                    }
                     s.jobs += 1;
                     s.current = None;
                     drop(s);
@@ -67,7 +77,12 @@ impl Lanes {
             });
             lanes.push(Lane { urgent, normal, queued, stats });
         }
-        Lanes { lanes }
+        Lanes { lanes, search_phase: phase }
+    }
+
+    /// Marks the start and end of the search, for [`LaneStats::search_busy_s`].
+    pub fn set_search_phase(&self, on: bool) {
+        self.search_phase.store(on, Ordering::SeqCst);
     }
 
     /// Runs `f(device)` on the least loaded lane; returns the lane index and the result.

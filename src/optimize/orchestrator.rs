@@ -156,6 +156,7 @@ pub async fn run(
             let _ = tx.send(done);
         });
     };
+    ctx.lanes.set_search_phase(true);
     for job in std::mem::take(&mut search.redo) {
         spawn(job, &mut inflight);
     }
@@ -244,6 +245,7 @@ pub async fn run(
             }
         }
     }
+    ctx.lanes.set_search_phase(false);
     let why = stopping.unwrap_or_else(|| "done".into());
     let _ = ctx.store.append(Event::SearchStopped { why: why.clone() });
     search.stop_reason = Some(why);

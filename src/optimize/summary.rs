@@ -28,8 +28,9 @@ pub struct Best {
 #[derive(Debug, Clone, Serialize)]
 pub struct GpuLane {
     pub device: usize,
+    /// Busy seconds over the whole session (baseline, search, final check).
     pub busy_s: f64,
-    /// Busy seconds over the search's wall time.
+    /// Busy seconds during the search over the search's wall time in this session.
     pub busy_fraction: f64,
     pub jobs: usize,
 }
@@ -124,7 +125,7 @@ impl Summary {
                 .map(|l| GpuLane {
                     device: l.device,
                     busy_s: l.busy_s,
-                    busy_fraction: l.busy_s / session_s.max(1e-9),
+                    busy_fraction: (l.search_busy_s / session_s.max(1e-9)).min(1.0),
                     jobs: l.jobs,
                 })
                 .collect(),
