@@ -8,7 +8,7 @@
 use super::llm::reply;
 use super::{Kernel, Proposal, Request};
 use crate::optimize::events::{parse_log, Event};
-use crate::optimize::store::{node_rel, SIMULATED_NOTE};
+use crate::optimize::store::{node_rel, unmarked};
 use regex::Regex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,13 +27,6 @@ pub struct Replay {
 
 static TECHNIQUE_COMMENT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?im)^\s*//\s*technique\s*:\s*(.+?)\s*$").unwrap());
-
-fn strip_marker(text: String) -> String {
-    match text.strip_prefix(&format!("// {SIMULATED_NOTE}\n")) {
-        Some(rest) => rest.to_string(),
-        None => text,
-    }
-}
 
 fn kernel_file(path: &Path) -> Result<Kernel, String> {
     let source = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -86,8 +79,7 @@ impl Replay {
                     continue; // a reply that held no kernel
                 }
                 let path = dir.join(node_rel(id)).join("kernel.cu");
-                let source =
-                    strip_marker(std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?);
+                let source = unmarked(std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?);
                 items.push(Item::Kernel(Kernel {
                     source,
                     defines: candidate.defines,

@@ -92,11 +92,7 @@ pub fn content_key(source: &str, c: &Candidate) -> String {
 }
 
 fn read_source(store: &RunStore, rel: &str) -> String {
-    let text = std::fs::read_to_string(store.dir().join(rel)).unwrap_or_default();
-    match text.strip_prefix(&format!("// {}\n", super::store::SIMULATED_NOTE)) {
-        Some(rest) => rest.to_string(),
-        None => text,
-    }
+    super::store::unmarked(std::fs::read_to_string(store.dir().join(rel)).unwrap_or_default())
 }
 
 fn log_error(r: Result<impl Sized, String>) {

@@ -365,9 +365,7 @@ pub fn resume(dir: &Path, json: bool, api_key: Option<String>) -> Result<summary
     // What was already judged is never judged again; profiles are read back from disk.
     for id in &finished {
         if let (Some(s), Some((c, _, _))) = (search.summaries.get(id), proposals.get(id)) {
-            let source = std::fs::read_to_string(dir.join(&c.source)).unwrap_or_default();
-            let source =
-                source.strip_prefix(&format!("// {}\n", store::SIMULATED_NOTE)).map(str::to_string).unwrap_or(source);
+            let source = store::unmarked(std::fs::read_to_string(dir.join(&c.source)).unwrap_or_default());
             ctx.judged.lock().unwrap().insert(content_key(&source, c), (*id, s.clone()));
         }
     }

@@ -132,6 +132,14 @@ impl RunStore {
     }
 }
 
+/// A file's text without the first-line marker a simulated run puts on it.
+pub fn unmarked(text: String) -> String {
+    match text.strip_prefix(&format!("// {SIMULATED_NOTE}\n")) {
+        Some(rest) => rest.to_string(),
+        None => text,
+    }
+}
+
 /// `nodes/0007`.
 pub fn node_rel(id: NodeId) -> String {
     format!("nodes/{id:04}")
