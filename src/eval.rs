@@ -35,6 +35,9 @@ pub struct EvalOptions {
     /// The executable that provides `worker` (this binary, unless a test says otherwise).
     pub worker_exe: PathBuf,
     pub threads: usize,
+    /// Where input seeds start: random per `eval`, per run for `optimize`, so that no
+    /// candidate can know its inputs (or their outputs) in advance.
+    pub seed_base: u64,
 }
 
 impl EvalOptions {
@@ -52,8 +55,14 @@ impl EvalOptions {
             cache: build::cache_root(),
             worker_exe,
             threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(4).min(16),
+            seed_base: fresh_seed_base(),
         }
     }
+}
+
+/// A seed base nobody can predict; below 2^62 so that offsets never wrap.
+pub fn fresh_seed_base() -> u64 {
+    rand::random::<u64>() >> 2
 }
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -120,6 +129,8 @@ pub struct Verdict {
     pub sanitizer: Vec<SanitizerReport>,
     pub phases: Phases,
     pub notes: Vec<String>,
+    /// The sandbox layers the worker put up, as it announced them.
+    pub sandbox: Vec<crate::sandbox::Layer>,
     /// The end of what candidate code and the worker printed, when something went wrong.
     pub stderr_tail: Option<String>,
 }
@@ -244,6 +255,7 @@ impl Verdict {
             sanitizer: Vec::new(),
             phases: Phases::default(),
             notes: Vec::new(),
+            sandbox: Vec::new(),
             stderr_tail: None,
         }
     }
@@ -324,12 +336,22 @@ pub fn judge(
         device: opts.device,
         timing: opts.timing.clone(),
         threads: opts.threads,
+        seed_base: opts.seed_base,
+        deadline_s: 0.0,
+        sandbox: true,
     };
     let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(DEFAULT_TIMEOUT);
     let run = run_worker(&opts.worker_exe, &request, timeout, None)?;
     verdict.device = run.device.clone();
+    verdict.sandbox = run.sandbox.clone();
+    if run.gpu_wait_s >= 0.5 {
+        verdict.notes.push(format!(
+            "waited {:.1} s for the GPU: another nightshift process was using it (one measurement at a time per GPU)",
+            run.gpu_wait_s
+        ));
+    }
     apply_phases(&mut verdict.phases, &run);
-    let classified = classify(&run, timeout);
+    let classified = classify(&run, &request, timeout);
     match classified {
         Classified::Report(report) => {
             verdict.check = report.check;
@@ -385,18 +407,20 @@ pub fn judge(
     Ok(verdict)
 }
 
+/// Phase seconds by the orchestrator's clock: right even when the worker died.
 fn apply_phases(p: &mut Phases, run: &WorkerRun) {
-    let Some(report) = &run.report else {
-        return;
-    };
-    let get = |names: &[&str]| names.iter().map(|n| report.phases.get(*n).copied().unwrap_or(0.0)).sum::<f64>();
+    let get = |names: &[&str]| names.iter().map(|n| run.phase_seconds.get(*n).copied().unwrap_or(0.0)).sum::<f64>();
     p.check = get(&["load-candidate", "check-baseline", "check"]);
     p.time = get(&["time"]);
     p.energy = get(&["energy"]);
     p.setup = (run.seconds - p.check - p.time - p.energy).max(0.0);
 }
 
-/// compute-sanitizer memcheck and racecheck on the smallest check size.
+/// The compute-sanitizer tools `--sanitize` runs: out-of-bounds and misaligned accesses,
+/// shared-memory races, reads of uninitialized global memory, and barrier misuse.
+pub const SANITIZER_TOOLS: [&str; 4] = ["memcheck", "racecheck", "initcheck", "synccheck"];
+
+/// Every tool of [`SANITIZER_TOOLS`] on the smallest check size.
 pub fn sanitize(
     request: &WorkerRequest,
     opts: &EvalOptions,
@@ -411,7 +435,7 @@ pub fn sanitize(
     let mut out = Vec::new();
     let logs =
         tempfile::tempdir().map_err(|e| EvalError::Internal(format!("cannot create a temporary folder: {e}")))?;
-    for check in ["memcheck", "racecheck"] {
+    for check in SANITIZER_TOOLS {
         // The tool's report goes to a file: the worker's stdout carries the protocol.
         let log = logs.path().join(format!("{check}.log"));
         let wrapper = vec![
@@ -426,7 +450,7 @@ pub fn sanitize(
         let run = run_worker(&opts.worker_exe, &req, timeout * 4, Some(&wrapper))?;
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let mut report = parse_sanitizer(check, &text);
-        if let Classified::Rejected(f) = classify(&run, timeout * 4) {
+        if let Classified::Rejected(f) = classify(&run, &req, timeout * 4) {
             report.findings.push(format!("under {check} the candidate failed: {}", f.message));
             report.errors = Some(report.errors.unwrap_or(0).max(1));
         }
@@ -439,16 +463,83 @@ pub fn sanitize(
 #[derive(Debug, Default)]
 pub struct WorkerRun {
     pub last_phase: Option<(Phase, String)>,
+    /// Every phase announced, in order.
+    pub phases_seen: Vec<Phase>,
+    /// Seconds per phase by the orchestrator's clock (from one announcement to the next),
+    /// which holds even when the worker dies without a report.
+    pub phase_seconds: BTreeMap<String, f64>,
     pub device: Option<DeviceInfo>,
+    pub sandbox: Vec<crate::sandbox::Layer>,
+    /// Whether the worker was asked to sandbox itself (NIGHTSHIFT_SANDBOX=off says no).
+    pub sandbox_requested: bool,
     pub report: Option<Box<WorkerReport>>,
+    /// The first line on the report channel that the worker did not write.
+    pub tampering: Option<String>,
+    /// A sealed line that did not parse (a worker bug, never the candidate's doing).
+    pub unreadable: Option<String>,
     pub status: Option<ExitStatus>,
     pub timed_out: bool,
     pub stderr: String,
     pub seconds: f64,
+    /// Seconds spent waiting for another process to finish with the GPU.
+    pub gpu_wait_s: f64,
+}
+
+/// Follows the report channel: opens each sealed line, notes the first that is not the
+/// worker's, and times the phases as they are announced.
+fn follow_channel(stdout: impl Read, key: crate::channel::Key, hosted: bool) -> WorkerRun {
+    let mut run = WorkerRun::default();
+    let mut opener = crate::channel::Opener::new(key);
+    let mut current: Option<(Phase, Instant)> = None;
+    let close = |run: &mut WorkerRun, current: &mut Option<(Phase, Instant)>| {
+        if let Some((p, t)) = current.take() {
+            *run.phase_seconds.entry(p.name().to_string()).or_default() += t.elapsed().as_secs_f64();
+        }
+    };
+    for line in BufReader::new(stdout).split(b'\n') {
+        let Ok(line) = line else { break };
+        let line = String::from_utf8_lossy(&line);
+        let body = match opener.open(&line) {
+            Ok(body) => body.to_string(),
+            // A hosting tool (ncu, compute-sanitizer) prints its own lines on this pipe.
+            Err(crate::channel::Tamper::Malformed) if hosted && !line.trim_start().starts_with('{') => continue,
+            Err(t) => {
+                if run.tampering.is_none() {
+                    let excerpt: String = line.chars().take(160).collect();
+                    run.tampering = Some(format!("{t}: `{excerpt}`"));
+                }
+                continue;
+            }
+        };
+        if run.report.is_some() && run.tampering.is_none() {
+            run.tampering = Some("a sealed line after the final report".into());
+        }
+        match serde_json::from_str::<WorkerMessage>(&body) {
+            Ok(WorkerMessage::Phase { phase, detail }) => {
+                close(&mut run, &mut current);
+                current = Some((phase, Instant::now()));
+                run.phases_seen.push(phase);
+                run.last_phase = Some((phase, detail));
+            }
+            Ok(WorkerMessage::Device { device }) => run.device = Some(device),
+            Ok(WorkerMessage::Sandbox { layers }) => run.sandbox = layers,
+            Ok(WorkerMessage::Done { report }) => {
+                close(&mut run, &mut current);
+                run.report = Some(report);
+            }
+            Err(e) => {
+                let excerpt: String = body.chars().take(300).collect();
+                run.unreadable.get_or_insert(format!("{e}: {excerpt}"));
+            }
+        }
+    }
+    close(&mut run, &mut current);
+    run
 }
 
 /// Spawns `exe worker REQUEST` (under `wrapper` if given, e.g. compute-sanitizer),
-/// isolated, and follows it until it ends or `timeout` passes.
+/// isolated, with a fresh evaluation key on its stdin, holding the GPU's lock while it
+/// runs, and follows it until it ends or `timeout` passes.
 pub fn run_worker(
     exe: &Path,
     request: &WorkerRequest,
@@ -456,8 +547,14 @@ pub fn run_worker(
     wrapper: Option<&[String]>,
 ) -> Result<WorkerRun, EvalError> {
     let dir = tempfile::tempdir().map_err(|e| EvalError::Internal(format!("cannot create a temporary folder: {e}")))?;
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", scratch.display())))?;
+    let mut request = request.clone();
+    request.deadline_s = timeout.as_secs_f64();
+    request.sandbox = request.sandbox && std::env::var_os("NIGHTSHIFT_SANDBOX").is_none_or(|v| v != "off");
+    // The request sits outside the scratch folder: the worker reads it before the sandbox.
     let req_path = dir.path().join("request.json");
-    std::fs::write(&req_path, serde_json::to_vec(request).expect("requests serialize"))
+    std::fs::write(&req_path, serde_json::to_vec(&request).expect("requests serialize"))
         .map_err(|e| EvalError::Internal(e.to_string()))?;
     let mut cmd = match wrapper {
         Some(w) => {
@@ -467,26 +564,30 @@ pub fn run_worker(
         }
         None => Command::new(exe),
     };
-    cmd.arg("worker").arg(&req_path).current_dir(dir.path());
-    process::isolate(&mut cmd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.arg("worker").arg(&req_path).current_dir(&scratch);
+    process::isolate(&mut cmd).env("TMPDIR", &scratch).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let lock = if matches!(request.mode, Mode::Simulate { .. })
+        || std::env::var_os("NIGHTSHIFT_GPU_LOCK").is_some_and(|v| v == "off")
+    {
+        None
+    } else {
+        let path = crate::gpu_lock::lock_path(request.device);
+        Some(crate::gpu_lock::acquire(&path).map_err(|e| {
+            EvalError::Internal(format!("cannot take the GPU lock {}: {e}", path.display()))
+        })?)
+    };
+    let key = crate::channel::Key::fresh();
     let started = Instant::now();
     let mut child =
         cmd.spawn().map_err(|e| EvalError::Internal(format!("cannot start the worker {}: {e}", exe.display())))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A worker that died at once closed the pipe: its exit says the rest.
+        let _ = std::io::Write::write_all(&mut stdin, format!("{}\n", key.to_hex()).as_bytes());
+    }
     let stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
-    let messages = std::thread::spawn(move || {
-        let mut run = WorkerRun::default();
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            match serde_json::from_str::<WorkerMessage>(&line) {
-                Ok(WorkerMessage::Phase { phase, detail }) => run.last_phase = Some((phase, detail)),
-                Ok(WorkerMessage::Device { device }) => run.device = Some(device),
-                Ok(WorkerMessage::Done { report }) => run.report = Some(report),
-                Err(_) => {}
-            }
-        }
-        run
-    });
+    let hosted = wrapper.is_some();
+    let messages = std::thread::spawn(move || follow_channel(stdout, key, hosted));
     let errors = std::thread::spawn(move || {
         // Keep the tail: a chatty candidate must not exhaust memory.
         let mut kept: Vec<u8> = Vec::new();
@@ -513,6 +614,8 @@ pub fn run_worker(
     run.status = status;
     run.timed_out = timed_out;
     run.seconds = started.elapsed().as_secs_f64();
+    run.gpu_wait_s = lock.map(|l| l.waited.as_secs_f64()).unwrap_or(0.0);
+    run.sandbox_requested = request.sandbox;
     Ok(run)
 }
 
@@ -525,13 +628,11 @@ pub enum Classified {
     Internal(String),
 }
 
-/// Classifies a worker run. A report wins (the worker got to say what happened); without
-/// one, the deadline, a signal or an exit code is the candidate's doing only if the last
-/// announced phase ran untrusted code.
-pub fn classify(run: &WorkerRun, timeout: Duration) -> Classified {
-    if let Some(report) = &run.report {
-        return Classified::Report(report.clone());
-    }
+/// Classifies a worker run against its request. Tampering with the report channel
+/// decides first (whatever else happened, candidate code spoke for the worker); then a
+/// sealed report that fits the request; without one, the deadline, a signal or an exit
+/// code is the candidate's doing only if the last announced phase ran untrusted code.
+pub fn classify(run: &WorkerRun, request: &WorkerRequest, timeout: Duration) -> Classified {
     let (phase, detail) = match &run.last_phase {
         Some((p, d)) => (Some(*p), d.clone()),
         None => (None, String::new()),
@@ -542,6 +643,24 @@ pub fn classify(run: &WorkerRun, timeout: Duration) -> Classified {
         None => "before it said anything".into(),
     };
     let untrusted = phase.is_some_and(Phase::runs_untrusted_code);
+    if let Some(t) = &run.tampering {
+        return Classified::Rejected(Failure::new(
+            FailureClass::ForgedReport,
+            format!("something other than the worker wrote on its report channel {where_}: {t}; candidate code must not touch file descriptors it did not open"),
+        ));
+    }
+    if let Some(report) = &run.report {
+        return match crate::report_check::check(request, run, report) {
+            Ok(()) => Classified::Report(report.clone()),
+            Err(why) => Classified::Rejected(Failure::new(
+                FailureClass::ForgedReport,
+                format!("the worker's report does not fit the request: {why}"),
+            )),
+        };
+    }
+    if let Some(u) = &run.unreadable {
+        return Classified::Internal(format!("the worker sent a report that does not parse (a nightshift bug): {u}"));
+    }
     if run.timed_out {
         if untrusted {
             return Classified::Rejected(Failure::new(
@@ -562,17 +681,24 @@ pub fn classify(run: &WorkerRun, timeout: Duration) -> Classified {
     };
     if let Some(sig) = status.signal() {
         let what = format!("signal {sig} ({})", process::signal_name(sig));
+        let cpu = if sig == libc::SIGXCPU { ": the CPU-time limit of the sandbox" } else { "" };
         return if untrusted {
-            Classified::Rejected(Failure::new(FailureClass::Crash, format!("the worker died by {what} {where_}")))
+            Classified::Rejected(Failure::new(FailureClass::Crash, format!("the worker died by {what}{cpu} {where_}")))
         } else {
             Classified::Internal(format!("the worker died by {what} {where_}"))
         };
     }
     let code = status.code().unwrap_or(-1);
+    if untrusted && code == crate::worker::CHANNEL_LOST_EXIT {
+        return Classified::Rejected(Failure::new(
+            FailureClass::ForgedReport,
+            format!("the worker's report channel was closed or replaced under it {where_}: candidate code must not touch file descriptors it did not open"),
+        ));
+    }
     if untrusted {
         return Classified::Rejected(Failure::new(
             FailureClass::ProcessExit,
-            format!("candidate code ended the process with exit code {code} {where_}: kernels and launchers must return, never exit"),
+            format!("candidate code ended the process with exit code {code} {where_}, before the worker could report: kernels and launchers must return, never exit"),
         ));
     }
     Classified::Internal(format!("the worker exited with code {code} {where_} without a report"))
@@ -614,42 +740,172 @@ mod tests {
 
     const T: Duration = Duration::from_secs(10);
 
+    fn request() -> WorkerRequest {
+        let task = Task::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/vector_add")).unwrap();
+        WorkerRequest {
+            task,
+            reference: "r.so".into(),
+            baseline: "b.so".into(),
+            candidate: "c.so".into(),
+            mode: Mode::Evaluate { time: true, energy: false, check_baseline: false },
+            device: 0,
+            timing: TimingPlan::default(),
+            threads: 1,
+            seed_base: 7,
+            deadline_s: 10.0,
+            sandbox: true,
+        }
+    }
+
+    /// A run that went through every phase and sent a report that fits `request()`.
+    fn honest_run() -> WorkerRun {
+        let req = request();
+        let cases = req.task.checks.len() * req.task.seeds as usize;
+        let side = |ms: f64| SideTiming { median_ms: ms, samples: 100, ..Default::default() };
+        let mut report = WorkerReport::of(Outcome::Passed);
+        report.check = Some(CheckSummary { cases, calls: 2 * cases, elements_compared: 1000, ..Default::default() });
+        report.timing = Some(TimingReport {
+            baseline: side(2.0),
+            candidate: side(1.0),
+            speedup: 2.0,
+            host_check: HostCheck { calls: 10, ok: true, ..Default::default() },
+            cold: Some(ColdCheck::new(&[vec![2.0, 2.0], vec![1.0, 1.0]], 2.0, 1.0)),
+            reliable: true,
+            ..Default::default()
+        });
+        WorkerRun {
+            phases_seen: vec![Phase::Init, Phase::LoadReference, Phase::Reference, Phase::LoadCandidate, Phase::Check, Phase::Time],
+            last_phase: Some((Phase::Time, String::new())),
+            device: Some(DeviceInfo::default()),
+            sandbox: vec![crate::sandbox::Layer { name: "seccomp".into(), active: true, detail: String::new() }],
+            sandbox_requested: true,
+            report: Some(Box::new(report)),
+            status: exit(0),
+            ..Default::default()
+        }
+    }
+
     #[test]
-    fn a_report_is_believed() {
+    fn an_honest_report_fits_its_request() {
+        assert!(matches!(classify(&honest_run(), &request(), T), Classified::Report(_)));
+    }
+
+    #[test]
+    fn tampering_outranks_any_report() {
+        let mut r = honest_run();
+        r.tampering = Some("line 0 with a MAC that does not match".into());
+        assert_eq!(rejected_class(classify(&r, &request(), T)), FailureClass::ForgedReport);
         let mut r = run(Some(Phase::Check), exit(0), false);
+        r.tampering = Some("a line that is not a sealed report line".into());
+        assert_eq!(rejected_class(classify(&r, &request(), T)), FailureClass::ForgedReport);
+    }
+
+    #[test]
+    fn reports_that_do_not_fit_the_request_are_forgeries() {
+        let edits: Vec<(&str, Box<dyn Fn(&mut WorkerRun)>)> = vec![
+            ("too few cases", Box::new(|r| r.report.as_mut().unwrap().check.as_mut().unwrap().cases = 1)),
+            ("no timing", Box::new(|r| r.report.as_mut().unwrap().timing = None)),
+            ("no check phase", Box::new(|r| r.phases_seen.retain(|p| *p != Phase::Check))),
+            ("no sandbox", Box::new(|r| r.sandbox.clear())),
+            ("speedup not from medians", Box::new(|r| r.report.as_mut().unwrap().timing.as_mut().unwrap().speedup = 9.0)),
+            ("no cold check", Box::new(|r| r.report.as_mut().unwrap().timing.as_mut().unwrap().cold = None)),
+            ("one sample", Box::new(|r| r.report.as_mut().unwrap().timing.as_mut().unwrap().candidate.samples = 1)),
+        ];
+        for (what, edit) in edits {
+            let mut r = honest_run();
+            edit(&mut r);
+            let Classified::Rejected(f) = classify(&r, &request(), T) else { panic!("{what}: accepted") };
+            assert_eq!(f.class, FailureClass::ForgedReport, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_broken_channel_and_an_unparseable_report_are_told_apart() {
+        let r = run(Some(Phase::Check), exit(crate::worker::CHANNEL_LOST_EXIT), false);
+        assert_eq!(rejected_class(classify(&r, &request(), T)), FailureClass::ForgedReport);
+        let mut r = run(Some(Phase::Time), exit(0), false);
+        r.unreadable = Some("invalid type: null, expected f64".into());
+        assert!(matches!(classify(&r, &request(), T), Classified::Internal(_)), "a worker bug, not the candidate's");
+    }
+
+    #[test]
+    fn the_channel_follower_reads_sealed_lines_and_flags_the_rest() {
+        let key = crate::channel::Key::fresh();
+        let mut sealer = crate::channel::Sealer::new(key.clone());
+        let mut text = String::new();
+        let msg = |m: &WorkerMessage| serde_json::to_string(m).unwrap();
+        text += &sealer.seal(&msg(&WorkerMessage::Phase { phase: Phase::Check, detail: String::new() }));
+        text += r#"{"event":"done","report":{"outcome":{"outcome":"passed"}}}"#;
+        text += "\n";
+        let got = follow_channel(text.as_bytes(), key.clone(), false);
+        assert!(got.tampering.is_some());
+        assert!(got.report.is_none(), "the forged report was not taken");
+        assert_eq!(got.phases_seen, vec![Phase::Check]);
+        // Under a tool, its own chatter is not tampering.
+        let mut sealer = crate::channel::Sealer::new(key.clone());
+        let text = format!("==PROF== Connected to process 12\n{}", sealer.seal(&msg(&WorkerMessage::Phase { phase: Phase::Profile, detail: String::new() })));
+        let got = follow_channel(text.as_bytes(), key, true);
+        assert!(got.tampering.is_none());
+        assert_eq!(got.phases_seen, vec![Phase::Profile]);
+    }
+
+    #[test]
+    fn reports_with_nan_errors_survive_the_channel() {
+        let mut f = Failure::new(FailureClass::WrongAnswer, "NaN everywhere");
+        f.comparison = Some(Box::new(crate::verify::Comparison {
+            elements: 4,
+            mismatches: 4,
+            first_mismatch: Some(crate::verify::Mismatch { index: 0, got: f64::NAN, expected: 1.0 }),
+            max_abs_err: f64::INFINITY,
+            max_rel_err: f64::NAN,
+        }));
+        let report = WorkerReport::of(Outcome::Rejected { failure: f });
+        let line = serde_json::to_string(&WorkerMessage::Done { report: Box::new(report) }).unwrap();
+        let back: WorkerMessage = serde_json::from_str(&line).expect("NaN and infinities read back");
+        let WorkerMessage::Done { report } = back else { panic!() };
+        let Outcome::Rejected { failure } = report.outcome else { panic!() };
+        assert!(failure.comparison.unwrap().max_rel_err.is_nan());
+    }
+
+    #[test]
+    fn a_sealed_rejection_is_believed() {
+        let mut r = run(Some(Phase::Check), exit(0), false);
+        let f = Failure::new(FailureClass::WrongAnswer, "off by one");
+        r.report = Some(Box::new(WorkerReport::of(Outcome::Rejected { failure: f })));
+        assert!(matches!(classify(&r, &request(), T), Classified::Report(_)));
         r.report = Some(Box::new(WorkerReport::of(Outcome::Passed)));
-        assert!(matches!(classify(&r, T), Classified::Report(_)));
+        assert!(matches!(classify(&r, &request(), T), Classified::Rejected(_)), "a bare pass fits no request");
     }
 
     #[test]
     fn deaths_in_candidate_phases_are_the_candidates() {
-        assert_eq!(rejected_class(classify(&run(Some(Phase::Check), None, true), T)), FailureClass::Timeout);
-        assert_eq!(rejected_class(classify(&run(Some(Phase::Check), signal(11), false), T)), FailureClass::Crash);
-        assert_eq!(rejected_class(classify(&run(Some(Phase::Time), exit(3), false), T)), FailureClass::ProcessExit);
+        assert_eq!(rejected_class(classify(&run(Some(Phase::Check), None, true), &request(), T)), FailureClass::Timeout);
+        assert_eq!(rejected_class(classify(&run(Some(Phase::Check), signal(11), false), &request(), T)), FailureClass::Crash);
+        assert_eq!(rejected_class(classify(&run(Some(Phase::Time), exit(3), false), &request(), T)), FailureClass::ProcessExit);
         assert_eq!(
-            rejected_class(classify(&run(Some(Phase::LoadCandidate), signal(6), false), T)),
+            rejected_class(classify(&run(Some(Phase::LoadCandidate), signal(6), false), &request(), T)),
             FailureClass::Crash
         );
-        assert_eq!(rejected_class(classify(&run(Some(Phase::Check), exit(0), false), T)), FailureClass::ProcessExit);
+        assert_eq!(rejected_class(classify(&run(Some(Phase::Check), exit(0), false), &request(), T)), FailureClass::ProcessExit);
     }
 
     #[test]
     fn messages_say_where_and_why() {
-        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), exit(3), false), T) else { panic!() };
+        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), exit(3), false), &request(), T) else { panic!() };
         assert!(f.message.contains("exit code 3"), "{}", f.message);
         assert!(f.message.contains("during check (size n=3 seed 1)"), "{}", f.message);
-        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), signal(11), false), T) else { panic!() };
+        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), signal(11), false), &request(), T) else { panic!() };
         assert!(f.message.contains("SIGSEGV"), "{}", f.message);
-        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), None, true), T) else { panic!() };
+        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), None, true), &request(), T) else { panic!() };
         assert!(f.message.contains("10 s timeout"), "{}", f.message);
     }
 
     #[test]
     fn deaths_before_candidate_code_are_not_blamed_on_it() {
-        assert!(matches!(classify(&run(Some(Phase::Reference), signal(11), false), T), Classified::Internal(_)));
-        assert!(matches!(classify(&run(Some(Phase::Init), exit(1), false), T), Classified::Internal(_)));
-        assert!(matches!(classify(&run(Some(Phase::Reference), None, true), T), Classified::TaskError(_)));
-        assert!(matches!(classify(&run(None, exit(101), false), T), Classified::Internal(_)));
+        assert!(matches!(classify(&run(Some(Phase::Reference), signal(11), false), &request(), T), Classified::Internal(_)));
+        assert!(matches!(classify(&run(Some(Phase::Init), exit(1), false), &request(), T), Classified::Internal(_)));
+        assert!(matches!(classify(&run(Some(Phase::Reference), None, true), &request(), T), Classified::TaskError(_)));
+        assert!(matches!(classify(&run(None, exit(101), false), &request(), T), Classified::Internal(_)));
     }
 
     #[test]

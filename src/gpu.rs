@@ -270,15 +270,24 @@ impl Gpu {
     }
 }
 
+fn format_uuid(uuid: sys::CUuuid) -> String {
+    let b: Vec<u8> = uuid.bytes.iter().map(|x| *x as u8).collect();
+    format!("GPU-{}-{}-{}-{}-{}", hex(&b[0..4]), hex(&b[4..6]), hex(&b[6..8]), hex(&b[8..10]), hex(&b[10..16]))
+}
+
+/// The UUID of device `ordinal` (as NVML and nvidia-smi print it), without a context.
+pub fn device_uuid(ordinal: usize) -> GpuResult<String> {
+    result::init().ctx("cuInit")?;
+    let dev = result::device::get(ordinal as i32).ctx("cuDeviceGet")?;
+    Ok(format_uuid(result::device::get_uuid(dev).ctx("cuDeviceGetUuid")?))
+}
+
 fn device_info(ctx: &Arc<CudaContext>) -> GpuResult<DeviceInfo> {
     use sys::CUdevice_attribute as A;
     let attr = |a| ctx.attribute(a).ctx("cuDeviceGetAttribute");
     let mem_khz = attr(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)? as f64;
     let bus = attr(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)?;
-    let uuid = ctx.uuid().ctx("cuDeviceGetUuid")?;
-    let b: Vec<u8> = uuid.bytes.iter().map(|x| *x as u8).collect();
-    let uuid =
-        format!("GPU-{}-{}-{}-{}-{}", hex(&b[0..4]), hex(&b[4..6]), hex(&b[6..8]), hex(&b[8..10]), hex(&b[10..16]));
+    let uuid = format_uuid(ctx.uuid().ctx("cuDeviceGetUuid")?);
     let mut version = 0;
     // SAFETY: writes one int.
     unsafe { sys::cuDriverGetVersion(&mut version) }.result().ctx("cuDriverGetVersion")?;

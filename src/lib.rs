@@ -1,15 +1,19 @@
 //! nightshift: unattended optimization of production CUDA kernels.
 pub mod build;
+pub mod channel;
 pub mod cli;
 pub mod disasm;
 pub mod eval;
 pub mod generate;
 pub mod gpu;
+pub mod gpu_lock;
 pub mod nvml;
 pub mod optimize;
 pub mod process;
 pub mod profile;
 pub mod protocol;
+pub mod report_check;
+pub mod sandbox;
 pub mod sanitizer;
 pub mod task;
 pub mod toolchain;

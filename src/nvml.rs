@@ -46,6 +46,24 @@ impl NvmlDevice {
         Some(throttle_names(r))
     }
 
+    /// Processes other than this one with a context on the device (pids), as far as this
+    /// PID namespace lets NVML see them.
+    pub fn other_processes(&self) -> Vec<u32> {
+        let me = std::process::id();
+        let Some(d) = self.device() else { return Vec::new() };
+        let mut pids: Vec<u32> = d
+            .running_compute_processes()
+            .unwrap_or_default()
+            .into_iter()
+            .chain(d.running_graphics_processes().unwrap_or_default())
+            .map(|p| p.pid)
+            .filter(|&p| p != me)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
     pub fn driver_version(&self) -> Option<String> {
         self.nvml.sys_driver_version().ok()
     }

@@ -88,6 +88,9 @@ pub fn profile_built(task: &Task, built: Built, opts: &EvalOptions, dir: &Path) 
         device: opts.device,
         timing: opts.timing.clone(),
         threads: opts.threads,
+        seed_base: opts.seed_base,
+        deadline_s: 0.0,
+        sandbox: true,
     };
     let wrapper = vec![
         ncu.display().to_string(),
@@ -106,7 +109,7 @@ pub fn profile_built(task: &Task, built: Built, opts: &EvalOptions, dir: &Path) 
     // A full-set profile replays each kernel some 40 times.
     let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(eval::DEFAULT_TIMEOUT) * 10;
     let run = run_worker(&opts.worker_exe, &request, timeout, Some(&wrapper))?;
-    match classify(&run, timeout) {
+    match classify(&run, &request, timeout) {
         Classified::Report(r) => match r.outcome {
             Outcome::Passed => {}
             Outcome::Rejected { failure } => return Err(ProfileFailure::Rejected(failure)),

@@ -1,7 +1,12 @@
 //! What the orchestrator and a worker say to each other. The request is a JSON file; the
 //! worker answers with JSON lines on a private pipe (its stdout is handed to the
-//! candidate's printf as stderr), announcing each phase before entering it, so that when
-//! the worker dies the orchestrator knows what it was doing.
+//! candidate's printf as stderr), sealed line by line (`channel`), announcing each phase
+//! before entering it, so that when the worker dies the orchestrator knows what it was
+//! doing.
+//!
+//! Floating-point fields that a broken kernel can make NaN or infinite (errors,
+//! mismatching values) read back JSON's `null` as NaN: a report must never be lost to the
+//! very numbers that explain a rejection.
 
 use crate::task::Task;
 use crate::verify::Comparison;
@@ -21,6 +26,40 @@ pub struct WorkerRequest {
     pub timing: TimingPlan,
     /// CPU threads for data generation and comparison.
     pub threads: usize,
+    /// Check seeds are `seed_base + 1000 * size + k`, bench seeds `seed_base + 1_000_000 + k`:
+    /// fresh per run, so no candidate can know its inputs in advance.
+    #[serde(default)]
+    pub seed_base: u64,
+    /// The orchestrator's deadline for this worker (sets the CPU-time backstop).
+    #[serde(default = "default_deadline")]
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
+    pub deadline_s: f64,
+    /// Whether the worker fences itself in (`sandbox`); off only for diagnosing the sandbox.
+    #[serde(default = "yes")]
+    pub sandbox: bool,
+}
+
+fn default_deadline() -> f64 {
+    120.0
+}
+
+impl WorkerRequest {
+    /// CPU seconds over all threads before the kernel stops the worker: far past what the
+    /// deadline allows on every core, so that only a deadline the orchestrator somehow
+    /// missed ever meets it.
+    pub fn cpu_seconds(&self) -> u64 {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(8) as f64;
+        (self.deadline_s * (cores + 2.0) * 2.0).max(60.0) as u64
+    }
+}
+
+/// Reads JSON `null` (what serde_json writes for NaN and infinities) as NaN.
+pub mod lenient_f64 {
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -52,9 +91,12 @@ fn yes() -> bool {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TimingPlan {
     pub min_samples: usize,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub min_seconds: f64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub max_seconds: f64,
     pub rounds: usize,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub energy_seconds: f64,
     pub energy_repeats: usize,
 }
@@ -123,6 +165,8 @@ impl Phase {
 pub enum WorkerMessage {
     Phase { phase: Phase, detail: String },
     Device { device: DeviceInfo },
+    /// The sandbox layers the worker put up, before anything untrusted was loaded.
+    Sandbox { layers: Vec<crate::sandbox::Layer> },
     Done { report: Box<WorkerReport> },
 }
 
@@ -149,6 +193,15 @@ pub enum FailureClass {
     StaleOutput,
     TimingAnomaly,
     SanitizerError,
+    /// Lines on the report channel that the worker did not write (a forged verdict), or a
+    /// report that does not fit the request.
+    ForgedReport,
+    /// Right on early calls, wrong on later ones: behaviour that depends on the call count.
+    CallDependent,
+    /// Fast on input sets seen before, slow on new ones: results cached by content.
+    Memoization,
+    /// Correct, but the timing stayed too noisy to use even when repeated.
+    NoisyTiming,
 }
 
 impl FailureClass {
@@ -170,6 +223,10 @@ impl FailureClass {
             FailureClass::StaleOutput => "stale-output",
             FailureClass::TimingAnomaly => "timing-anomaly",
             FailureClass::SanitizerError => "sanitizer-error",
+            FailureClass::ForgedReport => "forged-report",
+            FailureClass::CallDependent => "call-dependent",
+            FailureClass::Memoization => "memoization",
+            FailureClass::NoisyTiming => "noisy-timing",
         }
     }
 }
@@ -203,6 +260,9 @@ pub struct CaseRef {
     pub seed: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arg: Option<String>,
+    /// Which call of the library in this worker (1-based) produced it, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<u64>,
 }
 
 /// The worker's last word.
@@ -255,7 +315,9 @@ pub struct CheckSummary {
     pub cases: usize,
     pub calls: usize,
     pub elements_compared: usize,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub max_abs_err: f64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub max_rel_err: f64,
 }
 
@@ -267,21 +329,29 @@ pub struct DeviceInfo {
     pub sm_count: i32,
     pub l2_bytes: i64,
     pub memory_bytes: u64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub max_sm_clock_mhz: f64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub memory_clock_mhz: f64,
     pub memory_bus_bits: i32,
     /// Theoretical DRAM bandwidth from clock and bus width (GB/s, 1e9 bytes).
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub peak_dram_gbs: f64,
     pub driver_version: i32,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SideTiming {
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub median_ms: f64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub mean_ms: f64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub min_ms: f64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub max_ms: f64,
     /// Standard deviation over mean of all samples.
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub cv: f64,
     pub samples: usize,
     /// Median of each round: their spread is how far the median itself moves.
@@ -337,6 +407,7 @@ pub struct TimingReport {
     pub baseline: SideTiming,
     pub candidate: SideTiming,
     /// baseline median / candidate median, from interleaved samples in one process.
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub speedup: f64,
     pub same_library: bool,
     pub size: String,
@@ -348,12 +419,58 @@ pub struct TimingReport {
     pub baseline_pct_of_floor: Option<f64>,
     pub clocks: ClockReport,
     pub baseline_outputs_ok: bool,
+    /// False when the samples stayed too noisy after a repeat: the speedup is not a
+    /// measurement and the search must not use it as one.
+    #[serde(default = "yes")]
+    pub reliable: bool,
+    /// How many times the timing was redone for noise.
+    #[serde(default)]
+    pub repeats: usize,
+    /// Other processes NVML saw on the GPU before or after timing.
+    #[serde(default)]
+    pub other_processes: Vec<u32>,
+    #[serde(default)]
+    pub cold: Option<ColdCheck>,
 }
+
+/// Times on input sets used once, after the timing, against the warm medians.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ColdCheck {
+    pub baseline_ms: Vec<f64>,
+    pub candidate_ms: Vec<f64>,
+    /// Cold median / warm median.
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
+    pub baseline_ratio: f64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
+    pub candidate_ratio: f64,
+}
+
+impl ColdCheck {
+    pub fn new(cold: &[Vec<f64>; 2], baseline_warm_ms: f64, candidate_warm_ms: f64) -> ColdCheck {
+        ColdCheck {
+            baseline_ratio: median(&cold[0]) / baseline_warm_ms,
+            candidate_ratio: median(&cold[1]) / candidate_warm_ms,
+            baseline_ms: cold[0].clone(),
+            candidate_ms: cold[1].clone(),
+        }
+    }
+
+    /// The candidate slows down on new inputs by [`MEMOIZATION_RATIO`] beyond whatever
+    /// first-use cost the baseline shows on the same sets.
+    pub fn memoized(&self) -> bool {
+        self.candidate_ratio > MEMOIZATION_RATIO * self.baseline_ratio.max(1.0)
+    }
+}
+
+/// See [`ColdCheck::memoized`].
+pub const MEMOIZATION_RATIO: f64 = 1.5;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct HostCheck {
     pub calls: usize,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub host_ms_per_call: f64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub event_ms_per_call: f64,
     pub ok: bool,
 }
@@ -369,18 +486,25 @@ pub struct ClockReport {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct EnergySample {
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub joules_per_call: f64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub watts: f64,
     pub calls: u64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub seconds: f64,
     pub counter_updates: u32,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SideEnergy {
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub joules_per_call: f64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub joules_per_call_min: f64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub joules_per_call_max: f64,
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub watts: f64,
     pub samples: Vec<EnergySample>,
 }
@@ -403,6 +527,7 @@ pub struct EnergyReport {
     pub baseline: SideEnergy,
     pub candidate: SideEnergy,
     /// baseline joules per call / candidate joules per call.
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub saving: f64,
     pub note: String,
 }

@@ -128,9 +128,25 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 fn the_llm_loop_goes_on_through_every_kind_of_bad_reply_and_keeps_the_key_out() {
     let tmp = tempfile::tempdir().unwrap();
     let env_dump = tmp.path().join("candidate_env.txt");
-    // A candidate whose constructor records the environment it was loaded with.
+    // A candidate whose constructor looks for the key in its own environment and in its
+    // parent's (the orchestrator's), dies if it finds it, and tries to write outside its
+    // scratch folder: the node passing and no file appearing is the sandbox holding.
     let spy = format!(
-        "#include <stdio.h>\nextern char** environ;\n__attribute__((constructor)) static void spy() {{ FILE* f = fopen(\"{}\", \"w\"); if (!f) return; for (char** e = environ; *e; ++e) fprintf(f, \"%s\\n\", *e); fclose(f); }}",
+        r#"#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+extern char** environ;
+__attribute__((constructor)) static void spy() {{
+  for (char** e = environ; *e; ++e) if (strstr(*e, "OPENAI")) abort();
+  char path[64]; snprintf(path, sizeof path, "/proc/%d/environ", (int)getppid());
+  FILE* p = fopen(path, "r");
+  if (p) {{ char buf[65536]; size_t n = fread(buf, 1, sizeof buf, p); fclose(p);
+    for (size_t i = 0; i + 6 < n; ++i) if (!memcmp(buf + i, "OPENAI", 6)) abort(); }}
+  FILE* f = fopen("{}", "w"); if (!f) return;
+  for (char** e = environ; *e; ++e) fprintf(f, "%s\n", *e); fclose(f);
+}}
+"#,
         env_dump.display()
     );
     let good = |speedup: &str, technique: &str, extra: &str| {
@@ -189,6 +205,7 @@ fn the_llm_loop_goes_on_through_every_kind_of_bad_reply_and_keeps_the_key_out() 
         assert!(classes.iter().any(|c| c == expected), "no {expected} node in {classes:?}");
     }
     assert_eq!(finished.len(), 8, "every node is recorded: {classes:?}");
+    assert!(!classes.iter().any(|c| c == "crash"), "the spy found the key in reach: {classes:?}");
     let attempts = of_kind(&ev, "llm-attempt");
     let status = |s: &str| attempts.iter().any(|a| a["status"].as_str().unwrap_or("").contains(s));
     assert!(status("429"), "{attempts:?}");
@@ -231,9 +248,7 @@ fn the_llm_loop_goes_on_through_every_kind_of_bad_reply_and_keeps_the_key_out() 
         assert!(!String::from_utf8_lossy(&bytes).contains(SECRET), "the API key leaked into {}", f.display());
     }
     assert!(run.join("log.jsonl").is_file(), "tracing logs are in the run directory");
-    let env = std::fs::read_to_string(&env_dump).expect("the candidate's constructor ran in a worker");
-    assert!(env.contains("PATH="), "{env}");
-    assert!(!env.contains(SECRET) && !env.contains("OPENAI_"), "the candidate saw: {env}");
+    assert!(!env_dump.exists(), "a candidate wrote outside its scratch folder");
     assert!(!stderr.contains(SECRET));
 }
 

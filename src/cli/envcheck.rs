@@ -114,6 +114,7 @@ pub fn run(json: bool) -> ExitCode {
         Err(e) => Err(format!("NVML (libnvidia-ml.so.1) unavailable: {e}; --energy needs it")),
     };
     items.push(item("nvml energy", false, energy));
+    sandbox_items(&mut items);
 
     let missing_essential = items.iter().any(|i| i.essential && !i.found);
     if json {
@@ -137,4 +138,39 @@ pub fn run(json: bool) -> ExitCode {
         }
     }
     ExitCode::from(if missing_essential { EXIT_ENV } else { EXIT_PASSED })
+}
+
+/// The worker's sandbox layers as this kernel enforces them, from a real probe process.
+fn sandbox_items(items: &mut Vec<Item>) {
+    let probe = std::env::current_exe()
+        .map_err(|e| e.to_string())
+        .and_then(|exe| crate::sandbox::probe::spawn(&exe, None));
+    match probe {
+        Ok(report) => {
+            for layer in &report.layers {
+                let name = match layer.name.as_str() {
+                    "landlock" => "sandbox landlock",
+                    "seccomp" => "sandbox seccomp",
+                    _ => "sandbox rlimits",
+                };
+                let found = if layer.active {
+                    Ok(layer.detail.clone())
+                } else {
+                    Err(format!("{}; the other layers still hold", layer.detail))
+                };
+                items.push(item(name, false, found));
+            }
+            let breaches: Vec<String> = report.breaches().iter().map(|a| a.action.clone()).collect();
+            items.push(item(
+                "sandbox probe",
+                false,
+                if breaches.is_empty() {
+                    Ok(format!("{} escape attempts refused, scratch writes allowed", report.attempts.len() - 2))
+                } else {
+                    Err(format!("a sandboxed worker could: {}", breaches.join("; ")))
+                },
+            ));
+        }
+        Err(e) => items.push(item("sandbox probe", false, Err(e))),
+    }
 }

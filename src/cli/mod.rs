@@ -63,7 +63,7 @@ enum Cmd {
         /// Also measure energy per call with NVML.
         #[arg(long)]
         energy: bool,
-        /// Also run compute-sanitizer memcheck and racecheck on the smallest check size.
+        /// Also run compute-sanitizer memcheck, racecheck, initcheck and synccheck on the smallest check size.
         #[arg(long)]
         sanitize: bool,
         /// Check only; skip timing.
@@ -158,6 +158,16 @@ enum Cmd {
     /// Internal: runs candidate code in an isolated process (spawned by eval).
     #[command(hide = true)]
     Worker { request: PathBuf },
+    /// Internal: applies the worker's sandbox to itself and tries to break out (check-env, tests).
+    #[command(hide = true)]
+    SandboxProbe {
+        #[arg(long)]
+        scratch: PathBuf,
+        #[arg(long)]
+        outside: PathBuf,
+        #[arg(long)]
+        port: Option<u16>,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -168,8 +178,22 @@ pub fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_PASSED });
         }
     };
+    if !matches!(cli.command, Cmd::Worker { .. } | Cmd::SandboxProbe { .. }) {
+        // The orchestrator holds API keys: a non-dumpable process's /proc entries
+        // (environ, mem) are closed to other processes of the same user, candidates
+        // included, whatever else the sandbox manages.
+        // SAFETY: plain prctl on ourselves.
+        unsafe {
+            libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        }
+    }
     match cli.command {
         Cmd::Worker { request } => crate::worker::main(&request),
+        Cmd::SandboxProbe { scratch, outside, port } => {
+            let report = crate::sandbox::probe::run(&crate::sandbox::probe::Targets { scratch, outside, port });
+            print_json(&report);
+            ExitCode::from(EXIT_PASSED)
+        }
         Cmd::Optimize(args) => optimize::run(*args),
         Cmd::CheckEnv { json } => envcheck::run(json),
         Cmd::Sass { file, function, json } => sass_cmd(&file, function.as_deref(), json),

@@ -223,6 +223,7 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
         final_seeds: a.final_seeds.unwrap_or(8),
         final_sanitize: !a.no_final_sanitize,
         simulated,
+        input_seed_base: crate::eval::fresh_seed_base(),
     })
 }
 

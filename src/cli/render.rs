@@ -102,6 +102,9 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
     match &v.failure {
         None => {
             let headline = match &v.timing {
+                Some(t) if !t.reliable => {
+                    format!("PASSED  speedup {:.3}x UNRELIABLE (timing too noisy, see notes)", t.speedup)
+                }
                 Some(t) => format!("PASSED  speedup {:.3}x", t.speedup),
                 None => "PASSED  (not timed)".to_string(),
             };
@@ -109,6 +112,16 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
         }
         Some(f) => {
             let _ = writeln!(out, "  REJECTED  {}: {}", f.class, f.message);
+            if let Some(at) = &f.at {
+                let _ = writeln!(
+                    out,
+                    "  at        size {} seed {}{}{}",
+                    at.size,
+                    at.seed,
+                    at.arg.as_ref().map(|a| format!(" output `{a}`")).unwrap_or_default(),
+                    at.call.map(|c| format!(", call {c} of this library in the worker")).unwrap_or_default()
+                );
+            }
         }
     }
     if let Some(d) = &v.device {
@@ -171,6 +184,15 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
             },
             c.temperature_c.map(|t| format!(", {t} C")).unwrap_or_default()
         );
+        if let Some(cold) = &t.cold {
+            let _ = writeln!(
+                out,
+                "            fresh inputs: {:.2}x the warm median (candidate), {:.2}x (baseline){}",
+                cold.candidate_ratio,
+                cold.baseline_ratio,
+                if t.repeats > 0 { format!("; timed {} times for noise", t.repeats + 1) } else { String::new() }
+            );
+        }
         if !t.baseline_outputs_ok {
             let _ = writeln!(out, "            WARNING: the baseline's timed outputs did not match the reference");
         }
@@ -234,6 +256,11 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
         "  phases    build {:.2} s | setup {:.2} s | check {:.2} s | time {:.2} s | energy {:.2} s | sanitize {:.2} s | total {:.2} s",
         p.build, p.setup, p.check, p.time, p.energy, p.sanitize, p.total
     );
+    if !v.sandbox.is_empty() {
+        let held: Vec<String> =
+            v.sandbox.iter().map(|l| format!("{} {}", l.name, if l.active { "on" } else { "OFF" })).collect();
+        let _ = writeln!(out, "  sandbox   {}", held.join(", "));
+    }
     for n in &v.notes {
         let _ = writeln!(out, "  note      {n}");
     }

@@ -144,6 +144,10 @@ pub struct RunConfig {
     pub final_seeds: u32,
     pub final_sanitize: bool,
     pub simulated: Option<SimSettings>,
+    /// Where the run's input seeds start: drawn fresh for each run (kept for resume), so
+    /// no candidate can know its inputs or their outputs in advance.
+    #[serde(default = "crate::eval::fresh_seed_base")]
+    pub input_seed_base: u64,
 }
 
 impl RunConfig {

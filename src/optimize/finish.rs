@@ -75,7 +75,7 @@ pub async fn verify_best(ctx: &Arc<Ctx>, search: &Search, seeds: u32, sanitize: 
             None => format!(
                 "passed {} check seeds{}",
                 seeds,
-                if sanitize { " and compute-sanitizer memcheck + racecheck" } else { "" }
+                if sanitize { " and compute-sanitizer memcheck, racecheck, initcheck and synccheck" } else { "" }
             ),
             Some(f) => format!("{}: {}", f.class, f.message),
         };

@@ -105,6 +105,7 @@ fn eval_options(cfg: &RunConfig) -> Result<EvalOptions, RunError> {
     let mut opts = EvalOptions::new(exe);
     opts.arch = Some(cfg.arch.clone());
     opts.timeout = cfg.timeout_s.map(Duration::from_secs_f64);
+    opts.seed_base = cfg.input_seed_base;
     // Several lanes share the host's cores for input generation and comparison.
     opts.threads = (opts.threads / cfg.gpus.len().max(1)).max(2);
     Ok(opts)

@@ -29,8 +29,8 @@ impl HostCase {
         format!("size {} seed {}", self.size, self.seed)
     }
 
-    fn case_ref(&self, arg: Option<&str>) -> CaseRef {
-        CaseRef { size: self.size.to_string(), seed: self.seed, arg: arg.map(str::to_string) }
+    pub fn case_ref(&self, arg: Option<&str>) -> CaseRef {
+        CaseRef { size: self.size.to_string(), seed: self.seed, arg: arg.map(str::to_string), call: None }
     }
 
     fn fill(&mut self, task: &Task, threads: usize) -> Result<(), String> {
@@ -310,8 +310,18 @@ pub(crate) fn run_reference(w: &Worker, reference: &Entry, host: &HostCase) -> R
     Ok(out1)
 }
 
-/// Checks `entry` on every case against the cached reference outputs.
+/// Checks `entry` on every case against the cached reference outputs; a failure names
+/// the call that produced it.
 pub(crate) fn check_library(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<CheckSummary, Failure> {
+    check_cases(w, entry, cases).map_err(|mut f| {
+        if let Some(at) = &mut f.at {
+            at.call.get_or_insert(entry.calls.get());
+        }
+        f
+    })
+}
+
+fn check_cases(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<CheckSummary, Failure> {
     let task = &w.task;
     let mut summary = CheckSummary::default();
     for (ci, case) in cases.iter().enumerate() {

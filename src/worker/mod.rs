@@ -31,6 +31,8 @@ pub(crate) struct Entry {
     call: CallFn,
     error_name: ErrorNameFn,
     pub role: &'static str,
+    /// Calls made so far in this process: failures name the call that produced them.
+    pub calls: std::cell::Cell<u64>,
 }
 
 impl Entry {
@@ -49,7 +51,7 @@ impl Entry {
         let error_name = unsafe { lib.get::<ErrorNameFn>(crate::build::shim::ERROR_NAME_SYMBOL.as_bytes()) }
             .map(|s| *s)
             .map_err(|e| format!("the {role} library has no shim error function: {e}"))?;
-        Ok(Entry { _lib: lib, call, error_name, role })
+        Ok(Entry { _lib: lib, call, error_name, role, calls: std::cell::Cell::new(0) })
     }
 }
 
@@ -85,10 +87,37 @@ pub(crate) struct Worker {
     pub gpu: Gpu,
     pub task: Task,
     pub threads: usize,
-    proto: std::fs::File,
+    /// Seeds of check and bench inputs start here (fresh per run: nothing can precompute them).
+    pub seed_base: u64,
+    proto: Channel,
     phase_started: Option<(Phase, Instant)>,
     phases: BTreeMap<String, f64>,
     pub notes: Vec<String>,
+}
+
+/// Exit code of a worker whose report channel broke under it: candidate code closed or
+/// replaced the descriptor.
+pub const CHANNEL_LOST_EXIT: i32 = 86;
+
+/// The sealed report channel, shared with the panic hook.
+#[derive(Clone)]
+pub(crate) struct Channel(std::sync::Arc<std::sync::Mutex<(std::fs::File, crate::channel::Sealer)>>);
+
+impl Channel {
+    pub fn send(&self, msg: &WorkerMessage) {
+        let body = serde_json::to_string(msg).expect("protocol messages serialize");
+        let mut guard = match self.0.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let (file, sealer) = &mut *guard;
+        let line = sealer.seal(&body);
+        if file.write_all(line.as_bytes()).and_then(|_| file.flush()).is_err() {
+            // Nothing can be said any more: end in a way the orchestrator recognizes.
+            // SAFETY: terminates the process.
+            unsafe { libc::_exit(CHANNEL_LOST_EXIT) }
+        }
+    }
 }
 
 /// Internal early exit: the report to send.
@@ -108,11 +137,7 @@ impl Worker {
     }
 
     fn send(&mut self, msg: &WorkerMessage) {
-        let mut line = serde_json::to_string(msg).expect("protocol messages serialize");
-        line.push('\n');
-        // A broken pipe means the orchestrator is gone; nothing left to tell.
-        let _ = self.proto.write_all(line.as_bytes());
-        let _ = self.proto.flush();
+        self.proto.send(msg);
     }
 
     /// Calls `entry` with `args` and waits for the whole device.
@@ -124,6 +149,7 @@ impl Worker {
     /// Calls `entry` without waiting (timing loops).
     pub fn invoke_async(&self, entry: &Entry, args: &mut [[u8; 8]]) -> Result<(), CallError> {
         let ptrs: Vec<*mut c_void> = args.iter_mut().map(|a| a.as_mut_ptr() as *mut c_void).collect();
+        entry.calls.set(entry.calls.get() + 1);
         // SAFETY: the shim unpacks exactly task.args.len() values of the declared types,
         // each pointed to by ptrs[i]; the stream belongs to the context the runtime uses.
         let code = unsafe { (entry.call)(ptrs.as_ptr(), self.gpu.raw_stream() as *mut c_void) };
@@ -144,7 +170,12 @@ impl Worker {
 }
 
 /// Entry point of `nightshift worker REQUEST.json`. Never returns.
+///
+/// Order matters: the evaluation key comes off stdin first (then stdin is /dev/null), the
+/// report channel moves off fd 1 (then fd 1 is stderr), the sandbox goes up before the
+/// first thread or GPU call, and only then is anything loaded.
 pub fn main(request_path: &Path) -> ! {
+    let key = read_key();
     // SAFETY: fd juggling at process start, before any other thread exists.
     let proto = unsafe {
         let fd = libc::dup(1);
@@ -154,6 +185,7 @@ pub fn main(request_path: &Path) -> ! {
         }
         std::fs::File::from_raw_fd(fd)
     };
+    let proto = Channel(std::sync::Arc::new(std::sync::Mutex::new((proto, crate::channel::Sealer::new(key)))));
     install_panic_report(&proto);
     let request: WorkerRequest = match std::fs::read(request_path)
         .map_err(|e| e.to_string())
@@ -161,22 +193,31 @@ pub fn main(request_path: &Path) -> ! {
     {
         Ok(r) => r,
         Err(e) => finish_without_gpu(
-            proto,
+            &proto,
             Outcome::InternalError {
                 message: format!("cannot read the worker request {}: {e}", request_path.display()),
             },
         ),
     };
+    if request.sandbox {
+        let scratch = std::env::current_dir().unwrap_or_else(|_| request_path.parent().unwrap_or(Path::new(".")).into());
+        let libraries = [request.reference.clone(), request.baseline.clone(), request.candidate.clone()];
+        let mut policy = crate::sandbox::Policy::strict(scratch, &libraries, request.cpu_seconds());
+        policy.hosted = matches!(request.mode, Mode::Profile | Mode::Sanitize);
+        let layers = crate::sandbox::apply(&policy);
+        proto.send(&WorkerMessage::Sandbox { layers });
+    }
     if let Mode::Simulate { delay_ms, outcome } = &request.mode {
-        simulate(proto, &request, *delay_ms, outcome.as_ref().clone());
+        simulate(&proto, &request, *delay_ms, outcome.as_ref().clone());
     }
     let mut w = Worker {
         gpu: match open_gpu(&request, &proto) {
             Ok(g) => g,
-            Err(outcome) => finish_without_gpu(proto, outcome),
+            Err(outcome) => finish_without_gpu(&proto, outcome),
         },
         task: request.task.clone(),
         threads: request.threads.max(1),
+        seed_base: request.seed_base,
         proto,
         phase_started: None,
         phases: BTreeMap::new(),
@@ -205,11 +246,30 @@ pub fn main(request_path: &Path) -> ! {
     unsafe { libc::_exit(0) }
 }
 
-fn open_gpu(request: &WorkerRequest, proto: &std::fs::File) -> Result<Gpu, Outcome> {
-    let mut p = proto.try_clone().map_err(|e| Outcome::InternalError { message: e.to_string() })?;
-    let line =
-        serde_json::to_string(&WorkerMessage::Phase { phase: Phase::Init, detail: "opening the GPU".into() }).unwrap();
-    let _ = writeln!(p, "{line}");
+/// The evaluation key, from stdin, which is then closed for good.
+fn read_key() -> crate::channel::Key {
+    let mut text = String::new();
+    let _ = std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text);
+    // SAFETY: fd juggling at process start, before any other thread exists.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::close(null);
+        }
+    }
+    match crate::channel::Key::from_hex(&text) {
+        Some(k) => k,
+        None => {
+            eprintln!("worker: no evaluation key on stdin (the worker is started by nightshift, not by hand)");
+            // SAFETY: terminates the process.
+            unsafe { libc::_exit(70) }
+        }
+    }
+}
+
+fn open_gpu(request: &WorkerRequest, proto: &Channel) -> Result<Gpu, Outcome> {
+    proto.send(&WorkerMessage::Phase { phase: Phase::Init, detail: "opening the GPU".into() });
     if !crate::gpu::driver_present() {
         return Err(Outcome::EnvError { message: "no CUDA driver: libcuda.so could not be loaded (is this a GPU machine with the NVIDIA driver installed?)".into() });
     }
@@ -219,42 +279,34 @@ fn open_gpu(request: &WorkerRequest, proto: &std::fs::File) -> Result<Gpu, Outco
 
 /// The simulated evaluation: the same process, isolation and protocol as a real one,
 /// with the GPU work replaced by the outcome the orchestrator's simulator chose.
-fn simulate(mut proto: std::fs::File, request: &WorkerRequest, delay_ms: u64, mut report: WorkerReport) -> ! {
-    let phase = |p: &mut std::fs::File, phase: Phase, detail: String| {
-        let line = serde_json::to_string(&WorkerMessage::Phase { phase, detail }).unwrap();
-        let _ = writeln!(p, "{line}");
-    };
-    phase(&mut proto, Phase::LoadCandidate, request.candidate.display().to_string());
+fn simulate(proto: &Channel, request: &WorkerRequest, delay_ms: u64, mut report: WorkerReport) -> ! {
+    proto.send(&WorkerMessage::Phase {
+        phase: Phase::LoadCandidate,
+        detail: request.candidate.display().to_string(),
+    });
     let loaded = Entry::load(&request.candidate, "candidate");
     if let Err(m) = loaded {
         report = WorkerReport::of(rejected(Failure::new(FailureClass::MissingEntry, m)));
     } else {
-        phase(&mut proto, Phase::Check, "simulated".into());
+        proto.send(&WorkerMessage::Phase { phase: Phase::Check, detail: "simulated".into() });
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
     }
-    let line = serde_json::to_string(&WorkerMessage::Done { report: Box::new(report) }).unwrap();
-    let _ = writeln!(proto, "{line}");
+    proto.send(&WorkerMessage::Done { report: Box::new(report) });
     // SAFETY: terminates the process.
     unsafe { libc::_exit(0) }
 }
 
-fn finish_without_gpu(mut proto: std::fs::File, outcome: Outcome) -> ! {
-    let report = WorkerReport::of(outcome);
-    let line = serde_json::to_string(&WorkerMessage::Done { report: Box::new(report) }).unwrap();
-    let _ = writeln!(proto, "{line}");
+fn finish_without_gpu(proto: &Channel, outcome: Outcome) -> ! {
+    proto.send(&WorkerMessage::Done { report: Box::new(WorkerReport::of(outcome)) });
     // SAFETY: terminates the process.
     unsafe { libc::_exit(0) }
 }
 
-fn install_panic_report(proto: &std::fs::File) {
-    let Ok(proto) = proto.try_clone() else { return };
-    let proto = std::sync::Mutex::new(proto);
+fn install_panic_report(proto: &Channel) {
+    let proto = proto.clone();
     std::panic::set_hook(Box::new(move |info| {
         let report = WorkerReport::of(Outcome::InternalError { message: format!("worker bug: {info}") });
-        if let Ok(mut p) = proto.lock() {
-            let _ =
-                writeln!(p, "{}", serde_json::to_string(&WorkerMessage::Done { report: Box::new(report) }).unwrap());
-        }
+        proto.send(&WorkerMessage::Done { report: Box::new(report) });
         eprintln!("worker panicked: {info}");
         // SAFETY: terminates the process.
         unsafe { libc::_exit(70) }
@@ -273,12 +325,12 @@ fn gpu_stop(e: GpuError) -> Stop {
     Outcome::InternalError { message: format!("GPU error outside candidate code: {e}") }
 }
 
-/// Check sizes x seeds, in a fixed order.
-fn check_cases(task: &Task) -> Vec<HostCase> {
+/// Check sizes x seeds, in a fixed order, from the run's seed base.
+fn check_cases(task: &Task, seed_base: u64) -> Vec<HostCase> {
     let mut out = Vec::new();
     for (si, size) in task.checks.iter().enumerate() {
         for s in 0..task.seeds as u64 {
-            out.push(HostCase::new(size.clone(), 1000 * si as u64 + s));
+            out.push(HostCase::new(size.clone(), seed_base.wrapping_add(1000 * si as u64 + s)));
         }
     }
     out
@@ -299,7 +351,7 @@ fn evaluate(
     // Every reference output is computed before untrusted code is in the process.
     w.phase(Phase::Reference, "check sizes");
     let mut cases: Vec<CaseData> = Vec::new();
-    for hc in check_cases(&task) {
+    for hc in check_cases(&task, w.seed_base) {
         let data = CaseData::generate(w, hc)?;
         cases.push(data);
     }
@@ -342,9 +394,8 @@ fn evaluate(
         w.phase(Phase::Time, format!("bench size {}", task.bench));
         let baseline_ref = baseline.as_ref().unwrap_or(&candidate);
         let timing = timing::time(w, &mut bench, baseline_ref, &candidate, &req.timing)?;
-        let failed = timing.1.clone();
-        report.timing = Some(timing.0);
-        if let Some(f) = failed {
+        report.timing = timing.report;
+        if let Some(f) = timing.failure {
             return Err(rejected(f));
         }
         if energy {
@@ -361,7 +412,7 @@ fn profile(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
     let candidate =
         Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
     w.phase(Phase::Profile, format!("bench size {}", task.bench));
-    let host = CaseData::generate(w, HostCase::new(task.bench.clone(), 1_000_000))?;
+    let host = CaseData::generate(w, HostCase::new(task.bench.clone(), w.seed_base.wrapping_add(1_000_000)))?;
     let mut dev = DeviceCase::upload(w, &host.host).map_err(gpu_stop)?;
     let at = format!("bench size {}", task.bench);
     // Warm-up calls keep lazy module loading and first-touch costs out of the profile.
@@ -384,9 +435,11 @@ fn sanitize(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
         Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
     let size = task.smallest_check().clone();
     w.phase(Phase::Sanitize, format!("size {size}"));
-    let host = CaseData::generate(w, HostCase::new(size.clone(), 0))?;
+    let host = CaseData::generate(w, HostCase::new(size.clone(), w.seed_base))?;
     let mut dev = DeviceCase::upload_with(w, &host.host, false).map_err(gpu_stop)?;
-    dev.prepare(w, false).map_err(gpu_stop)?;
+    // Outputs stay as allocated (never written), so that initcheck sees a read of one
+    // before the kernel wrote it.
+    dev.restore(w).map_err(gpu_stop)?;
     w.invoke(&candidate, &mut dev.values).map_err(|e| rejected(e.failure("candidate", &format!("size {size}"))))
 }
 

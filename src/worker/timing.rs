@@ -13,13 +13,46 @@ use std::time::Instant;
 
 const SIDES: [&str; 2] = ["baseline", "candidate"];
 
-/// Input sets at the bench size, one device copy per side, with their reference outputs.
+/// Input sets at the bench size, one device copy per side, with their reference outputs:
+/// `warm` sets rotate through the timing; `cold` sets are each used once, after it, to
+/// catch a candidate that is fast only on inputs it has seen.
 pub(crate) struct BenchSets {
-    /// sets[side][k]
-    sets: [Vec<DeviceCase>; 2],
+    warm: Sets,
+    cold: Sets,
+}
+
+struct Sets {
+    /// dev[side][k]
+    dev: [Vec<DeviceCase>; 2],
     hosts: Vec<HostCase>,
     refs: Vec<Vec<Option<Vec<u8>>>>,
 }
+
+impl Sets {
+    fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    fn generate(w: &mut Worker, reference: &Entry, seeds: impl Iterator<Item = u64>) -> Result<Sets, Stop> {
+        let task = w.task.clone();
+        let mut sets = Sets { dev: [Vec::new(), Vec::new()], hosts: Vec::new(), refs: Vec::new() };
+        for seed in seeds {
+            let data = CaseData::generate(w, HostCase::new(task.bench.clone(), seed))?;
+            sets.refs.push(cases::run_reference(w, reference, &data.host)?);
+            for side in sets.dev.iter_mut() {
+                side.push(DeviceCase::upload(w, &data.host).map_err(gpu_stop)?);
+            }
+            // Keep sizes and seeds only: the inputs now live on the device.
+            let mut host = data.host;
+            host.inputs.clear();
+            sets.hosts.push(host);
+        }
+        Ok(sets)
+    }
+}
+
+/// Cold input sets per side: enough for a median, few enough to fit beside the warm ones.
+const COLD_SETS: usize = 3;
 
 impl BenchSets {
     pub fn prepare(w: &mut Worker, reference: &Entry) -> Result<BenchSets, Stop> {
@@ -29,39 +62,95 @@ impl BenchSets {
         let mut k = ((2.0 * l2 / footprint).ceil() as usize).clamp(2, 8);
         let free = w.gpu.free_memory().map_err(gpu_stop)? as f64;
         let flush = 3.0 * l2;
-        while k > 1 && 2.0 * k as f64 * footprint + flush > 0.85 * free {
+        let need = |k: usize, c: usize| 2.0 * (k + c) as f64 * footprint + flush;
+        let mut c = COLD_SETS;
+        while k > 1 && need(k, c) > 0.85 * free {
             k -= 1;
         }
-        if 2.0 * footprint + flush > 0.85 * free {
+        while c > 2 && need(k, c) > 0.85 * free {
+            c -= 1;
+        }
+        if need(k, c) > 0.85 * free {
             return Err(Outcome::TaskError {
                 message: format!(
-                    "the bench size {} needs {:.1} GB on the GPU; {:.1} GB are free",
+                    "the bench size {} needs {:.1} GB on the GPU ({} input sets a side); {:.1} GB are free",
                     task.bench,
-                    (2.0 * footprint + flush) / 1e9,
+                    need(k, c) / 1e9,
+                    k + c,
                     free / 1e9
                 ),
             });
         }
-        let mut sets: [Vec<DeviceCase>; 2] = [Vec::new(), Vec::new()];
-        let mut refs = Vec::new();
-        let mut hosts = Vec::new();
-        for set in 0..k {
-            let data = CaseData::generate(w, HostCase::new(task.bench.clone(), 1_000_000 + set as u64))?;
-            refs.push(cases::run_reference(w, reference, &data.host)?);
-            for side in sets.iter_mut() {
-                side.push(DeviceCase::upload(w, &data.host).map_err(gpu_stop)?);
-            }
-            // Keep sizes and seeds only: the inputs now live on the device.
-            let mut host = data.host;
-            host.inputs.clear();
-            hosts.push(host);
-        }
-        Ok(BenchSets { sets, hosts, refs })
+        let base = w.seed_base;
+        let warm = Sets::generate(w, reference, (0..k as u64).map(|j| base.wrapping_add(1_000_000 + j)))?;
+        let cold = Sets::generate(w, reference, (0..c as u64).map(|j| base.wrapping_add(2_000_000 + j)))?;
+        Ok(BenchSets { warm, cold })
     }
 
     fn len(&self) -> usize {
-        self.hosts.len()
+        self.warm.len()
     }
+}
+
+/// What the outputs of `dev` say against `refs`: None if right, else the failure.
+fn verify_outputs(w: &Worker, dev: &DeviceCase, refs: &[Option<Vec<u8>>], host: &HostCase) -> Result<Option<Failure>, Stop> {
+    let task = &w.task;
+    let outs = dev.download_outputs(w).map_err(gpu_stop)?;
+    for (i, arg) in task.args.iter().enumerate() {
+        let (Some(got), Some(expected)) = (&outs[i], &refs[i]) else {
+            continue;
+        };
+        let crate::task::types::ParamType::Pointer { elem, .. } = arg.ty else {
+            continue;
+        };
+        let tol = super::tolerance_of(task, &arg.role);
+        let cmp = verify::compare(elem, got, expected, tol, w.threads);
+        if cmp.ok() {
+            continue;
+        }
+        let unwritten = verify::count_poison(elem, got, false);
+        let mut f = if unwritten > 0 && matches!(arg.role, crate::task::ArgRole::Output { .. }) {
+            Failure::new(
+                FailureClass::UnwrittenOutput,
+                format!(
+                    "left {unwritten} of {} elements of `{}` unwritten at {}",
+                    got.len() / elem.size(),
+                    arg.name,
+                    host.label()
+                ),
+            )
+        } else {
+            Failure::new(
+                FailureClass::WrongAnswer,
+                cases::wrong_answer_message("candidate", &arg.name, &cmp, host, tol),
+            )
+        };
+        f.at = Some(host.case_ref(Some(&arg.name)));
+        f.comparison = Some(Box::new(cmp));
+        return Ok(Some(f));
+    }
+    Ok(None)
+}
+
+fn at_call(mut f: Failure, call: u64) -> Failure {
+    if let Some(at) = &mut f.at {
+        at.call = Some(call);
+    }
+    f
+}
+
+/// Timing's result: the report, if timing got that far, and the candidate's failure.
+pub(crate) struct Timed {
+    pub report: Option<TimingReport>,
+    pub failure: Option<Failure>,
+}
+
+/// Past these a timing is repeated, and if still past them, flagged as unreliable.
+pub const NOISY_CV: f64 = 0.10;
+pub const NOISY_MEDIAN_SPREAD: f64 = 0.05;
+
+fn noisy(t: &SideTiming) -> bool {
+    t.cv > NOISY_CV || t.median_spread() > NOISY_MEDIAN_SPREAD
 }
 
 /// The least time any correct kernel needs at the bench size, from the task's roofline.
@@ -89,20 +178,112 @@ fn clock_snapshot(nvml: &Option<crate::nvml::NvmlDevice>) -> (Option<u32>, Optio
     }
 }
 
-/// Times baseline and candidate; returns the report and, if the timed outputs or the
-/// timing itself are wrong, the candidate's failure.
+fn record(ev: &cudarc::driver::CudaEvent, w: &Worker) -> Result<(), Stop> {
+    ev.record(&w.gpu.stream).map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "recording an event")))
+}
+
+fn elapsed(a: &cudarc::driver::CudaEvent, b: &cudarc::driver::CudaEvent) -> Result<f64, Stop> {
+    a.elapsed_ms(b).map(|ms| ms as f64).map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "reading an event")))
+}
+
+/// Interleaved samples: `pairs` per side per round, rounds until the plan is satisfied.
+fn sample(
+    w: &mut Worker,
+    sets: &mut Sets,
+    entries: [&Entry; 2],
+    pairs: usize,
+    plan: &TimingPlan,
+    next_set: &mut [usize; 2],
+    fail: &dyn Fn(usize, super::CallError) -> Stop,
+) -> Result<([Vec<f64>; 2], [Vec<Vec<f64>>; 2]), Stop> {
+    let starts: Vec<_> = (0..2 * pairs).map(|_| w.gpu.event()).collect::<Result<_, _>>().map_err(gpu_stop)?;
+    let ends: Vec<_> = (0..2 * pairs).map(|_| w.gpu.event()).collect::<Result<_, _>>().map_err(gpu_stop)?;
+    let mut samples: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut rounds: [Vec<Vec<f64>>; 2] = [Vec::new(), Vec::new()];
+    let rounds_min = plan.rounds.max(2);
+    let started = Instant::now();
+    for round in 0..100 {
+        let mut order = Vec::with_capacity(2 * pairs);
+        for j in 0..pairs {
+            order.extend(if (round + j) % 2 == 0 { [0, 1] } else { [1, 0] });
+        }
+        for (slot, &side) in order.iter().enumerate() {
+            let k = next_set[side] % sets.len();
+            next_set[side] += 1;
+            let dev = &mut sets.dev[side][k];
+            dev.prepare(w, false).map_err(gpu_stop)?;
+            w.gpu.flush_l2_async().map_err(gpu_stop)?;
+            record(&starts[slot], w)?;
+            w.invoke_async(entries[side], &mut dev.values).map_err(|e| fail(side, e))?;
+            record(&ends[slot], w)?;
+        }
+        w.gpu.sync_all().map_err(|e| fail(1, super::CallError::Device(e)))?;
+        let mut this_round: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        for (slot, &side) in order.iter().enumerate() {
+            this_round[side].push(elapsed(&starts[slot], &ends[slot])?);
+        }
+        for side in 0..2 {
+            samples[side].extend_from_slice(&this_round[side]);
+            rounds[side].push(std::mem::take(&mut this_round[side]));
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let enough = round + 1 >= rounds_min && samples[1].len() >= plan.min_samples && secs >= plan.min_seconds;
+        if enough || (secs >= plan.max_seconds && round + 1 >= 2) {
+            break;
+        }
+    }
+    Ok((samples, rounds))
+}
+
+/// Each cold set once a side, interleaved, timed like the warm samples.
+fn time_cold(
+    w: &mut Worker,
+    cold: &mut Sets,
+    entries: [&Entry; 2],
+    fail: &dyn Fn(usize, super::CallError) -> Stop,
+) -> Result<([Vec<f64>; 2], Option<Failure>), Stop> {
+    let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let (a, b) = (w.gpu.event().map_err(gpu_stop)?, w.gpu.event().map_err(gpu_stop)?);
+    let mut failure = None;
+    for k in 0..cold.len() {
+        let order = if k % 2 == 0 { [0, 1] } else { [1, 0] };
+        for side in order {
+            let dev = &mut cold.dev[side][k];
+            dev.prepare(w, false).map_err(gpu_stop)?;
+            w.gpu.flush_l2_async().map_err(gpu_stop)?;
+            w.gpu.sync_all().map_err(gpu_stop)?;
+            record(&a, w)?;
+            w.invoke_async(entries[side], &mut dev.values).map_err(|e| fail(side, e))?;
+            record(&b, w)?;
+            w.gpu.sync_all().map_err(|e| fail(side, super::CallError::Device(e)))?;
+            times[side].push(elapsed(&a, &b)?);
+            if side == 1 && failure.is_none() {
+                failure = verify_outputs(w, &cold.dev[1][k], &cold.refs[k], &cold.hosts[k])?
+                    .map(|f| at_call(f, entries[1].calls.get()));
+            }
+        }
+    }
+    Ok((times, failure))
+}
+
+/// Times baseline and candidate. The candidate's first call on each input set is
+/// verified at once (so a kernel wrong only at the bench size is named as such, and a
+/// kernel that goes wrong later is told apart by the call count); every timed output is
+/// verified afterwards; cold sets catch memoization; a noisy timing is repeated once and
+/// flagged if still noisy.
 pub(crate) fn time(
     w: &mut Worker,
     bench: &mut BenchSets,
     baseline: &Entry,
     candidate: &Entry,
     plan: &TimingPlan,
-) -> Result<(TimingReport, Option<Failure>), Stop> {
+) -> Result<Timed, Stop> {
     let task = w.task.clone();
     if task.flush_l2 {
         w.gpu.enable_l2_flush().map_err(gpu_stop)?;
     }
     let nvml = crate::nvml::NvmlDevice::open(&w.gpu.info.uuid).map_err(|e| w.notes.push(e)).ok();
+    let others_before = nvml.as_ref().map(|n| n.other_processes()).unwrap_or_default();
     let (sm_before, _, _, _) = clock_snapshot(&nvml);
     let entries = [baseline, candidate];
     let at = format!("bench size {}", task.bench);
@@ -119,17 +300,26 @@ pub(crate) fn time(
     // draw enough power to move the clocks; a quarter second of calls lets them settle
     // before the first sample.
     let mut estimate_ms = [f64::INFINITY; 2];
+    let mut first_ok_call: Vec<Option<u64>> = vec![None; bench.len()];
     let warm_start = Instant::now();
     let mut j = 0;
-    while j < 4 || warm_start.elapsed().as_secs_f64() < 0.25 {
+    while j < 4.max(bench.len()) || warm_start.elapsed().as_secs_f64() < 0.25 {
         for (side, entry) in entries.iter().enumerate() {
             let k = j % bench.len();
-            let dev = &mut bench.sets[side][k];
+            let dev = &mut bench.warm.dev[side][k];
             dev.prepare(w, false).map_err(gpu_stop)?;
             w.gpu.sync_all().map_err(gpu_stop)?;
             let t = Instant::now();
             w.invoke(entry, &mut dev.values).map_err(|e| call_failure(side, e))?;
             estimate_ms[side] = estimate_ms[side].min(t.elapsed().as_secs_f64() * 1e3);
+            if side == 1 && j < bench.len() {
+                let dev = &bench.warm.dev[1][k];
+                if let Some(f) = verify_outputs(w, dev, &bench.warm.refs[k], &bench.warm.hosts[k])? {
+                    let f = at_call(f, entry.calls.get());
+                    return Ok(Timed { report: None, failure: Some(prefix(f, "at the bench size, on its first call there: ")) });
+                }
+                first_ok_call[k] = Some(entry.calls.get());
+            }
         }
         j += 1;
         if j >= 10_000 {
@@ -142,108 +332,86 @@ pub(crate) fn time(
     let by_time = ((plan.max_seconds * 1e3 / rounds_min as f64) / per_pair_ms).floor() as usize;
     let pairs = by_samples.min(by_time).clamp(2, 200);
 
-    let starts: Vec<_> = (0..2 * pairs).map(|_| w.gpu.event()).collect::<Result<_, _>>().map_err(gpu_stop)?;
-    let ends: Vec<_> = (0..2 * pairs).map(|_| w.gpu.event()).collect::<Result<_, _>>().map_err(gpu_stop)?;
-    let mut samples: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    let mut rounds: [Vec<Vec<f64>>; 2] = [Vec::new(), Vec::new()];
     let mut next_set = [0usize; 2];
-    let started = Instant::now();
-    for round in 0..100 {
-        let mut order = Vec::with_capacity(2 * pairs);
-        for j in 0..pairs {
-            if (round + j) % 2 == 0 {
-                order.extend([0, 1]);
-            } else {
-                order.extend([1, 0]);
-            }
-        }
-        for (slot, &side) in order.iter().enumerate() {
-            let k = next_set[side] % bench.len();
-            next_set[side] += 1;
-            let dev = &mut bench.sets[side][k];
-            dev.prepare(w, false).map_err(gpu_stop)?;
-            w.gpu.flush_l2_async().map_err(gpu_stop)?;
-            starts[slot]
-                .record(&w.gpu.stream)
-                .map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "recording an event")))?;
-            w.invoke_async(entries[side], &mut dev.values).map_err(|e| call_failure(side, e))?;
-            ends[slot]
-                .record(&w.gpu.stream)
-                .map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "recording an event")))?;
-        }
-        w.gpu.sync_all().map_err(|e| call_failure(1, super::CallError::Device(e)))?;
-        let mut this_round: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-        for (slot, &side) in order.iter().enumerate() {
-            let ms = starts[slot]
-                .elapsed_ms(&ends[slot])
-                .map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "reading an event")))?
-                as f64;
-            this_round[side].push(ms);
-        }
-        for side in 0..2 {
-            samples[side].extend_from_slice(&this_round[side]);
-            rounds[side].push(std::mem::take(&mut this_round[side]));
-        }
-        let elapsed = started.elapsed().as_secs_f64();
-        let enough = round + 1 >= rounds_min && samples[1].len() >= plan.min_samples && elapsed >= plan.min_seconds;
-        if enough || (elapsed >= plan.max_seconds && round + 1 >= 2) {
-            break;
-        }
+    let (mut samples, mut rounds) = sample(w, &mut bench.warm, entries, pairs, plan, &mut next_set, &call_failure)?;
+    let mut repeats = 0;
+    let first = |s: &[Vec<f64>; 2], r: &[Vec<Vec<f64>>; 2]| {
+        [SideTiming::from_samples(&s[0], &r[0]), SideTiming::from_samples(&s[1], &r[1])]
+    };
+    let mut sides = first(&samples, &rounds);
+    if noisy(&sides[0]) || noisy(&sides[1]) {
+        let noisy_cv = (sides[0].cv.max(sides[1].cv) * 100.0).round();
+        w.notes.push(format!("the first timing was noisy (CV up to {noisy_cv}%): timed again"));
+        repeats = 1;
+        (samples, rounds) = sample(w, &mut bench.warm, entries, pairs, plan, &mut next_set, &call_failure)?;
+        sides = first(&samples, &rounds);
     }
-    let (sm_after, mem_mhz, throttle, temperature) = clock_snapshot(&nvml);
+    let reliable = !(noisy(&sides[0]) || noisy(&sides[1]));
 
     // Verify what the timed calls wrote.
     let mut failure = None;
     let mut baseline_ok = true;
-    for side in 0..2 {
-        for k in 0..bench.len() {
-            let outs = bench.sets[side][k].download_outputs(w).map_err(gpu_stop)?;
-            for (i, arg) in task.args.iter().enumerate() {
-                let (Some(got), Some(expected)) = (&outs[i], &bench.refs[k][i]) else {
-                    continue;
+    for k in 0..bench.len() {
+        if verify_outputs(w, &bench.warm.dev[0][k], &bench.warm.refs[k], &bench.warm.hosts[k])?.is_some() {
+            baseline_ok = false;
+            w.notes.push(format!("the baseline's timed output does not match the reference at {}", bench.warm.hosts[k].label()));
+        }
+        if failure.is_none() {
+            if let Some(f) = verify_outputs(w, &bench.warm.dev[1][k], &bench.warm.refs[k], &bench.warm.hosts[k])? {
+                let last = candidate.calls.get();
+                let f = match first_ok_call[k] {
+                    Some(ok) => {
+                        let mut g = Failure::new(
+                            FailureClass::CallDependent,
+                            format!(
+                                "right on call {ok} and wrong by call {last} on the same inputs ({}): its results change with the call count; {}",
+                                bench.warm.hosts[k].label(),
+                                f.message
+                            ),
+                        );
+                        g.at = f.at;
+                        g.comparison = f.comparison;
+                        g
+                    }
+                    None => f,
                 };
-                let elem = match arg.ty {
-                    crate::task::types::ParamType::Pointer { elem, .. } => elem,
-                    _ => continue,
-                };
-                let tol = super::tolerance_of(&task, &arg.role);
-                let cmp = verify::compare(elem, got, expected, tol, w.threads);
-                if cmp.ok() {
-                    continue;
-                }
-                if side == 0 {
-                    baseline_ok = false;
-                    w.notes.push(format!(
-                        "the baseline's timed output `{}` does not match the reference at the bench size",
-                        arg.name
-                    ));
-                } else if failure.is_none() {
-                    let mut f = Failure::new(
-                        FailureClass::WrongAnswer,
-                        format!(
-                            "a timed call wrote a wrong `{}`: {}",
-                            arg.name,
-                            cases::wrong_answer_message("candidate", &arg.name, &cmp, &bench.hosts[k], tol)
-                        ),
-                    );
-                    f.at = Some(CaseRef {
-                        size: task.bench.to_string(),
-                        seed: bench.hosts[k].seed,
-                        arg: Some(arg.name.clone()),
-                    });
-                    f.comparison = Some(Box::new(cmp));
-                    failure = Some(f);
-                }
+                failure = Some(at_call(f, last));
             }
         }
     }
 
+    // Inputs never seen before: a cache of results misses here and nowhere else.
+    let (cold_times, cold_failure) = time_cold(w, &mut bench.cold, entries, &call_failure)?;
+    if failure.is_none() {
+        failure = cold_failure.map(|f| prefix(f, "on a fresh input set after timing: "));
+    }
+    let others_after = nvml.as_ref().map(|n| n.other_processes()).unwrap_or_default();
+    let (sm_after, mem_mhz, throttle, temperature) = clock_snapshot(&nvml);
+
     // Host-clock cross-check: work that escapes the stream is invisible to its events.
     let host_check = host_cross_check(w, bench, candidate, estimate_ms[1]).map_err(|e| call_failure(1, e))?;
 
-    let baseline_t = SideTiming::from_samples(&samples[0], &rounds[0]);
-    let candidate_t = SideTiming::from_samples(&samples[1], &rounds[1]);
+    let [baseline_t, candidate_t] = sides;
+    let cold = ColdCheck::new(&cold_times, baseline_t.median_ms, candidate_t.median_ms);
     let floor = floor_ms(&task, &w.gpu.info);
+    let mut other_processes: Vec<u32> = others_before.into_iter().chain(others_after).collect();
+    other_processes.sort_unstable();
+    other_processes.dedup();
+    if !other_processes.is_empty() {
+        w.notes.push(format!(
+            "other processes used this GPU while it was timed (pids {:?}): times may be inflated",
+            other_processes
+        ));
+    }
+    if !reliable {
+        w.notes.push(format!(
+            "the timing stayed noisy when repeated (CV {:.1}% baseline, {:.1}% candidate; round medians spread {:.1}% and {:.1}%): the speedup is unreliable",
+            baseline_t.cv * 100.0,
+            candidate_t.cv * 100.0,
+            baseline_t.median_spread() * 100.0,
+            candidate_t.median_spread() * 100.0
+        ));
+    }
     let mut report = TimingReport {
         speedup: baseline_t.median_ms / candidate_t.median_ms,
         pct_of_floor: floor.map(|f| 100.0 * f / candidate_t.median_ms),
@@ -264,6 +432,10 @@ pub(crate) fn time(
             temperature_c: temperature,
         },
         baseline_outputs_ok: baseline_ok,
+        reliable,
+        repeats,
+        other_processes,
+        cold: Some(cold.clone()),
     };
     // Escaping the stream is the root cause of anything else that looks wrong here
     // (outputs poisoned while a kernel on another stream still runs, absurd times).
@@ -273,6 +445,18 @@ pub(crate) fn time(
             format!(
                 "work escapes the timed stream: the host clock, waiting for the whole device, measured {:.4} ms per call but the stream's events {:.4} ms; launch on the stream the entry receives",
                 report.host_check.host_ms_per_call, report.host_check.event_ms_per_call
+            ),
+        ));
+    }
+    if failure.is_none() && cold.memoized() {
+        failure = Some(Failure::new(
+            FailureClass::Memoization,
+            format!(
+                "{:.4} ms on input sets it had seen, {:.4} ms on sets it had not ({:.2}x; the baseline {:.2}x): results are cached by input content, so the timing measured the cache",
+                report.candidate.median_ms,
+                protocol_median(&cold.candidate_ms),
+                cold.candidate_ratio,
+                cold.baseline_ratio
             ),
         ));
     }
@@ -291,7 +475,16 @@ pub(crate) fn time(
     if !report.speedup.is_finite() {
         report.speedup = 0.0;
     }
-    Ok((report, failure))
+    Ok(Timed { report: Some(report), failure })
+}
+
+fn protocol_median(v: &[f64]) -> f64 {
+    median(v)
+}
+
+fn prefix(mut f: Failure, p: &str) -> Failure {
+    f.message = format!("{p}{}", f.message);
+    f
 }
 
 fn host_cross_check(
@@ -309,7 +502,7 @@ fn host_cross_check(
     a.record(&w.gpu.stream).map_err(|e| gpu_err(crate::gpu::GpuError::from_driver(e, "event")))?;
     for j in 0..calls {
         let k = j % bench.len();
-        let dev = &mut bench.sets[1][k];
+        let dev = &mut bench.warm.dev[1][k];
         dev.restore(w).map_err(gpu_err)?;
         w.invoke_async(candidate, &mut dev.values)?;
     }
@@ -383,7 +576,7 @@ impl Pipeline {
             |e: super::CallError| Outcome::Rejected { failure: e.failure(SIDES[self.side], "energy measurement") };
         for _ in 0..n {
             let k = (self.calls as usize) % bench.len();
-            let dev = &mut bench.sets[self.side][k];
+            let dev = &mut bench.warm.dev[self.side][k];
             dev.restore(w).map_err(gpu_stop)?;
             w.invoke_async(entry, &mut dev.values).map_err(fail)?;
             self.calls += 1;

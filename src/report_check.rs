@@ -1,0 +1,70 @@
+//! Does a sealed report fit the request it answers? The seal proves the worker wrote a
+//! line; this proves the line describes the evaluation that was asked for: the mode's
+//! phases were announced in order, the check covered every case twice, timing has
+//! samples on both sides and a speedup that follows from them. A key stolen from the
+//! worker's memory still has to forge a report that passes all of this.
+
+use crate::eval::WorkerRun;
+use crate::protocol::{Mode, Outcome, Phase, WorkerReport, WorkerRequest};
+
+/// Ok, or what does not fit. Only passing reports are held to the request: a rejection
+/// or an error never helps a candidate.
+pub fn check(request: &WorkerRequest, run: &WorkerRun, report: &WorkerReport) -> Result<(), String> {
+    if !matches!(report.outcome, Outcome::Passed) {
+        return Ok(());
+    }
+    if run.sandbox_requested && run.sandbox.is_empty() {
+        return Err("no sandbox announcement before the report".into());
+    }
+    let seen = |p: Phase| run.phases_seen.contains(&p);
+    match &request.mode {
+        Mode::Simulate { .. } => Ok(()),
+        Mode::Profile => require(seen(Phase::Profile), "a profile that never announced its profile phase"),
+        Mode::Sanitize => require(seen(Phase::Sanitize), "a sanitizer run that never announced its sanitize phase"),
+        Mode::Evaluate { time, energy, .. } => {
+            require(run.device.is_some(), "no device announcement")?;
+            require(seen(Phase::Reference), "no reference phase: the reference outputs were never computed")?;
+            require(seen(Phase::Check), "no check phase")?;
+            let order = [Phase::Reference, Phase::LoadCandidate, Phase::Check];
+            let positions: Vec<usize> =
+                order.iter().filter_map(|p| run.phases_seen.iter().position(|q| q == p)).collect();
+            require(positions.windows(2).all(|w| w[0] < w[1]), "phases out of order")?;
+            let check = report.check.as_ref().ok_or("a pass without a check summary")?;
+            let cases = request.task.checks.len() * request.task.seeds as usize;
+            if check.cases != cases || check.calls != 2 * cases {
+                return Err(format!(
+                    "the check covered {} cases in {} calls; the task has {cases} cases of 2 calls each",
+                    check.cases, check.calls
+                ));
+            }
+            require(check.elements_compared > 0, "a check that compared no elements")?;
+            if *time {
+                require(seen(Phase::Time), "no time phase")?;
+                let t = report.timing.as_ref().ok_or("a timed pass without timing")?;
+                require(t.baseline.samples >= 2 && t.candidate.samples >= 2, "fewer than two timing samples a side")?;
+                require(t.candidate.median_ms > 0.0 && t.baseline.median_ms > 0.0, "non-positive times")?;
+                let implied = t.baseline.median_ms / t.candidate.median_ms;
+                require(
+                    t.speedup.is_finite() && (t.speedup / implied - 1.0).abs() < 1e-6,
+                    "a speedup that does not follow from the medians",
+                )?;
+                require(t.host_check.calls > 0, "no host-clock cross-check")?;
+                require(t.cold.as_ref().is_some_and(|c| c.candidate_ms.len() >= 2), "no cold-input timing")?;
+            } else {
+                require(report.timing.is_none(), "timing that was not asked for")?;
+            }
+            if *energy {
+                require(report.energy.is_some(), "an energy run without energy")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn require(ok: bool, why: &str) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(why.to_string())
+    }
+}

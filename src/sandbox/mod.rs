@@ -1,0 +1,95 @@
+//! The worker's sandbox: what Linux offers an unprivileged process to fence itself in,
+//! applied by the worker to itself at start, before its first thread, before the GPU is
+//! opened and long before any untrusted library is mapped, so that every thread the
+//! driver or a candidate starts inherits it.
+//!
+//! Three independent layers, each applied as far as the kernel allows and reported
+//! layer by layer (`check-env`, every verdict): Landlock (`fs`: write only the scratch
+//! folder, read only system folders, the libraries and this process's own `/proc`
+//! entry; no TCP; no signals or abstract sockets outside the sandbox), a seccomp filter
+//! (`syscalls`: no signals, tracing or memory access to other processes, no fork, no
+//! exec, no new process group or session, no sockets but Unix ones) and rlimits
+//! (`limits`: no core dumps, bounded file size, CPU time as a backstop to the deadline).
+//! A missing layer is said, never fatal: the others still hold.
+//!
+//! Under a hosting tool (ncu, compute-sanitizer) the tool's injected code shares the
+//! process and talks to its front end over TCP and files in /tmp, so the hosted policy
+//! leaves those open and keeps the rest.
+
+mod fs;
+mod limits;
+pub mod probe;
+mod syscalls;
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// What the worker may touch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Policy {
+    /// The only folder it may write (its working directory, removed after the run).
+    pub scratch: PathBuf,
+    /// Folders and files it may read besides the system's own (libraries, toolkits).
+    pub read: Vec<PathBuf>,
+    /// Running under ncu or compute-sanitizer: TCP, /tmp and /dev/shm stay open.
+    pub hosted: bool,
+    /// RLIMIT_CPU: CPU seconds over all threads, a backstop to the orchestrator's deadline.
+    pub cpu_seconds: u64,
+    /// RLIMIT_FSIZE in bytes.
+    pub max_file_bytes: u64,
+}
+
+impl Policy {
+    /// The strict policy for a worker in `scratch`, reading `libraries` and the
+    /// toolkit folders this process's environment names.
+    pub fn strict(scratch: PathBuf, libraries: &[PathBuf], cpu_seconds: u64) -> Policy {
+        let mut read: Vec<PathBuf> = libraries.iter().filter_map(|l| l.parent().map(PathBuf::from)).collect();
+        if let Ok(exe) = std::env::current_exe() {
+            read.extend(exe.parent().map(PathBuf::from));
+        }
+        for var in ["LD_LIBRARY_PATH", "NIGHTSHIFT_CUDA_HOME", "CUDA_HOME", "CUDA_PATH"] {
+            if let Some(v) = std::env::var_os(var) {
+                read.extend(std::env::split_paths(&v).filter(|p| p.is_absolute()));
+            }
+        }
+        read.sort();
+        read.dedup();
+        Policy { scratch, read, hosted: false, cpu_seconds, max_file_bytes: 256 << 20 }
+    }
+}
+
+/// One layer and how far it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layer {
+    pub name: String,
+    pub active: bool,
+    /// What holds, or why it does not.
+    pub detail: String,
+}
+
+impl Layer {
+    fn on(name: &str, detail: impl Into<String>) -> Layer {
+        Layer { name: name.into(), active: true, detail: detail.into() }
+    }
+    fn off(name: &str, detail: impl Into<String>) -> Layer {
+        Layer { name: name.into(), active: false, detail: detail.into() }
+    }
+}
+
+/// Fences in the calling process. Call before any other thread exists: Landlock binds
+/// the calling thread and what it starts later.
+pub fn apply(policy: &Policy) -> Vec<Layer> {
+    let mut layers = vec![limits::apply(policy)];
+    layers.push(fs::apply(policy));
+    layers.push(syscalls::apply(policy));
+    layers
+}
+
+/// One line per layer, for check-env and verdicts.
+pub fn describe(layers: &[Layer]) -> String {
+    layers
+        .iter()
+        .map(|l| format!("{} {}: {}", if l.active { "on " } else { "OFF" }, l.name, l.detail))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
