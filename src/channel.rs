@@ -72,7 +72,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
@@ -103,9 +103,14 @@ impl Sealer {
 pub enum Tamper {
     /// Not of the form `SEQ MAC BODY`.
     Malformed,
-    BadMac { seq: u64 },
+    BadMac {
+        seq: u64,
+    },
     /// A valid line out of order: a replay or a dropped line.
-    OutOfOrder { expected: u64, got: u64 },
+    OutOfOrder {
+        expected: u64,
+        got: u64,
+    },
 }
 
 impl std::fmt::Display for Tamper {

@@ -548,7 +548,8 @@ pub fn run_worker(
 ) -> Result<WorkerRun, EvalError> {
     let dir = tempfile::tempdir().map_err(|e| EvalError::Internal(format!("cannot create a temporary folder: {e}")))?;
     let scratch = dir.path().join("scratch");
-    std::fs::create_dir(&scratch).map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", scratch.display())))?;
+    std::fs::create_dir(&scratch)
+        .map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", scratch.display())))?;
     let mut request = request.clone();
     request.deadline_s = timeout.as_secs_f64();
     request.sandbox = request.sandbox && std::env::var_os("NIGHTSHIFT_SANDBOX").is_none_or(|v| v != "off");
@@ -565,16 +566,21 @@ pub fn run_worker(
         None => Command::new(exe),
     };
     cmd.arg("worker").arg(&req_path).current_dir(&scratch);
-    process::isolate(&mut cmd).env("TMPDIR", &scratch).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    process::isolate(&mut cmd)
+        .env("TMPDIR", &scratch)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let lock = if matches!(request.mode, Mode::Simulate { .. })
         || std::env::var_os("NIGHTSHIFT_GPU_LOCK").is_some_and(|v| v == "off")
     {
         None
     } else {
         let path = crate::gpu_lock::lock_path(request.device);
-        Some(crate::gpu_lock::acquire(&path).map_err(|e| {
-            EvalError::Internal(format!("cannot take the GPU lock {}: {e}", path.display()))
-        })?)
+        Some(
+            crate::gpu_lock::acquire(&path)
+                .map_err(|e| EvalError::Internal(format!("cannot take the GPU lock {}: {e}", path.display())))?,
+        )
     };
     let key = crate::channel::Key::fresh();
     let started = Instant::now();
@@ -763,7 +769,13 @@ mod tests {
         let cases = req.task.checks.len() * req.task.seeds as usize;
         let side = |ms: f64| SideTiming { median_ms: ms, samples: 100, ..Default::default() };
         let mut report = WorkerReport::of(Outcome::Passed);
-        report.check = Some(CheckSummary { cases, calls: 2 * cases, elements_compared: 1000, ..Default::default() });
+        report.check = Some(CheckSummary {
+            cases,
+            calls: 2 * cases + crate::worker::REPEAT_CALLS,
+            repeat_calls: crate::worker::REPEAT_CALLS,
+            elements_compared: 1000,
+            ..Default::default()
+        });
         report.timing = Some(TimingReport {
             baseline: side(2.0),
             candidate: side(1.0),
@@ -774,7 +786,14 @@ mod tests {
             ..Default::default()
         });
         WorkerRun {
-            phases_seen: vec![Phase::Init, Phase::LoadReference, Phase::Reference, Phase::LoadCandidate, Phase::Check, Phase::Time],
+            phases_seen: vec![
+                Phase::Init,
+                Phase::LoadReference,
+                Phase::Reference,
+                Phase::LoadCandidate,
+                Phase::Check,
+                Phase::Time,
+            ],
             last_phase: Some((Phase::Time, String::new())),
             device: Some(DeviceInfo::default()),
             sandbox: vec![crate::sandbox::Layer { name: "seccomp".into(), active: true, detail: String::new() }],
@@ -802,12 +821,16 @@ mod tests {
 
     #[test]
     fn reports_that_do_not_fit_the_request_are_forgeries() {
-        let edits: Vec<(&str, Box<dyn Fn(&mut WorkerRun)>)> = vec![
+        type Edit = Box<dyn Fn(&mut WorkerRun)>;
+        let edits: Vec<(&str, Edit)> = vec![
             ("too few cases", Box::new(|r| r.report.as_mut().unwrap().check.as_mut().unwrap().cases = 1)),
             ("no timing", Box::new(|r| r.report.as_mut().unwrap().timing = None)),
             ("no check phase", Box::new(|r| r.phases_seen.retain(|p| *p != Phase::Check))),
             ("no sandbox", Box::new(|r| r.sandbox.clear())),
-            ("speedup not from medians", Box::new(|r| r.report.as_mut().unwrap().timing.as_mut().unwrap().speedup = 9.0)),
+            (
+                "speedup not from medians",
+                Box::new(|r| r.report.as_mut().unwrap().timing.as_mut().unwrap().speedup = 9.0),
+            ),
             ("no cold check", Box::new(|r| r.report.as_mut().unwrap().timing.as_mut().unwrap().cold = None)),
             ("one sample", Box::new(|r| r.report.as_mut().unwrap().timing.as_mut().unwrap().candidate.samples = 1)),
         ];
@@ -843,7 +866,10 @@ mod tests {
         assert_eq!(got.phases_seen, vec![Phase::Check]);
         // Under a tool, its own chatter is not tampering.
         let mut sealer = crate::channel::Sealer::new(key.clone());
-        let text = format!("==PROF== Connected to process 12\n{}", sealer.seal(&msg(&WorkerMessage::Phase { phase: Phase::Profile, detail: String::new() })));
+        let text = format!(
+            "==PROF== Connected to process 12\n{}",
+            sealer.seal(&msg(&WorkerMessage::Phase { phase: Phase::Profile, detail: String::new() }))
+        );
         let got = follow_channel(text.as_bytes(), key, true);
         assert!(got.tampering.is_none());
         assert_eq!(got.phases_seen, vec![Phase::Profile]);
@@ -879,22 +905,38 @@ mod tests {
 
     #[test]
     fn deaths_in_candidate_phases_are_the_candidates() {
-        assert_eq!(rejected_class(classify(&run(Some(Phase::Check), None, true), &request(), T)), FailureClass::Timeout);
-        assert_eq!(rejected_class(classify(&run(Some(Phase::Check), signal(11), false), &request(), T)), FailureClass::Crash);
-        assert_eq!(rejected_class(classify(&run(Some(Phase::Time), exit(3), false), &request(), T)), FailureClass::ProcessExit);
+        assert_eq!(
+            rejected_class(classify(&run(Some(Phase::Check), None, true), &request(), T)),
+            FailureClass::Timeout
+        );
+        assert_eq!(
+            rejected_class(classify(&run(Some(Phase::Check), signal(11), false), &request(), T)),
+            FailureClass::Crash
+        );
+        assert_eq!(
+            rejected_class(classify(&run(Some(Phase::Time), exit(3), false), &request(), T)),
+            FailureClass::ProcessExit
+        );
         assert_eq!(
             rejected_class(classify(&run(Some(Phase::LoadCandidate), signal(6), false), &request(), T)),
             FailureClass::Crash
         );
-        assert_eq!(rejected_class(classify(&run(Some(Phase::Check), exit(0), false), &request(), T)), FailureClass::ProcessExit);
+        assert_eq!(
+            rejected_class(classify(&run(Some(Phase::Check), exit(0), false), &request(), T)),
+            FailureClass::ProcessExit
+        );
     }
 
     #[test]
     fn messages_say_where_and_why() {
-        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), exit(3), false), &request(), T) else { panic!() };
+        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), exit(3), false), &request(), T) else {
+            panic!()
+        };
         assert!(f.message.contains("exit code 3"), "{}", f.message);
         assert!(f.message.contains("during check (size n=3 seed 1)"), "{}", f.message);
-        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), signal(11), false), &request(), T) else { panic!() };
+        let Classified::Rejected(f) = classify(&run(Some(Phase::Check), signal(11), false), &request(), T) else {
+            panic!()
+        };
         assert!(f.message.contains("SIGSEGV"), "{}", f.message);
         let Classified::Rejected(f) = classify(&run(Some(Phase::Check), None, true), &request(), T) else { panic!() };
         assert!(f.message.contains("10 s timeout"), "{}", f.message);
@@ -902,7 +944,10 @@ mod tests {
 
     #[test]
     fn deaths_before_candidate_code_are_not_blamed_on_it() {
-        assert!(matches!(classify(&run(Some(Phase::Reference), signal(11), false), &request(), T), Classified::Internal(_)));
+        assert!(matches!(
+            classify(&run(Some(Phase::Reference), signal(11), false), &request(), T),
+            Classified::Internal(_)
+        ));
         assert!(matches!(classify(&run(Some(Phase::Init), exit(1), false), &request(), T), Classified::Internal(_)));
         assert!(matches!(classify(&run(Some(Phase::Reference), None, true), &request(), T), Classified::TaskError(_)));
         assert!(matches!(classify(&run(None, exit(101), false), &request(), T), Classified::Internal(_)));

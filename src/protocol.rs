@@ -163,11 +163,20 @@ impl Phase {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum WorkerMessage {
-    Phase { phase: Phase, detail: String },
-    Device { device: DeviceInfo },
+    Phase {
+        phase: Phase,
+        detail: String,
+    },
+    Device {
+        device: DeviceInfo,
+    },
     /// The sandbox layers the worker put up, before anything untrusted was loaded.
-    Sandbox { layers: Vec<crate::sandbox::Layer> },
-    Done { report: Box<WorkerReport> },
+    Sandbox {
+        layers: Vec<crate::sandbox::Layer>,
+    },
+    Done {
+        report: Box<WorkerReport>,
+    },
 }
 
 /// Every way a candidate can fail. Names are a stable contract (JSON, reports, search memory).
@@ -202,6 +211,8 @@ pub enum FailureClass {
     Memoization,
     /// Correct, but the timing stayed too noisy to use even when repeated.
     NoisyTiming,
+    /// GPU memory (or another resource) lost on every call.
+    ResourceLeak,
 }
 
 impl FailureClass {
@@ -227,6 +238,7 @@ impl FailureClass {
             FailureClass::CallDependent => "call-dependent",
             FailureClass::Memoization => "memoization",
             FailureClass::NoisyTiming => "noisy-timing",
+            FailureClass::ResourceLeak => "resource-leak",
         }
     }
 }
@@ -314,6 +326,9 @@ impl WorkerReport {
 pub struct CheckSummary {
     pub cases: usize,
     pub calls: usize,
+    /// Of `calls`, those repeated on one case after the check (each verified).
+    #[serde(default)]
+    pub repeat_calls: usize,
     pub elements_compared: usize,
     #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub max_abs_err: f64,

@@ -77,7 +77,11 @@ fn attacks_from_candidate_code_cannot_forge_a_verdict_or_stop_the_run() {
                 forged.replace('"', "\\\"")
             ),
         ),
-        ("b_kill_parent", "1.20", "kill(getppid(), SIGKILL); killpg(getpgid(getppid()), SIGKILL); kill(0, SIGKILL);".to_string()),
+        (
+            "b_kill_parent",
+            "1.20",
+            "kill(getppid(), SIGKILL); killpg(getpgid(getppid()), SIGKILL); kill(0, SIGKILL);".to_string(),
+        ),
         ("c_close_all", "9.0", "for (int fd = 0; fd < 1024; ++fd) close(fd);".to_string()),
         (
             "d_escape",

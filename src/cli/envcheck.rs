@@ -142,9 +142,8 @@ pub fn run(json: bool) -> ExitCode {
 
 /// The worker's sandbox layers as this kernel enforces them, from a real probe process.
 fn sandbox_items(items: &mut Vec<Item>) {
-    let probe = std::env::current_exe()
-        .map_err(|e| e.to_string())
-        .and_then(|exe| crate::sandbox::probe::spawn(&exe, None));
+    let probe =
+        std::env::current_exe().map_err(|e| e.to_string()).and_then(|exe| crate::sandbox::probe::spawn(&exe, None));
     match probe {
         Ok(report) => {
             for layer in &report.layers {

@@ -97,7 +97,9 @@ impl Evaluator {
     ) -> Result<Verdict, EvalError> {
         let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy));
         let opts = self.opts_for(device);
-        let judge = || eval::judge(&self.task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim.clone(), false));
+        let judge = || {
+            eval::judge(&self.task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim.clone(), false))
+        };
         let mut verdict = judge()?;
         // A timing that stayed noisy within the worker gets one more worker (the disturbance
         // may have passed); if that is noisy too, it is no measurement and must not steer
@@ -198,7 +200,14 @@ fn simulated_report(speedup: f64, energy: bool) -> WorkerReport {
         round_medians_ms: vec![ms; 5],
     };
     let mut r = WorkerReport::of(Outcome::Passed);
-    r.check = Some(CheckSummary { cases: 3, calls: 6, elements_compared: 1000, max_abs_err: 0.0, max_rel_err: 0.0 });
+    r.check = Some(CheckSummary {
+        cases: 3,
+        calls: 6 + crate::worker::REPEAT_CALLS,
+        repeat_calls: crate::worker::REPEAT_CALLS,
+        elements_compared: 1000,
+        max_abs_err: 0.0,
+        max_rel_err: 0.0,
+    });
     r.timing = Some(TimingReport {
         baseline: side(baseline_ms),
         candidate: side(baseline_ms / speedup),

@@ -15,7 +15,23 @@ const SYSTEM_READ: &[&str] =
     &["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/opt", "/sys", "/run/nvidia-persistenced"];
 
 /// Entries of /etc never granted: credentials and keys.
-const ETC_SECRETS: &[&str] = &["shadow", "gshadow", "shadow-", "gshadow-", "ssh", "ssl", "pki", "sudoers", "sudoers.d", "security", "krb5.keytab", "credstore", "credstore.encrypted", "docker", "containerd"];
+const ETC_SECRETS: &[&str] = &[
+    "shadow",
+    "gshadow",
+    "shadow-",
+    "gshadow-",
+    "ssh",
+    "ssl",
+    "pki",
+    "sudoers",
+    "sudoers.d",
+    "security",
+    "krb5.keytab",
+    "credstore",
+    "credstore.encrypted",
+    "docker",
+    "containerd",
+];
 
 /// Device nodes a CUDA process opens, by name or prefix.
 fn device_nodes() -> Vec<PathBuf> {
@@ -114,8 +130,12 @@ fn restrict(policy: &Policy) -> Result<RestrictionStatus, landlock::RulesetError
 fn describe(status: RestrictionStatus, policy: &Policy) -> Layer {
     let abi = match status.landlock {
         LandlockStatus::Available { effective_abi, .. } => format!("ABI {}", effective_abi as i32),
-        LandlockStatus::NotEnabled => return Layer::off("landlock", "supported by the kernel but not enabled (boot with lsm=...,landlock)"),
-        LandlockStatus::NotImplemented => return Layer::off("landlock", "not built into this kernel (needs Linux 5.13+)"),
+        LandlockStatus::NotEnabled => {
+            return Layer::off("landlock", "supported by the kernel but not enabled (boot with lsm=...,landlock)")
+        }
+        LandlockStatus::NotImplemented => {
+            return Layer::off("landlock", "not built into this kernel (needs Linux 5.13+)")
+        }
     };
     let what = if policy.hosted {
         "writes only to the scratch folder, /tmp and /dev/shm (hosted by a tool); reads only system folders and the libraries"

@@ -95,7 +95,11 @@ pub fn run(targets: &Targets) -> ProbeReport {
     let argv = [path.as_ptr(), std::ptr::null()];
     let envp = [std::ptr::null()];
     // SAFETY: valid NUL-terminated arrays; on success this process would be replaced.
-    attempt("exec /bin/true", false, errno_result(unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) } as i64));
+    attempt(
+        "exec /bin/true",
+        false,
+        errno_result(unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) } as i64),
+    );
     attempt("open an IPv4 socket", false, {
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
         if fd >= 0 {
@@ -128,7 +132,11 @@ pub fn spawn(exe: &Path, port: Option<u16>) -> Result<ProbeReport, String> {
     let got = crate::process::run_captured(&mut cmd, std::time::Duration::from_secs(30))
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
     let mut report: ProbeReport = serde_json::from_str(&got.stdout).map_err(|e| {
-        format!("the sandbox probe ended with {} and no report ({e}): {}", got.describe_end(std::time::Duration::from_secs(30)), got.stderr.trim())
+        format!(
+            "the sandbox probe ended with {} and no report ({e}): {}",
+            got.describe_end(std::time::Duration::from_secs(30)),
+            got.stderr.trim()
+        )
     })?;
     // Trust the file system over the probe's own account.
     if outside.exists() {

@@ -2,8 +2,8 @@
 
 use super::{Layer, Policy};
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond,
-    SeccompFilter, SeccompRule, TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond, SeccompFilter,
+    SeccompRule, TargetArch,
 };
 use std::collections::BTreeMap;
 
@@ -69,7 +69,8 @@ pub(super) fn apply(policy: &Policy) -> Layer {
         let deny = compile(denied(policy), SeccompAction::Errno(libc::EPERM as u32))?;
         // clone3 passes its flags in memory a filter cannot read: ENOSYS makes the C
         // library fall back to clone, whose flags the first filter checks.
-        let clone3 = compile(BTreeMap::from([(libc::SYS_clone3, Vec::new())]), SeccompAction::Errno(libc::ENOSYS as u32))?;
+        let clone3 =
+            compile(BTreeMap::from([(libc::SYS_clone3, Vec::new())]), SeccompAction::Errno(libc::ENOSYS as u32))?;
         for prog in [&clone3, &deny] {
             seccompiler::apply_filter_all_threads(prog).map_err(|e| e.to_string())?;
         }

@@ -313,12 +313,102 @@ pub(crate) fn run_reference(w: &Worker, reference: &Entry, host: &HostCase) -> R
 /// Checks `entry` on every case against the cached reference outputs; a failure names
 /// the call that produced it.
 pub(crate) fn check_library(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<CheckSummary, Failure> {
-    check_cases(w, entry, cases).map_err(|mut f| {
+    let named = |mut f: Failure| {
         if let Some(at) = &mut f.at {
             at.call.get_or_insert(entry.calls.get());
         }
         f
-    })
+    };
+    let mut summary = check_cases(w, entry, cases).map_err(named)?;
+    let repeats = repeat_check(w, entry, cases)?;
+    summary.calls += repeats;
+    summary.repeat_calls = repeats;
+    Ok(summary)
+}
+
+/// Calls on one case after the check, each verified: a kernel wrong on one call in
+/// fifty, or one that changes after so many calls, shows here.
+pub const REPEAT_CALLS: usize = 48;
+
+/// GPU memory that may go missing over the repeat calls before it counts as a leak.
+const LEAK_ALLOWANCE: usize = 32 << 20;
+
+/// [`REPEAT_CALLS`] calls on the largest case up to 64 MiB, each checked against the
+/// reference, with device memory measured around them.
+fn repeat_check(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<usize, Failure> {
+    let Some(case) = cases
+        .iter()
+        .filter(|c| w.task.total_bytes(&c.host.size) <= 64 << 20)
+        .max_by_key(|c| w.task.total_bytes(&c.host.size))
+        .or(cases.first())
+    else {
+        return Ok(0);
+    };
+    let host = &case.host;
+    let reference = case.reference.as_ref().expect("reference computed before checks");
+    let free_before = w.gpu.free_memory().map_err(|e| device_failure(entry.role, e, host))?;
+    let mut wrong: Vec<(u64, Failure)> = Vec::new();
+    {
+        let mut dev = DeviceCase::upload(w, host).map_err(|e| device_failure(entry.role, e, host))?;
+        for k in 0..REPEAT_CALLS {
+            let outs = dev.run(w, entry, host, k % 2 == 1)?;
+            for (i, arg) in w.task.args.iter().enumerate() {
+                let (Some(got), Some(expected), Some(elem)) = (&outs[i], &reference[i], dev.elems[i]) else {
+                    continue;
+                };
+                let tol = tolerance_of(&w.task, &arg.role);
+                let cmp = verify::compare(elem, got, expected, tol, w.threads);
+                if !cmp.ok() {
+                    let mut f = Failure::new(
+                        FailureClass::WrongAnswer,
+                        wrong_answer_message(entry.role, &arg.name, &cmp, host, tol),
+                    );
+                    f.at = Some(host.case_ref(Some(&arg.name)));
+                    f.comparison = Some(Box::new(cmp));
+                    wrong.push((entry.calls.get(), f));
+                    break;
+                }
+            }
+        }
+    }
+    if let Some((first_call, first)) = wrong.first().cloned() {
+        let last_call = entry.calls.get();
+        let every_call_since = wrong.len() as u64 == last_call - first_call + 1;
+        let (class, what) = if every_call_since {
+            (FailureClass::CallDependent, format!("right on the same inputs until call {}, wrong on every call from {first_call} on: its results change with the call count", first_call - 1))
+        } else {
+            (
+                FailureClass::Nondeterminism,
+                format!(
+                    "wrong on {} of {REPEAT_CALLS} repeated calls with the same inputs (first: call {first_call})",
+                    wrong.len()
+                ),
+            )
+        };
+        let mut f = Failure::new(class, format!("{} at {}; {}", what, host.label(), first.message));
+        f.at = first.at.map(|mut at| {
+            at.call = Some(first_call);
+            at
+        });
+        f.comparison = first.comparison;
+        return Err(f);
+    }
+    let free_after = w.gpu.free_memory().map_err(|e| device_failure(entry.role, e, host))?;
+    let lost = free_before.saturating_sub(free_after);
+    if lost > LEAK_ALLOWANCE {
+        let mut f = Failure::new(
+            FailureClass::ResourceLeak,
+            format!(
+                "{} MiB of GPU memory went missing over {REPEAT_CALLS} calls at {} ({:.1} MiB a call): an allocation per call that is never freed will exhaust the GPU",
+                lost >> 20,
+                host.label(),
+                lost as f64 / REPEAT_CALLS as f64 / (1 << 20) as f64
+            ),
+        );
+        f.at = Some(host.case_ref(None));
+        return Err(f);
+    }
+    Ok(REPEAT_CALLS)
 }
 
 fn check_cases(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<CheckSummary, Failure> {

@@ -8,6 +8,7 @@
 //! orchestrator knows where.
 
 mod cases;
+pub use cases::REPEAT_CALLS;
 mod timing;
 
 use crate::gpu::{Gpu, GpuError};
@@ -200,7 +201,8 @@ pub fn main(request_path: &Path) -> ! {
         ),
     };
     if request.sandbox {
-        let scratch = std::env::current_dir().unwrap_or_else(|_| request_path.parent().unwrap_or(Path::new(".")).into());
+        let scratch =
+            std::env::current_dir().unwrap_or_else(|_| request_path.parent().unwrap_or(Path::new(".")).into());
         let libraries = [request.reference.clone(), request.baseline.clone(), request.candidate.clone()];
         let mut policy = crate::sandbox::Policy::strict(scratch, &libraries, request.cpu_seconds());
         policy.hosted = matches!(request.mode, Mode::Profile | Mode::Sanitize);
@@ -280,10 +282,7 @@ fn open_gpu(request: &WorkerRequest, proto: &Channel) -> Result<Gpu, Outcome> {
 /// The simulated evaluation: the same process, isolation and protocol as a real one,
 /// with the GPU work replaced by the outcome the orchestrator's simulator chose.
 fn simulate(proto: &Channel, request: &WorkerRequest, delay_ms: u64, mut report: WorkerReport) -> ! {
-    proto.send(&WorkerMessage::Phase {
-        phase: Phase::LoadCandidate,
-        detail: request.candidate.display().to_string(),
-    });
+    proto.send(&WorkerMessage::Phase { phase: Phase::LoadCandidate, detail: request.candidate.display().to_string() });
     let loaded = Entry::load(&request.candidate, "candidate");
     if let Err(m) = loaded {
         report = WorkerReport::of(rejected(Failure::new(FailureClass::MissingEntry, m)));

@@ -93,7 +93,12 @@ impl BenchSets {
 }
 
 /// What the outputs of `dev` say against `refs`: None if right, else the failure.
-fn verify_outputs(w: &Worker, dev: &DeviceCase, refs: &[Option<Vec<u8>>], host: &HostCase) -> Result<Option<Failure>, Stop> {
+fn verify_outputs(
+    w: &Worker,
+    dev: &DeviceCase,
+    refs: &[Option<Vec<u8>>],
+    host: &HostCase,
+) -> Result<Option<Failure>, Stop> {
     let task = &w.task;
     let outs = dev.download_outputs(w).map_err(gpu_stop)?;
     for (i, arg) in task.args.iter().enumerate() {
@@ -186,6 +191,9 @@ fn elapsed(a: &cudarc::driver::CudaEvent, b: &cudarc::driver::CudaEvent) -> Resu
     a.elapsed_ms(b).map(|ms| ms as f64).map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "reading an event")))
 }
 
+/// Samples per side, all and by round.
+type Samples = ([Vec<f64>; 2], [Vec<Vec<f64>>; 2]);
+
 /// Interleaved samples: `pairs` per side per round, rounds until the plan is satisfied.
 fn sample(
     w: &mut Worker,
@@ -195,7 +203,7 @@ fn sample(
     plan: &TimingPlan,
     next_set: &mut [usize; 2],
     fail: &dyn Fn(usize, super::CallError) -> Stop,
-) -> Result<([Vec<f64>; 2], [Vec<Vec<f64>>; 2]), Stop> {
+) -> Result<Samples, Stop> {
     let starts: Vec<_> = (0..2 * pairs).map(|_| w.gpu.event()).collect::<Result<_, _>>().map_err(gpu_stop)?;
     let ends: Vec<_> = (0..2 * pairs).map(|_| w.gpu.event()).collect::<Result<_, _>>().map_err(gpu_stop)?;
     let mut samples: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
@@ -316,7 +324,10 @@ pub(crate) fn time(
                 let dev = &bench.warm.dev[1][k];
                 if let Some(f) = verify_outputs(w, dev, &bench.warm.refs[k], &bench.warm.hosts[k])? {
                     let f = at_call(f, entry.calls.get());
-                    return Ok(Timed { report: None, failure: Some(prefix(f, "at the bench size, on its first call there: ")) });
+                    return Ok(Timed {
+                        report: None,
+                        failure: Some(prefix(f, "at the bench size, on its first call there: ")),
+                    });
                 }
                 first_ok_call[k] = Some(entry.calls.get());
             }
@@ -351,15 +362,18 @@ pub(crate) fn time(
     // Verify what the timed calls wrote.
     let mut failure = None;
     let mut baseline_ok = true;
-    for k in 0..bench.len() {
+    for (k, first_ok) in first_ok_call.iter().enumerate() {
         if verify_outputs(w, &bench.warm.dev[0][k], &bench.warm.refs[k], &bench.warm.hosts[k])?.is_some() {
             baseline_ok = false;
-            w.notes.push(format!("the baseline's timed output does not match the reference at {}", bench.warm.hosts[k].label()));
+            w.notes.push(format!(
+                "the baseline's timed output does not match the reference at {}",
+                bench.warm.hosts[k].label()
+            ));
         }
         if failure.is_none() {
             if let Some(f) = verify_outputs(w, &bench.warm.dev[1][k], &bench.warm.refs[k], &bench.warm.hosts[k])? {
                 let last = candidate.calls.get();
-                let f = match first_ok_call[k] {
+                let f = match *first_ok {
                     Some(ok) => {
                         let mut g = Failure::new(
                             FailureClass::CallDependent,

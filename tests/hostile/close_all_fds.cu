@@ -1,0 +1,13 @@
+// expect: forged-report
+// task: vector_add
+// why: closes every file descriptor, the report channel included
+#include <unistd.h>
+#include <cuda_runtime.h>
+__global__ void add(const float* a, const float* b, float* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+extern "C" void vector_add(const float* a, const float* b, float* c, int n, cudaStream_t s) {
+  for (int fd = 0; fd < 4096; ++fd) close(fd);
+  if (n > 0) add<<<(n + 255) / 256, 256, 0, s>>>(a, b, c, n);
+}

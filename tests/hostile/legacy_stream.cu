@@ -1,0 +1,11 @@
+// expect: timing-anomaly
+// task: vector_add
+// why: launches on the legacy default stream instead of the stream it is given
+#include <cuda_runtime.h>
+__global__ void add(const float* a, const float* b, float* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+extern "C" void vector_add(const float* a, const float* b, float* c, int n, cudaStream_t s) {
+  if (n > 0) add<<<(n + 255) / 256, 256>>>(a, b, c, n);
+}

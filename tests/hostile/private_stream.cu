@@ -1,0 +1,13 @@
+// expect: timing-anomaly
+// task: vector_add
+// why: launches on a private stream of its own and never joins the given one
+#include <cuda_runtime.h>
+__global__ void add(const float* a, const float* b, float* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+extern "C" void vector_add(const float* a, const float* b, float* c, int n, cudaStream_t s) {
+  static cudaStream_t mine = nullptr;
+  if (!mine) cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking);
+  if (n > 0) add<<<(n + 255) / 256, 256, 0, mine>>>(a, b, c, n);
+}
