@@ -111,7 +111,12 @@ pub struct Phases {
     pub time: f64,
     pub energy: f64,
     pub sanitize: f64,
+    /// Of `setup`, putting the worker's sandbox up.
+    pub sandbox: f64,
     pub total: f64,
+    /// Seconds per worker phase as announced (init, reference, check, time...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub worker: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -339,6 +344,7 @@ pub fn judge(
         seed_base: opts.seed_base,
         deadline_s: 0.0,
         sandbox: true,
+        sandbox_skip: Vec::new(),
     };
     let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(DEFAULT_TIMEOUT);
     let run = run_worker(&opts.worker_exe, &request, timeout, None)?;
@@ -414,6 +420,8 @@ fn apply_phases(p: &mut Phases, run: &WorkerRun) {
     p.time = get(&["time"]);
     p.energy = get(&["energy"]);
     p.setup = (run.seconds - p.check - p.time - p.energy).max(0.0);
+    p.sandbox = run.sandbox_s;
+    p.worker = run.phase_seconds.clone();
 }
 
 /// The compute-sanitizer tools `--sanitize` runs: out-of-bounds and misaligned accesses,
@@ -470,6 +478,8 @@ pub struct WorkerRun {
     pub phase_seconds: BTreeMap<String, f64>,
     pub device: Option<DeviceInfo>,
     pub sandbox: Vec<crate::sandbox::Layer>,
+    /// Seconds the worker took to put its sandbox up.
+    pub sandbox_s: f64,
     /// Whether the worker was asked to sandbox itself (NIGHTSHIFT_SANDBOX=off says no).
     pub sandbox_requested: bool,
     pub report: Option<Box<WorkerReport>>,
@@ -522,7 +532,10 @@ fn follow_channel(stdout: impl Read, key: crate::channel::Key, hosted: bool) -> 
                 run.last_phase = Some((phase, detail));
             }
             Ok(WorkerMessage::Device { device }) => run.device = Some(device),
-            Ok(WorkerMessage::Sandbox { layers }) => run.sandbox = layers,
+            Ok(WorkerMessage::Sandbox { layers, seconds }) => {
+                run.sandbox = layers;
+                run.sandbox_s = seconds;
+            }
             Ok(WorkerMessage::Done { report }) => {
                 close(&mut run, &mut current);
                 run.report = Some(report);
@@ -552,7 +565,10 @@ pub fn run_worker(
         .map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", scratch.display())))?;
     let mut request = request.clone();
     request.deadline_s = timeout.as_secs_f64();
-    request.sandbox = request.sandbox && std::env::var_os("NIGHTSHIFT_SANDBOX").is_none_or(|v| v != "off");
+    let setting = std::env::var("NIGHTSHIFT_SANDBOX").unwrap_or_default();
+    request.sandbox = request.sandbox && setting != "off";
+    request.sandbox_skip =
+        setting.split(',').filter_map(|s| s.trim().strip_prefix("no-")).map(str::to_string).collect();
     // The request sits outside the scratch folder: the worker reads it before the sandbox.
     let req_path = dir.path().join("request.json");
     std::fs::write(&req_path, serde_json::to_vec(&request).expect("requests serialize"))
@@ -760,6 +776,7 @@ mod tests {
             seed_base: 7,
             deadline_s: 10.0,
             sandbox: true,
+            sandbox_skip: Vec::new(),
         }
     }
 
@@ -781,7 +798,7 @@ mod tests {
             candidate: side(1.0),
             speedup: 2.0,
             host_check: HostCheck { calls: 10, ok: true, ..Default::default() },
-            cold: Some(ColdCheck::new(&[vec![2.0, 2.0], vec![1.0, 1.0]], 2.0, 1.0)),
+            cold: Some(ColdCheck::new(&[vec![2.0, 2.0], vec![1.0, 1.0]], &[vec![2.0, 2.0], vec![1.0, 1.0]])),
             reliable: true,
             ..Default::default()
         });

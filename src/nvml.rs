@@ -64,6 +64,17 @@ impl NvmlDevice {
         pids
     }
 
+    /// GPU memory this process holds on the device, as the driver accounts it (None where
+    /// NVML cannot see this process, e.g. from another PID namespace).
+    pub fn own_memory_bytes(&self) -> Option<u64> {
+        let me = std::process::id();
+        let d = self.device()?;
+        d.running_compute_processes().ok()?.into_iter().find(|p| p.pid == me).and_then(|p| match p.used_gpu_memory {
+            nvml_wrapper::enums::device::UsedGpuMemory::Used(b) => Some(b),
+            nvml_wrapper::enums::device::UsedGpuMemory::Unavailable => None,
+        })
+    }
+
     pub fn driver_version(&self) -> Option<String> {
         self.nvml.sys_driver_version().ok()
     }

@@ -91,6 +91,7 @@ pub fn profile_built(task: &Task, built: Built, opts: &EvalOptions, dir: &Path) 
         seed_base: opts.seed_base,
         deadline_s: 0.0,
         sandbox: true,
+        sandbox_skip: Vec::new(),
     };
     let wrapper = vec![
         ncu.display().to_string(),

@@ -37,6 +37,10 @@ pub struct WorkerRequest {
     /// Whether the worker fences itself in (`sandbox`); off only for diagnosing the sandbox.
     #[serde(default = "yes")]
     pub sandbox: bool,
+    /// Layers left out (`NIGHTSHIFT_SANDBOX=no-landlock,no-seccomp`), to find which one a
+    /// driver trips over.
+    #[serde(default)]
+    pub sandbox_skip: Vec<String>,
 }
 
 fn default_deadline() -> f64 {
@@ -173,6 +177,9 @@ pub enum WorkerMessage {
     /// The sandbox layers the worker put up, before anything untrusted was loaded.
     Sandbox {
         layers: Vec<crate::sandbox::Layer>,
+        /// Seconds the worker spent putting them up.
+        #[serde(default)]
+        seconds: f64,
     },
     Done {
         report: Box<WorkerReport>,
@@ -448,11 +455,16 @@ pub struct TimingReport {
     pub cold: Option<ColdCheck>,
 }
 
-/// Times on input sets used once, after the timing, against the warm medians.
+/// Times on input sets used once, after the timing, each beside a call on a set seen
+/// before that was timed the same way.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ColdCheck {
     pub baseline_ms: Vec<f64>,
     pub candidate_ms: Vec<f64>,
+    #[serde(default)]
+    pub baseline_warm_ms: Vec<f64>,
+    #[serde(default)]
+    pub candidate_warm_ms: Vec<f64>,
     /// Cold median / warm median.
     #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub baseline_ratio: f64,
@@ -461,12 +473,15 @@ pub struct ColdCheck {
 }
 
 impl ColdCheck {
-    pub fn new(cold: &[Vec<f64>; 2], baseline_warm_ms: f64, candidate_warm_ms: f64) -> ColdCheck {
+    /// From (cold, warm) times per side, [baseline, candidate].
+    pub fn new(cold: &[Vec<f64>; 2], warm: &[Vec<f64>; 2]) -> ColdCheck {
         ColdCheck {
-            baseline_ratio: median(&cold[0]) / baseline_warm_ms,
-            candidate_ratio: median(&cold[1]) / candidate_warm_ms,
+            baseline_ratio: median(&cold[0]) / median(&warm[0]),
+            candidate_ratio: median(&cold[1]) / median(&warm[1]),
             baseline_ms: cold[0].clone(),
             candidate_ms: cold[1].clone(),
+            baseline_warm_ms: warm[0].clone(),
+            candidate_warm_ms: warm[1].clone(),
         }
     }
 

@@ -253,8 +253,8 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
     let p = &v.phases;
     let _ = writeln!(
         out,
-        "  phases    build {:.2} s | setup {:.2} s | check {:.2} s | time {:.2} s | energy {:.2} s | sanitize {:.2} s | total {:.2} s",
-        p.build, p.setup, p.check, p.time, p.energy, p.sanitize, p.total
+        "  phases    build {:.2} s | setup {:.2} s (sandbox {:.3} s) | check {:.2} s | time {:.2} s | energy {:.2} s | sanitize {:.2} s | total {:.2} s",
+        p.build, p.setup, p.sandbox, p.check, p.time, p.energy, p.sanitize, p.total
     );
     if !v.sandbox.is_empty() {
         let held: Vec<String> =

@@ -63,9 +63,9 @@ fn etc_entries() -> Vec<PathBuf> {
     out
 }
 
-/// /proc without the other processes: every entry but the numeric ones, plus our own.
+/// /proc without the other processes: every entry but the numeric ones (our own is
+/// granted apart, writable).
 fn proc_entries() -> Vec<PathBuf> {
-    let me = std::process::id().to_string();
     let mut out = Vec::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
@@ -74,7 +74,7 @@ fn proc_entries() -> Vec<PathBuf> {
             let numeric = name.bytes().all(|b| b.is_ascii_digit());
             // `self` and `thread-self` resolve to the pid folder of whoever opens them;
             // what they point to now is us, and the rule holds for that folder.
-            if !numeric || name == me {
+            if !numeric {
                 out.push(e.path());
             }
         }
@@ -116,6 +116,8 @@ fn restrict(policy: &Policy) -> Result<RestrictionStatus, landlock::RulesetError
         rules.extend(rule(&p, all));
     }
     rules.extend(rule(&policy.scratch, all));
+    // The driver writes its own /proc entry (thread names, for one): ours alone is writable.
+    rules.extend(rule(&PathBuf::from(format!("/proc/{}", std::process::id())), all));
     if policy.hosted {
         for p in ["/tmp", "/dev/shm", "/var/tmp"] {
             rules.extend(rule(Path::new(p), all));

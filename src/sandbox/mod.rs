@@ -37,6 +37,9 @@ pub struct Policy {
     pub cpu_seconds: u64,
     /// RLIMIT_FSIZE in bytes.
     pub max_file_bytes: u64,
+    /// Layers not to apply ("landlock", "seccomp", "rlimits").
+    #[serde(default)]
+    pub skip: Vec<String>,
 }
 
 impl Policy {
@@ -54,7 +57,7 @@ impl Policy {
         }
         read.sort();
         read.dedup();
-        Policy { scratch, read, hosted: false, cpu_seconds, max_file_bytes: 256 << 20 }
+        Policy { scratch, read, hosted: false, cpu_seconds, max_file_bytes: 256 << 20, skip: Vec::new() }
     }
 }
 
@@ -79,10 +82,13 @@ impl Layer {
 /// Fences in the calling process. Call before any other thread exists: Landlock binds
 /// the calling thread and what it starts later.
 pub fn apply(policy: &Policy) -> Vec<Layer> {
-    let mut layers = vec![limits::apply(policy)];
-    layers.push(fs::apply(policy));
-    layers.push(syscalls::apply(policy));
+    let skipped = |name: &str| policy.skip.iter().any(|s| s == name);
+    let layers: [(&str, fn(&Policy) -> Layer); 3] =
+        [("rlimits", limits::apply), ("landlock", fs::apply), ("seccomp", syscalls::apply)];
     layers
+        .into_iter()
+        .map(|(name, apply)| if skipped(name) { Layer::off(name, "left out on request") } else { apply(policy) })
+        .collect()
 }
 
 /// One line per layer, for check-env and verdicts.

@@ -346,7 +346,17 @@ fn repeat_check(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<usize, 
     };
     let host = &case.host;
     let reference = case.reference.as_ref().expect("reference computed before checks");
-    let free_before = w.gpu.free_memory().map_err(|e| device_failure(entry.role, e, host))?;
+    // This process's own GPU memory where NVML sees it: free memory is device-wide, and
+    // another process allocating meanwhile must not look like our leak.
+    let nvml = crate::nvml::NvmlDevice::open(&w.gpu.info.uuid).ok();
+    let held = |w: &Worker| -> Result<(u64, bool), Failure> {
+        if let Some(b) = nvml.as_ref().and_then(|n| n.own_memory_bytes()) {
+            return Ok((b, true));
+        }
+        let free = w.gpu.free_memory().map_err(|e| device_failure(entry.role, e, host))? as u64;
+        Ok((u64::MAX - free, nvml.as_ref().is_none_or(|n| n.other_processes().is_empty())))
+    };
+    let before = held(w)?;
     let mut wrong: Vec<(u64, Failure)> = Vec::new();
     {
         let mut dev = DeviceCase::upload(w, host).map_err(|e| device_failure(entry.role, e, host))?;
@@ -393,9 +403,11 @@ fn repeat_check(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<usize, 
         f.comparison = first.comparison;
         return Err(f);
     }
-    let free_after = w.gpu.free_memory().map_err(|e| device_failure(entry.role, e, host))?;
-    let lost = free_before.saturating_sub(free_after);
-    if lost > LEAK_ALLOWANCE {
+    let after = held(w)?;
+    let lost = after.0.saturating_sub(before.0) as usize;
+    // Free memory alone is only evidence when nothing else was on the GPU.
+    let trustworthy = before.1 && after.1;
+    if trustworthy && lost > LEAK_ALLOWANCE {
         let mut f = Failure::new(
             FailureClass::ResourceLeak,
             format!(

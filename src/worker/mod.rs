@@ -28,7 +28,9 @@ type ErrorNameFn = unsafe extern "C" fn(c_int) -> *const c_char;
 
 /// A loaded kernel library (reference, baseline or candidate).
 pub(crate) struct Entry {
-    _lib: libloading::Library,
+    /// Never unloaded: a candidate may leave threads or callbacks behind that would run
+    /// unmapped code (and crash the worker before it reports) after a dlclose.
+    _lib: std::mem::ManuallyDrop<libloading::Library>,
     call: CallFn,
     error_name: ErrorNameFn,
     pub role: &'static str,
@@ -52,7 +54,7 @@ impl Entry {
         let error_name = unsafe { lib.get::<ErrorNameFn>(crate::build::shim::ERROR_NAME_SYMBOL.as_bytes()) }
             .map(|s| *s)
             .map_err(|e| format!("the {role} library has no shim error function: {e}"))?;
-        Ok(Entry { _lib: lib, call, error_name, role, calls: std::cell::Cell::new(0) })
+        Ok(Entry { _lib: std::mem::ManuallyDrop::new(lib), call, error_name, role, calls: std::cell::Cell::new(0) })
     }
 }
 
@@ -206,8 +208,10 @@ pub fn main(request_path: &Path) -> ! {
         let libraries = [request.reference.clone(), request.baseline.clone(), request.candidate.clone()];
         let mut policy = crate::sandbox::Policy::strict(scratch, &libraries, request.cpu_seconds());
         policy.hosted = matches!(request.mode, Mode::Profile | Mode::Sanitize);
+        policy.skip = request.sandbox_skip.clone();
+        let started = Instant::now();
         let layers = crate::sandbox::apply(&policy);
-        proto.send(&WorkerMessage::Sandbox { layers });
+        proto.send(&WorkerMessage::Sandbox { layers, seconds: started.elapsed().as_secs_f64() });
     }
     if let Mode::Simulate { delay_ms, outcome } = &request.mode {
         simulate(&proto, &request, *delay_ms, outcome.as_ref().clone());

@@ -33,13 +33,17 @@ impl Sets {
         self.hosts.len()
     }
 
-    fn generate(w: &mut Worker, reference: &Entry, seeds: impl Iterator<Item = u64>) -> Result<Sets, Stop> {
+    /// `per_side`: a device copy for each side (warm sets, reused hundreds of times), or
+    /// one that both sides take turns on (cold sets, used once a side; outputs are
+    /// poisoned before every call and the inputs are never written).
+    fn generate(w: &mut Worker, reference: &Entry, seeds: impl Iterator<Item = u64>, per_side: bool) -> Result<Sets, Stop> {
         let task = w.task.clone();
         let mut sets = Sets { dev: [Vec::new(), Vec::new()], hosts: Vec::new(), refs: Vec::new() };
         for seed in seeds {
             let data = CaseData::generate(w, HostCase::new(task.bench.clone(), seed))?;
             sets.refs.push(cases::run_reference(w, reference, &data.host)?);
-            for side in sets.dev.iter_mut() {
+            let copies = if per_side { 2 } else { 1 };
+            for side in sets.dev.iter_mut().take(copies) {
                 side.push(DeviceCase::upload(w, &data.host).map_err(gpu_stop)?);
             }
             // Keep sizes and seeds only: the inputs now live on the device.
@@ -51,8 +55,8 @@ impl Sets {
     }
 }
 
-/// Cold input sets per side: enough for a median, few enough to fit beside the warm ones.
-const COLD_SETS: usize = 3;
+/// Cold input sets: enough to see a cache miss twice, few enough to keep setup short.
+const COLD_SETS: usize = 2;
 
 impl BenchSets {
     pub fn prepare(w: &mut Worker, reference: &Entry) -> Result<BenchSets, Stop> {
@@ -62,12 +66,12 @@ impl BenchSets {
         let mut k = ((2.0 * l2 / footprint).ceil() as usize).clamp(2, 8);
         let free = w.gpu.free_memory().map_err(gpu_stop)? as f64;
         let flush = 3.0 * l2;
-        let need = |k: usize, c: usize| 2.0 * (k + c) as f64 * footprint + flush;
+        let need = |k: usize, c: usize| (2 * k + c) as f64 * footprint + flush;
         let mut c = COLD_SETS;
         while k > 1 && need(k, c) > 0.85 * free {
             k -= 1;
         }
-        while c > 2 && need(k, c) > 0.85 * free {
+        while c > 1 && need(k, c) > 0.85 * free {
             c -= 1;
         }
         if need(k, c) > 0.85 * free {
@@ -82,8 +86,8 @@ impl BenchSets {
             });
         }
         let base = w.seed_base;
-        let warm = Sets::generate(w, reference, (0..k as u64).map(|j| base.wrapping_add(1_000_000 + j)))?;
-        let cold = Sets::generate(w, reference, (0..c as u64).map(|j| base.wrapping_add(2_000_000 + j)))?;
+        let warm = Sets::generate(w, reference, (0..k as u64).map(|j| base.wrapping_add(1_000_000 + j)), true)?;
+        let cold = Sets::generate(w, reference, (0..c as u64).map(|j| base.wrapping_add(2_000_000 + j)), false)?;
         Ok(BenchSets { warm, cold })
     }
 
@@ -243,35 +247,49 @@ fn sample(
     Ok((samples, rounds))
 }
 
-/// Each cold set once a side, interleaved, timed like the warm samples.
+/// Each cold set once a side, each beside a call on a warm set timed the same way (so
+/// that launch overheads and first-touch costs weigh the same on both), interleaved.
+/// Returns (cold, warm) times per side and the candidate's failure on a cold set.
 fn time_cold(
     w: &mut Worker,
-    cold: &mut Sets,
+    bench: &mut BenchSets,
     entries: [&Entry; 2],
     fail: &dyn Fn(usize, super::CallError) -> Stop,
-) -> Result<([Vec<f64>; 2], Option<Failure>), Stop> {
-    let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+) -> Result<([Vec<f64>; 2], [Vec<f64>; 2], Option<Failure>), Stop> {
+    let mut cold_ms: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut warm_ms: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let (a, b) = (w.gpu.event().map_err(gpu_stop)?, w.gpu.event().map_err(gpu_stop)?);
     let mut failure = None;
-    for k in 0..cold.len() {
-        let order = if k % 2 == 0 { [0, 1] } else { [1, 0] };
-        for side in order {
-            let dev = &mut cold.dev[side][k];
-            dev.prepare(w, false).map_err(gpu_stop)?;
-            w.gpu.flush_l2_async().map_err(gpu_stop)?;
-            w.gpu.sync_all().map_err(gpu_stop)?;
-            record(&a, w)?;
-            w.invoke_async(entries[side], &mut dev.values).map_err(|e| fail(side, e))?;
-            record(&b, w)?;
-            w.gpu.sync_all().map_err(|e| fail(side, super::CallError::Device(e)))?;
-            times[side].push(elapsed(&a, &b)?);
-            if side == 1 && failure.is_none() {
-                failure = verify_outputs(w, &cold.dev[1][k], &cold.refs[k], &cold.hosts[k])?
-                    .map(|f| at_call(f, entries[1].calls.get()));
+    let warm_sets = bench.warm.len();
+    for k in 0..bench.cold.len() {
+        for side in if k % 2 == 0 { [0, 1] } else { [1, 0] } {
+            for cold in if k % 2 == 0 { [false, true] } else { [true, false] } {
+                let dev = if cold {
+                    &mut bench.cold.dev[0][k]
+                } else {
+                    &mut bench.warm.dev[side][k % warm_sets]
+                };
+                w.gpu.sync_all().map_err(|e| fail(side, super::CallError::Device(e)))?;
+                dev.prepare(w, false).map_err(gpu_stop)?;
+                w.gpu.flush_l2_async().map_err(gpu_stop)?;
+                record(&a, w)?;
+                w.invoke_async(entries[side], &mut dev.values).map_err(|e| fail(side, e))?;
+                record(&b, w)?;
+                w.gpu.sync_all().map_err(|e| fail(side, super::CallError::Device(e)))?;
+                let ms = elapsed(&a, &b)?;
+                if cold {
+                    cold_ms[side].push(ms);
+                } else {
+                    warm_ms[side].push(ms);
+                }
+                if cold && side == 1 && failure.is_none() {
+                    failure = verify_outputs(w, &bench.cold.dev[0][k], &bench.cold.refs[k], &bench.cold.hosts[k])?
+                        .map(|f| at_call(f, entries[1].calls.get()));
+                }
             }
         }
     }
-    Ok((times, failure))
+    Ok((cold_ms, warm_ms, failure))
 }
 
 /// Times baseline and candidate. The candidate's first call on each input set is
@@ -395,7 +413,7 @@ pub(crate) fn time(
     }
 
     // Inputs never seen before: a cache of results misses here and nowhere else.
-    let (cold_times, cold_failure) = time_cold(w, &mut bench.cold, entries, &call_failure)?;
+    let (cold_times, warm_times, cold_failure) = time_cold(w, bench, entries, &call_failure)?;
     if failure.is_none() {
         failure = cold_failure.map(|f| prefix(f, "on a fresh input set after timing: "));
     }
@@ -406,7 +424,7 @@ pub(crate) fn time(
     let host_check = host_cross_check(w, bench, candidate, estimate_ms[1]).map_err(|e| call_failure(1, e))?;
 
     let [baseline_t, candidate_t] = sides;
-    let cold = ColdCheck::new(&cold_times, baseline_t.median_ms, candidate_t.median_ms);
+    let cold = ColdCheck::new(&cold_times, &warm_times);
     let floor = floor_ms(&task, &w.gpu.info);
     let mut other_processes: Vec<u32> = others_before.into_iter().chain(others_after).collect();
     other_processes.sort_unstable();
@@ -466,9 +484,9 @@ pub(crate) fn time(
         failure = Some(Failure::new(
             FailureClass::Memoization,
             format!(
-                "{:.4} ms on input sets it had seen, {:.4} ms on sets it had not ({:.2}x; the baseline {:.2}x): results are cached by input content, so the timing measured the cache",
-                report.candidate.median_ms,
-                protocol_median(&cold.candidate_ms),
+                "{:.4} ms on input sets it had seen, {:.4} ms on sets it had not, timed the same way ({:.2}x; the baseline {:.2}x): results are cached by input content, so the timing measured the cache",
+                median(&cold.candidate_warm_ms),
+                median(&cold.candidate_ms),
                 cold.candidate_ratio,
                 cold.baseline_ratio
             ),
@@ -490,10 +508,6 @@ pub(crate) fn time(
         report.speedup = 0.0;
     }
     Ok(Timed { report: Some(report), failure })
-}
-
-fn protocol_median(v: &[f64]) -> f64 {
-    median(v)
 }
 
 fn prefix(mut f: Failure, p: &str) -> Failure {
