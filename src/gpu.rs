@@ -343,6 +343,10 @@ impl GuardedBuffer {
         Ok(GuardedBuffer { raw, guard, len_bytes })
     }
 
+    pub fn guarded(&self) -> bool {
+        self.guard > 0
+    }
+
     /// The pointer the kernel sees.
     pub fn ptr(&self) -> sys::CUdeviceptr {
         self.raw.ptr + self.guard as u64

@@ -41,11 +41,14 @@ impl Sets {
         let mut sets = Sets { dev: [Vec::new(), Vec::new()], hosts: Vec::new(), refs: Vec::new() };
         for seed in seeds {
             let data = CaseData::generate(w, HostCase::new(task.bench.clone(), seed))?;
-            sets.refs.push(cases::run_reference(w, reference, &data.host)?);
-            let copies = if per_side { 2 } else { 1 };
-            for side in sets.dev.iter_mut().take(copies) {
-                side.push(DeviceCase::upload(w, &data.host).map_err(gpu_stop)?);
+            // One host upload: the reference runs on the copy the baseline side keeps,
+            // and the candidate's copy is made on the device.
+            let mut dev = DeviceCase::upload(w, &data.host).map_err(gpu_stop)?;
+            sets.refs.push(cases::run_reference_on(w, reference, &data.host, &mut dev, false)?);
+            if per_side {
+                sets.dev[1].push(dev.duplicate(w).map_err(gpu_stop)?);
             }
+            sets.dev[0].push(dev);
             // Keep sizes and seeds only: the inputs now live on the device.
             let mut host = data.host;
             host.inputs.clear();
