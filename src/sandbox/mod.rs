@@ -83,7 +83,8 @@ impl Layer {
 /// the calling thread and what it starts later.
 pub fn apply(policy: &Policy) -> Vec<Layer> {
     let skipped = |name: &str| policy.skip.iter().any(|s| s == name);
-    let layers: [(&str, fn(&Policy) -> Layer); 3] =
+    type Apply = fn(&Policy) -> Layer;
+    let layers: [(&str, Apply); 3] =
         [("rlimits", limits::apply), ("landlock", fs::apply), ("seccomp", syscalls::apply)];
     layers
         .into_iter()

@@ -367,7 +367,8 @@ fn evaluate(
     } else {
         None
     };
-    drop(reference);
+    // The reference library stays mapped (libraries are never unloaded), unused from here.
+    let _ = &reference;
 
     w.phase(Phase::LoadCandidate, req.candidate.display().to_string());
     let candidate =

@@ -36,7 +36,12 @@ impl Sets {
     /// `per_side`: a device copy for each side (warm sets, reused hundreds of times), or
     /// one that both sides take turns on (cold sets, used once a side; outputs are
     /// poisoned before every call and the inputs are never written).
-    fn generate(w: &mut Worker, reference: &Entry, seeds: impl Iterator<Item = u64>, per_side: bool) -> Result<Sets, Stop> {
+    fn generate(
+        w: &mut Worker,
+        reference: &Entry,
+        seeds: impl Iterator<Item = u64>,
+        per_side: bool,
+    ) -> Result<Sets, Stop> {
         let task = w.task.clone();
         let mut sets = Sets { dev: [Vec::new(), Vec::new()], hosts: Vec::new(), refs: Vec::new() };
         for seed in seeds {
@@ -250,15 +255,22 @@ fn sample(
     Ok((samples, rounds))
 }
 
+/// Times per side on cold sets and on warm sets beside them, and the candidate's failure
+/// on a cold set.
+struct ColdTimes {
+    cold: [Vec<f64>; 2],
+    warm: [Vec<f64>; 2],
+    failure: Option<Failure>,
+}
+
 /// Each cold set once a side, each beside a call on a warm set timed the same way (so
 /// that launch overheads and first-touch costs weigh the same on both), interleaved.
-/// Returns (cold, warm) times per side and the candidate's failure on a cold set.
 fn time_cold(
     w: &mut Worker,
     bench: &mut BenchSets,
     entries: [&Entry; 2],
     fail: &dyn Fn(usize, super::CallError) -> Stop,
-) -> Result<([Vec<f64>; 2], [Vec<f64>; 2], Option<Failure>), Stop> {
+) -> Result<ColdTimes, Stop> {
     let mut cold_ms: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut warm_ms: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let (a, b) = (w.gpu.event().map_err(gpu_stop)?, w.gpu.event().map_err(gpu_stop)?);
@@ -267,11 +279,7 @@ fn time_cold(
     for k in 0..bench.cold.len() {
         for side in if k % 2 == 0 { [0, 1] } else { [1, 0] } {
             for cold in if k % 2 == 0 { [false, true] } else { [true, false] } {
-                let dev = if cold {
-                    &mut bench.cold.dev[0][k]
-                } else {
-                    &mut bench.warm.dev[side][k % warm_sets]
-                };
+                let dev = if cold { &mut bench.cold.dev[0][k] } else { &mut bench.warm.dev[side][k % warm_sets] };
                 w.gpu.sync_all().map_err(|e| fail(side, super::CallError::Device(e)))?;
                 dev.prepare(w, false).map_err(gpu_stop)?;
                 w.gpu.flush_l2_async().map_err(gpu_stop)?;
@@ -292,7 +300,7 @@ fn time_cold(
             }
         }
     }
-    Ok((cold_ms, warm_ms, failure))
+    Ok(ColdTimes { cold: cold_ms, warm: warm_ms, failure })
 }
 
 /// Times baseline and candidate. The candidate's first call on each input set is
@@ -416,7 +424,8 @@ pub(crate) fn time(
     }
 
     // Inputs never seen before: a cache of results misses here and nowhere else.
-    let (cold_times, warm_times, cold_failure) = time_cold(w, bench, entries, &call_failure)?;
+    let ColdTimes { cold: cold_times, warm: warm_times, failure: cold_failure } =
+        time_cold(w, bench, entries, &call_failure)?;
     if failure.is_none() {
         failure = cold_failure.map(|f| prefix(f, "on a fresh input set after timing: "));
     }
