@@ -276,6 +276,7 @@ fn format_uuid(uuid: sys::CUuuid) -> String {
 }
 
 /// The UUID of device `ordinal` (as NVML and nvidia-smi print it), without a context.
+/// Call only where [`driver_present`].
 pub fn device_uuid(ordinal: usize) -> GpuResult<String> {
     result::init().ctx("cuInit")?;
     let dev = result::device::get(ordinal as i32).ctx("cuDeviceGet")?;

@@ -18,7 +18,9 @@ pub struct GpuLock {
 
 /// The lock file for a device: by UUID where the driver answers, else by ordinal.
 pub fn lock_path(device: usize) -> PathBuf {
-    let id = crate::gpu::device_uuid(device).unwrap_or_else(|_| format!("ordinal-{device}"));
+    // Without a driver there is nothing to ask (and cudarc would panic trying).
+    let uuid = crate::gpu::driver_present().then(|| crate::gpu::device_uuid(device).ok()).flatten();
+    let id = uuid.unwrap_or_else(|| format!("ordinal-{device}"));
     std::env::temp_dir().join(format!("nightshift-{id}.lock"))
 }
 

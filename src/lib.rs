@@ -1,4 +1,12 @@
 //! nightshift: unattended optimization of production CUDA kernels.
+//!
+//! The orchestrator (`cli`, `optimize`, `eval`, `generate`) never maps kernel code: each
+//! evaluation is a fresh `worker` process that sandboxes itself (`sandbox`), computes the
+//! trusted reference's outputs, then checks and times the candidate against the baseline,
+//! answering on a sealed channel (`channel`) that the orchestrator checks against the
+//! request (`report_check`) before it believes a pass. Building (`build`, `toolchain`)
+//! and the pure analysis crates (`sass`, `heuristics`, `search`) need no GPU; only the
+//! worker, the profilers and NVML do.
 pub mod build;
 pub mod channel;
 pub mod cli;

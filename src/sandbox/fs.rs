@@ -142,7 +142,7 @@ fn describe(status: RestrictionStatus, policy: &Policy) -> Layer {
     let what = if policy.hosted {
         "writes only to the scratch folder, /tmp and /dev/shm (hosted by a tool); reads only system folders and the libraries"
     } else {
-        "writes only to the scratch folder; reads only system folders, the libraries and its own /proc entry"
+        "writes only to the scratch folder and its own /proc entry; reads only system folders, the libraries and toolkits"
     };
     match status.ruleset {
         RulesetStatus::FullyEnforced => Layer::on("landlock", format!("{abi}, fully enforced: {what}; no TCP, no signals out")),
