@@ -20,6 +20,7 @@ pub mod optimize;
 pub mod process;
 pub mod profile;
 pub mod protocol;
+pub mod report;
 pub mod report_check;
 pub mod sandbox;
 pub mod sanitizer;

@@ -248,6 +248,12 @@ __attribute__((constructor)) static void spy() {{
         assert!(!String::from_utf8_lossy(&bytes).contains(SECRET), "the API key leaked into {}", f.display());
     }
     assert!(run.join("log.jsonl").is_file(), "tracing logs are in the run directory");
+    // Reports: the run's at the end, each node's as it finished (or at the end).
+    let html = std::fs::read_to_string(run.join("report.html")).expect("the run report");
+    assert!(html.contains("SIMULATED run"), "a simulated run says so in its report");
+    for id in 1..=8 {
+        assert!(run.join(format!("nodes/{id:04}/report.md")).is_file(), "node {id}'s report");
+    }
     assert!(!env_dump.exists(), "a candidate wrote outside its scratch folder");
     assert!(!stderr.contains(SECRET));
 }

@@ -143,6 +143,16 @@ enum Cmd {
     /// `--generator llm --model NAME` an OpenAI-compatible endpoint (OPENAI_BASE_URL,
     /// OPENAI_API_KEY). `--resume RUN_DIR` carries on a run after a kill or a Ctrl-C.
     Optimize(Box<optimize::Args>),
+    /// (Re)renders a run's reports: nodes/NNNN/report.md and report.json for every finished
+    /// node, and report.md and a self-contained report.html for the run. Works while the
+    /// run is still going.
+    Report {
+        run_dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Prints a run's summary, or one node's report, in the terminal (writes nothing).
+    Show { run_dir: PathBuf, node: Option<usize> },
     /// Compares search strategies on synthetic kernel landscapes (see README.md).
     Simulate {
         #[arg(long, default_value_t = 300)]
@@ -196,6 +206,30 @@ pub fn main() -> ExitCode {
         }
         Cmd::Optimize(args) => optimize::run(*args),
         Cmd::CheckEnv { json } => envcheck::run(json),
+        Cmd::Report { run_dir, json } => match crate::report::render(&run_dir) {
+            Ok(w) => {
+                if json {
+                    print_json(&w);
+                } else {
+                    println!(
+                        "{}\n{}\n{} node reports under {}",
+                        w.run_html.display(),
+                        w.run_md.display(),
+                        w.node_reports,
+                        run_dir.join("nodes").display()
+                    );
+                }
+                ExitCode::from(EXIT_PASSED)
+            }
+            Err(e) => fail(EXIT_USAGE, &e),
+        },
+        Cmd::Show { run_dir, node } => match crate::report::show(&run_dir, node) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::from(EXIT_PASSED)
+            }
+            Err(e) => fail(EXIT_USAGE, &e),
+        },
         Cmd::Sass { file, function, json } => sass_cmd(&file, function.as_deref(), json),
         Cmd::Simulate { landscapes, budget, seed, json } => {
             if landscapes < 2 || budget == 0 {

@@ -469,5 +469,8 @@ fn drive(
         verified: summary.best.verified,
     });
     tracing::info!(best = summary.best.node, speedup = summary.best.speedup, "run finished");
+    if let Err(e) = crate::report::render(ctx.store.dir()) {
+        tracing::warn!(error = %e, "the run report was not written");
+    }
     Ok(summary)
 }

@@ -141,6 +141,7 @@ pub async fn run(
     let deadline = budget.map(|b| started + b.saturating_sub(Duration::from_secs_f64(active_before)));
     let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
     let mut inflight: BTreeSet<NodeId> = BTreeSet::new();
+    let mut reports = LiveReports::default();
     let mut stopping = search.stop_reason.clone();
     let mut fatal = None;
     let mut interrupts = 0u32;
@@ -212,6 +213,7 @@ pub async fn run(
                         if search.tree.best().id == id {
                             save_best(&ctx, search, id);
                         }
+                        reports.node_finished(ctx.store.dir(), id);
                     }
                     Done::Dropped { id, parent, why, stop } => {
                         inflight.remove(&id);
@@ -269,4 +271,36 @@ pub fn save_best(ctx: &Ctx, search: &Search, id: NodeId) {
             "note": "the best kernel so far; re-verified with more seeds and the sanitizers when the run ends",
         }),
     );
+}
+
+/// Reports written as nodes finish, off the loop's thread: each node's own report at
+/// once, the run's report at most every [`LiveReports::RUN_EVERY`] (it covers every node).
+#[derive(Default)]
+struct LiveReports {
+    last_run_render: Option<std::time::Instant>,
+    busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl LiveReports {
+    const RUN_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+    fn node_finished(&mut self, dir: &std::path::Path, id: NodeId) {
+        use std::sync::atomic::Ordering;
+        let refresh = self.last_run_render.is_none_or(|t| t.elapsed() >= Self::RUN_EVERY);
+        // One render at a time: a node whose report would overlap a running render gets
+        // its report from the next full render instead.
+        if self.busy.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if refresh {
+            self.last_run_render = Some(std::time::Instant::now());
+        }
+        let (dir, busy) = (dir.to_path_buf(), self.busy.clone());
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = crate::report::node_finished(&dir, id, refresh) {
+                tracing::warn!(node = id, error = %e, "report not written");
+            }
+            busy.store(false, Ordering::Release);
+        });
+    }
 }

@@ -194,6 +194,9 @@ impl Summary {
             let _ = writeln!(o, "  best kernel: {}", f.display());
         }
         let _ = writeln!(o, "  run directory: {}", self.run_dir.display());
+        if self.run_dir.join("report.html").is_file() {
+            let _ = writeln!(o, "  report: {}", self.run_dir.join("report.html").display());
+        }
         o
     }
 }

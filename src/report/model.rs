@@ -1,0 +1,401 @@
+//! What a report shows, read from a run directory (finished or still going): the run's
+//! config and GPU, every node from the event log with its files, the best and its
+//! certificate. Reading never writes and never takes the run's lock.
+
+use crate::optimize::events::{parse_log, Event, NodeSummary, Usage};
+use crate::optimize::store::{node_rel, unmarked};
+use crate::optimize::RunFile;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeView {
+    pub id: usize,
+    pub parent: Option<usize>,
+    /// improve / repair / root.
+    pub kind: String,
+    pub technique: String,
+    pub config: String,
+    /// "passed", a failure class, or "in flight".
+    pub outcome: String,
+    pub passed: bool,
+    pub speedup: Option<f64>,
+    pub ms: Option<f64>,
+    pub cv_pct: Option<f64>,
+    pub pct_of_floor: Option<f64>,
+    pub joules_per_call: Option<f64>,
+    pub registers: Option<u32>,
+    pub spill_bytes: Option<u64>,
+    pub message: Option<String>,
+    /// Seconds since the run started when the node finished.
+    pub finished_s: Option<f64>,
+    /// Top diagnoses of this node's own profile, when it was profiled.
+    pub diagnoses: Vec<String>,
+    pub duplicate_of: Option<usize>,
+    /// The node's folder, relative to the run directory.
+    pub dir: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Certificate {
+    pub task: String,
+    pub reference: String,
+    pub check_sizes: Vec<String>,
+    pub bench_size: String,
+    pub seeds: String,
+    pub tolerance: String,
+    pub cases: Option<usize>,
+    pub max_abs_err: Option<f64>,
+    pub max_rel_err: Option<f64>,
+    pub gpu: String,
+    pub driver: String,
+    pub toolkit: String,
+    pub baseline_ms: Option<f64>,
+    pub baseline_cv_pct: Option<f64>,
+    pub best_ms: Option<f64>,
+    pub best_cv_pct: Option<f64>,
+    pub speedup: Option<f64>,
+    pub sanitizer: String,
+    pub energy: Option<String>,
+    pub final_check: String,
+    pub sandbox: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunView {
+    pub dir: PathBuf,
+    pub task: String,
+    pub generator: String,
+    pub strategy: String,
+    pub objective: String,
+    pub started_at: String,
+    pub nightshift: String,
+    pub gpu: String,
+    pub simulated: bool,
+    /// Still going (no run-finished event yet).
+    pub running: bool,
+    pub stop_reason: Option<String>,
+    pub nodes: Vec<NodeView>,
+    pub best: Option<NodeView>,
+    pub verified: bool,
+    pub certificate: Option<Certificate>,
+    pub outcomes: BTreeMap<String, usize>,
+    pub usage: Option<Usage>,
+    /// (seconds since start, best speedup so far) at each improvement, and (node, best).
+    pub best_over_time: Vec<(f64, f64)>,
+    pub best_over_nodes: Vec<(usize, f64)>,
+    pub search_s: f64,
+    /// Per diagnosis tool named in a parent's top diagnoses: children judged, and how
+    /// many of them beat their parent.
+    pub followed: Vec<Followed>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Followed {
+    pub tool: String,
+    pub children: usize,
+    pub improved: usize,
+}
+
+fn read_json(path: &Path) -> Option<Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&unmarked(text)).ok()
+}
+
+impl RunView {
+    pub fn load(dir: &Path) -> Result<RunView, String> {
+        let run: RunFile = std::fs::read_to_string(dir.join("run.json"))
+            .map_err(|e| format!("{}: {e} (is this a nightshift run directory?)", dir.join("run.json").display()))
+            .and_then(|t| {
+                serde_json::from_str(&unmarked(t)).map_err(|e| format!("{}: {e}", dir.join("run.json").display()))
+            })?;
+        let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
+        let simulated = log.contains("\"simulated\":true");
+        let records = parse_log(&log).map_err(|e| format!("{}: {e}", dir.join("events.jsonl").display()))?;
+        let t0 = records.first().map(|r| r.at).unwrap_or(0.0);
+        let mut nodes: BTreeMap<usize, NodeView> = BTreeMap::new();
+        let mut stop_reason = None;
+        let mut running = true;
+        let mut verified = false;
+        let mut usage: Option<Usage> = None;
+        let mut profiled_top: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        let blank = |id: usize, parent: Option<usize>, kind: &str| NodeView {
+            id,
+            parent,
+            kind: kind.into(),
+            technique: String::new(),
+            config: String::new(),
+            outcome: "in flight".into(),
+            passed: false,
+            speedup: None,
+            ms: None,
+            cv_pct: None,
+            pct_of_floor: None,
+            joules_per_call: None,
+            registers: None,
+            spill_bytes: None,
+            message: None,
+            finished_s: None,
+            diagnoses: Vec::new(),
+            duplicate_of: None,
+            dir: node_rel(id),
+        };
+        let apply = |n: &mut NodeView, s: &NodeSummary, at: f64| {
+            n.passed = s.passed;
+            n.outcome = if s.passed { "passed".into() } else { s.failure_class.clone().unwrap_or("failed".into()) };
+            n.speedup = s.speedup.filter(|_| s.passed);
+            n.ms = s.candidate_ms;
+            n.cv_pct = s.cv.map(|c| 100.0 * c);
+            n.pct_of_floor = s.pct_of_floor;
+            n.joules_per_call = s.joules_per_call;
+            n.registers = s.registers;
+            n.spill_bytes = s.spill_bytes;
+            n.message = s.failure_message.clone();
+            n.finished_s = Some(at - t0);
+        };
+        for r in &records {
+            match &r.event {
+                Event::Baseline { summary, candidate } => {
+                    let n = nodes.entry(0).or_insert_with(|| blank(0, None, "root"));
+                    n.technique = "baseline".into();
+                    n.config = candidate.config_label();
+                    apply(n, summary, r.at);
+                    n.speedup = Some(1.0);
+                }
+                Event::NodeStarted { id, parent, kind } => {
+                    let kind = format!("{kind:?}").to_lowercase();
+                    nodes.insert(*id, blank(*id, Some(*parent), &kind));
+                }
+                Event::NodeProposed { id, candidate, technique, usage: u, .. } => {
+                    if let Some(n) = nodes.get_mut(id) {
+                        n.technique = technique.clone();
+                        n.config = candidate.config_label();
+                    }
+                    if let Some(u) = u {
+                        let acc = usage.get_or_insert_with(Usage::default);
+                        acc.prompt_tokens += u.prompt_tokens;
+                        acc.completion_tokens += u.completion_tokens;
+                        acc.cost += u.cost;
+                    }
+                }
+                Event::NoProposal { id, .. } => {
+                    nodes.remove(id);
+                }
+                Event::NodeFinished { id, summary, duplicate_of, .. } => {
+                    if let Some(n) = nodes.get_mut(id) {
+                        apply(n, summary, r.at);
+                        n.duplicate_of = *duplicate_of;
+                    }
+                }
+                Event::Profiled { id, top, .. } => {
+                    profiled_top.insert(*id, top.clone());
+                }
+                Event::SearchStopped { why } => stop_reason = Some(why.clone()),
+                Event::RunFinished { verified: v, .. } => {
+                    running = false;
+                    verified = *v;
+                }
+                _ => {}
+            }
+        }
+        for (id, top) in &profiled_top {
+            if let Some(n) = nodes.get_mut(id) {
+                n.diagnoses = top.clone();
+            }
+        }
+        let nodes: Vec<NodeView> = nodes.into_values().collect();
+
+        // Best so far, by node order and by time.
+        let mut best_over_nodes = Vec::new();
+        let mut best_over_time = Vec::new();
+        let mut best = 1.0f64;
+        let mut finished: Vec<&NodeView> = nodes.iter().filter(|n| n.finished_s.is_some()).collect();
+        finished.sort_by(|a, b| a.finished_s.partial_cmp(&b.finished_s).unwrap_or(std::cmp::Ordering::Equal));
+        for n in &finished {
+            if n.passed {
+                best = best.max(n.speedup.unwrap_or(1.0));
+            }
+            best_over_time.push((n.finished_s.unwrap_or(0.0), best));
+        }
+        let mut best_by_id = 1.0f64;
+        for n in &nodes {
+            if n.passed {
+                best_by_id = best_by_id.max(n.speedup.unwrap_or(1.0));
+            }
+            if n.finished_s.is_some() {
+                best_over_nodes.push((n.id, best_by_id));
+            }
+        }
+        let best_json = read_json(&dir.join("best.json"));
+        let best_node = best_json.as_ref().and_then(|b| b["node"].as_u64()).map(|id| id as usize).or_else(|| {
+            nodes
+                .iter()
+                .filter(|n| n.passed)
+                .max_by(|a, b| a.speedup.partial_cmp(&b.speedup).unwrap_or(std::cmp::Ordering::Equal))
+                .map(|n| n.id)
+        });
+        let best = best_node.and_then(|id| nodes.iter().find(|n| n.id == id).cloned());
+        let mut outcomes = BTreeMap::new();
+        for n in nodes.iter().filter(|n| n.id != 0 && n.finished_s.is_some()) {
+            *outcomes.entry(n.outcome.clone()).or_insert(0) += 1;
+        }
+        let followed = followed(&nodes);
+        let gpu = run
+            .devices
+            .first()
+            .map(|d| {
+                format!("{} (sm_{}{}, {} SMs)", d.name, d.compute_capability.0, d.compute_capability.1, d.sm_count)
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let certificate = best.as_ref().map(|b| certificate(dir, &run, best_json.as_ref(), b));
+        let search_s = records.last().map(|r| r.at - t0).unwrap_or(0.0);
+        Ok(RunView {
+            dir: dir.to_path_buf(),
+            task: run.config.task.clone(),
+            generator: read_json(&dir.join("summary.json"))
+                .and_then(|s| s["generator"].as_str().map(String::from))
+                .unwrap_or_else(|| format!("{:?}", run.config.generator).to_lowercase()),
+            strategy: format!("{:?}", run.config.strategy).to_lowercase(),
+            objective: format!("{:?}", run.config.objective).to_lowercase(),
+            started_at: run.started_at.clone(),
+            nightshift: run.nightshift.clone(),
+            gpu,
+            simulated,
+            running,
+            stop_reason,
+            nodes,
+            best,
+            verified,
+            certificate,
+            outcomes,
+            usage,
+            best_over_time,
+            best_over_nodes,
+            search_s,
+            followed,
+        })
+    }
+
+    pub fn node(&self, id: usize) -> Option<&NodeView> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+}
+
+/// For each diagnosis tool in a parent's top list, its children: judged, and better than
+/// the parent. A tool at the top that keeps paying off is one the generator should follow.
+fn followed(nodes: &[NodeView]) -> Vec<Followed> {
+    let mut by_tool: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for n in nodes {
+        let Some(parent) = n.parent.and_then(|p| nodes.iter().find(|m| m.id == p)) else { continue };
+        let Some(top) = parent.diagnoses.first() else { continue };
+        if n.finished_s.is_none() {
+            continue;
+        }
+        let tool = top.split_whitespace().next().unwrap_or(top).to_string();
+        let e = by_tool.entry(tool).or_default();
+        e.0 += 1;
+        if n.passed && n.speedup.unwrap_or(0.0) > parent.speedup.unwrap_or(1.0) {
+            e.1 += 1;
+        }
+    }
+    by_tool.into_iter().map(|(tool, (children, improved))| Followed { tool, children, improved }).collect()
+}
+
+fn certificate(dir: &Path, run: &RunFile, best: Option<&Value>, node: &NodeView) -> Certificate {
+    let verdict = best
+        .and_then(|b| b.get("final_verdict").cloned())
+        .filter(|v| !v.is_null())
+        .or_else(|| read_json(&dir.join(&node.dir).join("verdict.json")))
+        .unwrap_or(Value::Null);
+    let task_dir = {
+        let d = PathBuf::from(&run.config.task_dir);
+        if d.is_absolute() || d.is_dir() {
+            d
+        } else {
+            dir.join(&d)
+        }
+    };
+    let task = crate::task::Task::load(&task_dir).ok();
+    let t = &verdict["timing"];
+    let pct = |v: &Value| v.as_f64().map(|c| 100.0 * c);
+    let device = &verdict["device"];
+    let sanitizer = match verdict["sanitizer"].as_array() {
+        Some(list) if !list.is_empty() => list
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {}",
+                    s["tool"].as_str().unwrap_or("?"),
+                    if s["errors"].as_u64() == Some(0) { "clean" } else { "FOUND ERRORS" }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => "not run".into(),
+    };
+    let energy = verdict["energy"].as_object().map(|_| {
+        format!(
+            "{:.4} mJ/call baseline, {:.4} mJ/call best (saving {:.3}x; device-wide counter)",
+            1e3 * verdict["energy"]["baseline"]["joules_per_call"].as_f64().unwrap_or(0.0),
+            1e3 * verdict["energy"]["candidate"]["joules_per_call"].as_f64().unwrap_or(0.0),
+            verdict["energy"]["saving"].as_f64().unwrap_or(0.0)
+        )
+    });
+    let layers = verdict["sandbox"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|x| {
+                    format!("{} {}", x["name"].as_str().unwrap_or("?"), if x["active"] == true { "on" } else { "off" })
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "not recorded".into());
+    Certificate {
+        task: run.config.task.clone(),
+        reference: task
+            .as_ref()
+            .map(|t| if t.has_reference() { t.reference.display().to_string() } else { "the baseline".into() })
+            .unwrap_or_else(|| "task not found".into()),
+        check_sizes: task.as_ref().map(|t| t.checks.iter().map(|s| s.to_string()).collect()).unwrap_or_default(),
+        bench_size: t["size"].as_str().map(String::from).or(task.as_ref().map(|t| t.bench.to_string())).unwrap_or_default(),
+        seeds: match (&task, verdict["check"]["cases"].as_u64()) {
+            (Some(t), Some(cases)) if best.is_some_and(|b| b["final_verdict"].is_object()) => format!(
+                "{} per check size in the search; {} per size, drawn afresh, in the final check (input seeds are new for every run)",
+                t.seeds,
+                cases as usize / t.checks.len().max(1)
+            ),
+            (Some(t), _) => format!("{} per check size (input seeds are new for every run)", t.seeds),
+            _ => String::new(),
+        },
+        tolerance: task
+            .as_ref()
+            .map(|t| format!("|out - ref| <= {:e} + {:e} x |ref|", t.tolerance.atol, t.tolerance.rtol))
+            .unwrap_or_default(),
+        cases: verdict["check"]["cases"].as_u64().map(|c| c as usize),
+        max_abs_err: verdict["check"]["max_abs_err"].as_f64(),
+        max_rel_err: verdict["check"]["max_rel_err"].as_f64(),
+        gpu: device["name"].as_str().map(String::from).unwrap_or_else(|| "unknown".into()),
+        driver: device["driver_version"]
+            .as_i64()
+            .map(|v| format!("CUDA driver {}.{}", v / 1000, (v % 1000) / 10))
+            .unwrap_or_default(),
+        toolkit: format!("nvcc {}", run.nvcc),
+        baseline_ms: t["baseline"]["median_ms"].as_f64(),
+        baseline_cv_pct: pct(&t["baseline"]["cv"]),
+        best_ms: t["candidate"]["median_ms"].as_f64(),
+        best_cv_pct: pct(&t["candidate"]["cv"]),
+        speedup: t["speedup"].as_f64(),
+        sanitizer,
+        energy,
+        final_check: best
+            .and_then(|b| b["final_check"].as_str())
+            .unwrap_or(if node.id == 0 { "the baseline" } else { "not re-verified yet" })
+            .to_string(),
+        sandbox: layers,
+    }
+}

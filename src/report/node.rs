@@ -1,0 +1,167 @@
+//! One node's report: its numbers beside its parent's and the baseline's, build and
+//! SASS facts, the diagnoses it was generated from and its own, the diff against its
+//! parent, and the outcome. Written as `nodes/NNNN/report.md` and `report.json`.
+
+use super::model::{NodeView, RunView};
+use serde::Serialize;
+use serde_json::Value;
+use std::path::Path;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Side {
+    pub label: String,
+    pub ms: Option<f64>,
+    pub cv_pct: Option<f64>,
+    pub pct_of_floor: Option<f64>,
+    pub speedup: Option<f64>,
+    pub joules_per_call: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelFacts {
+    pub name: String,
+    pub registers: u64,
+    pub shared_bytes: u64,
+    pub spill_bytes: u64,
+    pub stack_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Diagnosis {
+    pub kernel: String,
+    pub tool: String,
+    pub severity: String,
+    pub score: f64,
+    pub location: String,
+    pub analysis: String,
+    pub prescription: String,
+    pub evidence: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeReport {
+    pub node: NodeView,
+    pub task: String,
+    /// This node, its parent, the baseline.
+    pub sides: Vec<Side>,
+    pub kernels: Vec<KernelFacts>,
+    /// The first lines of the SASS summary the build wrote.
+    pub sass: Vec<String>,
+    /// What the generator was shown: the parent's ranked diagnoses.
+    pub asked: Vec<Diagnosis>,
+    /// This node's own diagnoses, when it was profiled.
+    pub diagnoses: Vec<Diagnosis>,
+    pub failure_at: Option<String>,
+    pub diff: String,
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(crate::optimize::store::unmarked)
+}
+
+fn side(label: &str, n: &NodeView) -> Side {
+    Side {
+        label: label.into(),
+        ms: n.ms,
+        cv_pct: n.cv_pct,
+        pct_of_floor: n.pct_of_floor,
+        speedup: n.speedup,
+        joules_per_call: n.joules_per_call,
+    }
+}
+
+fn diagnoses(dir: &Path) -> Vec<Diagnosis> {
+    let Some(v) = read(&dir.join("diagnoses.json")).and_then(|t| serde_json::from_str::<Value>(&t).ok()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for k in v["kernels"].as_array().into_iter().flatten() {
+        let kernel = sass::short_name(k["name"].as_str().unwrap_or("?")).to_string();
+        for d in k["diagnoses"].as_array().into_iter().flatten() {
+            let evidence = d["evidence"]
+                .as_object()
+                .map(|o| o.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", "))
+                .unwrap_or_default();
+            out.push(Diagnosis {
+                kernel: kernel.clone(),
+                tool: d["tool"].as_str().unwrap_or("?").into(),
+                severity: d["severity"].as_str().unwrap_or("").into(),
+                score: d["score"].as_f64().unwrap_or(0.0),
+                location: d["location"].as_str().unwrap_or("").into(),
+                analysis: d["analysis"].as_str().unwrap_or("").into(),
+                prescription: d["prescription"].as_str().unwrap_or("").into(),
+                evidence,
+            });
+        }
+    }
+    out
+}
+
+/// A unified diff of two sources (empty when identical or missing).
+pub fn diff(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
+    if old == new {
+        return String::new();
+    }
+    similar::TextDiff::from_lines(old, new).unified_diff().context_radius(3).header(old_name, new_name).to_string()
+}
+
+impl NodeReport {
+    pub fn build(run: &RunView, node: &NodeView) -> NodeReport {
+        let dir = run.dir.join(&node.dir);
+        let verdict: Value =
+            read(&dir.join("verdict.json")).and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null);
+        let parent = node.parent.and_then(|p| run.node(p));
+        let mut sides = vec![side(&format!("node {}", node.id), node)];
+        if let Some(p) = parent {
+            sides.push(side(&format!("parent {}", p.id), p));
+        }
+        if let Some(b) = run.node(0).filter(|_| node.id != 0) {
+            sides.push(side("baseline", b));
+        }
+        let kernels = verdict["build"]["kernels"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|k| {
+                let n = |f: &str| k[f].as_u64().unwrap_or(0);
+                KernelFacts {
+                    name: sass::short_name(k["name"].as_str().unwrap_or("?")).to_string(),
+                    registers: n("registers"),
+                    shared_bytes: n("shared_bytes"),
+                    spill_bytes: n("spill_store_bytes") + n("spill_load_bytes"),
+                    stack_bytes: n("stack_frame_bytes"),
+                }
+            })
+            .collect();
+        let sass =
+            read(&dir.join("sass.txt")).map(|t| t.lines().take(24).map(String::from).collect()).unwrap_or_default();
+        let asked = parent.map(|p| diagnoses(&run.dir.join(&p.dir))).unwrap_or_default();
+        let failure_at = verdict["failure"]["at"].as_object().map(|at| {
+            let mut s = format!("size {} seed {}", at["size"].as_str().unwrap_or("?"), at["seed"]);
+            if let Some(a) = at.get("arg").and_then(|a| a.as_str()) {
+                s.push_str(&format!(" output `{a}`"));
+            }
+            if let Some(c) = at.get("call").and_then(|c| c.as_u64()) {
+                s.push_str(&format!(" call {c}"));
+            }
+            s
+        });
+        let diff = match (parent, read(&dir.join("kernel.cu"))) {
+            (Some(p), Some(src)) => read(&run.dir.join(&p.dir).join("kernel.cu"))
+                .map(|old| diff(&old, &src, &format!("node {}", p.id), &format!("node {}", node.id)))
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        NodeReport {
+            node: node.clone(),
+            task: run.task.clone(),
+            sides,
+            kernels,
+            sass,
+            asked,
+            diagnoses: diagnoses(&dir),
+            failure_at,
+            diff,
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Reports rendered from the real H100 run directories in tests/runs/ (no GPU needed).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        let dest = to.join(e.file_name());
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).unwrap();
+        }
+    }
+}
+
+/// A scratch copy of a sample run (rendering writes into the run directory).
+fn sample(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(name);
+    copy_dir(&common::root().join("tests/runs").join(name), &dir);
+    (tmp, dir)
+}
+
+fn nightshift(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = Command::new(common::nightshift_bin()).args(args).current_dir(common::root()).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn node_ids(dir: &Path) -> Vec<u64> {
+    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let mut ids: Vec<u64> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "node-finished")
+        .filter_map(|e| e["id"].as_u64())
+        .collect();
+    ids.push(0);
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn the_replay_run_report_has_the_best_the_certificate_and_every_node() {
+    let (_tmp, dir) = sample("softmax-replay");
+    let (code, out, err) = nightshift(&["report".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+
+    // The best speedup as the search measured it, and as the final check re-measured it.
+    assert!(html.contains("<b>1.254x</b>"), "headline");
+    assert!(md.contains("## Best: node 1, 1.254x the baseline (re-verified)"));
+    assert!(html.contains("1.251x"), "the re-verified speedup in the certificate");
+
+    // Every certificate field, with the values of this run.
+    for (field, value) in [
+        ("task", "softmax"),
+        ("check sizes", "rows=67 cols=4099"),
+        ("bench size", "rows=8192 cols=4096"),
+        ("seeds", "8 per size, drawn afresh, in the final check"),
+        ("tolerance", "1e-8 + 1e-5 x |ref|"),
+        ("max errors", "40 cases"),
+        ("GPU", "NVIDIA H100 80GB HBM3"),
+        ("toolkit", "V13.0.88"),
+        ("baseline", "0.1113 ms"),
+        ("best", "0.0889 ms"),
+        ("sanitizers", "memcheck clean, racecheck clean, initcheck clean, synccheck clean"),
+        ("energy", "not measured"),
+        ("final check", "passed 8 check seeds"),
+        ("sandbox", "landlock on"),
+    ] {
+        let row = html
+            .lines()
+            .find(|l| l.contains(&format!("<tr><th>{field}</th>")))
+            .unwrap_or_else(|| panic!("no certificate row {field}"));
+        assert!(row.contains(value), "{field}: {row}");
+    }
+
+    // One tree entry and one reachable report per node.
+    let tree = &html[html.find("id=\"tree\"").unwrap()..html.find("id=\"outcomes\"").unwrap()];
+    for id in node_ids(&dir) {
+        assert_eq!(tree.matches(&format!("href=\"#node-{id}\"")).count(), 1, "node {id} in the tree");
+        assert!(html.contains(&format!("<details id=\"node-{id}\"")), "node {id}'s section");
+        let report = dir.join(format!("nodes/{id:04}/report.md"));
+        assert!(report.is_file(), "{}", report.display());
+        assert!(dir.join(format!("nodes/{id:04}/report.json")).is_file());
+        assert!(md.contains(&format!("(nodes/{id:04}/report.md)")), "node {id} linked from report.md");
+    }
+
+    // Failures by class, and a failure's report says where it failed.
+    for class in ["wrong-answer", "out-of-bounds-write", "unwritten-output", "build-error", "no-code", "process-exit"] {
+        assert!(md.contains(&format!("- {class}: 1")), "{class} counted");
+    }
+    let wrong = std::fs::read_to_string(dir.join("nodes/0004/report.md")).unwrap();
+    assert!(wrong.contains("**Outcome: wrong-answer**") && wrong.contains("At size rows=1 cols=1 seed"), "{wrong}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("nodes/0001/report.json")).unwrap()).unwrap();
+    assert_eq!(json["node"]["outcome"], "passed");
+    assert!(json["diff"].as_str().unwrap().starts_with("--- node 0"), "the diff against the parent");
+
+    // Self-contained: inline SVG plots, no scripts, nothing fetched.
+    assert_eq!(html.matches("<svg").count(), 2, "two plots");
+    assert!(!html.contains("<script"), "no scripts");
+    for attr in ["src=\"http", "href=\"http", "url(http", "@import"] {
+        assert!(!html.contains(attr), "external resource: {attr}");
+    }
+}
+
+#[test]
+fn a_run_still_going_renders_and_shows() {
+    let (_tmp, dir) = sample("softmax-tune");
+    // Cut the log where node 4 has just finished, as a run in progress would leave it.
+    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let mut kept = Vec::new();
+    for line in log.lines() {
+        kept.push(line);
+        if line.contains("\"event\":\"node-finished\"") && line.contains("\"id\":4,") {
+            break;
+        }
+    }
+    std::fs::write(dir.join("events.jsonl"), kept.join("\n") + "\n").unwrap();
+    std::fs::remove_file(dir.join("best.json")).ok();
+    std::fs::remove_file(dir.join("summary.json")).ok();
+    let (code, out, err) = nightshift(&["report".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("This run is still going"));
+    let (code, out, _) = nightshift(&["show".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("**Still running.**") && out.contains("| 4 |"), "{out}");
+    let (code, out, _) = nightshift(&["show".as_ref(), dir.as_os_str(), "3".as_ref()]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("# softmax: node 3 (BLOCK-down)"), "{out}");
+    let (code, _, err) = nightshift(&["show".as_ref(), dir.as_os_str(), "99".as_ref()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no node 99"), "{err}");
+    let (code, _, err) = nightshift(&["report".as_ref(), "/nonexistent/run".as_ref()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("run.json"), "{err}");
+}
