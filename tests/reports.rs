@@ -147,3 +147,33 @@ fn a_run_still_going_renders_and_shows() {
     assert_eq!(code, 2);
     assert!(err.contains("run.json"), "{err}");
 }
+
+#[test]
+fn an_energy_run_gets_the_time_energy_plot_with_its_pareto_front() {
+    let (_tmp, dir) = sample("softmax-tune");
+    // The sample run measured time only: give each correct node an energy per call, as
+    // an --objective energy run records it, cheaper for faster nodes but not strictly.
+    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let mut k = 0;
+    let edited: Vec<String> = log
+        .lines()
+        .map(|l| {
+            if l.contains("\"passed\":true") && l.contains("\"candidate_ms\":") {
+                k += 1;
+                let mj = 0.5 + 0.05 * ((k * 7) % 5) as f64;
+                l.replacen("\"candidate_ms\":", &format!("\"joules_per_call\":{},\"candidate_ms\":", mj / 1e3), 1)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    std::fs::write(dir.join("events.jsonl"), edited.join("\n") + "\n").unwrap();
+    let (code, out, err) = nightshift(&["report".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let plot = &html[html.find("id=\"energy-plot\"").expect("the energy plot")..];
+    assert!(plot.contains("time against energy per call"));
+    assert!(plot.matches("<circle").count() >= 8, "one point per correct node");
+    let node = std::fs::read_to_string(dir.join("nodes/0005/report.md")).unwrap();
+    assert!(node.contains("| node 5 |") && node.contains("energy (mJ/call)"), "{node}");
+}

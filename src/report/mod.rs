@@ -125,8 +125,13 @@ pub fn render(dir: &Path) -> Result<Written, String> {
         "node",
         "best speedup over nodes",
     );
+    // Energy runs: time against energy for every correct node, with the Pareto front.
+    let energy_points: Vec<(f64, f64)> =
+        run.nodes.iter().filter(|n| n.passed).filter_map(|n| Some((n.ms?, 1e3 * n.joules_per_call?))).collect();
+    let plot_energy = (!energy_points.is_empty()).then(|| plots::time_energy(&energy_points));
     let ctx = context! {
         run => Serde(&run),
+        plot_energy => plot_energy,
         cert => Serde(&run.certificate),
         tree => Serde(tree(&run)),
         reports => Serde(&reports),

@@ -359,7 +359,13 @@ fn certificate(dir: &Path, run: &RunFile, best: Option<&Value>, node: &NodeView)
         task: run.config.task.clone(),
         reference: task
             .as_ref()
-            .map(|t| if t.has_reference() { t.reference.display().to_string() } else { "the baseline".into() })
+            .map(|t| {
+                if t.has_reference() {
+                    t.reference.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+                } else {
+                    "the baseline".into()
+                }
+            })
             .unwrap_or_else(|| "task not found".into()),
         check_sizes: task.as_ref().map(|t| t.checks.iter().map(|s| s.to_string()).collect()).unwrap_or_default(),
         bench_size: t["size"].as_str().map(String::from).or(task.as_ref().map(|t| t.bench.to_string())).unwrap_or_default(),
