@@ -102,6 +102,9 @@ fn the_replay_run_report_has_the_best_the_certificate_and_every_node() {
     }
     let wrong = std::fs::read_to_string(dir.join("nodes/0004/report.md")).unwrap();
     assert!(wrong.contains("**Outcome: wrong-answer**") && wrong.contains("At size rows=1 cols=1 seed"), "{wrong}");
+    let best = std::fs::read_to_string(dir.join("nodes/0001/report.md")).unwrap();
+    assert!(best.contains("## SASS facts") && best.contains("void softmax_vec4<4>"), "SASS facts per kernel: {best}");
+    assert!(best.contains("| parent 0 |") && best.contains("| baseline |"), "numbers beside parent and baseline");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("nodes/0001/report.json")).unwrap()).unwrap();
     assert_eq!(json["node"]["outcome"], "passed");

@@ -45,7 +45,7 @@ pub struct NodeReport {
     /// This node, its parent, the baseline.
     pub sides: Vec<Side>,
     pub kernels: Vec<KernelFacts>,
-    /// The first lines of the SASS summary the build wrote.
+    /// SASS facts of the node's kernels, as the `sass` crate tabulates them.
     pub sass: Vec<String>,
     /// What the generator was shown: the parent's ranked diagnoses.
     pub asked: Vec<Diagnosis>,
@@ -97,6 +97,11 @@ fn diagnoses(dir: &Path) -> Vec<Diagnosis> {
     out
 }
 
+/// Instruction mix, access widths, loops and local memory per kernel, one table.
+fn sass_facts(text: &str) -> Vec<String> {
+    sass::analysis::table(&sass::analyze_all(&sass::parse(text))).lines().map(String::from).collect()
+}
+
 /// A unified diff of two sources (empty when identical or missing).
 pub fn diff(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
     if old == new {
@@ -133,8 +138,7 @@ impl NodeReport {
                 }
             })
             .collect();
-        let sass =
-            read(&dir.join("sass.txt")).map(|t| t.lines().take(24).map(String::from).collect()).unwrap_or_default();
+        let sass = read(&dir.join("sass.txt")).map(|t| sass_facts(&t)).unwrap_or_default();
         let asked = parent.map(|p| diagnoses(&run.dir.join(&p.dir))).unwrap_or_default();
         let failure_at = verdict["failure"]["at"].as_object().map(|at| {
             let mut s = format!("size {} seed {}", at["size"].as_str().unwrap_or("?"), at["seed"]);
