@@ -495,6 +495,9 @@ pub struct WorkerRun {
     pub gpu_wait_s: f64,
 }
 
+/// The longest line the orchestrator reads from a worker's report channel.
+const MAX_CHANNEL_LINE: usize = 4 << 20;
+
 /// Follows the report channel: opens each sealed line, notes the first that is not the
 /// worker's, and times the phases as they are announced.
 fn follow_channel(stdout: impl Read, key: crate::channel::Key, hosted: bool) -> WorkerRun {
@@ -506,10 +509,30 @@ fn follow_channel(stdout: impl Read, key: crate::channel::Key, hosted: bool) -> 
             *run.phase_seconds.entry(p.name().to_string()).or_default() += t.elapsed().as_secs_f64();
         }
     };
-    for line in BufReader::new(stdout).split(b'\n') {
-        let Ok(line) = line else { break };
-        let line = String::from_utf8_lossy(&line);
-        let body = match opener.open(&line) {
+    let mut reader = BufReader::new(stdout);
+    loop {
+        // Lines are capped: candidate code writing endlessly without a newline must not
+        // exhaust the orchestrator's memory. An overlong line is tampering (the worker's
+        // own lines are a few kilobytes); the rest of it is read and dropped.
+        let mut raw = Vec::new();
+        match (&mut reader).take(MAX_CHANNEL_LINE as u64).read_until(b'\n', &mut raw) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if !raw.ends_with(b"\n") && raw.len() >= MAX_CHANNEL_LINE {
+            run.tampering.get_or_insert(format!("a line longer than {} MiB", MAX_CHANNEL_LINE >> 20));
+            let mut sink = Vec::new();
+            while let Ok(n) = (&mut reader).take(MAX_CHANNEL_LINE as u64).read_until(b'\n', &mut sink) {
+                if n == 0 || sink.ends_with(b"\n") {
+                    break;
+                }
+                sink.clear();
+            }
+            continue;
+        }
+        let line = String::from_utf8_lossy(&raw);
+        let line = line.strip_suffix('\n').unwrap_or(&line);
+        let body = match opener.open(line) {
             Ok(body) => body.to_string(),
             // A hosting tool (ncu, compute-sanitizer) prints its own lines on this pipe.
             Err(crate::channel::Tamper::Malformed) if hosted && !line.trim_start().starts_with('{') => continue,
@@ -890,6 +913,20 @@ mod tests {
         let got = follow_channel(text.as_bytes(), key, true);
         assert!(got.tampering.is_none());
         assert_eq!(got.phases_seen, vec![Phase::Profile]);
+    }
+
+    #[test]
+    fn an_endless_line_on_the_channel_is_cut_and_counted_as_tampering() {
+        let key = crate::channel::Key::fresh();
+        let mut sealer = crate::channel::Sealer::new(key.clone());
+        let mut text = vec![b'x'; 3 * MAX_CHANNEL_LINE];
+        text.push(b'\n');
+        let phase =
+            serde_json::to_string(&WorkerMessage::Phase { phase: Phase::Check, detail: String::new() }).unwrap();
+        text.extend_from_slice(sealer.seal(&phase).as_bytes());
+        let got = follow_channel(&text[..], key, false);
+        assert!(got.tampering.as_deref().is_some_and(|t| t.contains("longer than")), "{:?}", got.tampering);
+        assert_eq!(got.phases_seen, vec![Phase::Check], "the channel is read on after the cut");
     }
 
     #[test]

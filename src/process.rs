@@ -174,6 +174,12 @@ pub fn wait_or_kill(child: &mut Child, deadline: Instant) -> std::io::Result<(Op
         }
         if Instant::now() >= deadline {
             kill_group(child);
+            // And the child itself, in case it left its group (the sandbox forbids that,
+            // but a kernel may lack seccomp).
+            // SAFETY: plain syscall on our own, not yet reaped, child.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGKILL);
+            }
             let status = child.wait().ok();
             return Ok((status, true));
         }

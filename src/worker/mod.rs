@@ -367,8 +367,6 @@ fn evaluate(
     } else {
         None
     };
-    // The reference library stays mapped (libraries are never unloaded), unused from here.
-    let _ = &reference;
 
     w.phase(Phase::LoadCandidate, req.candidate.display().to_string());
     let candidate =
