@@ -128,21 +128,43 @@ mod tests {
         let order = Arc::new(Mutex::new(Vec::new()));
         let running = Arc::new(AtomicUsize::new(0));
         let mut handles = Vec::new();
-        // The first job holds the lane while the others queue up behind it.
+        // The first job holds the lane until the others are all queued behind it (a gate,
+        // not a sleep: under a loaded CI machine, sleeps stretch).
+        let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
         for (i, urgent) in [(0, false), (1, false), (2, false), (3, true)] {
-            let (lanes, order, running) = (lanes.clone(), order.clone(), running.clone());
+            let (lanes, order, running, gate) = (lanes.clone(), order.clone(), running.clone(), gate.clone());
             handles.push(tokio::spawn(async move {
                 lanes
                     .run(urgent, format!("job {i}"), move |device| {
                         assert_eq!(running.fetch_add(1, Ordering::SeqCst), 0, "two jobs on one lane at once");
-                        std::thread::sleep(std::time::Duration::from_millis(if i == 0 { 200 } else { 20 }));
+                        if i == 0 {
+                            let (open, cv) = &*gate;
+                            let mut open = open.lock().unwrap();
+                            while !*open {
+                                open = cv.wait(open).unwrap();
+                            }
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(if i == 0 { 250 } else { 20 }));
                         order.lock().unwrap().push(i);
                         running.fetch_sub(1, Ordering::SeqCst);
                         device
                     })
                     .await
             }));
-            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            if i == 0 {
+                while lanes.stats()[0].current.is_none() {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            }
+        }
+        // `queued` counts the running job too.
+        while lanes.queued() < 4 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        {
+            let (open, cv) = &*gate;
+            *open.lock().unwrap() = true;
+            cv.notify_all();
         }
         for h in handles {
             assert_eq!(h.await.unwrap().unwrap(), (0, 7));
