@@ -132,9 +132,9 @@ mod tests {
         // not a sleep: under a loaded CI machine, sleeps stretch).
         let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
         for (i, urgent) in [(0, false), (1, false), (2, false), (3, true)] {
-            let (lanes, order, running, gate) = (lanes.clone(), order.clone(), running.clone(), gate.clone());
+            let (lane_set, order, running, gate) = (lanes.clone(), order.clone(), running.clone(), gate.clone());
             handles.push(tokio::spawn(async move {
-                lanes
+                lane_set
                     .run(urgent, format!("job {i}"), move |device| {
                         assert_eq!(running.fetch_add(1, Ordering::SeqCst), 0, "two jobs on one lane at once");
                         if i == 0 {
