@@ -11,7 +11,6 @@
 use crate::task::Task;
 use crate::verify::Comparison;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -271,6 +270,14 @@ impl Failure {
     pub fn new(class: FailureClass, message: impl Into<String>) -> Failure {
         Failure { class, message: message.into(), at: None, comparison: None }
     }
+
+    /// Names the call of the library that produced it (where the case is known).
+    pub fn at_call(mut self, call: u64) -> Failure {
+        if let Some(at) = &mut self.at {
+            at.call = Some(call);
+        }
+        self
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -315,9 +322,6 @@ pub struct WorkerReport {
     pub timing: Option<TimingReport>,
     #[serde(default)]
     pub energy: Option<EnergyReport>,
-    /// Seconds per phase, as the worker measured them.
-    #[serde(default)]
-    pub phases: BTreeMap<String, f64>,
     #[serde(default)]
     pub notes: Vec<String>,
 }
@@ -325,7 +329,7 @@ pub struct WorkerReport {
 impl WorkerReport {
     /// A report with only an outcome (nothing measured yet).
     pub fn of(outcome: Outcome) -> WorkerReport {
-        WorkerReport { outcome, check: None, timing: None, energy: None, phases: BTreeMap::new(), notes: Vec::new() }
+        WorkerReport { outcome, check: None, timing: None, energy: None, notes: Vec::new() }
     }
 }
 

@@ -14,10 +14,7 @@ use std::time::{Duration, Instant};
 const SECRET: &str = "sk-nightshift-test-SECRET-4242";
 
 fn nightshift() -> Command {
-    common::require_toolchain();
-    let mut c = Command::new(common::nightshift_bin());
-    c.current_dir(common::root()).env("NIGHTSHIFT_CACHE_DIR", common::test_cache());
-    c
+    common::building_command()
 }
 
 fn events(dir: &Path) -> Vec<Value> {

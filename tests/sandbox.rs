@@ -30,10 +30,7 @@ fn the_sandbox_refuses_every_escape_and_allows_the_scratch_folder() {
 }
 
 fn nightshift() -> Command {
-    common::require_toolchain();
-    let mut c = Command::new(common::nightshift_bin());
-    c.current_dir(common::root()).env("NIGHTSHIFT_CACHE_DIR", common::test_cache());
-    c
+    common::building_command()
 }
 
 /// A softmax candidate that passes in simulation with `speedup`, plus `attack` run from

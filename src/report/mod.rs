@@ -104,7 +104,7 @@ pub fn write_node(run: &RunView, node: &NodeView) -> Result<NodeReport, String> 
 /// The best kernel's diff against the baseline.
 fn best_diff(run: &RunView) -> String {
     let Some(best) = run.best.as_ref().filter(|b| b.id != 0) else { return String::new() };
-    let read = |n: &NodeView| std::fs::read_to_string(run.dir.join(&n.dir).join("kernel.cu")).ok();
+    let read = |n: &NodeView| model::read_text(&run.dir.join(&n.dir).join("kernel.cu"));
     match (run.node(0).and_then(read), read(best)) {
         (Some(base), Some(src)) => node::diff(&base, &src, "baseline", &format!("node {}", best.id)),
         _ => String::new(),

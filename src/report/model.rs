@@ -99,9 +99,13 @@ pub struct Followed {
     pub improved: usize,
 }
 
-fn read_json(path: &Path) -> Option<Value> {
-    let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str(&unmarked(text)).ok()
+/// A file of the run, without the simulated-run marker; None if it is not there.
+pub(super) fn read_text(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(unmarked)
+}
+
+pub(super) fn read_json(path: &Path) -> Option<Value> {
+    serde_json::from_str(&read_text(path)?).ok()
 }
 
 impl RunView {

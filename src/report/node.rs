@@ -2,7 +2,7 @@
 //! SASS facts, the diagnoses it was generated from and its own, the diff against its
 //! parent, and the outcome. Written as `nodes/NNNN/report.md` and `report.json`.
 
-use super::model::{NodeView, RunView};
+use super::model::{read_json, read_text, NodeView, RunView};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::Path;
@@ -55,10 +55,6 @@ pub struct NodeReport {
     pub diff: String,
 }
 
-fn read(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(crate::optimize::store::unmarked)
-}
-
 fn side(label: &str, n: &NodeView) -> Side {
     Side {
         label: label.into(),
@@ -71,7 +67,7 @@ fn side(label: &str, n: &NodeView) -> Side {
 }
 
 fn diagnoses(dir: &Path) -> Vec<Diagnosis> {
-    let Some(v) = read(&dir.join("diagnoses.json")).and_then(|t| serde_json::from_str::<Value>(&t).ok()) else {
+    let Some(v) = read_json(&dir.join("diagnoses.json")) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -113,8 +109,7 @@ pub fn diff(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
 impl NodeReport {
     pub fn build(run: &RunView, node: &NodeView) -> NodeReport {
         let dir = run.dir.join(&node.dir);
-        let verdict: Value =
-            read(&dir.join("verdict.json")).and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null);
+        let verdict: Value = read_json(&dir.join("verdict.json")).unwrap_or(Value::Null);
         let parent = node.parent.and_then(|p| run.node(p));
         let mut sides = vec![side(&format!("node {}", node.id), node)];
         if let Some(p) = parent {
@@ -138,7 +133,7 @@ impl NodeReport {
                 }
             })
             .collect();
-        let sass = read(&dir.join("sass.txt")).map(|t| sass_facts(&t)).unwrap_or_default();
+        let sass = read_text(&dir.join("sass.txt")).map(|t| sass_facts(&t)).unwrap_or_default();
         let asked = parent.map(|p| diagnoses(&run.dir.join(&p.dir))).unwrap_or_default();
         let failure_at = verdict["failure"]["at"].as_object().map(|at| {
             let mut s = format!("size {} seed {}", at["size"].as_str().unwrap_or("?"), at["seed"]);
@@ -150,8 +145,8 @@ impl NodeReport {
             }
             s
         });
-        let diff = match (parent, read(&dir.join("kernel.cu"))) {
-            (Some(p), Some(src)) => read(&run.dir.join(&p.dir).join("kernel.cu"))
+        let diff = match (parent, read_text(&dir.join("kernel.cu"))) {
+            (Some(p), Some(src)) => read_text(&run.dir.join(&p.dir).join("kernel.cu"))
                 .map(|old| diff(&old, &src, &format!("node {}", p.id), &format!("node {}", node.id)))
                 .unwrap_or_default(),
             _ => String::new(),

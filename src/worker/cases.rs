@@ -375,13 +375,7 @@ pub(crate) fn run_reference_on(
 /// Checks `entry` on every case against the cached reference outputs; a failure names
 /// the call that produced it.
 pub(crate) fn check_library(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<CheckSummary, Failure> {
-    let named = |mut f: Failure| {
-        if let Some(at) = &mut f.at {
-            at.call.get_or_insert(entry.calls.get());
-        }
-        f
-    };
-    let mut summary = check_cases(w, entry, cases).map_err(named)?;
+    let mut summary = check_cases(w, entry, cases).map_err(|f| f.at_call(entry.calls.get()))?;
     let repeats = repeat_check(w, entry, cases)?;
     summary.calls += repeats;
     summary.repeat_calls = repeats;
@@ -423,23 +417,10 @@ fn repeat_check(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<usize, 
     {
         let mut dev = DeviceCase::upload(w, host).map_err(|e| device_failure(entry.role, e, host))?;
         for k in 0..REPEAT_CALLS {
-            let outs = dev.run(w, entry, host, k % 2 == 1)?;
-            for (i, arg) in w.task.args.iter().enumerate() {
-                let (Some(got), Some(expected), Some(elem)) = (&outs[i], &reference[i], dev.elems[i]) else {
-                    continue;
-                };
-                let tol = tolerance_of(&w.task, &arg.role);
-                let cmp = verify::compare(elem, got, expected, tol, w.threads);
-                if !cmp.ok() {
-                    let mut f = Failure::new(
-                        FailureClass::WrongAnswer,
-                        wrong_answer_message(entry.role, &arg.name, &cmp, host, tol),
-                    );
-                    f.at = Some(host.case_ref(Some(&arg.name)));
-                    f.comparison = Some(Box::new(cmp));
-                    wrong.push((entry.calls.get(), f));
-                    break;
-                }
+            let second = k % 2 == 1;
+            let outs = dev.run(w, entry, host, second)?;
+            if let Some(f) = output_mismatch(w, entry.role, &outs, reference, host, second) {
+                wrong.push((entry.calls.get(), f));
             }
         }
     }
@@ -458,12 +439,9 @@ fn repeat_check(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<usize, 
             )
         };
         let mut f = Failure::new(class, format!("{} at {}; {}", what, host.label(), first.message));
-        f.at = first.at.map(|mut at| {
-            at.call = Some(first_call);
-            at
-        });
+        f.at = first.at;
         f.comparison = first.comparison;
-        return Err(f);
+        return Err(f.at_call(first_call));
     }
     let after = held(w)?;
     let lost = after.0.saturating_sub(before.0) as usize;
@@ -483,6 +461,50 @@ fn repeat_check(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<usize, 
         return Err(f);
     }
     Ok(REPEAT_CALLS)
+}
+
+/// The first output of one call that disagrees with the reference: `unwritten-output` if
+/// it still holds the poison written before the call (`second`: which poison), else
+/// `wrong-answer`, with the case and the comparison.
+pub(crate) fn output_mismatch(
+    w: &Worker,
+    role: &str,
+    outs: &[Option<Vec<u8>>],
+    refs: &[Option<Vec<u8>>],
+    host: &HostCase,
+    second: bool,
+) -> Option<Failure> {
+    for (i, arg) in w.task.args.iter().enumerate() {
+        let (Some(got), Some(expected)) = (&outs[i], &refs[i]) else {
+            continue;
+        };
+        let ParamType::Pointer { elem, .. } = arg.ty else {
+            continue;
+        };
+        let tol = tolerance_of(&w.task, &arg.role);
+        let cmp = verify::compare(elem, got, expected, tol, w.threads);
+        if cmp.ok() {
+            continue;
+        }
+        let unwritten = verify::count_poison(elem, got, second);
+        let mut f = if unwritten > 0 && matches!(arg.role, ArgRole::Output { .. }) {
+            Failure::new(
+                FailureClass::UnwrittenOutput,
+                format!(
+                    "{role} left {unwritten} of {} elements of `{}` unwritten at {}",
+                    got.len() / elem.size(),
+                    arg.name,
+                    host.label()
+                ),
+            )
+        } else {
+            Failure::new(FailureClass::WrongAnswer, wrong_answer_message(role, &arg.name, &cmp, host, tol))
+        };
+        f.at = Some(host.case_ref(Some(&arg.name)));
+        f.comparison = Some(Box::new(cmp));
+        return Some(f);
+    }
+    None
 }
 
 fn check_cases(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<CheckSummary, Failure> {

@@ -16,7 +16,6 @@ use crate::protocol::*;
 use crate::task::types::ParamType;
 use crate::task::{ArgRole, Task};
 use cases::{CaseData, DeviceCase, HostCase};
-use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::io::Write;
 use std::os::fd::FromRawFd;
@@ -93,8 +92,6 @@ pub(crate) struct Worker {
     /// Seeds of check and bench inputs start here (fresh per run: nothing can precompute them).
     pub seed_base: u64,
     proto: Channel,
-    phase_started: Option<(Phase, Instant)>,
-    phases: BTreeMap<String, f64>,
     pub notes: Vec<String>,
 }
 
@@ -127,16 +124,9 @@ impl Channel {
 pub(crate) type Stop = Outcome;
 
 impl Worker {
+    /// Announces a phase; the orchestrator times phases from these announcements.
     pub fn phase(&mut self, phase: Phase, detail: impl Into<String>) {
-        self.end_phase();
-        self.phase_started = Some((phase, Instant::now()));
         self.send(&WorkerMessage::Phase { phase, detail: detail.into() });
-    }
-
-    fn end_phase(&mut self) {
-        if let Some((p, t)) = self.phase_started.take() {
-            *self.phases.entry(p.name().to_string()).or_default() += t.elapsed().as_secs_f64();
-        }
     }
 
     fn send(&mut self, msg: &WorkerMessage) {
@@ -225,8 +215,6 @@ pub fn main(request_path: &Path) -> ! {
         threads: request.threads.max(1),
         seed_base: request.seed_base,
         proto,
-        phase_started: None,
-        phases: BTreeMap::new(),
         notes: Vec::new(),
     };
     let device = w.gpu.info.clone();
@@ -243,8 +231,6 @@ pub fn main(request_path: &Path) -> ! {
     if let Err(outcome) = result {
         report.outcome = outcome;
     }
-    w.end_phase();
-    report.phases = std::mem::take(&mut w.phases);
     report.notes = std::mem::take(&mut w.notes);
     w.send(&WorkerMessage::Done { report: Box::new(report) });
     // Skip candidate destructors and atexit handlers: the verdict is already out.

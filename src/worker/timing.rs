@@ -8,7 +8,6 @@ use super::cases::{self, CaseData, DeviceCase, HostCase};
 use super::{gpu_stop, Entry, Stop, Worker};
 use crate::protocol::*;
 use crate::task::{FlopsKind, Task};
-use crate::verify;
 use std::time::Instant;
 
 const SIDES: [&str; 2] = ["baseline", "candidate"];
@@ -104,56 +103,17 @@ impl BenchSets {
     }
 }
 
-/// What the outputs of `dev` say against `refs`: None if right, else the failure.
+/// What the outputs left in `dev` (by a call after `prepare(_, false)`) say against
+/// `refs`: None if right, else the failure, in `role`'s name.
 fn verify_outputs(
     w: &Worker,
+    role: &str,
     dev: &DeviceCase,
     refs: &[Option<Vec<u8>>],
     host: &HostCase,
 ) -> Result<Option<Failure>, Stop> {
-    let task = &w.task;
     let outs = dev.download_outputs(w).map_err(gpu_stop)?;
-    for (i, arg) in task.args.iter().enumerate() {
-        let (Some(got), Some(expected)) = (&outs[i], &refs[i]) else {
-            continue;
-        };
-        let crate::task::types::ParamType::Pointer { elem, .. } = arg.ty else {
-            continue;
-        };
-        let tol = super::tolerance_of(task, &arg.role);
-        let cmp = verify::compare(elem, got, expected, tol, w.threads);
-        if cmp.ok() {
-            continue;
-        }
-        let unwritten = verify::count_poison(elem, got, false);
-        let mut f = if unwritten > 0 && matches!(arg.role, crate::task::ArgRole::Output { .. }) {
-            Failure::new(
-                FailureClass::UnwrittenOutput,
-                format!(
-                    "left {unwritten} of {} elements of `{}` unwritten at {}",
-                    got.len() / elem.size(),
-                    arg.name,
-                    host.label()
-                ),
-            )
-        } else {
-            Failure::new(
-                FailureClass::WrongAnswer,
-                cases::wrong_answer_message("candidate", &arg.name, &cmp, host, tol),
-            )
-        };
-        f.at = Some(host.case_ref(Some(&arg.name)));
-        f.comparison = Some(Box::new(cmp));
-        return Ok(Some(f));
-    }
-    Ok(None)
-}
-
-fn at_call(mut f: Failure, call: u64) -> Failure {
-    if let Some(at) = &mut f.at {
-        at.call = Some(call);
-    }
-    f
+    Ok(cases::output_mismatch(w, role, &outs, refs, host, false))
 }
 
 /// Timing's result: the report, if timing got that far, and the candidate's failure.
@@ -279,8 +239,8 @@ fn time_cold(
     for k in 0..bench.cold.len() {
         for side in if k % 2 == 0 { [0, 1] } else { [1, 0] } {
             for cold in if k % 2 == 0 { [false, true] } else { [true, false] } {
+                // Each call starts on an idle device: the one before it ended in sync_all.
                 let dev = if cold { &mut bench.cold.dev[0][k] } else { &mut bench.warm.dev[side][k % warm_sets] };
-                w.gpu.sync_all().map_err(|e| fail(side, super::CallError::Device(e)))?;
                 dev.prepare(w, false).map_err(gpu_stop)?;
                 w.gpu.flush_l2_async().map_err(gpu_stop)?;
                 record(&a, w)?;
@@ -294,8 +254,14 @@ fn time_cold(
                     warm_ms[side].push(ms);
                 }
                 if cold && side == 1 && failure.is_none() {
-                    failure = verify_outputs(w, &bench.cold.dev[0][k], &bench.cold.refs[k], &bench.cold.hosts[k])?
-                        .map(|f| at_call(f, entries[1].calls.get()));
+                    failure = verify_outputs(
+                        w,
+                        "candidate",
+                        &bench.cold.dev[0][k],
+                        &bench.cold.refs[k],
+                        &bench.cold.hosts[k],
+                    )?
+                    .map(|f| f.at_call(entries[1].calls.get()));
                 }
             }
         }
@@ -351,8 +317,8 @@ pub(crate) fn time(
             estimate_ms[side] = estimate_ms[side].min(t.elapsed().as_secs_f64() * 1e3);
             if side == 1 && j < bench.len() {
                 let dev = &bench.warm.dev[1][k];
-                if let Some(f) = verify_outputs(w, dev, &bench.warm.refs[k], &bench.warm.hosts[k])? {
-                    let f = at_call(f, entry.calls.get());
+                if let Some(f) = verify_outputs(w, "candidate", dev, &bench.warm.refs[k], &bench.warm.hosts[k])? {
+                    let f = f.at_call(entry.calls.get());
                     return Ok(Timed {
                         report: None,
                         failure: Some(prefix(f, "at the bench size, on its first call there: ")),
@@ -375,16 +341,16 @@ pub(crate) fn time(
     let mut next_set = [0usize; 2];
     let (mut samples, mut rounds) = sample(w, &mut bench.warm, entries, pairs, plan, &mut next_set, &call_failure)?;
     let mut repeats = 0;
-    let first = |s: &[Vec<f64>; 2], r: &[Vec<Vec<f64>>; 2]| {
+    let side_timings = |s: &[Vec<f64>; 2], r: &[Vec<Vec<f64>>; 2]| {
         [SideTiming::from_samples(&s[0], &r[0]), SideTiming::from_samples(&s[1], &r[1])]
     };
-    let mut sides = first(&samples, &rounds);
+    let mut sides = side_timings(&samples, &rounds);
     if noisy(&sides[0]) || noisy(&sides[1]) {
         let noisy_cv = (sides[0].cv.max(sides[1].cv) * 100.0).round();
         w.notes.push(format!("the first timing was noisy (CV up to {noisy_cv}%): timed again"));
         repeats = 1;
         (samples, rounds) = sample(w, &mut bench.warm, entries, pairs, plan, &mut next_set, &call_failure)?;
-        sides = first(&samples, &rounds);
+        sides = side_timings(&samples, &rounds);
     }
     let reliable = !(noisy(&sides[0]) || noisy(&sides[1]));
 
@@ -392,7 +358,7 @@ pub(crate) fn time(
     let mut failure = None;
     let mut baseline_ok = true;
     for (k, first_ok) in first_ok_call.iter().enumerate() {
-        if verify_outputs(w, &bench.warm.dev[0][k], &bench.warm.refs[k], &bench.warm.hosts[k])?.is_some() {
+        if verify_outputs(w, "baseline", &bench.warm.dev[0][k], &bench.warm.refs[k], &bench.warm.hosts[k])?.is_some() {
             baseline_ok = false;
             w.notes.push(format!(
                 "the baseline's timed output does not match the reference at {}",
@@ -400,7 +366,9 @@ pub(crate) fn time(
             ));
         }
         if failure.is_none() {
-            if let Some(f) = verify_outputs(w, &bench.warm.dev[1][k], &bench.warm.refs[k], &bench.warm.hosts[k])? {
+            if let Some(f) =
+                verify_outputs(w, "candidate", &bench.warm.dev[1][k], &bench.warm.refs[k], &bench.warm.hosts[k])?
+            {
                 let last = candidate.calls.get();
                 let f = match *first_ok {
                     Some(ok) => {
@@ -418,7 +386,7 @@ pub(crate) fn time(
                     }
                     None => f,
                 };
-                failure = Some(at_call(f, last));
+                failure = Some(f.at_call(last));
             }
         }
     }
@@ -622,7 +590,7 @@ impl Pipeline {
             self.calls += 1;
         }
         let ev = w.gpu.event().map_err(gpu_stop)?;
-        ev.record(&w.gpu.stream).map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "recording an event")))?;
+        record(&ev, w)?;
         self.queued.push_back((ev, self.calls));
         Ok(())
     }

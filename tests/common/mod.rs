@@ -47,6 +47,15 @@ pub fn test_cache() -> PathBuf {
     dir
 }
 
+/// The nightshift binary, run from the project root with the wheel toolchain and the
+/// shared test build cache, for tests that build real kernels.
+pub fn building_command() -> Command {
+    require_toolchain();
+    let mut c = Command::new(nightshift_bin());
+    c.current_dir(root()).env("NIGHTSHIFT_CACHE_DIR", test_cache());
+    c
+}
+
 pub fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(nightshift_bin()).args(args).current_dir(root()).output().expect("nightshift runs");
     (
