@@ -1,6 +1,7 @@
 // Probe kernels, second set (issue 12): each plants one bottleneck the first set's tools
 // misjudged. Captured with scripts/capture-probes.sh on an H100; the expected top
-// diagnosis per kernel is in heuristics/probes/README.md.
+// diagnosis per kernel is in tests/fixtures/h100/probes2/README.md. The prescribed fix
+// of each is in probe_fixes_2.cu, timed against it by the same script.
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdlib>
@@ -46,23 +47,35 @@ extern "C" __global__ void accurate_math(const float* __restrict__ x, float* __r
   }
 }
 
-// 5. Shared-memory atomics with every lane on a few bins.
-extern "C" __global__ void shared_hist_hot(const int* __restrict__ v, int* __restrict__ hist, int n) {
-  __shared__ int h[256];
-  h[threadIdx.x] = 0;
+// 5. A weighted shared-memory histogram with every lane on a few bins: float atomics on
+// shared memory serialize on the hot addresses.
+extern "C" __global__ void shared_hist_hot(const float4* __restrict__ v, float* __restrict__ hist, int n4) {
+  __shared__ float h[256];
+  h[threadIdx.x] = 0.f;
   __syncthreads();
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) atomicAdd(&h[v[i] & 3], 1);
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += gridDim.x * blockDim.x) {
+    float4 q = v[i];
+    atomicAdd(&h[(int)(q.x * 1024.f) & 3], q.x);
+    atomicAdd(&h[(int)(q.y * 1024.f) & 3], q.y);
+    atomicAdd(&h[(int)(q.z * 1024.f) & 3], q.z);
+    atomicAdd(&h[(int)(q.w * 1024.f) & 3], q.w);
+  }
   __syncthreads();
-  if (h[threadIdx.x]) atomicAdd(&hist[threadIdx.x], h[threadIdx.x]);
+  if (h[threadIdx.x] != 0.f) atomicAdd(&hist[threadIdx.x], h[threadIdx.x]);
 }
 
-// 6. Dependent loads: each address comes from the previous load (pointer chasing).
-extern "C" __global__ void pointer_chase(const int* __restrict__ next, int* __restrict__ out, int n, int steps) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) {
-    int p = i;
-    for (int s = 0; s < steps; ++s) p = next[p];
-    out[i] = p;
+// 6. Dependent loads: each thread walks four linked lists one after the other, every
+// address coming from the previous load (one load in flight per thread).
+extern "C" __global__ void pointer_chase(const int* __restrict__ next, int* __restrict__ out, int lists, int steps) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (4 * t + 3 < lists) {
+    int acc = 0;
+    for (int l = 0; l < 4; ++l) {
+      int p = 4 * t + l;
+      for (int s = 0; s < steps; ++s) p = next[p];
+      acc += p;
+    }
+    out[t] = acc;
   }
 }
 
@@ -87,6 +100,7 @@ extern "C" __global__ void clean_copy_vec4(const float4* __restrict__ x, float4*
   int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n4) y[i] = x[i];
 }
 
+#ifndef PROBE_NO_MAIN
 int main() {
   const int n = 1 << 24, N = 2048;
   Record* rec; float *x, *y, *A, *B, *C; unsigned char *bx, *by; int *vi, *hist, *next, *out;
@@ -106,11 +120,12 @@ int main() {
   copy_bytes<<<g, b256>>>(bx, by, n);
   smem_stencil_rounds<<<g, b256>>>(x, y, n);
   accurate_math<<<g, b256>>>(x, y, n);
-  shared_hist_hot<<<1024, b256>>>(vi, hist, n);
-  pointer_chase<<<n / 16 / 256, b256>>>(next, out, n / 16, 64);
+  shared_hist_hot<<<1024, b256>>>((const float4*)x, (float*)hist, n / 4);
+  pointer_chase<<<264, 64>>>(next, out, 264 * 64 * 4, 256);
   gemm_tiled_1x1<<<dim3(N / 16, N / 16), dim3(16, 16)>>>(A, B, C, N);
   clean_copy_vec4<<<n / 4 / 256, b256>>>((float4*)x, (float4*)y, n / 4);
   CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
   printf("probe kernels (set 2) ran\n");
   return 0;
 }
+#endif

@@ -147,15 +147,28 @@ pub struct Report {
     pub kernels: Vec<KernelDiagnosis>,
 }
 
-fn gate_allows(gate: Gate, class: Bound) -> Result<(), String> {
+fn gate_allows(gate: Gate, roofline: &Roofline) -> Result<(), String> {
+    let class = roofline.class;
     let ok = match gate {
         Gate::Always => true,
         Gate::Memory => matches!(class, Bound::MemoryBound | Bound::LatencyBound | Bound::Unknown),
         Gate::Compute => matches!(class, Bound::ComputeBound | Bound::LatencyBound | Bound::Unknown),
         Gate::Latency => matches!(class, Bound::LatencyBound | Bound::MemoryBound | Bound::Unknown),
+        // By the unit that limits, not memory-versus-compute: shared memory is served by
+        // the LSU pipe, which ncu counts as compute.
+        Gate::Shared => {
+            matches!(class, Bound::LatencyBound | Bound::MemoryBound | Bound::Unknown) || roofline.shared_side_limits()
+        }
     };
     if ok {
         Ok(())
+    } else if gate == Gate::Shared {
+        Err(format!(
+            "{} kernel limited by {}{}: shared-memory tools apply when L1 or the LSU pipe limits",
+            class.name(),
+            roofline.limiter,
+            roofline.busiest_pipe.as_ref().map(|(p, v)| format!(" (busiest pipe {p} at {v:.0}%)")).unwrap_or_default()
+        ))
     } else {
         Err(format!("{} kernel: {} tools do not apply", class.name(), gate.name()))
     }
@@ -167,7 +180,7 @@ pub fn diagnose_kernel(k: &Kernel) -> KernelDiagnosis {
     let mut diagnoses = Vec::new();
     let mut runs = Vec::new();
     for tool in tools::ALL {
-        if let Err(why) = gate_allows(tool.gate, roofline.class) {
+        if let Err(why) = gate_allows(tool.gate, &roofline) {
             runs.push(ToolRun { tool: tool.id.into(), outcome: "skipped".into(), why });
             continue;
         }
@@ -257,6 +270,39 @@ mod tests {
         assert_eq!(name_key("k_misc(float const*, float*, double*, __half*, int*, int)"), "k_misc");
         assert_eq!(name_key("void softmax_vec4<4>(const float4 *, float4 *, int)"), "softmax_vec4<4>");
         assert_eq!(name_key("copy_scalar"), "copy_scalar");
+    }
+
+    fn roofline(class: Bound, limiter: &str, pipe: (&str, f64)) -> Roofline {
+        Roofline {
+            class,
+            limiter: limiter.into(),
+            dram_pct: None,
+            memory_pct: None,
+            compute_pct: None,
+            l1_pct: None,
+            l2_pct: None,
+            duration_us: None,
+            dram_gbs: None,
+            gflops: None,
+            arithmetic_intensity: None,
+            floor_us: None,
+            sector_efficiency: None,
+            useful_dram_fraction: None,
+            busiest_pipe: Some((pipe.0.into(), pipe.1)),
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn shared_memory_tools_follow_the_limiting_pipe_not_the_class() {
+        // Compute-bound because the LSU pipe (which serves shared memory) is the busiest.
+        let lsu = roofline(Bound::ComputeBound, "lsu pipe", ("lsu", 88.0));
+        assert!(gate_allows(Gate::Shared, &lsu).is_ok());
+        assert!(gate_allows(Gate::Memory, &lsu).is_err());
+        let fma = roofline(Bound::ComputeBound, "fma pipe", ("fma", 90.0));
+        let why = gate_allows(Gate::Shared, &fma).unwrap_err();
+        assert!(why.contains("busiest pipe fma"), "{why}");
+        assert!(gate_allows(Gate::Shared, &roofline(Bound::MemoryBound, "l1", ("lsu", 40.0))).is_ok());
     }
 
     #[test]

@@ -51,6 +51,14 @@ pub mod metric {
     pub const FP64_PIPE_PCT: &str = "sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active";
     pub const XU_PCT: &str = "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active";
     pub const LSU_PCT: &str = "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active";
+    pub const ALU_PCT: &str = "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active";
+    pub const LD_BYTES_PER_SECTOR: &str = "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio";
+    pub const ST_BYTES_PER_SECTOR: &str = "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio";
+    pub const INST_EXECUTED: &str = "smsp__inst_executed.sum";
+    pub const SHARED_ATOM_INST: &str = "smsp__inst_executed_op_shared_atom.sum";
+    pub const SHARED_ATOM_WAVEFRONTS: &str = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum";
+    pub const SHARED_LD_WAVEFRONTS: &str = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum";
+    pub const SHARED_ST_WAVEFRONTS: &str = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum";
     pub const GLOBAL_RED: &str = "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum";
     pub const GLOBAL_ATOM: &str = "l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum";
     pub const LOCAL_LD_INST: &str = "smsp__sass_inst_executed_op_local_ld.sum";
@@ -140,11 +148,18 @@ impl DeviceFacts {
     }
 }
 
-/// What the task knows that the counters cannot: the least work a correct kernel does.
+/// What the task knows that the counters cannot: the least work a correct kernel does,
+/// and how accurate it must be.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Hints {
     /// Bytes any correct kernel must move through DRAM (the task's roofline).
     pub min_bytes: Option<f64>,
+    /// Flops any correct kernel must do (the task's roofline).
+    #[serde(default)]
+    pub min_flops: Option<f64>,
+    /// The task's tolerance and data types, which decide the arithmetic paths allowed.
+    #[serde(default)]
+    pub accuracy: Option<crate::precision::Accuracy>,
 }
 
 /// One kernel's evidence: its ncu row, its SASS analysis and its ptxas resources.
@@ -250,6 +265,42 @@ impl<'a> Kernel<'a> {
             + f(DMUL_PER_CYCLE)
             + f(DADD_PER_CYCLE);
         self.launch?.has(FFMA_PER_CYCLE).then_some(per_cycle * hz)
+    }
+
+    /// Requested bytes over moved bytes for global loads and stores (1 when every byte
+    /// of every 32-byte sector is used), from ncu's bytes-per-sector ratios.
+    pub fn sector_efficiency(&self) -> Option<f64> {
+        use metric::*;
+        let (ld_s, st_s) = (self.opt(LD_SECTORS).unwrap_or(0.0), self.opt(ST_SECTORS).unwrap_or(0.0));
+        if ld_s + st_s <= 0.0 {
+            return None;
+        }
+        let ld = if ld_s > 0.0 { self.opt(LD_BYTES_PER_SECTOR)? } else { 0.0 };
+        let st = if st_s > 0.0 { self.opt(ST_BYTES_PER_SECTOR)? } else { 0.0 };
+        Some(((ld * ld_s + st * st_s) / (32.0 * (ld_s + st_s))).clamp(0.0, 1.0))
+    }
+
+    /// The task's least bytes over the bytes DRAM moved, when both are known.
+    pub fn useful_dram_fraction(&self) -> Option<f64> {
+        let min = self.hints.min_bytes.filter(|b| *b > 0.0)?;
+        let moved = self.dram_bytes().filter(|b| *b > 0.0)?;
+        Some((min / moved).min(1.0))
+    }
+
+    /// The busiest SM pipe and its utilization in percent.
+    pub fn busiest_pipe(&self) -> Option<(&'static str, f64)> {
+        use metric::*;
+        [
+            ("fma", FMA_PIPE_PCT),
+            ("alu", ALU_PCT),
+            ("tensor", TENSOR_PCT),
+            ("fp64", FP64_PIPE_PCT),
+            ("xu", XU_PCT),
+            ("lsu", LSU_PCT),
+        ]
+        .iter()
+        .filter_map(|(n, m)| self.opt(m).map(|v| (*n, v)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
     }
 
     pub fn dram_bytes(&self) -> Option<f64> {

@@ -7,11 +7,14 @@
 //! the kernel and gates which [`tools`] (stage 2) run. Each tool sizes its problem as an
 //! estimated share of kernel time saved, which ranks the [`diagnosis::Diagnosis`] list;
 //! [`render`] turns it into a report for people and short guidance for the generator.
+//! [`precision`] decides which arithmetic paths a task's tolerance admits, so that
+//! prescriptions offer only what can pass and floors assume the fastest such path.
 //! Pure functions on text and numbers: no I/O, no GPU.
 
 pub mod diagnosis;
 pub mod facts;
 pub mod ncu;
+pub mod precision;
 pub mod render;
 pub mod roofline;
 pub mod tools;

@@ -33,6 +33,9 @@ impl Bound {
 
 /// DRAM throughput at which a kernel counts as at the roofline (practical peak is ~90%).
 pub const AT_ROOFLINE_DRAM_PCT: f64 = 80.0;
+/// Share of the moved bytes that must be useful for busy DRAM to count as the roofline:
+/// a kernel that moves 8 bytes for every 1 it needs is busy, not done.
+pub const USEFUL_BYTES_FRACTION: f64 = 0.8;
 /// Speed-of-light throughput at which a unit counts as the bottleneck.
 pub const BOUND_PCT: f64 = 50.0;
 
@@ -51,9 +54,29 @@ pub struct Roofline {
     pub gflops: Option<f64>,
     /// FLOP per DRAM byte.
     pub arithmetic_intensity: Option<f64>,
-    /// Kernel time over the least time the task's bytes and flops need, when known.
+    /// The least time the task's bytes and flops need, when known: bytes at the DRAM
+    /// peak, flops on the fastest arithmetic path the task's tolerance admits.
     pub floor_us: Option<f64>,
+    /// Requested over moved bytes of global accesses (ncu's bytes per sector / 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sector_efficiency: Option<f64>,
+    /// The task's least bytes over the bytes DRAM moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub useful_dram_fraction: Option<f64>,
+    /// The busiest SM pipe (`lsu`, `fma`, ...) and its utilization, whatever the class:
+    /// stage 2 gates shared-memory tools on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_pipe: Option<(String, f64)>,
     pub reason: String,
+}
+
+impl Roofline {
+    /// Whether the L1/shared-memory unit or the LSU pipe that feeds it limits.
+    pub fn shared_side_limits(&self) -> bool {
+        self.limiter == "l1"
+            || self.limiter == "lsu pipe"
+            || self.busiest_pipe.as_ref().is_some_and(|(p, v)| p == "lsu" && *v >= BOUND_PCT)
+    }
 }
 
 fn r1(x: f64) -> f64 {
@@ -78,10 +101,26 @@ pub fn classify(k: &Kernel) -> Roofline {
         (Some(f), Some(b), Some(t)) if b > 0.0 => Some(f * t / b),
         _ => None,
     };
-    let floor_us = match (k.hints.min_bytes, k.device.peak_dram_bytes_per_s) {
+    let bytes_floor = match (k.hints.min_bytes, k.device.peak_dram_bytes_per_s) {
         (Some(b), Some(p)) if p > 0.0 => Some(b / p * 1e6),
         _ => None,
     };
+    let flops_floor = match (k.hints.min_flops, k.device.sms, k.device.sm_clock_hz) {
+        (Some(f), Some(sms), Some(hz)) if f > 0.0 => {
+            let acc = k.hints.accuracy.clone().unwrap_or_default();
+            let cc = k.device.compute_capability.map(|c| c.0).unwrap_or(9);
+            let (_, per_clock) = crate::precision::fastest_admissible(&acc, cc);
+            Some(f / (sms * hz * per_clock) * 1e6)
+        }
+        _ => None,
+    };
+    let floor_us = match (bytes_floor, flops_floor) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let sector_efficiency = k.sector_efficiency();
+    let useful_dram = k.useful_dram_fraction();
+    let busiest = k.busiest_pipe();
     let memory_limiter = || {
         let units = [("dram", dram), ("l2", l2), ("l1", l1)];
         units
@@ -91,20 +130,23 @@ pub fn classify(k: &Kernel) -> Roofline {
             .map(|(n, _)| n.to_string())
             .unwrap_or_else(|| "memory".into())
     };
-    let busiest_pipe = || {
-        let pipes = [
-            ("fma", metric::FMA_PIPE_PCT),
-            ("tensor", metric::TENSOR_PCT),
-            ("fp64", metric::FP64_PIPE_PCT),
-            ("xu", metric::XU_PCT),
-            ("lsu", metric::LSU_PCT),
-        ];
-        pipes
-            .iter()
-            .filter_map(|(n, m)| k.opt(m).map(|v| (*n, v)))
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(n, _)| format!("{n} pipe"))
-            .unwrap_or_else(|| "sm".into())
+    let busiest_pipe = || busiest.map(|(n, _)| format!("{n} pipe")).unwrap_or_else(|| "sm".into());
+    // The bytes DRAM moves count only as far as they are used: waste keeps a busy DRAM
+    // off the roofline, and the waste tools then say where it comes from.
+    let waste = [
+        sector_efficiency
+            .map(|e| (e, format!("only {:.0}% of the bytes in each moved sector are requested", 100.0 * e))),
+        useful_dram.map(|u| (u, format!("the task needs only {:.0}% of the bytes DRAM moves", 100.0 * u))),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|(f, _)| *f < USEFUL_BYTES_FRACTION)
+    .min_by(|a, b| a.0.total_cmp(&b.0))
+    .map(|(_, why)| why);
+    let unknown_use = if sector_efficiency.is_none() && useful_dram.is_none() {
+        " (how many of those bytes are useful is unknown: no bytes-per-sector counters and no task roofline)"
+    } else {
+        ""
     };
     let (class, limiter, reason) = match (dram, mem, sm) {
         (None, None, None) => {
@@ -112,11 +154,17 @@ pub fn classify(k: &Kernel) -> Roofline {
         }
         _ => {
             let (d, m, s) = (dram.unwrap_or(0.0), mem.unwrap_or(0.0), sm.unwrap_or(0.0));
-            if d >= AT_ROOFLINE_DRAM_PCT {
+            if d >= AT_ROOFLINE_DRAM_PCT && waste.is_none() {
                 (
                     Bound::AtRoofline,
                     "dram".to_string(),
-                    format!("DRAM throughput {d:.1}% of peak is at the practical ceiling (>= {AT_ROOFLINE_DRAM_PCT}%)"),
+                    format!("DRAM throughput {d:.1}% of peak is at the practical ceiling (>= {AT_ROOFLINE_DRAM_PCT}%){unknown_use}"),
+                )
+            } else if let Some(why) = waste.filter(|_| d >= AT_ROOFLINE_DRAM_PCT) {
+                (
+                    Bound::MemoryBound,
+                    "dram".to_string(),
+                    format!("DRAM throughput {d:.1}% of peak, but {why}: busy, not at the roofline"),
                 )
             } else if m >= BOUND_PCT && m >= s {
                 let lim = memory_limiter();
@@ -156,6 +204,9 @@ pub fn classify(k: &Kernel) -> Roofline {
         gflops: gflops.map(r1),
         arithmetic_intensity: ai.map(|x| (x * 100.0).round() / 100.0),
         floor_us: floor_us.map(|x| (x * 1000.0).round() / 1000.0),
+        sector_efficiency: sector_efficiency.map(|x| (x * 1000.0).round() / 1000.0),
+        useful_dram_fraction: useful_dram.map(|x| (x * 1000.0).round() / 1000.0),
+        busiest_pipe: busiest.map(|(n, v)| (n.to_string(), r1(v))),
         reason,
     }
 }

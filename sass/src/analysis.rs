@@ -3,6 +3,7 @@
 //! (backward branches) and what runs inside them.
 
 use crate::classify::{access_bits, classify, touches_fp64, Class};
+use crate::dataflow;
 use crate::parse::{Function, Instruction};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -58,6 +59,18 @@ pub struct Loop {
     pub line: Option<String>,
     pub mix: Mix,
     pub barriers: u64,
+    /// Global loads whose address comes from a load in the loop (carried around it too).
+    #[serde(default)]
+    pub dependent_loads: u64,
+    /// The longest chain of loads feeding each other's addresses, counted over two trips.
+    #[serde(default)]
+    pub load_chain: u32,
+    /// Accurate math-library paths inlined in the loop, one name per call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accurate_math: Vec<String>,
+    /// Instructions those paths cost beyond their fast intrinsics.
+    #[serde(default)]
+    pub accurate_math_extra: u64,
 }
 
 /// One instruction worth pointing at, with its line.
@@ -98,6 +111,12 @@ pub struct FunctionReport {
     /// Sites of the instructions diagnoses point at, by class name (`global_load`, `mufu`,
     /// `atomic`, ...) plus `branch` for conditional branches.
     pub sites: BTreeMap<String, Vec<Site>>,
+    /// Global loads whose address comes from an earlier load's result.
+    #[serde(default)]
+    pub dependent_loads: Vec<Site>,
+    /// Accurate math-library paths, one site per inlined call (opcode: the function).
+    #[serde(default)]
+    pub accurate_math: Vec<Site>,
     pub findings: Vec<Finding>,
 }
 
@@ -217,8 +236,40 @@ pub fn analyze(f: &Function) -> FunctionReport {
             }
         }
         let barriers = lm.count(Class::Barrier);
-        loops.push(Loop { start, end, depth, instructions: n, line: first_line, mix: lm, barriers });
+        let body: Vec<&Instruction> = live.iter().copied().filter(|i| i.offset >= start && i.offset <= end).collect();
+        let dependent = dataflow::dependent_loads(&body, true);
+        let math = dataflow::accurate_math(&body);
+        loops.push(Loop {
+            start,
+            end,
+            depth,
+            instructions: n,
+            line: first_line,
+            mix: lm,
+            barriers,
+            dependent_loads: dependent.len() as u64,
+            load_chain: dependent.iter().map(|d| d.chain).max().unwrap_or(0),
+            accurate_math: math.iter().map(|m| m.function.to_string()).collect(),
+            accurate_math_extra: math.iter().map(|m| m.extra_instructions as u64).sum(),
+        });
     }
+    let mut dependent: Vec<u32> = dataflow::dependent_loads(&live, false).into_iter().map(|d| d.offset).collect();
+    for &(start, end) in &ranges {
+        let body: Vec<&Instruction> = live.iter().copied().filter(|i| i.offset >= start && i.offset <= end).collect();
+        dependent.extend(dataflow::dependent_loads(&body, true).into_iter().map(|d| d.offset));
+    }
+    dependent.sort();
+    dependent.dedup();
+    let dependent_sites: Vec<Site> =
+        live.iter().filter(|i| dependent.binary_search(&i.offset).is_ok()).map(|i| site(f, i)).collect();
+    let math_sites: Vec<Site> = dataflow::accurate_math(&live)
+        .into_iter()
+        .map(|m| Site {
+            offset: m.offset,
+            opcode: m.function.to_string(),
+            line: live.iter().find(|i| i.offset == m.offset).and_then(|i| f.loc(i)).map(|l| l.short()),
+        })
+        .collect();
     let total = live.len() as u64;
     let mut report = FunctionReport {
         name: f.name.clone(),
@@ -232,6 +283,8 @@ pub fn analyze(f: &Function) -> FunctionReport {
         local_memory: local,
         fp64,
         sites,
+        dependent_loads: dependent_sites,
+        accurate_math: math_sites,
         findings: Vec::new(),
     };
     report.findings = findings(f, &report, &live);
@@ -347,6 +400,33 @@ fn findings(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Vec<Find
             message: format!("{} atomic or reduction instructions ({} on global memory)", atomics.len(), global),
             count: atomics.len() as u64,
             lines: lines_by_frequency(&atomics),
+        });
+    }
+    if !r.dependent_loads.is_empty() {
+        let chain = r.loops.iter().map(|l| l.load_chain).max().unwrap_or(2).max(2);
+        out.push(Finding {
+            kind: "dependent-loads".into(),
+            message: format!(
+                "{} global loads take their address from an earlier load's result (chains up to {chain} loads deep): each waits a full memory latency for the one before",
+                r.dependent_loads.len()
+            ),
+            count: r.dependent_loads.len() as u64,
+            lines: lines_by_frequency(&r.dependent_loads),
+        });
+    }
+    if !r.accurate_math.is_empty() {
+        let mut names: Vec<&str> = r.accurate_math.iter().map(|s| s.opcode.as_str()).collect();
+        names.sort();
+        names.dedup();
+        out.push(Finding {
+            kind: "accurate-math".into(),
+            message: format!(
+                "{} inlined math-library calls on their accurate paths ({}): range reduction and polynomials on the FMA pipe",
+                r.accurate_math.len(),
+                names.join(", ")
+            ),
+            count: r.accurate_math.len() as u64,
+            lines: lines_by_frequency(&r.accurate_math),
         });
     }
     if r.instructions >= 20 && r.predicated_ratio > 0.3 {

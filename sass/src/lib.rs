@@ -4,11 +4,13 @@
 //! instructions (offset, predicate, opcode, modifiers, operands, branch target, source
 //! line); [`classify`] names what each instruction does; [`analysis`] derives the facts
 //! diagnoses are built on (instruction mix, access widths, local memory, fp64, loops and
-//! their barriers) with the source lines involved. [`ptxas`] reads the assembler's
+//! their barriers) with the source lines involved; [`dataflow`] follows registers through
+//! straight-line code (loads that feed addresses, inlined accurate math paths). [`ptxas`] reads the assembler's
 //! resource report. Nothing here does I/O or runs a tool: the caller supplies the text.
 
 pub mod analysis;
 pub mod classify;
+pub mod dataflow;
 pub mod parse;
 pub mod ptxas;
 

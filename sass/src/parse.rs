@@ -133,6 +133,8 @@ struct Builder {
     /// The group in force for following instructions.
     active: Option<(Option<u32>, Vec<u32>)>,
     interned: HashMap<SourceLoc, u32>,
+    /// The last user (non-toolkit) location of the current function.
+    last_user: Option<u32>,
 }
 
 impl Builder {
@@ -148,6 +150,7 @@ impl Builder {
             group_open: false,
             active: None,
             interned: HashMap::new(),
+            last_user: None,
         }
     }
 
@@ -173,6 +176,7 @@ impl Builder {
 
     fn start_function(&mut self, name: &str) {
         self.finish_function();
+        self.last_user = None;
         self.current = Some(Function {
             name: name.to_string(),
             demangled: crate::demangle(name),
@@ -201,8 +205,18 @@ impl Builder {
         if self.current.is_none() || group.is_empty() {
             return;
         }
-        let user = group.iter().position(|l| !l.is_toolkit()).unwrap_or(0);
+        let Some(user) = group.iter().position(|l| !l.is_toolkit()) else {
+            // Toolkit code with no inline chain (nvdisasm without -gi): the user line that
+            // came just before it is the best guess at its call site.
+            let loc = match self.last_user {
+                Some(u) => u,
+                None => self.intern(group[0].clone()),
+            };
+            self.active = Some((Some(loc), Vec::new()));
+            return;
+        };
         let loc = self.intern(group[user].clone());
+        self.last_user = Some(loc);
         let chain: Vec<u32> = group[user + 1..].iter().map(|l| self.intern(l.clone())).collect();
         self.active = Some((Some(loc), chain));
     }

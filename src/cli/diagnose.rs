@@ -24,8 +24,9 @@ pub struct Args {
 }
 
 fn hints_for(task: Option<&Task>, min_bytes: Option<f64>) -> Hints {
-    let work = task.and_then(|t| t.work(&t.bench));
-    Hints { min_bytes: min_bytes.or(work.map(|w| w.bytes)) }
+    let mut hints = task.map(Task::diagnosis_hints).unwrap_or_default();
+    hints.min_bytes = min_bytes.or(hints.min_bytes);
+    hints
 }
 
 fn read(path: &Path, what: &str) -> Result<String, ExitCode> {

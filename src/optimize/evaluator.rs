@@ -177,7 +177,7 @@ impl Evaluator {
             .and_then(|p| std::fs::read_to_string(p).ok())
             .map(|t| sass::analyze_all(&sass::parse(&t)))
             .unwrap_or_default();
-        let hints = heuristics::Hints { min_bytes: self.task.work(&self.task.bench).map(|w| w.bytes) };
+        let hints = self.task.diagnosis_hints();
         let report = heuristics::diagnose_profile(&profile, &sass, Some(&built.ptxas), &hints, None);
         let raw: Vec<String> = profile.launches.iter().map(heuristics::render::raw_counters).collect();
         Profiled {

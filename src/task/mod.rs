@@ -729,6 +729,46 @@ impl Task {
         })
     }
 
+    /// The tightest tolerance over the outputs, their element types and the roofline's
+    /// flops kind: what decides which arithmetic paths can pass the check.
+    pub fn accuracy(&self) -> heuristics::precision::Accuracy {
+        let mut rtol = f64::INFINITY;
+        let mut atol = f64::INFINITY;
+        let mut types = Vec::new();
+        for a in &self.args {
+            if let (
+                ArgRole::Output { tolerance, .. } | ArgRole::InOut { tolerance, .. },
+                ParamType::Pointer { elem, .. },
+            ) = (&a.role, a.ty)
+            {
+                rtol = rtol.min(tolerance.rtol);
+                atol = atol.min(tolerance.atol);
+                types.push(elem.name().to_string());
+            }
+        }
+        if !rtol.is_finite() {
+            (rtol, atol) = (self.tolerance.rtol, self.tolerance.atol);
+        }
+        let flops_kind = match self.roofline.as_ref().map(|r| r.flops_kind) {
+            Some(FlopsKind::Fp64) => "fp64",
+            Some(FlopsKind::Fp16Tensor) => "fp16-tensor",
+            Some(FlopsKind::Bf16Tensor) => "bf16-tensor",
+            Some(FlopsKind::Int32) => "int32",
+            Some(FlopsKind::Fp32) | None => "fp32",
+        };
+        heuristics::precision::Accuracy { rtol, atol, output_types: types, flops_kind: flops_kind.into() }
+    }
+
+    /// What the diagnoses may know about the task at its bench size.
+    pub fn diagnosis_hints(&self) -> heuristics::Hints {
+        let work = self.work(&self.bench);
+        heuristics::Hints {
+            min_bytes: work.map(|w| w.bytes),
+            min_flops: work.map(|w| w.flops).filter(|f| *f > 0.0),
+            accuracy: Some(self.accuracy()),
+        }
+    }
+
     /// The smallest check size by total buffer bytes (sanitizers run there).
     pub fn smallest_check(&self) -> &Size {
         self.checks.iter().min_by_key(|s| self.total_bytes(s)).expect("a task has at least one check size")

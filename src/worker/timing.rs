@@ -7,7 +7,7 @@
 use super::cases::{self, CaseData, DeviceCase, HostCase};
 use super::{gpu_stop, Entry, Stop, Worker};
 use crate::protocol::*;
-use crate::task::{FlopsKind, Task};
+use crate::task::Task;
 use std::time::Instant;
 
 const SIDES: [&str; 2] = ["baseline", "candidate"];
@@ -130,16 +130,15 @@ fn noisy(t: &SideTiming) -> bool {
     t.cv > NOISY_CV || t.median_spread() > NOISY_MEDIAN_SPREAD
 }
 
-/// The least time any correct kernel needs at the bench size, from the task's roofline.
+/// The least time any correct kernel needs at the bench size, from the task's roofline:
+/// its bytes at the DRAM peak, or its flops on the fastest arithmetic path that can meet
+/// the task's tolerance (3xTF32 tensor cores for an fp32 GEMM whose tolerance rejects
+/// plain TF32), whichever is longer.
 pub fn floor_ms(task: &Task, info: &DeviceInfo) -> Option<f64> {
     let work = task.work(&task.bench)?;
     let bytes_s = work.bytes / (info.peak_dram_gbs * 1e9);
-    let per_sm_clock = match work.flops_kind {
-        FlopsKind::Fp32 => 256.0,
-        FlopsKind::Fp64 => 128.0,
-        FlopsKind::Int32 => 128.0,
-        FlopsKind::Fp16Tensor | FlopsKind::Bf16Tensor => 4096.0,
-    };
+    let (_, per_sm_clock) =
+        heuristics::precision::fastest_admissible(&task.accuracy(), info.compute_capability.0.max(0) as u32);
     let peak_flops = info.sm_count as f64 * info.max_sm_clock_mhz * 1e6 * per_sm_clock;
     let flops_s = if peak_flops > 0.0 { work.flops / peak_flops } else { 0.0 };
     let floor = bytes_s.max(flops_s) * 1e3;
@@ -678,4 +677,47 @@ fn measure_energy(
         seconds: secs,
         counter_updates: updates,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn h100() -> DeviceInfo {
+        DeviceInfo {
+            name: "NVIDIA H100 80GB HBM3".into(),
+            uuid: String::new(),
+            compute_capability: (9, 0),
+            sm_count: 132,
+            l2_bytes: 50 << 20,
+            memory_bytes: 80 << 30,
+            max_sm_clock_mhz: 1980.0,
+            memory_clock_mhz: 2619.0,
+            memory_bus_bits: 5120,
+            peak_dram_gbs: 3352.3,
+            driver_version: 13000,
+        }
+    }
+
+    #[test]
+    fn the_gemm_f32_floor_assumes_3xtf32_not_the_fp32_fma_peak() {
+        let task = Task::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/gemm_f32")).unwrap();
+        let floor = floor_ms(&task, &h100()).unwrap();
+        let flops = 2.0 * 4096f64.powi(3);
+        let fma_floor = flops / (132.0 * 1980e6 * 256.0) * 1e3;
+        assert!((fma_floor - 2.05).abs() < 0.01, "{fma_floor}");
+        // 3xTF32: a third of the 2048 TF32 FLOP per SM per clock, 8/3 of the FMA rate.
+        assert!((floor - fma_floor * 3.0 / 8.0).abs() < 1e-6, "{floor} vs {fma_floor}");
+        // cuBLAS SGEMM's 2.67 ms at this size is above it, as any correct kernel must be.
+        assert!(floor < 2.67);
+    }
+
+    #[test]
+    fn a_memory_bound_task_floor_is_its_bytes_at_the_dram_peak() {
+        let task = Task::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/vector_add")).unwrap();
+        let floor = floor_ms(&task, &h100()).unwrap();
+        let bytes = task.work(&task.bench).unwrap().bytes;
+        assert!((floor - bytes / 3352.3e9 * 1e3).abs() < 1e-9);
+    }
 }

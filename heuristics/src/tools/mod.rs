@@ -8,6 +8,15 @@ use crate::facts::{metric as m, Kernel, Missing};
 use crate::roofline::{Bound, Roofline};
 use sass::Class;
 
+mod arithmetic;
+mod memory_access;
+mod shared;
+
+use arithmetic::{accurate_math, mac_loop_without_reuse, register_tiling};
+use memory_access::{dependent_loads, narrow_global_access};
+
+use shared::shared_memory_bound;
+
 /// Which stage-1 classes a tool applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
@@ -19,6 +28,9 @@ pub enum Gate {
     Compute,
     /// Parallelism tools: latency- and memory-bound kernels.
     Latency,
+    /// Shared-memory and barrier tools: whenever L1 or the LSU pipe limits, whatever
+    /// the class, and for latency-bound kernels.
+    Shared,
 }
 
 impl Gate {
@@ -28,6 +40,7 @@ impl Gate {
             Gate::Memory => "memory-side",
             Gate::Compute => "compute-side",
             Gate::Latency => "parallelism",
+            Gate::Shared => "shared-memory",
         }
     }
 }
@@ -40,10 +53,14 @@ pub struct Tool {
 
 /// Every tool, in tie-break order.
 pub const ALL: &[Tool] = &[
+    Tool { id: "register-tiling", gate: Gate::Shared, run: register_tiling },
     Tool { id: "no-tensor-cores", gate: Gate::Always, run: no_tensor_cores },
     Tool { id: "local-memory", gate: Gate::Always, run: local_memory },
-    Tool { id: "uncoalesced-global", gate: Gate::Memory, run: uncoalesced_global },
-    Tool { id: "shared-bank-conflicts", gate: Gate::Memory, run: shared_bank_conflicts },
+    Tool { id: "uncoalesced-global", gate: Gate::Always, run: uncoalesced_global },
+    Tool { id: "dependent-loads", gate: Gate::Latency, run: dependent_loads },
+    Tool { id: "narrow-global-access", gate: Gate::Memory, run: narrow_global_access },
+    Tool { id: "shared-bank-conflicts", gate: Gate::Shared, run: shared_bank_conflicts },
+    Tool { id: "shared-memory-bound", gate: Gate::Shared, run: shared_memory_bound },
     Tool { id: "atomic-contention", gate: Gate::Always, run: atomic_contention },
     Tool { id: "fp64-in-fp32", gate: Gate::Always, run: fp64_in_fp32 },
     Tool { id: "under-filled-grid", gate: Gate::Always, run: under_filled_grid },
@@ -53,8 +70,9 @@ pub const ALL: &[Tool] = &[
     Tool { id: "redundant-l2-traffic", gate: Gate::Memory, run: redundant_l2_traffic },
     Tool { id: "register-pressure", gate: Gate::Always, run: register_pressure },
     Tool { id: "low-occupancy", gate: Gate::Latency, run: low_occupancy },
+    Tool { id: "accurate-math", gate: Gate::Compute, run: accurate_math },
     Tool { id: "special-function-bound", gate: Gate::Compute, run: special_function_bound },
-    Tool { id: "barrier-stalls", gate: Gate::Latency, run: barrier_stalls },
+    Tool { id: "barrier-stalls", gate: Gate::Shared, run: barrier_stalls },
     Tool { id: "memory-latency-bound", gate: Gate::Latency, run: memory_latency_bound },
     Tool { id: "async-copy-opportunity", gate: Gate::Memory, run: async_copy_opportunity },
     Tool { id: "integer-overhead", gate: Gate::Compute, run: integer_overhead },
@@ -105,7 +123,7 @@ fn ideal_sectors(hist: Option<&std::collections::BTreeMap<String, u64>>) -> f64 
     }
 }
 
-fn uncoalesced_global(k: &Kernel, _: &Roofline) -> ToolResult {
+fn uncoalesced_global(k: &Kernel, r: &Roofline) -> ToolResult {
     let (ld_s, ld_r) = (k.m0(m::LD_SECTORS)?, k.m0(m::LD_REQUESTS)?);
     let (st_s, st_r) = (k.m0(m::ST_SECTORS)?, k.m0(m::ST_REQUESTS)?);
     if ld_r + st_r == 0.0 {
@@ -125,10 +143,27 @@ fn uncoalesced_global(k: &Kernel, _: &Roofline) -> ToolResult {
             pct(frac)
         ));
     }
-    let saving = frac * k.memory_weight();
+    if let Some(why) = memory_access::mostly_dependent(k) {
+        return quiet(why);
+    }
+    // When DRAM limits, wasted sectors are wasted DRAM time one for one.
+    let weight = if r.limiter == "dram" { 1.0 } else { k.memory_weight() };
+    let saving = frac * weight;
+    let efficiency = k.sector_efficiency();
+    // One lane per sector, a few bytes used of each: lanes read one field of a record.
+    let strided_field = spr_ld >= 16.0 && efficiency.is_some_and(|e| e <= 0.25);
+    let layout = if strided_field {
+        format!(
+            "Each lane reads its own sector and uses {:.0} of its 32 bytes: the lanes read one field of consecutive records (array of structures). Store that field in its own array (structure of arrays) so a warp reads 128 contiguous bytes, or, if the record must stay, have a warp read whole records cooperatively and pick the field from registers or shared memory. ",
+            32.0 * efficiency.unwrap_or(0.0)
+        )
+    } else {
+        String::new()
+    };
     let lines = k.lines_of(&[Class::GlobalLoad, Class::GlobalStore]);
     fired(
         Diagnosis::new("uncoalesced-global", saving)
+            .ev("sector_efficiency", efficiency.unwrap_or(-1.0))
             .ev("load_sectors_per_request", spr_ld)
             .ev("store_sectors_per_request", spr_st)
             .ev("ideal_sectors_per_request", ideal_ld)
@@ -144,7 +179,7 @@ fn uncoalesced_global(k: &Kernel, _: &Roofline) -> ToolResult {
                 pct(k.memory_weight())
             ))
             .prescription(format!(
-                "Make the 32 lanes of a warp read consecutive addresses: put threadIdx.x on the contiguous (innermost) dimension. If each thread walks its own row or column, give that row to a warp or a block instead (lanes stride through it together), or stage a tile through shared memory: load it coalesced, read it transposed. Target {ideal_ld:.0} sectors per request."
+                "{layout}Make the 32 lanes of a warp read consecutive addresses: put threadIdx.x on the contiguous (innermost) dimension. If each thread walks its own row or column, give that row to a warp or a block instead (lanes stride through it together), or stage a tile through shared memory: load it coalesced, read it transposed. Target {ideal_ld:.0} sectors per request."
             ))
             .at(&lines),
     )
@@ -166,6 +201,15 @@ fn scalar_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
         .sum();
     if wide > 0 {
         return quiet(format!("{wide} global accesses are already 64 or 128 bits wide"));
+    }
+    let narrow = s
+        .mix
+        .global_load_bits
+        .keys()
+        .chain(s.mix.global_store_bits.keys())
+        .any(|b| b.parse::<u32>().unwrap_or(32) < 32);
+    if narrow {
+        return quiet("8- or 16-bit accesses: narrow-global-access covers them");
     }
     let dram = k.m(m::DRAM_PCT)?;
     let (ld_s, ld_r) = (k.m0(m::LD_SECTORS)?, k.m0(m::LD_REQUESTS)?);
@@ -499,20 +543,34 @@ fn warp_divergence(k: &Kernel, _: &Roofline) -> ToolResult {
     )
 }
 
-fn atomic_contention(k: &Kernel, _: &Roofline) -> ToolResult {
+fn atomic_contention(k: &Kernel, r: &Roofline) -> ToolResult {
+    let global = global_atomic_contention(k)?;
+    let shared = shared_atomic_contention(k, r);
+    match (global, shared) {
+        (Some(g), Some(s)) => fired(if s.score >= g.score { s } else { g }),
+        (Some(d), None) | (None, Some(d)) => fired(d),
+        (None, None) => quiet(if k.opt(m::SHARED_ATOM_INST).unwrap_or(0.0) > 0.0 {
+            "global and shared atomics are few or uncontended"
+        } else {
+            "no contended global atomics, no shared atomics"
+        }),
+    }
+}
+
+fn global_atomic_contention(k: &Kernel) -> Result<Option<Diagnosis>, Missing> {
     let atomics = k.m0(m::GLOBAL_RED)? + k.m0(m::GLOBAL_ATOM)?;
     if atomics == 0.0 {
-        return quiet("no global atomics or reductions");
+        return Ok(None);
     }
     let others = k.opt(m::LD_REQUESTS).unwrap_or(0.0) + k.opt(m::ST_REQUESTS).unwrap_or(0.0);
     let share = atomics / (atomics + others);
     let waits = k.stall_share(&["long_scoreboard", "short_scoreboard", "lg_throttle"]).unwrap_or(0.5);
     let saving = waits * (2.0 * share).min(1.0);
     if saving < 0.03 {
-        return quiet(format!("{} atomic requests, {} of global requests", count(atomics), pct(share)));
+        return Ok(None);
     }
     let lines = k.lines_of(&[Class::Atomic]);
-    fired(
+    Ok(Some(
         Diagnosis::new("atomic-contention", saving)
             .ev("global_atomic_requests", atomics)
             .ev("share_of_global_requests", share)
@@ -525,6 +583,59 @@ fn atomic_contention(k: &Kernel, _: &Roofline) -> ToolResult {
                 pct(waits)
             ))
             .prescription("Privatize the counters: accumulate per block in shared memory (atomicAdd on __shared__ bins, after warp aggregation with __match_any_sync / __reduce_add_sync so one lane per distinct bin updates), then add each block's partial result to global memory once per bin.")
+            .at(&lines),
+    ))
+}
+
+/// Shared-memory atomics that serialize: lanes of a warp on the same address replay
+/// (more wavefronts than instructions), and float atomics without a native shared
+/// instruction become compare-and-swap loops that retry under contention.
+fn shared_atomic_contention(k: &Kernel, _: &Roofline) -> Option<Diagnosis> {
+    let executed = k.opt(m::SHARED_ATOM_INST).filter(|x| *x > 0.0)?;
+    let wavefronts = k.opt(m::SHARED_ATOM_WAVEFRONTS).unwrap_or(executed);
+    let total = k.opt(m::INST_EXECUTED)?;
+    let cas_loop = k.sass.and_then(|s| {
+        s.loops.iter().find(|l| {
+            l.mix.count(Class::Atomic) > 0
+                && s.sites.get("atomic").is_some_and(|v| {
+                    v.iter().any(|x| x.offset >= l.start && x.offset <= l.end && x.opcode.starts_with("ATOMS.CAS"))
+                })
+                && l.instructions <= 12
+        })
+    });
+    // A retry loop executes its whole body per attempt; a native atomic one instruction.
+    let per_attempt = cas_loop.map(|l| l.instructions as f64).unwrap_or(1.0);
+    let atom_share = (executed * per_attempt / total).min(1.0);
+    let replays = wavefronts / executed;
+    let waits = k.stall_share(&["short_scoreboard", "mio_throttle"]).unwrap_or(0.5);
+    let serialized = if cas_loop.is_some() { 1.0 } else { (1.0 - 1.0 / replays).max(0.0) };
+    let saving = atom_share * serialized * waits.max(0.3);
+    if saving < 0.05 {
+        return None;
+    }
+    let lines = k.lines_of(&[Class::Atomic]);
+    let how = match cas_loop {
+        Some(l) => format!(
+            "Float atomicAdd on shared memory compiles to a compare-and-swap retry loop ({} instructions per attempt, ATOMS.CAS): lanes that hit the same bin fail and retry one after another",
+            l.instructions
+        ),
+        None => format!("Lanes of a warp that hit the same shared address are replayed: {replays:.1} wavefronts per atomic instruction"),
+    };
+    Some(
+        Diagnosis::new("atomic-contention", saving)
+            .ev("shared_atomic_instructions", executed)
+            .ev("shared_atomic_wavefronts", wavefronts)
+            .ev("wavefronts_per_instruction", replays)
+            .ev("share_of_executed_instructions", atom_share)
+            .ev("shared_wait_stall_share", waits)
+            .ev("cas_retry_loop", if cas_loop.is_some() { 1.0 } else { 0.0 })
+            .analysis(format!(
+                "{how}. Shared atomics and their retries are {} of the instructions executed ({} atomic instructions), and warps spend {} of their stall time waiting on shared-memory results.",
+                pct(atom_share),
+                count(executed),
+                pct(waits)
+            ))
+            .prescription("Aggregate before the atomic: keep per-thread partial sums in registers when the bins are few (one register per bin), or combine lanes with the same bin first (__match_any_sync, then __reduce_add_sync or a shuffle reduction) so one lane per distinct bin and warp updates shared memory; with many bins, give each warp its own sub-histogram and merge them at the end.")
             .at(&lines),
     )
 }
@@ -555,31 +666,71 @@ fn no_tensor_cores(k: &Kernel, _: &Roofline) -> ToolResult {
     if let Some(ai) = ai.filter(|a| *a < 8.0) {
         return quiet(format!("{ai:.1} FLOP per DRAM byte: too little reuse for tensor cores to pay"));
     }
-    let tf32 = k.device.tensor_peak_flops().map(|p| p / 2.0);
-    let saving = match (flops, tf32) {
+    let cc = k.device.compute_capability.map(|c| c.0).unwrap_or(9);
+    let accuracy = k.hints.accuracy.as_ref();
+    let (path, per_clock) = match accuracy {
+        Some(a) => crate::precision::fastest_admissible(a, cc),
+        None => (crate::precision::MathPath::Tf32, crate::precision::MathPath::Tf32.flops_per_sm_clock(cc)),
+    };
+    if path == crate::precision::MathPath::Fp32Fma {
+        return quiet(format!(
+            "the task's rtol {:.0e} admits no tensor-core path for its data: FFMA stays",
+            accuracy.map(|a| a.rtol).unwrap_or(0.0)
+        ));
+    }
+    let peak = match (k.device.sms, k.device.sm_clock_hz) {
+        (Some(n), Some(hz)) => Some(n * hz * per_clock),
+        _ => None,
+    };
+    let mut saving = match (flops, peak) {
         (Some(f), Some(p)) if p > 0.0 => (1.0 - f / (0.6 * p)).clamp(0.0, 0.9),
         _ => 0.3,
     };
+    // Tensor cores need operands staged once and reused; while every FMA still loads
+    // its own operands from shared memory, register tiling is the step that pays first.
+    let needs_tiling = mac_loop_without_reuse(s).is_some();
+    if needs_tiling {
+        saving *= 0.5;
+    }
     let line = lp.line.clone().map(|l| vec![l]).unwrap_or_default();
     let at = lp.line.as_ref().map(|l| format!(" at {l}")).unwrap_or_default();
-    fired(
-        Diagnosis::new("no-tensor-cores", saving)
-            .ev("achieved_gflops", flops.unwrap_or(0.0) / 1e9)
-            .ev("tf32_tensor_peak_tflops", tf32.unwrap_or(0.0) / 1e12)
-            .ev("flop_per_dram_byte", ai.unwrap_or(0.0))
-            .ev("tensor_pipe_pct", k.opt(m::TENSOR_PCT).unwrap_or(0.0))
-            .ev("fma_pipe_pct", k.opt(m::FMA_PIPE_PCT).unwrap_or(0.0))
-            .ev("loop_fp_instructions", (lp.mix.count(Class::Fp32) + lp.mix.count(Class::Fp16)) as f64)
-            .ev("loop_loads", (lp.mix.count(Class::GlobalLoad) + lp.mix.count(Class::SharedLoad)) as f64)
-            .analysis(format!(
-                "The multiply-accumulate loop{at} runs on the FMA pipe at {:.0} GFLOP/s while the tensor pipe is idle; TF32 tensor cores alone offer ~{:.0} TFLOP/s here{}.",
-                flops.unwrap_or(0.0) / 1e9,
-                tf32.unwrap_or(0.0) / 1e12,
-                ai.map(|a| format!(", and {a:.0} FLOP per DRAM byte shows the reuse they need")).unwrap_or_default()
-            ))
-            .prescription("Move the product onto tensor cores: stage A and B tiles in shared memory and use mma.sync / wmma (TF32 for float data, or bf16/fp16 inputs with fp32 accumulation); on sm_90a use wgmma (HGMMA) fed from shared-memory descriptors. TF32 keeps 10 mantissa bits (~1e-3 relative): check the task's tolerance, or split into 3xTF32 for fp32 accuracy.")
-            .at(&line),
-    )
+    let how = match (path, accuracy) {
+        (crate::precision::MathPath::ThreeTf32, Some(a)) => format!(
+            "Use 3xTF32: split each fp32 operand into a TF32 high part and a TF32 remainder (hi = tf32(x), lo = tf32(x - hi)) and accumulate hi*hi + hi*lo + lo*hi with mma.sync m16n8k8 TF32 in fp32; it keeps fp32 accuracy (~{:.0e}) at up to 8/3 the FFMA peak. Plain TF32 (~{:.0e} relative) fails this task's rtol {:.0e}.",
+            crate::precision::MathPath::ThreeTf32.unit_roundoff(),
+            crate::precision::MathPath::Tf32.unit_roundoff(),
+            a.rtol
+        ),
+        (crate::precision::MathPath::Tf32, Some(a)) => format!(
+            "Use TF32 tensor cores (mma.sync m16n8k8 .tf32, or wmma with precision::tf32): the task's rtol {:.0e} admits TF32's ~5e-4 relative rounding.",
+            a.rtol
+        ),
+        (crate::precision::MathPath::Half, _) => "Use 16-bit tensor cores with fp32 accumulation (mma.sync / wmma on half or bf16 fragments; wgmma on sm_90a).".to_string(),
+        _ => "Use mma.sync / wmma (TF32 for float data, or bf16/fp16 inputs with fp32 accumulation). TF32 keeps 10 mantissa bits (~5e-4 relative): check the task's tolerance, or split into 3xTF32 for fp32 accuracy.".to_string(),
+    };
+    let first = if needs_tiling { "After register tiling (register-tiling), move" } else { "Move" };
+    let d = Diagnosis::new("no-tensor-cores", saving)
+        .ev("achieved_gflops", flops.unwrap_or(0.0) / 1e9)
+        .ev("admissible_path", path.name())
+        .ev("admissible_peak_tflops", peak.unwrap_or(0.0) / 1e12)
+        .ev("flop_per_dram_byte", ai.unwrap_or(0.0))
+        .ev("tensor_pipe_pct", k.opt(m::TENSOR_PCT).unwrap_or(0.0))
+        .ev("fma_pipe_pct", k.opt(m::FMA_PIPE_PCT).unwrap_or(0.0))
+        .ev("loop_fp_instructions", (lp.mix.count(Class::Fp32) + lp.mix.count(Class::Fp16)) as f64)
+        .ev("loop_loads", (lp.mix.count(Class::GlobalLoad) + lp.mix.count(Class::SharedLoad)) as f64)
+        .analysis(format!(
+            "The multiply-accumulate loop{at} runs on the FMA pipe at {:.0} GFLOP/s while the tensor pipe is idle; {} offer ~{:.0} TFLOP/s here{}{}.",
+            flops.unwrap_or(0.0) / 1e9,
+            path.name(),
+            peak.unwrap_or(0.0) / 1e12,
+            if accuracy.is_some() { " within the task's tolerance" } else { " (the task's tolerance is unknown: TF32 assumed)" },
+            ai.map(|a| format!(", and {a:.0} FLOP per DRAM byte shows the reuse they need")).unwrap_or_default()
+        ))
+        .prescription(format!(
+            "{first} the product onto tensor cores: stage A and B tiles in shared memory and feed mma.sync fragments from them (ldmatrix); on sm_90a use wgmma fed from shared-memory descriptors. {how}"
+        ))
+        .at(&line);
+    fired(if needs_tiling { d.cap(Severity::Medium) } else { d })
 }
 
 fn barrier_stalls(k: &Kernel, _: &Roofline) -> ToolResult {
@@ -614,7 +765,7 @@ fn special_function_bound(k: &Kernel, _: &Roofline) -> ToolResult {
             .ev("mufu_instructions", mufu as f64)
             .ev("xu_pipe_pct", xu)
             .analysis(format!("The special-function pipe (XU: exp, log, sin, reciprocal, sqrt at 16 per SM per clock) is {xu:.0}% busy with {mufu} MUFU instructions in the code."))
-            .prescription("Use the fast intrinsics where the tolerance allows (__expf, __logf, __sinf), write exp(x) as exp2f(x * log2e) with the constant folded into a preceding multiply, and compute one reciprocal and multiply instead of dividing repeatedly.")
+            .prescription(format!("Use the fast intrinsics where the tolerance allows (__expf, __logf, __sinf: {}), write exp(x) as exp2f(x * log2e) with the constant folded into a preceding multiply, and compute one reciprocal and multiply instead of dividing repeatedly.", crate::precision::fast_math_verdict(k.hints.accuracy.as_ref()).1))
             .at(&lines),
     )
 }

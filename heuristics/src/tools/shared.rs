@@ -1,0 +1,67 @@
+//! Shared memory as the limiter: too many shared-memory instructions per result.
+
+use super::{arithmetic::mac_loop_without_reuse, fired, pct, quiet};
+use crate::diagnosis::{Diagnosis, ToolResult};
+use crate::facts::{metric as m, Kernel};
+use crate::roofline::Roofline;
+use sass::Class;
+
+/// How much a register-resident rewrite typically cuts shared-memory instructions per
+/// result (a thread keeping four elements or a 4x4 micro-tile in registers).
+pub(super) const REGISTER_REUSE: f64 = 4.0;
+
+/// L1 or the LSU pipe is the busiest unit, its traffic is shared memory, and bank
+/// conflicts do not explain it: the kernel issues too many shared accesses per result.
+pub(super) fn shared_memory_bound(k: &Kernel, r: &Roofline) -> ToolResult {
+    let ld = k.m0(m::SHARED_LD_WAVEFRONTS)?;
+    let st = k.m0(m::SHARED_ST_WAVEFRONTS)?;
+    let atom = k.opt(m::SHARED_ATOM_WAVEFRONTS).unwrap_or(0.0);
+    let shared = ld + st + atom;
+    if shared == 0.0 {
+        return quiet("no shared-memory traffic");
+    }
+    let l1 = k.m(m::L1_PCT)?;
+    let lsu = k.opt(m::LSU_PCT).unwrap_or(0.0);
+    let busy = l1.max(lsu);
+    if busy < 60.0 {
+        return quiet(format!("L1 {l1:.0}% and LSU pipe {lsu:.0}% busy: shared memory does not limit"));
+    }
+    let global = k.opt(m::LD_SECTORS).unwrap_or(0.0) + k.opt(m::ST_SECTORS).unwrap_or(0.0);
+    let shared_share = shared / (shared + global);
+    if shared_share < 0.5 {
+        return quiet(format!("L1 is busy with global traffic ({} of its wavefronts are shared)", pct(shared_share)));
+    }
+    let conflicts = k.opt(m::SHARED_LD_CONFLICTS).unwrap_or(0.0) + k.opt(m::SHARED_ST_CONFLICTS).unwrap_or(0.0);
+    if conflicts > 0.2 * (ld + st) {
+        return quiet("bank-conflict replays are a large part of the traffic: shared-bank-conflicts covers it");
+    }
+    if atom > 0.3 * shared {
+        return quiet("shared atomics make up the traffic: atomic-contention covers it");
+    }
+    if let Some(s) = k.sass {
+        if mac_loop_without_reuse(s).is_some() {
+            return quiet("a multiply-accumulate loop loads an operand per FMA: register-tiling covers it");
+        }
+    }
+    let fma = k.opt(m::FMA_PIPE_PCT).unwrap_or(0.0) / 100.0;
+    let saving = (1.0 - (busy / 100.0 / REGISTER_REUSE).max(fma)) * shared_share;
+    let barriers = k.stall_share(&["barrier"]).unwrap_or(0.0);
+    let lines = k.lines_of(&[Class::SharedLoad, Class::SharedStore]);
+    fired(
+        Diagnosis::new("shared-memory-bound", saving)
+            .ev("l1_pct", l1)
+            .ev("lsu_pipe_pct", lsu)
+            .ev("shared_wavefronts", shared)
+            .ev("shared_share_of_l1", shared_share)
+            .ev("fma_pipe_pct", 100.0 * fma)
+            .ev("barrier_stall_share", barriers)
+            .analysis(format!(
+                "Shared memory is the bottleneck ({}: L1 {l1:.0}% and the LSU pipe {lsu:.0}% busy, {} of L1 wavefronts are shared-memory accesses, without bank conflicts): every result costs several shared loads and stores while the FMA pipe runs at {:.0}%.",
+                r.limiter,
+                pct(shared_share),
+                100.0 * fma
+            ))
+            .prescription("Cut shared-memory accesses per result: have each thread keep several consecutive elements in registers and exchange only the edges through shared memory (or with __shfl_up_sync/__shfl_down_sync inside a warp), read 8 or 16 bytes per shared access (float2/float4), and fuse several rounds per barrier. Aim for one shared access per several FMAs.")
+            .at(&lines),
+    )
+}

@@ -1,0 +1,203 @@
+//! Register dataflow facts read off straight-line SASS: which global loads take their
+//! address from an earlier load's result (pointer chasing, index-of-index gathers), and
+//! which CUDA math-library slow paths were inlined (recognized by the constants their
+//! range reductions use, which the fast intrinsics never load).
+
+use crate::classify::{classify, Class};
+use crate::parse::Instruction;
+use std::collections::HashMap;
+
+/// General registers an operand names (`R6.64` is R6 and R7; RZ is not a register).
+fn registers(operand: &str, pairs: bool) -> Vec<u32> {
+    let mut out = Vec::new();
+    let b = operand.as_bytes();
+    let mut k = 0;
+    while k < b.len() {
+        let starts = b[k] == b'R' && (k == 0 || !(b[k - 1].is_ascii_alphanumeric() || b[k - 1] == b'_'));
+        if starts {
+            let digits: String = operand[k + 1..].chars().take_while(|c| c.is_ascii_digit()).collect();
+            if let Ok(n) = digits.parse::<u32>() {
+                let after = &operand[k + 1 + digits.len()..];
+                out.push(n);
+                if pairs && after.starts_with(".64") {
+                    out.push(n + 1);
+                }
+                k += 1 + digits.len();
+                continue;
+            }
+        }
+        k += 1;
+    }
+    out
+}
+
+/// How many consecutive registers an instruction writes from its first operand.
+fn written_width(i: &Instruction) -> u32 {
+    if i.has_modifier("128") {
+        4
+    } else if i.has_modifier("64")
+        || i.has_modifier("WIDE")
+        || i.opcode == "DADD"
+        || i.opcode == "DMUL"
+        || i.opcode == "DFMA"
+    {
+        2
+    } else {
+        1
+    }
+}
+
+fn is_global_load(i: &Instruction) -> bool {
+    classify(i) == Class::GlobalLoad
+}
+
+/// Whether the instruction's first operand is a register it writes.
+fn writes_first_operand(i: &Instruction) -> bool {
+    !matches!(
+        classify(i),
+        Class::GlobalStore | Class::SharedStore | Class::LocalStore | Class::Control | Class::Barrier
+    ) && !i.opcode.starts_with("RED")
+}
+
+/// A load whose address comes from a loaded value, and how many loads deep its chain is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DependentLoad {
+    pub offset: u32,
+    /// 2 for `x[idx[i]]`; n for the n-th step of a pointer chase.
+    pub chain: u32,
+}
+
+/// Dependent global loads in `body`, walked twice so values carried around a loop count.
+pub fn dependent_loads(body: &[&Instruction], carried: bool) -> Vec<DependentLoad> {
+    let mut depth: HashMap<u32, u32> = HashMap::new();
+    let mut found: HashMap<u32, u32> = HashMap::new();
+    let passes = if carried { 2 } else { 1 };
+    for _ in 0..passes {
+        for i in body {
+            if i.operands.is_empty() || !writes_first_operand(i) {
+                continue;
+            }
+            let sources: Vec<u32> = i.operands[1..].iter().flat_map(|o| registers(o, true)).collect();
+            let d = if is_global_load(i) {
+                let address: Vec<u32> =
+                    i.operands[1..].iter().filter(|o| o.contains('[')).flat_map(|o| registers(o, true)).collect();
+                let base = address.iter().filter_map(|r| depth.get(r)).copied().max().unwrap_or(0);
+                if base > 0 {
+                    let e = found.entry(i.offset).or_insert(0);
+                    *e = (*e).max(base + 1);
+                }
+                base + 1
+            } else {
+                sources.iter().filter_map(|r| depth.get(r)).copied().max().unwrap_or(0)
+            };
+            // Predicated writes may not happen: keep the old value's depth too.
+            let first = registers(&i.operands[0], false);
+            for r0 in first.into_iter().take(1) {
+                for r in r0..r0 + written_width(i) {
+                    let old = if i.is_predicated() { depth.get(&r).copied().unwrap_or(0) } else { 0 };
+                    let v = d.max(old);
+                    if v == 0 {
+                        depth.remove(&r);
+                    } else {
+                        depth.insert(r, v.min(64));
+                    }
+                }
+            }
+        }
+    }
+    let mut v: Vec<DependentLoad> = found.into_iter().map(|(offset, chain)| DependentLoad { offset, chain }).collect();
+    v.sort_by_key(|d| d.offset);
+    v
+}
+
+/// An inlined CUDA math-library function on its accurate path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MathCall {
+    pub offset: u32,
+    /// `expf`, `logf`, `powf`, `sinf/cosf`.
+    pub function: &'static str,
+    /// Instructions the accurate path costs beyond its fast intrinsic, roughly (from the
+    /// sm_90 code of each: expf ~12 against 2, logf ~22 against 2, powf ~50 against 4,
+    /// sinf/cosf ~30 against 2 without the Payne-Hanek path).
+    pub extra_instructions: u32,
+}
+
+/// Constants only the accurate range reductions load, as ptxas prints them.
+const SIGNATURES: &[(&str, &str, u32)] = &[
+    ("12582913", "expf", 10),
+    ("-0x3f2aaaab", "logf", 20),
+    ("-0x3f3504f3", "powf", 46),
+    ("0.63661974668502807617", "sinf/cosf", 28),
+];
+
+/// Accurate math-library paths in `body`, one per inlined call.
+pub fn accurate_math(body: &[&Instruction]) -> Vec<MathCall> {
+    let mut out = Vec::new();
+    for i in body {
+        for (constant, function, extra) in SIGNATURES {
+            if i.operands.iter().any(|o| o == constant) {
+                out.push(MathCall { offset: i.offset, function, extra_instructions: *extra });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse;
+
+    fn body(text: &str) -> Vec<Instruction> {
+        let listing = parse(&format!("\tcode for sm_90\n\t\tFunction : k\n{text}"));
+        listing.functions[0].instructions.clone()
+    }
+
+    #[test]
+    fn registers_of_operands() {
+        assert_eq!(registers("desc[UR4][R6.64]", true), vec![6, 7]);
+        assert_eq!(registers("R12", false), vec![12]);
+        assert_eq!(registers("RZ", false), Vec::<u32>::new());
+        assert_eq!(registers("c[0x0][0x210]", false), Vec::<u32>::new());
+        assert_eq!(registers("-R10.reuse", false), vec![10]);
+    }
+
+    #[test]
+    fn a_pointer_chase_is_a_chain_and_a_coalesced_copy_is_not() {
+        let chase = body(
+            "        /*0000*/                   IMAD.WIDE R6, R19, 0x4, R2 ;\n\
+             \x20       /*0010*/                   LDG.E.CONSTANT R7, desc[UR4][R6.64] ;\n\
+             \x20       /*0020*/                   IMAD.WIDE R8, R7, 0x4, R2 ;\n\
+             \x20       /*0030*/                   LDG.E.CONSTANT R19, desc[UR4][R8.64] ;\n\
+             \x20       /*0040*/               @P1 BRA 0x0 ;\n",
+        );
+        let refs: Vec<&Instruction> = chase.iter().collect();
+        let once = dependent_loads(&refs, false);
+        assert_eq!(once, vec![DependentLoad { offset: 0x30, chain: 2 }]);
+        // Around the loop, R19 carries the chase into the first load too.
+        let carried = dependent_loads(&refs, true);
+        assert_eq!(carried.len(), 2);
+        assert!(carried.iter().all(|d| d.chain >= 2));
+
+        let copy = body(
+            "        /*0000*/                   IMAD.WIDE R2, R0, 0x4, R2 ;\n\
+             \x20       /*0010*/                   LDG.E R5, desc[UR4][R2.64] ;\n\
+             \x20       /*0020*/                   IMAD.WIDE R6, R0, 0x4, R6 ;\n\
+             \x20       /*0030*/                   STG.E desc[UR4][R6.64], R5 ;\n",
+        );
+        let refs: Vec<&Instruction> = copy.iter().collect();
+        assert!(dependent_loads(&refs, true).is_empty());
+    }
+
+    #[test]
+    fn overwriting_a_register_clears_its_dependence() {
+        let code = body(
+            "        /*0000*/                   LDG.E R7, desc[UR4][R2.64] ;\n\
+             \x20       /*0010*/                   MOV R8, 0x10 ;\n\
+             \x20       /*0020*/                   IMAD.WIDE R8, R0, 0x4, R4 ;\n\
+             \x20       /*0030*/                   LDG.E R9, desc[UR4][R8.64] ;\n",
+        );
+        let refs: Vec<&Instruction> = code.iter().collect();
+        assert!(dependent_loads(&refs, false).is_empty());
+    }
+}
