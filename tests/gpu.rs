@@ -263,3 +263,35 @@ fn every_task_baseline_passes_its_own_check_with_stable_timing() {
     eprintln!("{}", rows.join("\n"));
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gemm_f32_diagnosis_respects_the_tolerance_and_3xtf32_is_timed_not_rejected() {
+    let out = std::process::Command::new(common::nightshift_bin())
+        .args(["diagnose", "tasks/gemm_f32", "--json"])
+        .current_dir(common::root())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let diagnoses = v["kernels"][0]["diagnoses"].as_array().unwrap().clone();
+    eprintln!("gemm_f32 baseline: {}", serde_json::to_string_pretty(&diagnoses).unwrap());
+    for d in &diagnoses {
+        let p = d["prescription"].as_str().unwrap();
+        assert!(!p.contains("Use TF32 tensor cores"), "plain TF32 prescribed: {p}");
+    }
+    if let Some(t) = diagnoses.iter().find(|d| d["tool"] == "no-tensor-cores") {
+        assert!(t["prescription"].as_str().unwrap().contains("3xTF32"), "{t}");
+    }
+
+    // 3xTF32 keeps fp32 accuracy and may beat the FP32 FMA peak: the floor must allow it.
+    let (code, v, err) = eval(&["tasks/gemm_f32", "tests/candidates/gemm_f32/three_tf32.cu"]);
+    eprintln!("3xTF32: {}", v["timing"]);
+    assert_eq!(code, 0, "{v}\n{err}");
+    assert!(v["timing"]["speedup"].as_f64().unwrap() > 1.0);
+    // Plain TF32 is what the tolerance refuses.
+    let (code, v, _) = eval(&["tasks/gemm_f32", "tests/candidates/gemm_f32/plain_tf32.cu"]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(class(&v), "wrong-answer");
+}

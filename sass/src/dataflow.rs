@@ -67,9 +67,28 @@ pub struct DependentLoad {
     pub chain: u32,
 }
 
+/// How deep in a load chain a register's value is: unconditionally, and, after a
+/// predicated write, under that predicate (a reader guarded by the same predicate sees
+/// the new value; any other reader may see either).
+#[derive(Debug, Clone, Default)]
+struct Depth {
+    always: u32,
+    guarded: Option<(String, u32)>,
+}
+
+impl Depth {
+    fn seen_by(&self, predicate: Option<&str>) -> u32 {
+        match (&self.guarded, predicate) {
+            (Some((p, d)), Some(q)) if p == q => *d,
+            (Some((_, d)), _) => self.always.max(*d),
+            (None, _) => self.always,
+        }
+    }
+}
+
 /// Dependent global loads in `body`, walked twice so values carried around a loop count.
 pub fn dependent_loads(body: &[&Instruction], carried: bool) -> Vec<DependentLoad> {
-    let mut depth: HashMap<u32, u32> = HashMap::new();
+    let mut depth: HashMap<u32, Depth> = HashMap::new();
     let mut found: HashMap<u32, u32> = HashMap::new();
     let passes = if carried { 2 } else { 1 };
     for _ in 0..passes {
@@ -77,29 +96,32 @@ pub fn dependent_loads(body: &[&Instruction], carried: bool) -> Vec<DependentLoa
             if i.operands.is_empty() || !writes_first_operand(i) {
                 continue;
             }
-            let sources: Vec<u32> = i.operands[1..].iter().flat_map(|o| registers(o, true)).collect();
+            let predicate = i.predicate.as_deref().filter(|_| i.is_predicated());
+            let read = |regs: Vec<u32>| -> u32 {
+                regs.iter().filter_map(|r| depth.get(r)).map(|d| d.seen_by(predicate)).max().unwrap_or(0)
+            };
             let d = if is_global_load(i) {
-                let address: Vec<u32> =
-                    i.operands[1..].iter().filter(|o| o.contains('[')).flat_map(|o| registers(o, true)).collect();
-                let base = address.iter().filter_map(|r| depth.get(r)).copied().max().unwrap_or(0);
+                let address = i.operands[1..].iter().filter(|o| o.contains('[')).flat_map(|o| registers(o, true));
+                let base = read(address.collect());
                 if base > 0 {
                     let e = found.entry(i.offset).or_insert(0);
                     *e = (*e).max(base + 1);
                 }
                 base + 1
             } else {
-                sources.iter().filter_map(|r| depth.get(r)).copied().max().unwrap_or(0)
+                read(i.operands[1..].iter().flat_map(|o| registers(o, true)).collect())
             };
-            // Predicated writes may not happen: keep the old value's depth too.
+            let d = d.min(64);
             let first = registers(&i.operands[0], false);
             for r0 in first.into_iter().take(1) {
                 for r in r0..r0 + written_width(i) {
-                    let old = if i.is_predicated() { depth.get(&r).copied().unwrap_or(0) } else { 0 };
-                    let v = d.max(old);
-                    if v == 0 {
-                        depth.remove(&r);
-                    } else {
-                        depth.insert(r, v.min(64));
+                    let entry = depth.entry(r).or_default();
+                    match predicate {
+                        None => *entry = Depth { always: d, guarded: None },
+                        Some(p) => {
+                            let before = entry.seen_by(None);
+                            *entry = Depth { always: before, guarded: Some((p.to_string(), d)) };
+                        }
                     }
                 }
             }
@@ -187,6 +209,28 @@ mod tests {
         );
         let refs: Vec<&Instruction> = copy.iter().collect();
         assert!(dependent_loads(&refs, true).is_empty());
+    }
+
+    #[test]
+    fn a_guarded_reload_under_the_same_predicate_is_not_a_dependence() {
+        // R20 held loaded data; under !P0 it is reloaded from the constant bank and used as
+        // an address under !P0: the address does not come from the old data.
+        let code = body(
+            "        /*0000*/              @!P1 LDG.E R20, desc[UR4][R2.64] ;\n\
+             \x20       /*0010*/              @!P0 LDC.64 R20, c[0x0][0x218] ;\n\
+             \x20       /*0020*/              @!P0 LEA R20, P1, R14, R20, 0x2 ;\n\
+             \x20       /*0030*/              @!P0 LDG.E R14, desc[UR4][R20.64] ;\n",
+        );
+        let refs: Vec<&Instruction> = code.iter().collect();
+        assert!(dependent_loads(&refs, false).is_empty());
+        // A reader under another predicate may see the old, loaded value.
+        let other = body(
+            "        /*0000*/                   LDG.E R20, desc[UR4][R2.64] ;\n\
+             \x20       /*0010*/              @!P0 MOV R20, 0x10 ;\n\
+             \x20       /*0020*/              @P0 LDG.E R14, desc[UR4][R20.64] ;\n",
+        );
+        let refs: Vec<&Instruction> = other.iter().collect();
+        assert_eq!(dependent_loads(&refs, false).len(), 1);
     }
 
     #[test]

@@ -696,7 +696,7 @@ fn no_tensor_cores(k: &Kernel, _: &Roofline) -> ToolResult {
     let at = lp.line.as_ref().map(|l| format!(" at {l}")).unwrap_or_default();
     let how = match (path, accuracy) {
         (crate::precision::MathPath::ThreeTf32, Some(a)) => format!(
-            "Use 3xTF32: split each fp32 operand into a TF32 high part and a TF32 remainder (hi = tf32(x), lo = tf32(x - hi)) and accumulate hi*hi + hi*lo + lo*hi with mma.sync m16n8k8 TF32 in fp32; it keeps fp32 accuracy (~{:.0e}) at up to 8/3 the FFMA peak. Plain TF32 (~{:.0e} relative) fails this task's rtol {:.0e}.",
+            "Use 3xTF32: split each fp32 operand into a TF32 high part and a TF32 remainder (hi = tf32(x), lo = tf32(x - hi)) and accumulate lo*hi + hi*lo + hi*hi with mma.sync m16n8k8 TF32 in fp32; it keeps fp32 accuracy (~{:.0e}) at up to 8/3 the FFMA peak. Tensor cores do not round their accumulation to nearest, so over a long K the error drifts one way: accumulate each k tile in fresh fragments and add them to the running sum with FADD (on an H100 at K = 4096 that took gemm_f32's max error from 7e-3 to 1.2e-4). Plain TF32 (~{:.0e} relative) fails this task's rtol {:.0e}.",
             crate::precision::MathPath::ThreeTf32.unit_roundoff(),
             crate::precision::MathPath::Tf32.unit_roundoff(),
             a.rtol
