@@ -24,6 +24,7 @@ pub mod report;
 pub mod report_check;
 pub mod sandbox;
 pub mod sanitizer;
+pub mod scaffold;
 pub mod task;
 pub mod toolchain;
 pub mod verify;

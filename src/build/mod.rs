@@ -151,21 +151,7 @@ pub fn arch_for_capability(major: i32, minor: i32) -> String {
 }
 
 fn task_headers(task: &Task) -> Vec<(String, Vec<u8>)> {
-    let mut headers = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(&task.dir) {
-        for e in entries.flatten() {
-            let p = e.path();
-            let is_header =
-                p.extension().and_then(|x| x.to_str()).is_some_and(|x| matches!(x, "h" | "cuh" | "hpp" | "inc"));
-            if is_header {
-                if let Ok(bytes) = std::fs::read(&p) {
-                    headers.push((p.file_name().unwrap().to_string_lossy().into_owned(), bytes));
-                }
-            }
-        }
-    }
-    headers.sort();
-    headers
+    task.header_files().into_iter().filter_map(|(name, path)| std::fs::read(path).ok().map(|b| (name, b))).collect()
 }
 
 /// Finds `lib<name>.so` (or its highest `.so.N`) in the toolchain's library folder.
@@ -179,6 +165,8 @@ fn find_library(tc: &Toolchain, name: &str) -> Option<PathBuf> {
 }
 
 fn nvcc_command(tc: &Toolchain, spec: &BuildSpec, gencode: &str) -> Result<Vec<String>, BuildError> {
+    // nvcc runs in the build folder: a relative task directory would not resolve there.
+    let task_dir = std::path::absolute(&spec.task.dir).unwrap_or_else(|_| spec.task.dir.clone());
     let mut args: Vec<String> = vec![
         "-O3".into(),
         gencode.into(),
@@ -190,8 +178,11 @@ fn nvcc_command(tc: &Toolchain, spec: &BuildSpec, gencode: &str) -> Result<Vec<S
         "-fPIC".into(),
         "-cudart".into(),
         "none".into(),
-        format!("-I{}", spec.task.dir.display()),
+        format!("-I{}", task_dir.display()),
     ];
+    for inc in &spec.task.build.include {
+        args.push(format!("-I{}", task_dir.join(inc).display()));
+    }
     args.extend(spec.task.build.flags.iter().cloned());
     args.extend(spec.extra_flags.iter().cloned());
     for (k, v) in &spec.defines {

@@ -43,6 +43,24 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Writes a new task from your own kernel file: finds its extern "C" launcher, copies
+    /// it and the headers it includes, drafts task.toml, validates it, and lists what is
+    /// left to fill in. Exit 0: valid; 1: written, with TODOs left; 2: nothing written.
+    Init {
+        /// The task folder to create (must not exist, or be empty).
+        task: PathBuf,
+        /// The .cu file with the kernels and the host launcher.
+        #[arg(long)]
+        from: PathBuf,
+        /// The launcher, when the file has several extern "C" functions.
+        #[arg(long)]
+        entry: Option<String>,
+        /// A folder the kernel's quoted includes are found in (repeatable).
+        #[arg(short = 'I', long = "include", value_name = "DIR")]
+        include: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Checks a task directory: task.toml, files, expressions at every size.
     Validate {
         task: PathBuf,
@@ -277,6 +295,9 @@ pub fn main() -> ExitCode {
             })
         }
         Cmd::Tasks { dir, json } => tasks(dir.as_deref().unwrap_or(Path::new("tasks")), json),
+        Cmd::Init { task, from, entry, include, json } => {
+            init(&crate::scaffold::Args { dir: task, from, entry, include_dirs: include }, json)
+        }
         Cmd::Validate { task, build, arch, json } => validate(&task, build, arch, json),
         Cmd::Eval {
             task,
@@ -367,6 +388,25 @@ fn tasks(dir: &Path, json: bool) -> ExitCode {
         }
     }
     ExitCode::from(if bad > 0 { EXIT_USAGE } else { EXIT_PASSED })
+}
+
+fn init(args: &crate::scaffold::Args, json: bool) -> ExitCode {
+    match crate::scaffold::run(args) {
+        Ok(outcome) => {
+            if json {
+                print_json(&outcome);
+            } else {
+                print!("{}", crate::scaffold::render(&outcome));
+            }
+            ExitCode::from(if outcome.valid && outcome.todos.is_empty() { EXIT_PASSED } else { EXIT_REJECTED })
+        }
+        Err(crate::scaffold::Refusal(message)) => {
+            if json {
+                print_json(&serde_json::json!({"written": false, "error": message}));
+            }
+            fail(EXIT_USAGE, &message)
+        }
+    }
 }
 
 fn validate(dir: &Path, build: bool, arch: Option<String>, json: bool) -> ExitCode {

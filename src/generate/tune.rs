@@ -205,14 +205,21 @@ impl Tuner {
                     "memory-latency-bound"
                     | "launch-overhead"
                     | "scalar-global-access"
+                    | "narrow-global-access"
                     | "uncoalesced-global"
                     | "redundant-dram-traffic"
                     | "redundant-l2-traffic",
                 ) => 1.0,
                 (DimKind::RegisterCap, "register-pressure" | "low-occupancy") => -1.0,
                 (DimKind::RegisterCap, "local-memory") => 1.0,
-                (DimKind::Vectorize, "scalar-global-access" | "memory-latency-bound" | "uncoalesced-global") => 1.0,
-                (DimKind::FastMath, "special-function-bound" | "conversion-overhead" | "fp64-in-fp32") => 1.0,
+                (
+                    DimKind::Vectorize,
+                    "scalar-global-access" | "narrow-global-access" | "memory-latency-bound" | "uncoalesced-global",
+                ) => 1.0,
+                (
+                    DimKind::FastMath,
+                    "special-function-bound" | "accurate-math" | "conversion-overhead" | "fp64-in-fp32",
+                ) => 1.0,
                 _ => 0.0,
             };
             let v = want * dir * score;

@@ -162,6 +162,9 @@ struct BuildSection {
     libs: Vec<Spanned<String>>,
     #[serde(default)]
     baseline_libs: Vec<Spanned<String>>,
+    /// Header folders inside the task directory, passed as -I and hashed into the build.
+    #[serde(default)]
+    include: Vec<Spanned<String>>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -292,6 +295,9 @@ pub struct BuildConfig {
     pub libs: Vec<String>,
     /// Libraries only the baseline and the reference may link.
     pub baseline_libs: Vec<String>,
+    /// Header folders, relative to the task directory (read-only context for generators).
+    #[serde(default)]
+    pub include: Vec<String>,
 }
 
 /// The least work a correct kernel must do at one size.
@@ -679,6 +685,27 @@ impl Task {
             }
         }
 
+        for inc in &raw.build.include {
+            let rel = Path::new(inc.get_ref());
+            let inside = !inc.get_ref().is_empty()
+                && rel.is_relative()
+                && rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !inside {
+                return Err(at.err(
+                    inc,
+                    "build.include",
+                    format!("`{}`: expected a folder inside the task directory, e.g. \"include\"", inc.get_ref()),
+                ));
+            }
+            if !dir.join(rel).is_dir() {
+                return Err(at.err(
+                    inc,
+                    "build.include",
+                    format!("`{}`: no such folder in {}", inc.get_ref(), dir.display()),
+                ));
+            }
+        }
+
         Ok(Task {
             dir: dir.to_path_buf(),
             name,
@@ -700,6 +727,7 @@ impl Task {
                 flags: raw.build.flags.clone(),
                 libs: raw.build.libs.iter().map(|l| l.get_ref().clone()).collect(),
                 baseline_libs: raw.build.baseline_libs.iter().map(|l| l.get_ref().clone()).collect(),
+                include: raw.build.include.iter().map(|l| l.get_ref().clone()).collect(),
             },
         })
     }
@@ -785,6 +813,37 @@ impl Task {
                 _ => 0,
             })
             .sum()
+    }
+
+    /// The headers a kernel of this task can include: `.h/.cuh/.hpp/.inc` files at the top
+    /// of the task directory and anywhere under its include folders, as (path relative to
+    /// the task directory, absolute path), sorted. They are hashed into every build and
+    /// shown to generators as read-only context.
+    pub fn header_files(&self) -> Vec<(String, PathBuf)> {
+        fn is_header(p: &Path) -> bool {
+            p.extension().and_then(|x| x.to_str()).is_some_and(|x| matches!(x, "h" | "cuh" | "hpp" | "inc"))
+        }
+        fn walk(root: &Path, dir: &Path, depth: usize, out: &mut Vec<(String, PathBuf)>) {
+            let Ok(entries) = std::fs::read_dir(dir) else { return };
+            for e in entries.flatten() {
+                let p = e.path();
+                let Ok(kind) = e.file_type() else { continue };
+                if kind.is_dir() && depth > 0 {
+                    walk(root, &p, depth - 1, out);
+                } else if kind.is_file() && is_header(&p) {
+                    let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy().into_owned();
+                    out.push((rel, p));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.dir, &self.dir, 0, &mut out);
+        for inc in &self.build.include {
+            walk(&self.dir, &self.dir.join(inc), 8, &mut out);
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 
     pub fn libs_for(&self, trusted: bool) -> Vec<String> {

@@ -29,6 +29,32 @@ fn fmt_ms(x: Option<f64>) -> String {
 }
 
 /// The user message for `req`.
+/// Most header text shown to the model, in bytes: past it, headers are listed by name.
+const HEADER_CONTEXT_BYTES: usize = 24 * 1024;
+
+/// The task's headers, which the kernel includes: context the reply may use but not
+/// change (the build hashes them; a reply rewrites only the kernel file).
+fn write_headers(m: &mut String, task: &crate::task::Task) {
+    let headers = task.header_files();
+    if headers.is_empty() {
+        return;
+    }
+    let _ = writeln!(m, "\n## Headers the kernel includes (read-only: your reply replaces only the kernel file above)");
+    let mut budget = HEADER_CONTEXT_BYTES;
+    for (name, path) in headers {
+        match std::fs::read_to_string(&path) {
+            Ok(text) if text.len() <= budget => {
+                budget -= text.len();
+                let _ = writeln!(m, "### {name}\n```cuda\n{}\n```", text.trim_end());
+            }
+            Ok(text) => {
+                let _ = writeln!(m, "### {name} ({} bytes, not shown: over the context budget)", text.len());
+            }
+            Err(_) => {}
+        }
+    }
+}
+
 pub fn user_message(req: &Request) -> String {
     let t = &req.task;
     let mut m = String::new();
@@ -91,6 +117,7 @@ pub fn user_message(req: &Request) -> String {
         );
     }
     let _ = writeln!(m, "```cuda\n{}\n```", req.parent_source.trim_end());
+    write_headers(&mut m, &req.task);
 
     if req.kind == Expansion::Improve {
         match req.guidance {
@@ -178,6 +205,28 @@ mod tests {
             task: Arc::new(task),
             seed: 1,
         }
+    }
+
+    #[test]
+    fn headers_are_shown_as_read_only_context() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bias_gelu_residual");
+        let tmp = tempfile::tempdir().unwrap();
+        let args = crate::scaffold::Args {
+            dir: tmp.path().join("t"),
+            from: root.join("src/fused_epilogue.cu"),
+            entry: None,
+            include_dirs: vec![root.join("include")],
+        };
+        assert!(crate::scaffold::run(&args).unwrap().valid);
+        let mut req = request(Expansion::Improve, Guidance::Tools);
+        req.task = Arc::new(Task::load(&args.dir).unwrap());
+        let m = user_message(&req);
+        assert!(m.contains("read-only: your reply replaces only the kernel file"), "{m}");
+        assert!(m.contains("### bf16_io.cuh\n```cuda"), "{m}");
+        assert!(m.contains("### include/epilogue/activations.cuh\n```cuda"), "{m}");
+        assert!(m.contains("erff(x * 0.70710678118654752f)"), "{m}");
+        // Tasks without headers get no such section.
+        assert!(!user_message(&request(Expansion::Improve, Guidance::Tools)).contains("Headers the kernel includes"));
     }
 
     #[test]

@@ -1,0 +1,122 @@
+//! The headers a kernel file pulls in with `#include "..."`, found the way nvcc finds
+//! them (next to the including file, then in each -I folder), followed recursively. Angle
+//! includes are the toolkit's and the system's, and stay where they are.
+
+use regex::Regex;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+static QUOTED_INCLUDE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#"(?m)^[ \t]*#[ \t]*include[ \t]*"([^"]+)""#).unwrap());
+
+/// A header to copy into the task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    pub source: PathBuf,
+    /// Where it goes, relative to the task directory.
+    pub dest: PathBuf,
+    /// Whether it was found through an -I folder (then it lands under `include/`).
+    pub via_include_dir: bool,
+}
+
+/// An include that could not be found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unresolved {
+    pub from: PathBuf,
+    pub line: usize,
+    pub name: String,
+}
+
+/// The folder -I headers are copied to inside the task.
+pub const INCLUDE_DIR: &str = "include";
+
+fn quoted_includes(text: &str) -> Vec<(usize, String)> {
+    let clean = super::signature::strip_comments(text);
+    QUOTED_INCLUDE
+        .captures_iter(&clean)
+        .map(|c| (clean[..c.get(0).unwrap().start()].matches('\n').count() + 1, c[1].to_string()))
+        .collect()
+}
+
+/// Follows the quoted includes of `kernel`: the headers found, and those not found.
+pub fn collect(kernel: &Path, include_dirs: &[PathBuf]) -> (Vec<Header>, Vec<Unresolved>) {
+    let mut headers: Vec<Header> = Vec::new();
+    let mut missing = Vec::new();
+    // (file to scan, the folder inside the task it is copied to)
+    let mut queue: Vec<(PathBuf, PathBuf)> = vec![(kernel.to_path_buf(), PathBuf::new())];
+    let mut seen: Vec<PathBuf> = Vec::new();
+    while let Some((file, dest_dir)) = queue.pop() {
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let here = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+        for (line, name) in quoted_includes(&text) {
+            let rel = Path::new(&name);
+            if rel.is_absolute() || rel.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+                // `../x.h` or `/abs/x.h`: copy it flat under include/ and say so via the -I path.
+                let found = if rel.is_absolute() { Some(rel.to_path_buf()) } else { Some(here.join(rel)) };
+                match found.filter(|p| p.is_file()) {
+                    Some(p) => missing.push(Unresolved {
+                        from: file.clone(),
+                        line,
+                        name: format!("{name} (found at {}, but a task needs includes inside it: include it by a path below the kernel's folder or an -I folder)", p.display()),
+                    }),
+                    None => missing.push(Unresolved { from: file.clone(), line, name }),
+                }
+                continue;
+            }
+            // nvcc's order: next to the including file, then each -I folder.
+            let beside = here.join(rel);
+            let located = if beside.is_file() {
+                Some((beside, dest_dir.join(rel), false))
+            } else {
+                include_dirs
+                    .iter()
+                    .map(|d| d.join(rel))
+                    .find(|p| p.is_file())
+                    .map(|p| (p, Path::new(INCLUDE_DIR).join(rel), true))
+            };
+            let Some((source, dest, via)) = located else {
+                missing.push(Unresolved { from: file.clone(), line, name });
+                continue;
+            };
+            let canonical = source.canonicalize().unwrap_or(source.clone());
+            if seen.contains(&canonical) {
+                continue;
+            }
+            seen.push(canonical);
+            // A header found beside its includer keeps its place relative to it; one found
+            // in an -I folder goes under include/ (passed as -I).
+            let next_dir = dest.parent().map(Path::to_path_buf).unwrap_or_default();
+            queue.push((source.clone(), next_dir));
+            headers.push(Header { source, dest, via_include_dir: via });
+        }
+    }
+    headers.sort_by(|a, b| a.dest.cmp(&b.dest));
+    (headers, missing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follows_includes_beside_the_file_and_in_include_folders() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        let inc = tmp.path().join("third_party/inc");
+        std::fs::create_dir_all(src.join("detail")).unwrap();
+        std::fs::create_dir_all(inc.join("ops")).unwrap();
+        std::fs::write(
+            src.join("k.cu"),
+            "#include <cuda_runtime.h>\n#include \"detail/math.cuh\"\n// #include \"commented.h\"\n#include \"ops/act.cuh\"\n#include \"nowhere.h\"\n",
+        )
+        .unwrap();
+        std::fs::write(src.join("detail/math.cuh"), "#include \"tiny.h\"\n").unwrap();
+        std::fs::write(src.join("detail/tiny.h"), "").unwrap();
+        std::fs::write(inc.join("ops/act.cuh"), "#pragma once\n").unwrap();
+        let (headers, missing) = collect(&src.join("k.cu"), &[inc.clone()]);
+        let dests: Vec<String> = headers.iter().map(|h| h.dest.display().to_string()).collect();
+        assert_eq!(dests, vec!["detail/math.cuh", "detail/tiny.h", "include/ops/act.cuh"]);
+        assert_eq!(missing.len(), 1);
+        assert_eq!((missing[0].line, missing[0].name.as_str()), (5, "nowhere.h"));
+    }
+}

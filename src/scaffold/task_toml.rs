@@ -1,0 +1,269 @@
+//! Writing a first task.toml from a launcher signature: every pointer an input or an
+//! output, every integer a size variable, lengths where the names make them obvious,
+//! proposed sizes, and a comment wherever a value is a guess. What cannot be guessed is
+//! written as `TODO` (which validation rejects) and listed for the user.
+
+use super::signature::{Entry, Param, ParamKind};
+use std::fmt::Write;
+
+/// A field left for the user, with the line it is on in the written file.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Todo {
+    pub line: usize,
+    pub field: String,
+    pub what: String,
+}
+
+pub struct Draft {
+    pub text: String,
+    pub todos: Vec<Todo>,
+}
+
+fn lower(s: &str) -> String {
+    s.to_ascii_lowercase()
+}
+
+/// Names that hold one value per element of the last dimension (a row's worth).
+const PER_COLUMN: &[&str] = &["bias", "gamma", "beta", "weight", "scale", "w", "b", "g", "shift", "inv_freq", "freqs"];
+/// Names of the element count of a flat array.
+const COUNT: &[&str] = &["n", "numel", "size", "count", "len", "length", "num", "total", "n_elements", "num_elements"];
+
+/// The length of each pointer, when the names make it obvious, with why.
+fn infer_len(p: &Param, sizes: &[String]) -> Option<(String, &'static str)> {
+    let name = lower(&p.name);
+    match sizes {
+        [only] => return Some((only.clone(), "the only size parameter")),
+        [] => return None,
+        _ => {}
+    }
+    let lowered: Vec<String> = sizes.iter().map(|s| lower(s)).collect();
+    let has = |n: &str| lowered.iter().position(|s| s == n).map(|i| sizes[i].clone());
+    // A GEMM: M, N, K with A (M x K), B (K x N) and C/D/out (M x N).
+    if let (Some(m), Some(n), Some(k)) = (has("m"), has("n"), has("k")) {
+        return match name.as_str() {
+            "a" => Some((format!("{m} * {k}"), "GEMM naming: A is M x K")),
+            "b" => Some((format!("{k} * {n}"), "GEMM naming: B is K x N")),
+            "c" | "d" | "out" | "y" => Some((format!("{m} * {n}"), "GEMM naming: C is M x N")),
+            "bias" => Some((n, "GEMM naming: one bias per output column")),
+            _ => None,
+        };
+    }
+    // A flat count among other sizes.
+    if let Some(n) = COUNT.iter().find_map(|c| has(c)) {
+        if sizes.len() == 2 && PER_COLUMN.contains(&name.as_str()) {
+            let other = sizes.iter().find(|s| **s != n).cloned()?;
+            return Some((other, "a per-column vector named like a bias or weight"));
+        }
+        return Some((n, "named like an element count"));
+    }
+    // Two dimensions: matrices are their product, per-column vectors the last one.
+    if sizes.len() == 2 {
+        let (rows, cols) = (&sizes[0], &sizes[1]);
+        if PER_COLUMN.contains(&name.as_str()) {
+            return Some((
+                cols.clone(),
+                "a per-column vector named like a bias or weight; the last size is the row length",
+            ));
+        }
+        return Some((format!("{rows} * {cols}"), "a matrix over both sizes"));
+    }
+    None
+}
+
+fn bench_value(name: &str, count: usize) -> i64 {
+    let n = lower(name);
+    match n.as_str() {
+        "batch" | "bs" => 8,
+        "heads" | "num_heads" | "nh" => 32,
+        "head_dim" | "dim" | "d" | "headdim" => 128,
+        "topk" | "top_k" | "k_top" => 8,
+        _ => match count {
+            1 => 1 << 24,
+            2 => 1 << 12,
+            3 => 1 << 10,
+            _ => 1 << 7,
+        },
+    }
+}
+
+/// Awkward sizes per position: a single element, primes, one past a tile edge, and
+/// multiples of 8 that are not powers of two (so a vectorized path runs at a check size).
+fn check_values(count: usize) -> Vec<Vec<i64>> {
+    let primes = [17, 67, 131, 13, 7, 5];
+    let straddle = [257, 129, 65, 33, 17, 9];
+    let multiples = [24, 200, 40, 72, 56, 88];
+    vec![
+        vec![1; count],
+        (0..count).map(|i| primes[i % primes.len()]).collect(),
+        (0..count).map(|i| straddle[i % straddle.len()]).collect(),
+        (0..count).map(|i| multiples[i % multiples.len()]).collect(),
+    ]
+}
+
+fn tolerance_for(elem: &str) -> (f64, f64, &'static str) {
+    match elem {
+        "__nv_bfloat16" | "nv_bfloat16" => (2e-2, 2e-2, "bf16 keeps 8 mantissa bits: about 4e-3 relative per rounding"),
+        "half" | "__half" => (2e-3, 2e-3, "fp16 keeps 11 mantissa bits: about 5e-4 relative per rounding"),
+        "double" => (1e-12, 1e-12, "fp64"),
+        "float" => (1e-5, 1e-6, "fp32 with a different summation order"),
+        _ => (0.0, 0.0, "integers must match exactly"),
+    }
+}
+
+fn elem_bytes(elem: &str) -> usize {
+    crate::task::types::ParamType::parse(&format!("{elem}*"))
+        .ok()
+        .and_then(|t| match t {
+            crate::task::types::ParamType::Pointer { elem, .. } => Some(elem.size()),
+            _ => None,
+        })
+        .unwrap_or(4)
+}
+
+fn toml_str(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Renders the task.toml for `entry` of `baseline` (a file name in the task directory).
+pub fn draft(task_name: &str, entry: &Entry, baseline: &str, include_dir: bool) -> Draft {
+    let mut t = String::new();
+    let mut todos = Vec::new();
+    let line = |t: &String| t.lines().count() + 1;
+    let sizes: Vec<String> =
+        entry.params.iter().filter(|p| p.kind == ParamKind::Integer).map(|p| p.name.clone()).collect();
+    let _ = writeln!(
+        t,
+        "# Written by `nightshift init` from {baseline}:{} ({}). Every guess says so;",
+        entry.line, entry.name
+    );
+    let _ = writeln!(t, "# Run `nightshift validate` on this folder after editing.");
+    let _ = writeln!(t, "[task]");
+    let _ = writeln!(t, "name = {}", toml_str(task_name));
+    let _ = writeln!(t, "summary = \"\"   # one line: what the kernel computes");
+    let _ = writeln!(t, "entry = {}", toml_str(&entry.name));
+    let _ = writeln!(t, "baseline = {}", toml_str(baseline));
+    let _ = writeln!(t, "# reference = \"reference.cu\"");
+    let _ = writeln!(t, "# With no reference, candidates are checked against the baseline itself: a candidate is");
+    let _ = writeln!(t, "# then only as right as the code it replaces. A separate, simple, trusted reference (one");
+    let _ = writeln!(t, "# thread per output, fp32 or fp64 accumulation) catches errors the baseline shares.");
+
+    let mut output_elems = Vec::new();
+    let mut bytes_terms = Vec::new();
+    for p in &entry.params {
+        let _ = writeln!(t, "\n[[arg]]");
+        let _ = writeln!(t, "name = {}", toml_str(&p.name));
+        let _ = writeln!(t, "type = {}", toml_str(&p.spelling));
+        match &p.kind {
+            ParamKind::Pointer { elem, constant } => {
+                match infer_len(p, &sizes) {
+                    Some((len, why)) => {
+                        let _ = writeln!(t, "len = {}   # guessed: {why}", toml_str(&len));
+                        bytes_terms.push(format!("{} * ({len})", elem_bytes(elem)));
+                    }
+                    None => {
+                        todos.push(Todo {
+                            line: line(&t),
+                            field: format!("arg `{}`.len", p.name),
+                            what: format!(
+                                "the element count of `{}` as an expression over {}",
+                                p.name,
+                                if sizes.is_empty() {
+                                    "the size variables (add an integer parameter)".to_string()
+                                } else {
+                                    sizes.join(", ")
+                                }
+                            ),
+                        });
+                        let _ = writeln!(
+                            t,
+                            "len = \"TODO\"   # elements of {}: an expression over {}",
+                            p.name,
+                            sizes.join(", ")
+                        );
+                    }
+                }
+                if *constant {
+                    let is_index = ["idx", "index", "indices", "ids", "expert", "offsets", "perm"]
+                        .iter()
+                        .any(|k| lower(&p.name).contains(k));
+                    let is_int = !matches!(
+                        elem.as_str(),
+                        "float" | "double" | "half" | "__half" | "__nv_bfloat16" | "nv_bfloat16"
+                    );
+                    if is_int && is_index {
+                        todos.push(Todo {
+                            line: line(&t),
+                            field: format!("arg `{}`.init", p.name),
+                            what: format!("`{}` looks like indices: give the range of valid values (randint(0, BOUND) or randperm)", p.name),
+                        });
+                        let _ = writeln!(
+                            t,
+                            "init = \"TODO\"   # indices: randint(0, BOUND) with BOUND the indexed size, or randperm"
+                        );
+                    } else if is_int {
+                        let _ = writeln!(t, "init = \"randint(0, 100)\"   # guessed range");
+                    } else {
+                        let _ = writeln!(t, "init = \"normal(0, 1)\"   # guessed: set your production value range");
+                    }
+                    let _ = writeln!(t, "# input: declared const, so the kernel must leave it unchanged");
+                } else {
+                    let (rtol, atol, why) = tolerance_for(elem);
+                    let _ = writeln!(t, "output = true   # guessed: not const, so written (an array read and written needs init = ... instead)");
+                    let _ = writeln!(t, "rtol = {rtol:e}   # {why}");
+                    let _ = writeln!(t, "atol = {atol:e}");
+                    output_elems.push(elem.clone());
+                    bytes_terms.push(String::new()); // counted above with its length
+                }
+            }
+            ParamKind::Integer => {
+                let _ = writeln!(t, "# a size variable: takes its value from [sizes]");
+            }
+            ParamKind::Float => {
+                let lname = lower(&p.name);
+                let v = if lname.contains("eps") { "1e-5" } else { "1.0" };
+                let _ = writeln!(t, "value = {v}   # guessed: set the value production uses");
+            }
+            ParamKind::Stream => {}
+        }
+    }
+    bytes_terms.retain(|s| !s.is_empty());
+
+    let _ = writeln!(t, "\n[sizes]");
+    let _ = writeln!(t, "# Proposed: make the bench size your production shape (it should run >= 50 us); the");
+    let _ = writeln!(t, "# check sizes hit one element, primes, one past a tile edge, and multiples of 8.");
+    if sizes.is_empty() {
+        let _ = writeln!(t, "bench = {{}}");
+        let _ = writeln!(t, "check = [{{}}]");
+    } else {
+        let bench: Vec<String> = sizes.iter().map(|s| format!("{s} = {}", bench_value(s, sizes.len()))).collect();
+        let _ = writeln!(t, "bench = {{ {} }}", bench.join(", "));
+        let checks: Vec<String> = check_values(sizes.len())
+            .into_iter()
+            .map(|vals| {
+                let kv: Vec<String> = sizes.iter().zip(vals).map(|(s, v)| format!("{s} = {v}")).collect();
+                format!("{{ {} }}", kv.join(", "))
+            })
+            .collect();
+        let _ = writeln!(t, "check = [{}]", checks.join(", "));
+    }
+
+    let (rtol, atol, _) = output_elems.first().map(|e| tolerance_for(e)).unwrap_or((1e-5, 1e-6, ""));
+    let _ = writeln!(t, "\n[check]");
+    let _ = writeln!(t, "rtol = {rtol:e}   # default for outputs without their own; see each output");
+    let _ = writeln!(t, "atol = {atol:e}");
+    let _ = writeln!(t, "seeds = 2");
+
+    if !bytes_terms.is_empty() && !t.contains("len = \"TODO\"") {
+        let _ = writeln!(t, "\n[roofline]");
+        let _ = writeln!(t, "# The least DRAM traffic: every input read once, every output written once.");
+        let _ = writeln!(t, "bytes = {}", toml_str(&bytes_terms.join(" + ")));
+        let _ = writeln!(t, "# flops = \"...\"   # add the arithmetic a correct kernel must do, and flops_kind");
+    }
+    if include_dir {
+        let _ = writeln!(t, "\n[build]");
+        let _ = writeln!(t, "# Headers from the -I folders, hashed into the build: a change rebuilds. Generators");
+        let _ = writeln!(t, "# see them as read-only context and rewrite only {baseline}.");
+        let _ = writeln!(t, "include = [{}]", toml_str(super::includes::INCLUDE_DIR));
+    }
+    Draft { text: t, todos }
+}
