@@ -113,7 +113,7 @@ mod tests {
         std::fs::write(src.join("detail/math.cuh"), "#include \"tiny.h\"\n").unwrap();
         std::fs::write(src.join("detail/tiny.h"), "").unwrap();
         std::fs::write(inc.join("ops/act.cuh"), "#pragma once\n").unwrap();
-        let (headers, missing) = collect(&src.join("k.cu"), &[inc.clone()]);
+        let (headers, missing) = collect(&src.join("k.cu"), std::slice::from_ref(&inc));
         let dests: Vec<String> = headers.iter().map(|h| h.dest.display().to_string()).collect();
         assert_eq!(dests, vec!["detail/math.cuh", "detail/tiny.h", "include/ops/act.cuh"]);
         assert_eq!(missing.len(), 1);
