@@ -306,4 +306,13 @@ mod tests {
         assert_eq!(all[0].0, "real");
         assert_eq!(all[0].1, 4);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_an_entry_or_a_refusal_never_a_panic(text in "(extern \"C\" |void |\\(|\\)|\\{|\\}|const |float\\* |int |cudaStream_t |/\\*|\\*/|//|\n|[a-z_]{1,6}|, |é|\"){0,40}") {
+            let _ = find_entry(&text, None);
+            let _ = find_entry(&text, Some("f"));
+            let _ = parse_param(&text);
+        }
+    }
 }
