@@ -167,3 +167,30 @@ pub fn render(o: &Outcome) -> String {
     let _ = writeln!(s, "  nightshift optimize {d} --budget 8h");
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_copied_header_is_one_the_build_hashes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        let inc = tmp.path().join("inc");
+        std::fs::create_dir_all(src.join("detail")).unwrap();
+        std::fs::create_dir_all(inc.join("ops")).unwrap();
+        std::fs::write(
+            src.join("k.cu"),
+            "#include \"detail/math.cuh\"\n#include \"ops/act.cuh\"\nextern \"C\" void f(const float* x, float* y, int n, cudaStream_t s) {}\n",
+        )
+        .unwrap();
+        std::fs::write(src.join("detail/math.cuh"), "#pragma once\n").unwrap();
+        std::fs::write(inc.join("ops/act.cuh"), "#pragma once\n").unwrap();
+        let args = Args { dir: tmp.path().join("t"), from: src.join("k.cu"), entry: None, include_dirs: vec![inc] };
+        let outcome = run(&args).unwrap();
+        assert!(outcome.valid && outcome.todos.is_empty(), "{outcome:?}");
+        let task = crate::task::Task::load(&args.dir).unwrap();
+        let names: Vec<String> = task.header_files().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, vec!["detail/math.cuh", "include/ops/act.cuh"]);
+    }
+}

@@ -24,7 +24,8 @@ fn lower(s: &str) -> String {
 }
 
 /// Names that hold one value per element of the last dimension (a row's worth).
-const PER_COLUMN: &[&str] = &["bias", "gamma", "beta", "weight", "scale", "w", "b", "g", "shift", "inv_freq", "freqs"];
+/// (Single letters such as `b` are left out: in `a, b, c` they are operands, not vectors.)
+const PER_COLUMN: &[&str] = &["bias", "gamma", "beta", "weight", "scale", "shift", "inv_freq", "freqs"];
 /// Names of the element count of a flat array.
 const COUNT: &[&str] = &["n", "numel", "size", "count", "len", "length", "num", "total", "n_elements", "num_elements"];
 

@@ -815,8 +815,8 @@ impl Task {
             .sum()
     }
 
-    /// The headers a kernel of this task can include: `.h/.cuh/.hpp/.inc` files at the top
-    /// of the task directory and anywhere under its include folders, as (path relative to
+    /// The headers a kernel of this task can include: `.h/.cuh/.hpp/.inc` files in the task
+    /// directory (four levels down) and under its include folders, as (path relative to
     /// the task directory, absolute path), sorted. They are hashed into every build and
     /// shown to generators as read-only context.
     pub fn header_files(&self) -> Vec<(String, PathBuf)> {
@@ -837,7 +837,8 @@ impl Task {
             }
         }
         let mut out = Vec::new();
-        walk(&self.dir, &self.dir, 0, &mut out);
+        // Subfolders too: `#include "detail/x.cuh"` resolves through -I of the task folder.
+        walk(&self.dir, &self.dir, 4, &mut out);
         for inc in &self.build.include {
             walk(&self.dir, &self.dir.join(inc), 8, &mut out);
         }
