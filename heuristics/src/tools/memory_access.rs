@@ -1,10 +1,11 @@
-//! How global memory is accessed: too narrow to fill the memory pipes, or serialized by
-//! addresses that come out of earlier loads.
+//! Global and local memory: accesses that waste sectors (uncoalesced, narrow, scalar),
+//! loads serialized by addresses that come out of earlier loads, bytes moved more than
+//! once (DRAM, L2), local-memory traffic, and too few requests in flight.
 
 use super::{count, fired, pct, quiet};
 use crate::diagnosis::{Diagnosis, ToolResult};
-use crate::facts::{metric as m, Kernel};
-use crate::roofline::Roofline;
+use crate::facts::{metric as m, Kernel, Missing};
+use crate::roofline::{Bound, Roofline};
 use sass::Class;
 
 /// DRAM throughput a well-fed streaming kernel reaches on Hopper (practical peak).
@@ -118,4 +119,314 @@ pub(super) fn mostly_dependent(k: &Kernel) -> Option<String> {
             count(k.opt(m::LD_SECTORS).unwrap_or(0.0))
         )
     })
+}
+
+/// Sectors a fully coalesced warp request needs for the access widths the SASS shows
+/// (32-bit: 4 sectors of 32 bytes; 128-bit: 16); 4 when the SASS is unknown.
+fn ideal_sectors(hist: Option<&std::collections::BTreeMap<String, u64>>) -> f64 {
+    let Some(h) = hist.filter(|h| !h.is_empty()) else { return 4.0 };
+    let (mut n, mut total) = (0.0, 0.0);
+    for (bits, c) in h {
+        let b: f64 = bits.parse().unwrap_or(32.0);
+        n += *c as f64;
+        total += *c as f64 * b / 8.0;
+    }
+    if n > 0.0 {
+        total / n
+    } else {
+        4.0
+    }
+}
+
+pub(super) fn uncoalesced_global(k: &Kernel, r: &Roofline) -> ToolResult {
+    let (ld_s, ld_r) = (k.m0(m::LD_SECTORS)?, k.m0(m::LD_REQUESTS)?);
+    let (st_s, st_r) = (k.m0(m::ST_SECTORS)?, k.m0(m::ST_REQUESTS)?);
+    if ld_r + st_r == 0.0 {
+        return quiet("no global loads or stores");
+    }
+    let ideal_ld = ideal_sectors(k.sass.map(|s| &s.mix.global_load_bits));
+    let ideal_st = ideal_sectors(k.sass.map(|s| &s.mix.global_store_bits));
+    let mine = (ld_s - ld_r * ideal_ld).max(0.0) + (st_s - st_r * ideal_st).max(0.0);
+    let excess = if k.sass.is_some() { mine } else { k.opt(m::EXCESS_SECTORS).unwrap_or(mine).max(mine) };
+    let total = ld_s + st_s;
+    let frac = if total > 0.0 { excess / total } else { 0.0 };
+    let spr = |s: f64, r: f64| if r > 0.0 { s / r } else { 0.0 };
+    let (spr_ld, spr_st) = (spr(ld_s, ld_r), spr(st_s, st_r));
+    if frac < 0.2 {
+        return quiet(format!(
+            "{spr_ld:.1} sectors per load request and {spr_st:.1} per store request: {} excess",
+            pct(frac)
+        ));
+    }
+    if let Some(why) = mostly_dependent(k) {
+        return quiet(why);
+    }
+    // When DRAM limits, wasted sectors are wasted DRAM time one for one.
+    let weight = if r.limiter == "dram" { 1.0 } else { k.memory_weight() };
+    let saving = frac * weight;
+    let efficiency = k.sector_efficiency();
+    // One lane per sector, a few bytes used of each: lanes read one field of a record.
+    let strided_field = spr_ld >= 16.0 && efficiency.is_some_and(|e| e <= 0.25);
+    let layout = if strided_field {
+        format!(
+            "Each lane reads its own sector and uses {:.0} of its 32 bytes: the lanes read one field of consecutive records (array of structures). Store that field in its own array (structure of arrays) so a warp reads 128 contiguous bytes, or, if the record must stay, have a warp read whole records cooperatively and pick the field from registers or shared memory. ",
+            32.0 * efficiency.unwrap_or(0.0)
+        )
+    } else {
+        String::new()
+    };
+    let lines = k.lines_of(&[Class::GlobalLoad, Class::GlobalStore]);
+    fired(
+        Diagnosis::new("uncoalesced-global", saving)
+            .ev("sector_efficiency", efficiency.unwrap_or(-1.0))
+            .ev("load_sectors_per_request", spr_ld)
+            .ev("store_sectors_per_request", spr_st)
+            .ev("ideal_sectors_per_request", ideal_ld)
+            .ev("excess_sectors", excess)
+            .ev("total_sectors", total)
+            .ev("excess_fraction", frac)
+            .ev("memory_stall_share", k.memory_weight())
+            .analysis(format!(
+                "Each warp-wide global load fetches {spr_ld:.1} sectors of 32 bytes where {ideal_ld:.0} would carry its data (stores: {spr_st:.1} per request). {} of the {} sectors that move between L1 and L2 are waste ({} excess), and memory waits are {} of the warps' stall time.",
+                pct(frac),
+                count(total),
+                count(excess),
+                pct(k.memory_weight())
+            ))
+            .prescription(format!(
+                "{layout}Make the 32 lanes of a warp read consecutive addresses: put threadIdx.x on the contiguous (innermost) dimension. If each thread walks its own row or column, give that row to a warp or a block instead (lanes stride through it together), or stage a tile through shared memory: load it coalesced, read it transposed. Target {ideal_ld:.0} sectors per request."
+            ))
+            .at(&lines),
+    )
+}
+
+pub(super) fn scalar_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
+    let s = k.sass()?;
+    let (loads, stores) = (s.count(Class::GlobalLoad), s.count(Class::GlobalStore));
+    if loads + stores == 0 {
+        return quiet("no global loads or stores in the SASS");
+    }
+    let wide: u64 = s
+        .mix
+        .global_load_bits
+        .iter()
+        .chain(&s.mix.global_store_bits)
+        .filter(|(b, _)| b.parse::<u32>().unwrap_or(0) >= 64)
+        .map(|(_, n)| n)
+        .sum();
+    if wide > 0 {
+        return quiet(format!("{wide} global accesses are already 64 or 128 bits wide"));
+    }
+    let narrow = s
+        .mix
+        .global_load_bits
+        .keys()
+        .chain(s.mix.global_store_bits.keys())
+        .any(|b| b.parse::<u32>().unwrap_or(32) < 32);
+    if narrow {
+        return quiet("8- or 16-bit accesses: narrow-global-access covers them");
+    }
+    let dram = k.m(m::DRAM_PCT)?;
+    let (ld_s, ld_r) = (k.m0(m::LD_SECTORS)?, k.m0(m::LD_REQUESTS)?);
+    let ideal = ideal_sectors(Some(&s.mix.global_load_bits));
+    if ld_r > 0.0 && ld_s / ld_r > 1.25 * ideal {
+        return quiet("accesses are uncoalesced: coalesce first (uncoalesced-global), then widen");
+    }
+    let lg = k.stall_share(&["lg_throttle"]).unwrap_or(0.0);
+    if dram < 40.0 && lg < 0.15 {
+        return quiet(format!("DRAM at {dram:.0}% and {} LSU-throttle stalls: load width does not limit", pct(lg)));
+    }
+    let per_access = s.instructions as f64 / (loads + stores) as f64;
+    let streaming = (16.0 / per_access).min(1.0);
+    // Two ways narrow accesses cost time: too few bytes in flight to reach DRAM bandwidth
+    // (when DRAM is the unit being fed), and 4x the load-store instructions queuing at the
+    // LSU (shared with local and shared-memory instructions, so only the global share).
+    let bandwidth_saving =
+        if dram >= 40.0 { (1.0 - dram / 90.0).max(0.0) * streaming * k.memory_weight() } else { 0.0 };
+    let lsu_total = (loads
+        + stores
+        + s.count(Class::LocalLoad)
+        + s.count(Class::LocalStore)
+        + s.count(Class::SharedLoad)
+        + s.count(Class::SharedStore)) as f64;
+    let lsu_saving = lg * 0.75 * (loads + stores) as f64 / lsu_total;
+    let saving = bandwidth_saving.max(lsu_saving);
+    let lines = k.lines_of(&[Class::GlobalLoad, Class::GlobalStore]);
+    fired(
+        Diagnosis::new("scalar-global-access", saving)
+            .ev("global_loads", loads as f64)
+            .ev("global_stores", stores as f64)
+            .ev("widest_access_bits", 32.0)
+            .ev("dram_pct", dram)
+            .ev("lsu_throttle_stall_share", lg)
+            .ev("instructions_per_global_access", per_access)
+            .analysis(format!(
+                "Every global access is 32 bits or narrower ({loads} loads, {stores} stores in the SASS): a warp moves at most 128 bytes per instruction, so the kernel needs four times the load/store instructions and in-flight requests that 128-bit accesses would. DRAM runs at {dram:.0}% of peak; {} of stall time is the LSU queue being full.",
+                pct(lg)
+            ))
+            .prescription(
+                "Load and store 16 bytes per thread: reinterpret the arrays as float4 (int4 for 8 bf16/half values), process four elements per thread, and handle the last n % 4 elements in a scalar tail. cudaMalloc pointers are 256-byte aligned; keep row pitches multiples of 16 bytes.",
+            )
+            .at(&lines),
+    )
+}
+
+pub(super) fn local_memory(k: &Kernel, _: &Roofline) -> ToolResult {
+    let (ldl, stl) = (k.count(Class::LocalLoad).unwrap_or(0) as f64, k.count(Class::LocalStore).unwrap_or(0) as f64);
+    let executed = k.opt(m::LOCAL_LD_INST).unwrap_or(0.0) + k.opt(m::LOCAL_ST_INST).unwrap_or(0.0);
+    let (stack, spills) =
+        k.ptxas.map(|p| (p.stack_frame_bytes, p.spill_store_bytes + p.spill_load_bytes)).unwrap_or((0, 0));
+    if k.sass.is_none() && k.launch.is_none() && k.ptxas.is_none() {
+        return Err(Missing(vec!["SASS, ncu counters or the ptxas report".into()]));
+    }
+    if ldl + stl == 0.0 && executed == 0.0 && spills == 0 {
+        return quiet("no LDL/STL and no local traffic");
+    }
+    let local = k.opt(m::LOCAL_LD_SECTORS).unwrap_or(0.0) + k.opt(m::LOCAL_ST_SECTORS).unwrap_or(0.0);
+    let global = k.opt(m::LD_SECTORS).unwrap_or(0.0) + k.opt(m::ST_SECTORS).unwrap_or(0.0);
+    let saving = if local + global > 0.0 { (local / (local + global)) * k.memory_weight() } else { 0.3 };
+    let cause = if spills > 0 {
+        format!("register spills ({spills} bytes spilled)")
+    } else if stack > 0 {
+        format!("a local array indexed at run time ({stack}-byte stack frame, no spills)")
+    } else {
+        "a local array or spilled registers".to_string()
+    };
+    let lines =
+        k.sass.map(|s| s.finding("local-memory").map(|f| f.lines.clone()).unwrap_or_default()).unwrap_or_default();
+    let prescription = if spills > 0 {
+        format!("Cut register pressure so nothing spills ({spills} B now): shorten live ranges (compute values where they are used), avoid large per-thread arrays, give the compiler room with __launch_bounds__(BLOCK, 1), or split the kernel.")
+    } else {
+        "Keep the array in registers: index it only with compile-time constants (make loop bounds constexpr and #pragma unroll every loop that indexes it); a run-time index such as buf[(k * sel + i) & 63] forces the whole array into local memory. If the index must stay dynamic, hold the array in shared memory, one slice per thread.".to_string()
+    };
+    fired(
+        Diagnosis::new("local-memory", saving)
+            .ev("ldl", ldl)
+            .ev("stl", stl)
+            .ev("local_instructions_executed", executed)
+            .ev("local_sectors", local)
+            .ev("global_sectors", global)
+            .ev("stack_frame_bytes", stack as f64)
+            .ev("spill_bytes", spills as f64)
+            .analysis(format!(
+                "{ldl:.0} LDL and {stl:.0} STL in the SASS{}: {cause}. Local memory is per-thread DRAM behind L1: {} sectors of local traffic against {} of global.",
+                if executed > 0.0 { format!(" ({} executed)", count(executed)) } else { String::new() },
+                count(local),
+                count(global)
+            ))
+            .prescription(prescription)
+            .at(&lines),
+    )
+}
+
+pub(super) fn memory_latency_bound(k: &Kernel, r: &Roofline) -> ToolResult {
+    if r.class != Bound::LatencyBound {
+        return quiet(format!("{} kernel", r.class.name()));
+    }
+    let dram = k.m(m::DRAM_PCT)?;
+    let issue = k.m(m::ISSUE_ACTIVE)?;
+    let long = k.stall_share(&["long_scoreboard"]).ok_or_else(|| Missing(vec![m::stall("long_scoreboard")]))?;
+    let atomics = k.opt(m::GLOBAL_RED).unwrap_or(0.0) + k.opt(m::GLOBAL_ATOM).unwrap_or(0.0);
+    let requests = k.opt(m::LD_REQUESTS).unwrap_or(0.0) + k.opt(m::ST_REQUESTS).unwrap_or(0.0);
+    if atomics > 0.25 * (atomics + requests) {
+        return quiet("the waits are on atomics: atomic-contention explains them");
+    }
+    if dram >= 40.0 || issue >= 40.0 || long < 0.4 {
+        return quiet(format!("DRAM {dram:.0}%, issue {issue:.0}%, global-load waits {} of stalls", pct(long)));
+    }
+    let eligible = k.opt(m::ELIGIBLE).unwrap_or(0.0);
+    let saving = 0.5 * long * (1.0 - dram / 60.0).max(0.0);
+    let lines = k.lines_of(&[Class::GlobalLoad]);
+    fired(
+        Diagnosis::new("memory-latency-bound", saving)
+            .ev("dram_pct", dram)
+            .ev("issue_active_pct", issue)
+            .ev("long_scoreboard_stall_share", long)
+            .ev("eligible_warps_per_cycle", eligible)
+            .analysis(format!(
+                "Warps wait on global loads ({} of stall time) while DRAM runs at only {dram:.0}% and schedulers issue {issue:.0}% of cycles ({eligible:.2} eligible warps per cycle): too few requests are in flight to cover DRAM latency.",
+                pct(long)
+            ))
+            .prescription("Put more bytes in flight: have each thread issue several independent loads before using any (unroll by 4 or load 16 bytes at a time), keep at least 4 blocks resident per SM, and prefetch the next tile (cp.async) while computing on the current one.")
+            .at(&lines),
+    )
+}
+
+pub(super) fn redundant_dram_traffic(k: &Kernel, r: &Roofline) -> ToolResult {
+    let Some(min) = k.hints.min_bytes.filter(|b| *b > 0.0) else {
+        return quiet("no task roofline to compare DRAM bytes with (diagnose a task, or pass --min-bytes)");
+    };
+    let bytes = k.dram_bytes().ok_or_else(|| Missing(vec![m::DRAM_READ.into(), m::DRAM_WRITE.into()]))?;
+    let ratio = bytes / min;
+    if ratio <= 1.25 {
+        return quiet(format!("DRAM moves {ratio:.2}x the least the task needs"));
+    }
+    let weight = if matches!(r.class, Bound::AtRoofline) || r.limiter == "dram" { 1.0 } else { k.memory_weight() };
+    let saving = (1.0 - 1.0 / ratio) * weight;
+    fired(
+        Diagnosis::new("redundant-dram-traffic", saving)
+            .ev("dram_bytes", bytes)
+            .ev("min_bytes", min)
+            .ev("ratio", ratio)
+            .analysis(format!("DRAM moves {} bytes, {ratio:.2}x the {} bytes the task needs at minimum: data is read more than once or written and re-read.", count(bytes), count(min)))
+            .prescription("Read each input once: fuse passes over the same data (keep a row or tile in registers or shared memory between them), avoid writing intermediates to global memory, and order blocks so reused data is still in L2."),
+    )
+}
+
+pub(super) fn redundant_l2_traffic(k: &Kernel, _: &Roofline) -> ToolResult {
+    let l2_read = k.m0("lts__t_sectors_srcunit_tex_op_read.sum")?;
+    let dram_read = k.m0(m::DRAM_READ)? / 32.0;
+    let l2_pct = k.m(m::L2_PCT)?;
+    if k.count(Class::LocalLoad).unwrap_or(0) + k.count(Class::LocalStore).unwrap_or(0) > 0
+        || k.opt(m::LOCAL_LD_INST).unwrap_or(0.0) > 0.0
+    {
+        return quiet("local memory traffic goes through L2: local-memory explains it");
+    }
+    if dram_read <= 0.0 || l2_read < 1.8 * dram_read || l2_pct < 40.0 {
+        return quiet(format!(
+            "L2 serves {:.1}x the sectors DRAM supplies, L2 {l2_pct:.0}% busy",
+            if dram_read > 0.0 { l2_read / dram_read } else { 0.0 }
+        ));
+    }
+    let ratio = l2_read / dram_read;
+    let saving = (1.0 - 1.0 / ratio) * (l2_pct / 100.0) * 0.5;
+    let lines = k.lines_of(&[Class::GlobalLoad]);
+    fired(
+        Diagnosis::new("redundant-l2-traffic", saving)
+            .ev("l2_read_sectors", l2_read)
+            .ev("dram_read_sectors", dram_read)
+            .ev("reads_per_dram_read", ratio)
+            .ev("l2_pct", l2_pct)
+            .analysis(format!(
+                "L2 serves {ratio:.1}x as many sectors as DRAM supplies ({} against {}): the kernel reads the same data several times and L2, {l2_pct:.0}% busy, absorbs the re-reads.",
+                count(l2_read),
+                count(dram_read)
+            ))
+            .prescription("Read each element once: keep the row or tile in registers (or shared memory) across passes (max, sum, normalize in one sweep), or fuse the passes with an online algorithm (running max and rescaled sum).")
+            .at(&lines),
+    )
+}
+
+pub(super) fn async_copy_opportunity(k: &Kernel, _: &Roofline) -> ToolResult {
+    let s = k.sass()?;
+    if s.count(Class::AsyncCopy) > 0 {
+        return quiet("already uses cp.async, bulk copies or TMA");
+    }
+    let staging = s
+        .loops
+        .iter()
+        .find(|l| l.mix.count(Class::GlobalLoad) > 0 && l.mix.count(Class::SharedStore) > 0 && l.barriers > 0);
+    let Some(lp) = staging else {
+        return quiet("no loop stages global data through shared memory");
+    };
+    let line = lp.line.clone().map(|l| vec![l]).unwrap_or_default();
+    fired(
+        Diagnosis::new("async-copy-opportunity", 0.15 * k.memory_weight())
+            .ev("loop_global_loads", lp.mix.count(Class::GlobalLoad) as f64)
+            .ev("loop_shared_stores", lp.mix.count(Class::SharedStore) as f64)
+            .ev("loop_barriers", lp.barriers as f64)
+            .analysis("A loop copies global data into shared memory through registers (LDG then STS) and waits at a barrier each iteration: the copy and the compute do not overlap.")
+            .prescription("Copy asynchronously and pipeline: cp.async (cuda::memcpy_async / __pipeline_memcpy_async) or a TMA bulk tensor copy on sm_90 into 2-3 shared-memory stages, waiting only for the stage about to be used.")
+            .at(&line),
+    )
 }

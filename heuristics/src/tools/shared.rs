@@ -1,8 +1,10 @@
-//! Shared memory as the limiter: too many shared-memory instructions per result.
+//! Shared memory and barriers: bank-conflict replays, too many shared accesses per result
+//! when L1 or the LSU pipe limits, and warps waiting at block barriers.
 
-use super::{arithmetic::mac_loop_without_reuse, fired, pct, quiet};
-use crate::diagnosis::{Diagnosis, ToolResult};
-use crate::facts::{metric as m, Kernel};
+use super::arithmetic::mac_loop_without_reuse;
+use super::{count, fired, pct, quiet};
+use crate::diagnosis::{Diagnosis, Severity, ToolResult};
+use crate::facts::{metric as m, Kernel, Missing};
 use crate::roofline::Roofline;
 use sass::Class;
 
@@ -64,4 +66,63 @@ pub(super) fn shared_memory_bound(k: &Kernel, r: &Roofline) -> ToolResult {
             .prescription("Cut shared-memory accesses per result: have each thread keep several consecutive elements in registers and exchange only the edges through shared memory (or with __shfl_up_sync/__shfl_down_sync inside a warp), read 8 or 16 bytes per shared access (float2/float4), and fuse several rounds per barrier. Aim for one shared access per several FMAs.")
             .at(&lines),
     )
+}
+
+pub(super) fn shared_bank_conflicts(k: &Kernel, _: &Roofline) -> ToolResult {
+    let wave_ld = k.m0("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum")?;
+    let wave_st = k.m0("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum")?;
+    let waves = wave_ld + wave_st;
+    if waves == 0.0 {
+        return quiet("no shared-memory loads or stores");
+    }
+    let conflicts = k.m0(m::SHARED_LD_CONFLICTS)? + k.m0(m::SHARED_ST_CONFLICTS)?;
+    let excess = k.opt(m::SHARED_EXCESS).unwrap_or(0.0).max(conflicts).min(waves);
+    let frac = excess / waves;
+    let ways = k.opt(m::SHARED_NWAY);
+    if frac < 0.2 {
+        return quiet(format!(
+            "{} of shared wavefronts are conflict replays{}",
+            pct(frac),
+            ways.map(|w| format!(" ({w:.0}-way at worst)")).unwrap_or_default()
+        ));
+    }
+    let saving = frac * k.shared_weight();
+    let lines = k.lines_of(&[Class::SharedLoad, Class::SharedStore]);
+    let ways_text = ways.map(|w| format!("{w:.0}-way")).unwrap_or_else(|| "multi-way".into());
+    fired(
+        Diagnosis::new("shared-bank-conflicts", saving)
+            .ev("conflict_ways", ways.unwrap_or(0.0))
+            .ev("excess_wavefronts", excess)
+            .ev("shared_wavefronts", waves)
+            .ev("excess_fraction", frac)
+            .ev("shared_stall_share", k.shared_weight())
+            .analysis(format!(
+                "Shared-memory accesses hit the same bank {ways_text}: {} of {} wavefronts ({}) are replays, each a serialized pass through the 32 banks; warps spend {} of their stall time on shared memory and barriers.",
+                count(excess),
+                count(waves),
+                pct(frac),
+                pct(k.shared_weight())
+            ))
+            .prescription(
+                "Pad the shared tile by one element per row (float tile[32][33]) so a column walk lands in 32 different banks, or XOR-swizzle the column index (col ^ row) when padding breaks vector accesses; for 16-byte accesses pad by 16 bytes.",
+            )
+            .at(&lines),
+    )
+}
+
+pub(super) fn barrier_stalls(k: &Kernel, _: &Roofline) -> ToolResult {
+    let share = k.stall_share(&["barrier"]).ok_or_else(|| Missing(vec![m::stall("barrier")]))?;
+    if share < 0.15 {
+        return quiet(format!("barrier stalls are {} of stall time", pct(share)));
+    }
+    let lines =
+        k.sass.map(|s| s.finding("barrier-in-loop").map(|f| f.lines.clone()).unwrap_or_default()).unwrap_or_default();
+    let lines = if lines.is_empty() { k.lines_of(&[Class::Barrier]) } else { lines };
+    let d = Diagnosis::new("barrier-stalls", 0.5 * share)
+        .ev("barrier_stall_share", share)
+        .ev("barriers_per_block", k.opt("launch__barrier_count").unwrap_or(0.0))
+        .analysis(format!("Warps spend {} of their stall time waiting at block barriers (__syncthreads): every barrier waits for the block's slowest warp, and little work happens between barriers.", pct(share)))
+        .prescription("Do more work per barrier: give each thread several elements between __syncthreads (e.g. 32x8 threads per 32x32 tile, 4 rows each), double-buffer shared tiles so the next load overlaps the current compute, and use __syncwarp when only one warp shares the data.")
+        .at(&lines);
+    fired(if share < 0.5 { d.cap(Severity::Medium) } else { d })
 }

@@ -1,0 +1,137 @@
+//! Too little work in flight or too little per launch: registers, occupancy, grid size,
+//! launch latency.
+
+use super::{fired, pct, quiet};
+use crate::diagnosis::{Diagnosis, Severity, ToolResult};
+use crate::facts::{metric as m, Kernel, Missing};
+use crate::roofline::{Bound, Roofline};
+
+pub(super) fn register_pressure(k: &Kernel, _: &Roofline) -> ToolResult {
+    let regs = k.opt(m::REGS).or(k.ptxas.map(|p| p.registers as f64));
+    let Some(regs) = regs else {
+        return Err(Missing(vec![m::REGS.into(), "or the ptxas report".into()]));
+    };
+    let spills = k.ptxas.map(|p| p.spill_store_bytes + p.spill_load_bytes).unwrap_or(0);
+    let limit_regs = k.opt(m::LIMIT_REGS);
+    let others = [k.opt(m::LIMIT_SMEM), k.opt(m::LIMIT_WARPS), k.opt(m::LIMIT_BLOCKS)]
+        .into_iter()
+        .flatten()
+        .fold(f64::INFINITY, f64::min);
+    let binding = limit_regs.is_some_and(|r| r < others);
+    let occupancy = k.opt(m::ACHIEVED_OCC).unwrap_or(100.0);
+    if spills == 0 && !(regs >= 128.0 && binding && occupancy < 40.0) {
+        return quiet(format!(
+            "{regs:.0} registers per thread, no spills{}",
+            if binding { " (registers limit occupancy)" } else { "" }
+        ));
+    }
+    let saving = if spills > 0 { 0.15 } else { 0.1 };
+    fired(
+        Diagnosis::new("register-pressure", saving)
+            .ev("registers_per_thread", regs)
+            .ev("spill_bytes", spills as f64)
+            .ev("blocks_per_sm_by_registers", limit_regs.unwrap_or(0.0))
+            .ev("achieved_occupancy_pct", occupancy)
+            .analysis(format!(
+                "{regs:.0} registers per thread{}{}.",
+                if spills > 0 { format!(" and {spills} bytes spilled to local memory") } else { String::new() },
+                if binding { format!("; registers cap residency at {:.0} blocks per SM", limit_regs.unwrap_or(0.0)) } else { String::new() }
+            ))
+            .prescription("Lower the register count: __launch_bounds__(BLOCK, MIN_BLOCKS) lets ptxas target more resident blocks; recompute cheap values instead of keeping them live; split very long unrolled loops; keep per-thread arrays small."),
+    )
+}
+
+pub(super) fn low_occupancy(k: &Kernel, r: &Roofline) -> ToolResult {
+    let achieved = k.m(m::ACHIEVED_OCC)?;
+    let waves = k.m(m::WAVES)?;
+    if waves < 1.0 {
+        return quiet("the grid fills less than one wave: under-filled-grid explains the occupancy");
+    }
+    let block = k.m(m::BLOCK)?;
+    let limits = [
+        ("registers", k.m(m::LIMIT_REGS)?),
+        ("shared memory", k.m(m::LIMIT_SMEM)?),
+        ("warps", k.m(m::LIMIT_WARPS)?),
+        ("blocks", k.m(m::LIMIT_BLOCKS)?),
+    ];
+    let (limiter, blocks) = limits.iter().cloned().min_by(|a, b| a.1.total_cmp(&b.1)).expect("four limits");
+    let max_warps = k.device.max_warps_per_sm.unwrap_or(64.0);
+    let theoretical = (blocks * (block / 32.0).ceil() / max_warps).min(1.0);
+    let issue = k.opt(m::ISSUE_ACTIVE).unwrap_or(50.0);
+    if theoretical >= 0.5 || r.class != Bound::LatencyBound {
+        return quiet(format!("theoretical occupancy {}, achieved {achieved:.0}%", pct(theoretical)));
+    }
+    let saving = ((0.5 - theoretical) / 0.5).max(0.0) * (1.0 - issue / 100.0) * 0.5;
+    let advice = match limiter {
+        "registers" => "fewer registers per thread (__launch_bounds__(BLOCK, MIN_BLOCKS), shorter live ranges)",
+        "shared memory" => "less shared memory per block (smaller tiles, or fewer pipeline stages)",
+        "warps" => "smaller blocks so more of them fit",
+        _ => "larger blocks (too few threads per block to fill the SM's block slots)",
+    };
+    fired(
+        Diagnosis::new("low-occupancy", saving)
+            .ev("theoretical_occupancy", theoretical)
+            .ev("achieved_occupancy_pct", achieved)
+            .ev("blocks_per_sm", blocks)
+            .ev("limiter", limiter)
+            .ev("issue_active_pct", issue)
+            .analysis(format!(
+                "{limiter} limit residency to {blocks:.0} blocks of {block:.0} threads per SM: {} of the SM's warp slots at best ({achieved:.0}% achieved), too few warps to hide latency while issue slots sit {:.0}% idle.",
+                pct(theoretical),
+                100.0 - issue
+            ))
+            .prescription(format!("Raise occupancy with {advice}, or add independent work per thread (ILP) so fewer warps suffice.")),
+    )
+}
+
+pub(super) fn under_filled_grid(k: &Kernel, _: &Roofline) -> ToolResult {
+    let grid = k.m(m::GRID)?;
+    let sms = k.device.sms.ok_or_else(|| Missing(vec![m::SMS.into()]))?;
+    let waves = k.opt(m::WAVES);
+    let block = k.opt(m::BLOCK).unwrap_or(0.0);
+    if grid < sms {
+        let saving = (1.0 - grid / sms).min(0.95);
+        return fired(
+            Diagnosis::new("under-filled-grid", saving)
+                .ev("blocks", grid)
+                .ev("sms", sms)
+                .ev("block_size", block)
+                .ev("waves", waves.unwrap_or(0.0))
+                .analysis(format!("{grid:.0} blocks of {block:.0} threads for {sms:.0} SMs: {:.0} SMs sit idle for the whole kernel.", sms - grid))
+                .prescription(format!(
+                    "Launch at least {:.0} blocks (two or more per SM): give each thread or warp less work (one element per thread with 256-thread blocks, a block per row), or split long per-thread loops across blocks and combine partial results.",
+                    2.0 * sms
+                )),
+        );
+    }
+    if let Some(w) = waves.filter(|w| (1.0..4.0).contains(w)) {
+        let tail = (w.ceil() - w) / w.ceil();
+        if tail >= 0.2 {
+            return fired(
+                Diagnosis::new("under-filled-grid", tail * 0.3)
+                    .ev("blocks", grid)
+                    .ev("waves", w)
+                    .ev("idle_fraction_of_last_wave", 1.0 - w.fract())
+                    .analysis(format!("{grid:.0} blocks make {w:.2} waves: the last wave leaves {} of the GPU idle while it runs.", pct(1.0 - w.fract())))
+                    .prescription("Size the grid to whole waves (a multiple of SMs x resident blocks), or use a persistent grid-stride loop with exactly SMs x resident blocks.")
+                    .cap(Severity::Medium),
+            );
+        }
+    }
+    quiet(format!("{grid:.0} blocks on {sms:.0} SMs{}", waves.map(|w| format!(", {w:.2} waves")).unwrap_or_default()))
+}
+
+pub(super) fn launch_overhead(k: &Kernel, _: &Roofline) -> ToolResult {
+    let dur = k.m(m::DURATION)?;
+    let limit = 5e-6;
+    if dur >= limit {
+        return quiet(format!("{:.1} us per launch", dur * 1e6));
+    }
+    fired(
+        Diagnosis::new("launch-overhead", 0.5 * (limit - dur) / limit)
+            .ev("duration_us", dur * 1e6)
+            .analysis(format!("The kernel runs {:.2} us, about as long as launching it (2-4 us of host and front-end work): launch latency, not the kernel, sets the pace.", dur * 1e6))
+            .prescription("Fuse it with the kernels before or after it, capture the sequence in a CUDA graph, or make one persistent kernel process several batches.")
+            .cap(Severity::Medium),
+    )
+}
