@@ -135,16 +135,28 @@ impl DeviceFacts {
         }
     }
 
-    /// Dense tensor-core FLOP/s for 16-bit inputs: 4096 per SM per clock on Hopper
-    /// (1024 on Ampere), half that for TF32.
-    pub fn tensor_peak_flops(&self) -> Option<f64> {
-        let per_sm = match self.compute_capability {
-            Some((9, _)) | None => 4096.0,
-            Some((8, _)) => 1024.0,
-            Some((m, _)) if m >= 10 => 8192.0,
-            _ => 512.0,
+    /// The least time any correct kernel needs, in seconds: `bytes` at the DRAM peak, or
+    /// `flops` on the fastest arithmetic path the task's tolerance admits, whichever is
+    /// longer. A part whose numbers are missing is left out; None when neither is known.
+    pub fn floor_seconds(
+        &self,
+        bytes: Option<f64>,
+        flops: Option<f64>,
+        accuracy: &crate::precision::Accuracy,
+    ) -> Option<f64> {
+        let by_bytes = match (bytes, self.peak_dram_bytes_per_s) {
+            (Some(b), Some(p)) if p > 0.0 => Some(b / p),
+            _ => None,
         };
-        Some(self.sms? * self.sm_clock_hz? * per_sm)
+        let by_flops = match (flops, self.sms, self.sm_clock_hz) {
+            (Some(f), Some(n), Some(hz)) if f > 0.0 && n * hz > 0.0 => {
+                let cc = self.compute_capability.map(|c| c.0).unwrap_or(9);
+                let (_, per_clock) = crate::precision::fastest_admissible(accuracy, cc);
+                Some(f / (n * hz * per_clock))
+            }
+            _ => None,
+        };
+        by_bytes.into_iter().chain(by_flops).reduce(f64::max).filter(|t| *t > 0.0 && t.is_finite())
     }
 }
 

@@ -101,23 +101,10 @@ pub fn classify(k: &Kernel) -> Roofline {
         (Some(f), Some(b), Some(t)) if b > 0.0 => Some(f * t / b),
         _ => None,
     };
-    let bytes_floor = match (k.hints.min_bytes, k.device.peak_dram_bytes_per_s) {
-        (Some(b), Some(p)) if p > 0.0 => Some(b / p * 1e6),
-        _ => None,
-    };
-    let flops_floor = match (k.hints.min_flops, k.device.sms, k.device.sm_clock_hz) {
-        (Some(f), Some(sms), Some(hz)) if f > 0.0 => {
-            let acc = k.hints.accuracy.clone().unwrap_or_default();
-            let cc = k.device.compute_capability.map(|c| c.0).unwrap_or(9);
-            let (_, per_clock) = crate::precision::fastest_admissible(&acc, cc);
-            Some(f / (sms * hz * per_clock) * 1e6)
-        }
-        _ => None,
-    };
-    let floor_us = match (bytes_floor, flops_floor) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
+    let floor_us = k
+        .device
+        .floor_seconds(k.hints.min_bytes, k.hints.min_flops, &k.hints.accuracy.clone().unwrap_or_default())
+        .map(|t| t * 1e6);
     let sector_efficiency = k.sector_efficiency();
     let useful_dram = k.useful_dram_fraction();
     let busiest = k.busiest_pipe();

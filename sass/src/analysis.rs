@@ -38,6 +38,14 @@ impl Mix {
         self.classes.get(class.name()).copied().unwrap_or(0)
     }
 
+    /// Global (loads, stores) whose access width in bits satisfies `keep`.
+    pub fn global_accesses(&self, keep: impl Fn(u32) -> bool) -> (u64, u64) {
+        let sum = |h: &BTreeMap<String, u64>| {
+            h.iter().filter(|(b, _)| b.parse::<u32>().is_ok_and(&keep)).map(|(_, n)| n).sum::<u64>()
+        };
+        (sum(&self.global_load_bits), sum(&self.global_store_bits))
+    }
+
     fn with_all_classes(mut self) -> Mix {
         for c in Class::ALL {
             self.classes.entry(c.name().to_string()).or_insert(0);
@@ -295,14 +303,8 @@ fn findings(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Vec<Find
     let mut out = Vec::new();
     let loads = r.count(Class::GlobalLoad);
     let stores = r.count(Class::GlobalStore);
-    let narrow = |h: &BTreeMap<String, u64>| {
-        h.iter().filter(|(b, _)| b.parse::<u32>().unwrap_or(0) <= 32).map(|(_, n)| n).sum::<u64>()
-    };
-    let wide = |h: &BTreeMap<String, u64>| {
-        h.iter().filter(|(b, _)| b.parse::<u32>().unwrap_or(0) >= 64).map(|(_, n)| n).sum::<u64>()
-    };
-    let (narrow_l, wide_l) = (narrow(&r.mix.global_load_bits), wide(&r.mix.global_load_bits));
-    let (narrow_s, wide_s) = (narrow(&r.mix.global_store_bits), wide(&r.mix.global_store_bits));
+    let (narrow_l, narrow_s) = r.mix.global_accesses(|b| b <= 32);
+    let (wide_l, wide_s) = r.mix.global_accesses(|b| b >= 64);
     if loads + stores > 0 && wide_l + wide_s == 0 {
         let sites: Vec<Site> = live
             .iter()

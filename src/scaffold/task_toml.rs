@@ -213,7 +213,6 @@ pub fn draft(task_name: &str, entry: &Entry, baseline: &str, include_dir: bool) 
                     let _ = writeln!(t, "rtol = {rtol:e}   # {why}");
                     let _ = writeln!(t, "atol = {atol:e}");
                     output_elems.push(elem.clone());
-                    bytes_terms.push(String::new()); // counted above with its length
                 }
             }
             ParamKind::Integer => {
@@ -227,7 +226,6 @@ pub fn draft(task_name: &str, entry: &Entry, baseline: &str, include_dir: bool) 
             ParamKind::Stream => {}
         }
     }
-    bytes_terms.retain(|s| !s.is_empty());
 
     let _ = writeln!(t, "\n[sizes]");
     let _ = writeln!(t, "# Proposed: make the bench size your production shape (it should run >= 50 us); the");
@@ -254,7 +252,7 @@ pub fn draft(task_name: &str, entry: &Entry, baseline: &str, include_dir: bool) 
     let _ = writeln!(t, "atol = {atol:e}");
     let _ = writeln!(t, "seeds = 2");
 
-    if !bytes_terms.is_empty() && !t.contains("len = \"TODO\"") {
+    if !bytes_terms.is_empty() && todos.iter().all(|todo| !todo.field.ends_with(".len")) {
         let _ = writeln!(t, "\n[roofline]");
         let _ = writeln!(t, "# The least DRAM traffic: every input read once, every output written once.");
         let _ = writeln!(t, "bytes = {}", toml_str(&bytes_terms.join(" + ")));

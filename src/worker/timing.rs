@@ -136,13 +136,15 @@ fn noisy(t: &SideTiming) -> bool {
 /// plain TF32), whichever is longer.
 pub fn floor_ms(task: &Task, info: &DeviceInfo) -> Option<f64> {
     let work = task.work(&task.bench)?;
-    let bytes_s = work.bytes / (info.peak_dram_gbs * 1e9);
-    let (_, per_sm_clock) =
-        heuristics::precision::fastest_admissible(&task.accuracy(), info.compute_capability.0.max(0) as u32);
-    let peak_flops = info.sm_count as f64 * info.max_sm_clock_mhz * 1e6 * per_sm_clock;
-    let flops_s = if peak_flops > 0.0 { work.flops / peak_flops } else { 0.0 };
-    let floor = bytes_s.max(flops_s) * 1e3;
-    (floor > 0.0 && floor.is_finite()).then_some(floor)
+    let device = heuristics::facts::DeviceFacts {
+        sms: Some(info.sm_count as f64),
+        sm_clock_hz: Some(info.max_sm_clock_mhz * 1e6),
+        peak_dram_bytes_per_s: Some(info.peak_dram_gbs * 1e9),
+        l2_bytes: Some(info.l2_bytes as f64),
+        max_warps_per_sm: None,
+        compute_capability: Some((info.compute_capability.0.max(0) as u32, info.compute_capability.1.max(0) as u32)),
+    };
+    device.floor_seconds(Some(work.bytes), Some(work.flops), &task.accuracy()).map(|t| t * 1e3)
 }
 
 fn clock_snapshot(nvml: &Option<crate::nvml::NvmlDevice>) -> (Option<u32>, Option<u32>, Vec<String>, Option<u32>) {

@@ -15,12 +15,9 @@ const ATTAINABLE_DRAM_PCT: f64 = 85.0;
 /// 32 or 64 bytes per instruction, so it cannot keep enough bytes in flight.
 pub(super) fn narrow_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
     let s = k.sass()?;
-    let narrow = |h: &std::collections::BTreeMap<String, u64>| -> u64 {
-        h.iter().filter(|(b, _)| b.parse::<u32>().unwrap_or(32) < 32).map(|(_, n)| n).sum()
-    };
-    let all = |h: &std::collections::BTreeMap<String, u64>| -> u64 { h.values().sum() };
-    let (nl, ns) = (narrow(&s.mix.global_load_bits), narrow(&s.mix.global_store_bits));
-    let total = all(&s.mix.global_load_bits) + all(&s.mix.global_store_bits);
+    let (nl, ns) = s.mix.global_accesses(|b| b < 32);
+    let (all_l, all_s) = s.mix.global_accesses(|_| true);
+    let total = all_l + all_s;
     if nl + ns == 0 || total == 0 {
         return quiet("no 8- or 16-bit global accesses");
     }
@@ -206,24 +203,12 @@ pub(super) fn scalar_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
     if loads + stores == 0 {
         return quiet("no global loads or stores in the SASS");
     }
-    let wide: u64 = s
-        .mix
-        .global_load_bits
-        .iter()
-        .chain(&s.mix.global_store_bits)
-        .filter(|(b, _)| b.parse::<u32>().unwrap_or(0) >= 64)
-        .map(|(_, n)| n)
-        .sum();
-    if wide > 0 {
-        return quiet(format!("{wide} global accesses are already 64 or 128 bits wide"));
+    let (wide_l, wide_s) = s.mix.global_accesses(|b| b >= 64);
+    if wide_l + wide_s > 0 {
+        return quiet(format!("{} global accesses are already 64 or 128 bits wide", wide_l + wide_s));
     }
-    let narrow = s
-        .mix
-        .global_load_bits
-        .keys()
-        .chain(s.mix.global_store_bits.keys())
-        .any(|b| b.parse::<u32>().unwrap_or(32) < 32);
-    if narrow {
+    let (narrow_l, narrow_s) = s.mix.global_accesses(|b| b < 32);
+    if narrow_l + narrow_s > 0 {
         return quiet("8- or 16-bit accesses: narrow-global-access covers them");
     }
     let dram = k.m(m::DRAM_PCT)?;
