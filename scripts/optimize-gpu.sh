@@ -5,6 +5,10 @@
 #   scripts/optimize-gpu.sh smoke    vector_add (4 nodes) and the softmax replay run
 #   scripts/optimize-gpu.sh tuner    softmax and gemm_f32 with the tuner, --guidance tools and none
 #   scripts/optimize-gpu.sh collect  tar what is there into $OUT
+#   BUDGET=10m PAR=1 STRATEGY=mcts SEED=1 scripts/optimize-gpu.sh suite TASK_DIR...
+#            default optimize runs (PAR at a time on the GPU), then a markdown table
+#            (scripts/runs-table.py) and the run directories without profiles, in $OUT;
+#            examples/bias_gelu_residual is made a task with `init` first, as its README does
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out" runs
 ns() { bash .device/gpu-run.sh nightshift "$@"; }
@@ -24,6 +28,27 @@ case "${1:-}" in
       done
     done
     echo done >> runs/tuner-status.txt
+    ;;
+  suite)
+    shift
+    budget="${BUDGET:-10m}"; strategy="${STRATEGY:-mcts}"; par="${PAR:-1}"
+    for t in "$@"; do
+      if [ "$t" = examples/bias_gelu_residual ]; then
+        [ -f runs/tasks/bias_gelu_residual/task.toml ] || ns init runs/tasks/bias_gelu_residual \
+          --from examples/bias_gelu_residual/src/fused_epilogue.cu -I examples/bias_gelu_residual/include > /dev/null
+        t=runs/tasks/bias_gelu_residual
+      fi
+      name="$(basename "$t")-$strategy"
+      ( ns optimize "$t" --budget "$budget" --seed "${SEED:-1}" --strategy "$strategy" --out "runs/$name" \
+          > "runs/$name.log" 2>&1; echo "$name exit $?" >> runs/status.txt ) &
+      while [ "$(jobs -r | wc -l)" -ge "$par" ]; do sleep 5; done
+    done
+    wait
+    cat runs/status.txt
+    python3 scripts/runs-table.py runs/*-"$strategy" | tee "$out/table-$strategy.md"
+    tar czf "$out/runs-$strategy.tgz" --exclude='*/profile' --exclude='*.so' --exclude='*/tasks' runs
+    ls -la "$out"
+    exit 0
     ;;
   collect)
     cat runs/tuner-status.txt 2>/dev/null

@@ -5,6 +5,7 @@ mod diagnose;
 mod envcheck;
 mod optimize;
 mod render;
+mod rewrite;
 
 use crate::eval::{self, EvalError, EvalOptions};
 use crate::task::{self, Task, TaskError};
@@ -155,6 +156,28 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Shows which rewrite recipes apply to a task's kernel and why the others do not;
+    /// writes the variants (one .cu each) and builds them when asked. No GPU needed.
+    Rewrite {
+        task: PathBuf,
+        /// The kernel to rewrite (default: the task's baseline).
+        candidate: Option<PathBuf>,
+        /// A recipe application, ID[:NAME=VALUE,...] (repeatable; default: every recipe
+        /// with its default parameters).
+        #[arg(long = "recipe", value_name = "ID[:PARAMS]")]
+        recipes: Vec<String>,
+        /// Where to write the variants.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Build every variant with nvcc.
+        #[arg(long)]
+        build: bool,
+        /// Build target, e.g. sm_90a (default: the GPU's own).
+        #[arg(long)]
+        arch: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Optimizes a task's kernel unattended: search, generate, build, verify, profile, report.
     ///
     /// `nightshift optimize tasks/softmax --budget 10m` uses the built-in tuner (no network);
@@ -224,6 +247,9 @@ pub fn main() -> ExitCode {
         }
         Cmd::Optimize(args) => optimize::run(*args),
         Cmd::CheckEnv { json } => envcheck::run(json),
+        Cmd::Rewrite { task, candidate, recipes, out, build, arch, json } => {
+            rewrite::run(rewrite::Args { task, candidate, recipes, out, build, arch, json })
+        }
         Cmd::Report { run_dir, json } => match crate::report::render(&run_dir) {
             Ok(w) => {
                 if json {

@@ -3,8 +3,8 @@
 //! [`Generated`] back: a kernel, a failure to record (a reply with no code...), nothing
 //! new to offer from this parent, or a reason to stop generating altogether.
 //!
-//! Three kinds: [`tune::Tuner`] (the default; moves over the task's knobs and safe
-//! compiler flags, ordered by the diagnoses; no network), [`llm::LlmGenerator`] (any
+//! Three kinds: [`tune::Tuner`] (the default; rewrite recipes, knobs and safe compiler
+//! flags, ordered by the diagnoses; no network), [`llm::LlmGenerator`] (any
 //! OpenAI-compatible endpoint) and [`replay::Replay`] (proposals from files).
 
 pub mod llm;
@@ -44,8 +44,13 @@ pub struct Request {
     pub failure_detail: Option<String>,
     pub profile: ParentProfile,
     pub guidance: Guidance,
-    /// Search memory: what each technique did across the tree.
+    /// Search memory: what each technique did across the tree (a summary for prompts).
     pub memory: String,
+    /// The same, per technique, for generators that weigh it.
+    pub techniques: BTreeMap<String, search::memory::Stats>,
+    /// The techniques on the path from the baseline to the parent, in order (the
+    /// recipes applied, the knobs moved, the LLM's tags).
+    pub path: Vec<String>,
     /// The floor in ms at the bench size, when the task has a roofline.
     pub floor_ms: Option<f64>,
     pub seed: u64,
@@ -118,9 +123,9 @@ impl Generator {
 
     /// Tells the generator about a proposal made before a resume (so the tuner does not
     /// repeat it and the replay does not reissue it).
-    pub fn remember(&self, candidate: &Candidate) {
+    pub fn remember(&self, candidate: &Candidate, source: &str) {
         match self {
-            Generator::Tune(t) => t.remember(candidate),
+            Generator::Tune(t) => t.remember(candidate, source),
             Generator::Replay(r) => r.skip_one(),
             Generator::Llm(_) => {}
         }

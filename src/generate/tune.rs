@@ -1,56 +1,37 @@
-//! The built-in tuner: moves over the task's `[tune]` knobs (set with `-D`) and a few
-//! compiler flags that cannot change a correct kernel's meaning (`-maxrregcount`,
-//! `--extra-device-vectorization`; `--use_fast_math` only where the task's tolerance can
-//! absorb approximate transcendentals). A child differs from its parent in one dimension.
+//! The built-in generator: executable prescriptions and knob moves, no network.
 //!
-//! The diagnoses decide which move comes first: each tool votes for the direction an
-//! expert would try (low occupancy or an under-filled grid: smaller blocks or tiles;
-//! register pressure: a register cap; scalar or latency-bound memory access: larger blocks
-//! and vectorization; special-function or conversion cost: fast math), weighted by the
-//! share of time the tool says its fix saves. Without diagnoses the order is a seeded
-//! shuffle. Never proposes a configuration already tried anywhere in the run, and is
+//! From a parent it proposes one of three kinds of move: a recipe application from the
+//! `rewrite` crate (the parent's source rewritten: vectorized, index math narrowed, a
+//! reduction turned into shuffles...), a knob move (a task `[tune]` knob, or a macro the
+//! source offers as one, set with `-D`), or a safe compiler flag (`-maxrregcount`,
+//! `--extra-device-vectorization`, `--use_fast_math` only where the task's tolerance can
+//! absorb approximate transcendentals). Moves compose along a path: a child's source is
+//! the parent's, rewritten, so a vectorized kernel can next be unrolled.
+//!
+//! The parent's diagnoses order the moves: each recipe answers a list of diagnosis tools
+//! and is weighted by the time they say their fix saves; knob and flag moves are voted as
+//! an expert would (low occupancy: smaller blocks, a register cap; scalar memory access:
+//! larger blocks; special functions: fast math). The search memory adds what each kind of
+//! move did elsewhere in this tree (its mean gain over its parents, how often it failed).
+//! Without diagnoses the order is a seeded shuffle with rewrites first. The tuner never
+//! proposes a kernel (source and configuration) already tried anywhere in the run, and is
 //! deterministic for a seed.
 
 use super::{Kernel, Proposal, Request};
 use crate::optimize::config::Guidance;
 use crate::optimize::events::Candidate;
 use crate::task::Task;
+use rewrite::{Application, Source};
+use search::memory::Stats;
 use search::rng::SplitMix64;
 use search::Expansion;
+use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 
 const REGISTER_CAPS: [&str; 3] = ["32", "64", "128"];
-const VECTORIZE: &str = "--extra-device-vectorization";
+const VECTORIZE_FLAG: &str = "--extra-device-vectorization";
 const FAST_MATH: &str = "--use_fast_math";
-
-#[derive(Debug, Clone, PartialEq)]
-enum DimKind {
-    /// A `-D` macro of the task.
-    Knob,
-    RegisterCap,
-    Vectorize,
-    FastMath,
-}
-
-#[derive(Debug, Clone)]
-struct Dim {
-    name: String,
-    kind: DimKind,
-    /// None: leave it as the source has it.
-    values: Vec<Option<String>>,
-}
-
-/// One point of the space: a value index per dimension.
-type Config = Vec<usize>;
-
-pub struct Tuner {
-    dims: Vec<Dim>,
-    baseline: Config,
-    tried: Mutex<HashSet<String>>,
-    seed: u64,
-    guidance: Guidance,
-}
 
 /// Whether `--use_fast_math` can pass this task's check: approximate `__expf` and friends
 /// are good to about 2^-21 relative plus a few ulp, and flush denormals to zero, so only
@@ -62,183 +43,341 @@ pub fn fast_math_allowed(task: &Task) -> bool {
     sixteen || task.tolerance.rtol >= 1e-3
 }
 
-/// The value the baseline gives `name` when it is not set: `#define NAME VALUE`.
+/// The value the source gives `name` when it is not set: `#define NAME VALUE`.
 fn source_default(source: &str, name: &str) -> Option<String> {
-    let re = regex::Regex::new(&format!(r"(?m)^\s*#\s*define\s+{}\s+(\S+)", regex::escape(name))).ok()?;
-    re.captures(source).map(|c| c[1].to_string())
+    rewrite::knobs::macro_value(&Source::parse(source), name)
 }
 
-fn numeric(v: &Option<String>) -> Option<f64> {
-    v.as_deref().and_then(|s| s.parse::<f64>().ok())
+fn numeric(v: &str) -> Option<f64> {
+    v.parse::<f64>().ok()
+}
+
+/// One way to make a child.
+#[derive(Debug, Clone)]
+enum Move {
+    /// The parent's source rewritten by a recipe.
+    Recipe { app: Application, source: String },
+    /// `-D NAME=VALUE` (None: the source's default).
+    Knob { name: String, from: Option<String>, to: Option<String>, block_size: bool },
+    /// A compiler flag switched (a register cap to a value, or a switch on or off).
+    Flag { kind: FlagKind, from: Option<String>, to: Option<String> },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum FlagKind {
+    RegisterCap,
+    Vectorize,
+    FastMath,
+}
+
+impl FlagKind {
+    fn name(self) -> &'static str {
+        match self {
+            FlagKind::RegisterCap => "maxrregcount",
+            FlagKind::Vectorize => "extra-device-vectorization",
+            FlagKind::FastMath => "use_fast_math",
+        }
+    }
+
+    fn flag(self, value: Option<&str>) -> Option<String> {
+        match (self, value) {
+            (_, None) => None,
+            (FlagKind::RegisterCap, Some(v)) => Some(format!("-maxrregcount={v}")),
+            (FlagKind::Vectorize, Some(_)) => Some(VECTORIZE_FLAG.into()),
+            (FlagKind::FastMath, Some(_)) => Some(FAST_MATH.into()),
+        }
+    }
+
+    /// The value a flag list gives this kind.
+    fn value_in(self, flags: &[String]) -> Option<String> {
+        flags.iter().find_map(|f| match self {
+            FlagKind::RegisterCap => f.strip_prefix("-maxrregcount=").map(str::to_string),
+            FlagKind::Vectorize => (f == VECTORIZE_FLAG).then(|| "on".to_string()),
+            FlagKind::FastMath => (f == FAST_MATH).then(|| "on".to_string()),
+        })
+    }
+
+    fn is_mine(self, flag: &str) -> bool {
+        match self {
+            FlagKind::RegisterCap => flag.starts_with("-maxrregcount="),
+            FlagKind::Vectorize => flag == VECTORIZE_FLAG,
+            FlagKind::FastMath => flag == FAST_MATH,
+        }
+    }
+}
+
+impl Move {
+    /// The technique name recorded for the node (and in the search memory).
+    fn technique(&self) -> String {
+        match self {
+            Move::Recipe { app, .. } => app.to_string(),
+            Move::Knob { name, to, .. } => format!("knob:{name}={}", to.as_deref().unwrap_or("default")),
+            Move::Flag { kind, to, .. } => format!("flag:{}={}", kind.name(), to.as_deref().unwrap_or("off")),
+        }
+    }
+}
+
+/// The kind of move a technique name stands for: the recipe id, `knob:NAME` or
+/// `flag:NAME` (what the search memory is summed over).
+pub fn family(technique: &str) -> &str {
+    if technique.starts_with("knob:") || technique.starts_with("flag:") {
+        technique.split('=').next().unwrap_or(technique)
+    } else {
+        technique.split(':').next().unwrap_or(technique)
+    }
+}
+
+pub struct Tuner {
+    facts: rewrite::Facts,
+    /// The task's `[tune]` knobs and their values.
+    task_knobs: BTreeMap<String, Vec<String>>,
+    flags: Vec<(FlagKind, Vec<Option<String>>)>,
+    tried: Mutex<HashSet<String>>,
+    seed: u64,
+    guidance: Guidance,
+}
+
+/// The identity of a kernel: its source and its build configuration.
+fn content_key(source: &str, defines: &BTreeMap<String, String>, flags: &[String]) -> String {
+    let mut h = Sha256::new();
+    h.update(source.as_bytes());
+    h.update([0]);
+    h.update(Candidate { source: String::new(), defines: defines.clone(), flags: flags.to_vec() }.config_label());
+    h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
 impl Tuner {
     pub fn new(task: &Task, baseline_source: &str, seed: u64, guidance: Guidance) -> Tuner {
-        let mut dims = Vec::new();
-        let mut baseline = Vec::new();
-        for (name, values) in &task.tune {
-            let default = source_default(baseline_source, name);
-            let mut vals: Vec<Option<String>> = values.iter().cloned().map(Some).collect();
-            let start = match default.as_ref().and_then(|d| values.iter().position(|v| v == d)) {
-                Some(i) => i,
-                None => {
-                    vals.insert(0, None);
-                    0
-                }
-            };
-            dims.push(Dim { name: name.clone(), kind: DimKind::Knob, values: vals });
-            baseline.push(start);
-        }
-        let mut caps: Vec<Option<String>> = vec![None];
-        caps.extend(REGISTER_CAPS.iter().map(|c| Some(format!("-maxrregcount={c}"))));
-        dims.push(Dim { name: "maxrregcount".into(), kind: DimKind::RegisterCap, values: caps });
-        baseline.push(0);
-        dims.push(Dim {
-            name: "vectorize".into(),
-            kind: DimKind::Vectorize,
-            values: vec![None, Some(VECTORIZE.into())],
-        });
-        baseline.push(0);
+        let mut flags = vec![
+            (
+                FlagKind::RegisterCap,
+                std::iter::once(None).chain(REGISTER_CAPS.iter().map(|c| Some(c.to_string()))).collect(),
+            ),
+            (FlagKind::Vectorize, vec![None, Some("on".to_string())]),
+        ];
         if fast_math_allowed(task) {
-            dims.push(Dim {
-                name: "fast-math".into(),
-                kind: DimKind::FastMath,
-                values: vec![None, Some(FAST_MATH.into())],
-            });
-            baseline.push(0);
+            flags.push((FlagKind::FastMath, vec![None, Some("on".to_string())]));
         }
-        let t = Tuner { dims, baseline: baseline.clone(), tried: Mutex::new(HashSet::new()), seed, guidance };
-        t.tried.lock().unwrap().insert(t.key(&baseline));
+        let t = Tuner {
+            facts: crate::task::facts::rewrite_facts(task),
+            task_knobs: task.tune.clone(),
+            flags,
+            tried: Mutex::new(HashSet::new()),
+            seed,
+            guidance,
+        };
+        t.tried.lock().unwrap().insert(content_key(baseline_source, &BTreeMap::new(), &[]));
         t
     }
 
-    /// The number of configurations in the space.
-    pub fn space_size(&self) -> usize {
-        self.dims.iter().map(|d| d.values.len()).product()
+    /// Marks a kernel proposed before a resume as tried.
+    pub fn remember(&self, cand: &Candidate, source: &str) {
+        self.tried.lock().unwrap().insert(content_key(source, &cand.defines, &cand.flags));
     }
 
-    fn candidate(&self, c: &Config) -> (BTreeMap<String, String>, Vec<String>) {
-        let mut defines = BTreeMap::new();
-        let mut flags = Vec::new();
-        for (d, &i) in self.dims.iter().zip(c) {
-            let (Some(v), false) = (&d.values[i], d.kind == DimKind::Knob && i == self.baseline_index(d)) else {
-                continue;
-            };
-            match d.kind {
-                DimKind::Knob => {
-                    defines.insert(d.name.clone(), v.clone());
-                }
-                _ => flags.push(v.clone()),
-            }
-        }
-        (defines, flags)
-    }
-
-    fn baseline_index(&self, d: &Dim) -> usize {
-        let i = self.dims.iter().position(|x| x.name == d.name).unwrap_or(0);
-        self.baseline[i]
-    }
-
-    fn key(&self, c: &Config) -> String {
-        let (defines, flags) = self.candidate(c);
-        Candidate { source: String::new(), defines, flags }.config_label()
-    }
-
-    /// The configuration a candidate stands for (None if it is not one of ours).
-    fn config_of(&self, cand: &Candidate) -> Option<Config> {
-        let mut c = Vec::new();
-        for (i, d) in self.dims.iter().enumerate() {
-            let idx = match d.kind {
-                DimKind::Knob => match cand.defines.get(&d.name) {
-                    Some(v) => d.values.iter().position(|x| x.as_deref() == Some(v.as_str()))?,
-                    None => self.baseline[i],
-                },
-                _ => d.values.iter().position(|x| x.as_ref().is_some_and(|f| cand.flags.contains(f))).unwrap_or(0),
-            };
-            c.push(idx);
-        }
-        Some(c)
-    }
-
-    pub fn remember(&self, cand: &Candidate) {
-        if let Some(c) = self.config_of(cand) {
-            let key = self.key(&c);
-            self.tried.lock().unwrap().insert(key);
-        }
-    }
-
-    /// How much the diagnoses favour moving dimension `d` from value `from` to `to`, and
-    /// the tool that favours it most.
-    fn vote(&self, d: &Dim, from: usize, to: usize, diagnoses: &[(String, f64)]) -> (f64, Option<String>) {
-        let dir = match (numeric(&d.values[from]), numeric(&d.values[to])) {
-            (Some(a), Some(b)) => (b - a).signum(),
-            // Leaving a knob at the source's default: unknown direction.
-            _ => match d.kind {
-                DimKind::RegisterCap => {
-                    if to == 0 {
-                        1.0 // removing the cap gives the compiler more registers
-                    } else if from == 0 {
-                        -1.0
-                    } else {
-                        (to as f64 - from as f64).signum()
+    /// Every move from a parent, unscored.
+    fn moves(&self, source: &str, parent: &Candidate) -> Vec<Move> {
+        let mut out = Vec::new();
+        let parsed = Source::parse(source);
+        for r in rewrite::recipes::ALL {
+            for params in r.variants() {
+                let app = Application { recipe: r.id, params };
+                if let Ok(rw) = r.run(&parsed, &self.facts, &app.params) {
+                    if rw.source != source {
+                        out.push(Move::Recipe { app, source: rw.source });
                     }
                 }
-                _ => {
-                    if to > from {
-                        1.0
-                    } else {
-                        -1.0
+            }
+        }
+        // Knobs: the task's, then those the source offers.
+        let mut knobs: Vec<(String, Vec<String>, Option<String>, bool)> =
+            self.task_knobs.iter().map(|(n, v)| (n.clone(), v.clone(), source_default(source, n), false)).collect();
+        let block_knobs: HashSet<String> =
+            parsed.launches().iter().filter_map(|l| l.config.get(1).map(|b| b.trim().to_string())).collect();
+        for k in rewrite::knobs(&parsed) {
+            if let Some(existing) = knobs.iter_mut().find(|x| x.0 == k.name) {
+                existing.3 = block_knobs.contains(&k.name);
+                continue;
+            }
+            let block = block_knobs.contains(&k.name);
+            knobs.push((k.name, k.values, k.default, block));
+        }
+        for (name, values, default, block_size) in knobs {
+            let current = parent.defines.get(&name).cloned().or(default.clone());
+            for v in values {
+                if Some(&v) == current.as_ref() {
+                    continue;
+                }
+                let to = if Some(&v) == default.as_ref() { None } else { Some(v) };
+                out.push(Move::Knob { name: name.clone(), from: current.clone(), to, block_size });
+            }
+        }
+        for (kind, values) in &self.flags {
+            let current = kind.value_in(&parent.flags);
+            for v in values {
+                if *v != current {
+                    out.push(Move::Flag { kind: *kind, from: current.clone(), to: v.clone() });
+                }
+            }
+        }
+        out
+    }
+
+    /// The child a move makes.
+    fn child(
+        &self,
+        parent_source: &str,
+        parent: &Candidate,
+        m: &Move,
+    ) -> (String, BTreeMap<String, String>, Vec<String>) {
+        let mut defines = parent.defines.clone();
+        let mut flags = parent.flags.clone();
+        let source = match m {
+            Move::Recipe { source, .. } => source.clone(),
+            Move::Knob { name, to, .. } => {
+                match to {
+                    Some(v) => defines.insert(name.clone(), v.clone()),
+                    None => defines.remove(name),
+                };
+                parent_source.to_string()
+            }
+            Move::Flag { kind, to, .. } => {
+                flags.retain(|f| !kind.is_mine(f));
+                if let Some(f) = kind.flag(to.as_deref()) {
+                    flags.push(f);
+                }
+                parent_source.to_string()
+            }
+        };
+        (source, defines, flags)
+    }
+
+    /// How much the diagnoses favour a move, and the tool that favours it most.
+    fn vote(m: &Move, diagnoses: &BTreeMap<String, f64>) -> (f64, Option<String>) {
+        let mut total = 0.0;
+        let mut best: Option<(f64, String)> = None;
+        let mut add = |tool: &str, weight: f64| {
+            if let Some(score) = diagnoses.get(tool) {
+                let v = weight * score;
+                total += v;
+                if v > 0.0 && best.as_ref().is_none_or(|(b, _)| v > *b) {
+                    best = Some((v, tool.to_string()));
+                }
+            }
+        };
+        match m {
+            Move::Recipe { app, .. } => {
+                let r = rewrite::recipes::get(app.recipe);
+                // The first two tools are what the recipe is for; the rest it helps with.
+                for (i, tool) in r.answers.iter().enumerate() {
+                    add(tool, if i < 2 { 1.0 } else { 0.6 });
+                }
+            }
+            Move::Knob { from, to, block_size, .. } => {
+                let dir = match (from.as_deref().and_then(numeric), to.as_deref().and_then(numeric)) {
+                    (Some(a), Some(b)) => (b - a).signum(),
+                    _ => 0.0,
+                };
+                if *block_size {
+                    for t in ["low-occupancy", "under-filled-grid", "barrier-stalls", "shared-bank-conflicts"] {
+                        add(t, -dir);
+                    }
+                    for t in ["register-pressure", "local-memory"] {
+                        add(t, -0.5 * dir);
+                    }
+                }
+                for t in [
+                    "memory-latency-bound",
+                    "launch-overhead",
+                    "scalar-global-access",
+                    "narrow-global-access",
+                    "uncoalesced-global",
+                    "redundant-dram-traffic",
+                    "redundant-l2-traffic",
+                ] {
+                    // Larger blocks put more loads in flight per SM; a weaker fix than the
+                    // rewrites that answer these tools.
+                    add(t, dir * if *block_size { 0.5 } else { 0.25 });
+                }
+            }
+            Move::Flag { kind, from, to } => match kind {
+                FlagKind::RegisterCap => {
+                    // Any cap, or a tighter one, limits registers; removing it frees them.
+                    let tighter = match (from.as_deref().and_then(numeric), to.as_deref().and_then(numeric)) {
+                        (None, Some(_)) => 1.0,
+                        (Some(_), None) => -1.0,
+                        (Some(a), Some(b)) => (a - b).signum(),
+                        _ => 0.0,
+                    };
+                    for t in ["register-pressure", "low-occupancy"] {
+                        add(t, tighter);
+                    }
+                    add("local-memory", -tighter);
+                }
+                FlagKind::Vectorize => {
+                    let on = if to.is_some() { 1.0 } else { -1.0 };
+                    for t in
+                        ["scalar-global-access", "narrow-global-access", "memory-latency-bound", "uncoalesced-global"]
+                    {
+                        add(t, 0.5 * on);
+                    }
+                }
+                FlagKind::FastMath => {
+                    let on = if to.is_some() { 1.0 } else { -1.0 };
+                    for t in ["special-function-bound", "accurate-math", "conversion-overhead", "fp64-in-fp32"] {
+                        add(t, on);
                     }
                 }
             },
-        };
-        let mut total = 0.0;
-        let mut best: Option<(f64, String)> = None;
-        for (tool, score) in diagnoses {
-            let want: f64 = match (&d.kind, tool.as_str()) {
-                (DimKind::Knob, "low-occupancy" | "under-filled-grid" | "barrier-stalls" | "shared-bank-conflicts") => {
-                    -1.0
-                }
-                (DimKind::Knob, "register-pressure" | "local-memory") => -0.5,
-                (
-                    DimKind::Knob,
-                    "memory-latency-bound"
-                    | "launch-overhead"
-                    | "scalar-global-access"
-                    | "narrow-global-access"
-                    | "uncoalesced-global"
-                    | "redundant-dram-traffic"
-                    | "redundant-l2-traffic",
-                ) => 1.0,
-                (DimKind::RegisterCap, "register-pressure" | "low-occupancy") => -1.0,
-                (DimKind::RegisterCap, "local-memory") => 1.0,
-                (
-                    DimKind::Vectorize,
-                    "scalar-global-access" | "narrow-global-access" | "memory-latency-bound" | "uncoalesced-global",
-                ) => 1.0,
-                (
-                    DimKind::FastMath,
-                    "special-function-bound" | "accurate-math" | "conversion-overhead" | "fp64-in-fp32",
-                ) => 1.0,
-                _ => 0.0,
-            };
-            let v = want * dir * score;
-            total += v;
-            if v > 0.0 && best.as_ref().is_none_or(|(b, _)| v > *b) {
-                best = Some((v, tool.clone()));
-            }
         }
         (total, best.map(|(_, t)| t))
     }
 
+    /// What this kind of move did elsewhere in the tree: mean gain over the parent (log2),
+    /// less a penalty for failing.
+    fn memory_bonus(m: &Move, memory: &BTreeMap<String, Stats>) -> f64 {
+        let technique = m.technique();
+        let fam = family(&technique);
+        let mut tries = 0u32;
+        let mut correct = 0u32;
+        let (mut sum, mut n) = (0.0, 0u32);
+        for (t, s) in memory {
+            if family(t) == fam {
+                tries += s.tries;
+                correct += s.correct;
+                sum += s.delta_sum;
+                n += s.deltas;
+            }
+        }
+        let mut bonus = 0.0;
+        if n > 0 {
+            bonus += 0.5 * (sum / n as f64).clamp(-0.5, 0.5);
+        }
+        if tries >= 2 {
+            bonus -= 0.2 * (1.0 - correct as f64 / tries as f64);
+        }
+        bonus
+    }
+
+    /// A small preference when nothing else decides: rewrites that change the work (more
+    /// than flags do) first.
+    fn prior(m: &Move) -> f64 {
+        use rewrite::RecipeId::*;
+        match m {
+            Move::Recipe { app, .. } => match app.recipe {
+                Vectorize | Cooperative | ShuffleReduce | FastDivmod | IndexWidth => 0.03,
+                _ => 0.02,
+            },
+            Move::Knob { .. } => 0.01,
+            Move::Flag { .. } => 0.0,
+        }
+    }
+
     pub fn propose(&self, req: &Request) -> Proposal {
         if req.kind == Expansion::Repair {
-            return Proposal::Nothing("the tuner does not repair failed configurations".into());
+            return Proposal::Nothing("the tuner does not repair failed kernels".into());
         }
-        let Some(parent) = self.config_of(&req.parent_candidate) else {
-            return Proposal::Nothing("the parent was not written by the tuner".into());
-        };
-        let diagnoses: Vec<(String, f64)> = match (self.guidance, &req.profile.diagnoses) {
+        let diagnoses: BTreeMap<String, f64> = match (self.guidance, &req.profile.diagnoses) {
             (Guidance::Tools, Some(report)) => {
                 let mut by_tool: BTreeMap<String, f64> = BTreeMap::new();
                 for k in &report.kernels {
@@ -247,54 +386,52 @@ impl Tuner {
                         *e = e.max(d.score);
                     }
                 }
-                by_tool.into_iter().collect()
+                by_tool
             }
-            _ => Vec::new(),
+            _ => BTreeMap::new(),
         };
         let mut rng =
             SplitMix64::new(self.seed ^ (req.parent as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ req.node as u64);
-        let mut moves = Vec::new();
-        for (di, d) in self.dims.iter().enumerate() {
-            for to in 0..d.values.len() {
-                if to == parent[di] {
-                    continue;
-                }
-                let mut c = parent.clone();
-                c[di] = to;
-                let (vote, tool) = self.vote(d, parent[di], to, &diagnoses);
-                // Neighbouring values first within a dimension; jitter breaks ties by seed.
-                let distance = (to as f64 - parent[di] as f64).abs();
-                let score = vote - 0.01 * distance + 0.001 * rng.unit();
-                moves.push((score, di, to, c, tool));
-            }
-        }
-        moves.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let parent = &req.parent_candidate;
+        let mut scored: Vec<(f64, Option<String>, Move)> = self
+            .moves(&req.parent_source, parent)
+            .into_iter()
+            .map(|m| {
+                let (vote, tool) = Self::vote(&m, &diagnoses);
+                // Defaults first: each parameter moved off its default costs a little.
+                let distance = match &m {
+                    Move::Knob { .. } | Move::Flag { .. } => 0.005,
+                    Move::Recipe { app, .. } => {
+                        let spec = rewrite::recipes::get(app.recipe).params;
+                        let moved = spec
+                            .iter()
+                            .filter(|p| app.params.0.get(p.name).is_some_and(|v| Some(&v.as_str()) != p.values.first()))
+                            .count();
+                        0.004 * moved as f64
+                    }
+                };
+                let score =
+                    vote + Self::prior(&m) + Self::memory_bonus(&m, &req.techniques) - distance + 0.001 * rng.unit();
+                (score, tool, m)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         let mut tried = self.tried.lock().unwrap();
-        for (_, di, to, c, tool) in moves {
-            let key = self.key(&c);
-            if tried.contains(&key) {
+        for (_, tool, m) in scored {
+            let (source, defines, flags) = self.child(&req.parent_source, parent, &m);
+            let key = content_key(&source, &defines, &flags);
+            if !tried.insert(key) {
                 continue;
             }
-            tried.insert(key);
-            let d = &self.dims[di];
-            let from = &d.values[parent[di]];
-            let technique = match d.kind {
-                DimKind::Knob => {
-                    let up = match (numeric(from), numeric(&d.values[to])) {
-                        (Some(a), Some(b)) => b > a,
-                        _ => to > parent[di],
-                    };
-                    format!("{}-{}", d.name, if up { "up" } else { "down" })
-                }
-                DimKind::RegisterCap => "register-cap".into(),
-                DimKind::Vectorize => "vectorize".into(),
-                DimKind::FastMath => "fast-math".into(),
-            };
-            let (defines, flags) = self.candidate(&c);
-            return Proposal::Kernel(Kernel { source: req.parent_source.clone(), defines, flags, technique, tool });
+            return Proposal::Kernel(Kernel { source, defines, flags, technique: m.technique(), tool });
         }
-        Proposal::Nothing("every neighbouring configuration has been tried".into())
+        Proposal::Nothing("every recipe, knob and flag move from this kernel has been tried".into())
     }
+}
+
+/// The recipe applications named on a path of techniques (for prompts and reports).
+pub fn recipes_on_path(path: &[String]) -> Vec<String> {
+    path.iter().filter(|t| !t.is_empty() && family(t).parse::<rewrite::RecipeId>().is_ok()).cloned().collect()
 }
 
 #[cfg(test)]
@@ -304,24 +441,32 @@ mod tests {
     use crate::optimize::events::NodeSummary;
     use std::sync::Arc;
 
-    fn task() -> Task {
-        Task::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/softmax")).unwrap()
+    fn task(name: &str) -> Task {
+        Task::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks").join(name)).unwrap()
     }
 
-    fn request(t: &Task, parent: Candidate, report: Option<heuristics::Report>, guidance: Guidance) -> Request {
+    fn request(
+        t: &Task,
+        parent: Candidate,
+        source: &str,
+        report: Option<heuristics::Report>,
+        guidance: Guidance,
+    ) -> Request {
         Request {
             node: 5,
             parent: 0,
             kind: Expansion::Improve,
             task: Arc::new(t.clone()),
             parent_candidate: parent,
-            parent_source: std::fs::read_to_string(&t.baseline).unwrap(),
+            parent_source: source.to_string(),
             parent_summary: NodeSummary::default(),
             baseline_summary: NodeSummary::default(),
             failure_detail: None,
             profile: ParentProfile { diagnoses: report, raw: None, note: String::new() },
             guidance,
             memory: String::new(),
+            techniques: BTreeMap::new(),
+            path: Vec::new(),
             floor_ms: None,
             seed: 1,
         }
@@ -344,85 +489,120 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_baseline_default_is_read_from_the_source_and_not_reproposed() {
-        let t = task();
-        let tuner = Tuner::new(&t, &std::fs::read_to_string(&t.baseline).unwrap(), 1, Guidance::Tools);
-        let base = Candidate { source: "baseline.cu".into(), defines: BTreeMap::new(), flags: vec![] };
-        let mut seen = HashSet::new();
-        seen.insert("defaults".to_string());
-        // Walk the whole neighbourhood of the baseline: every proposal is new.
-        loop {
-            match tuner.propose(&request(&t, base.clone(), None, Guidance::None)) {
-                Proposal::Kernel(k) => {
-                    let label = Candidate { source: String::new(), defines: k.defines.clone(), flags: k.flags.clone() }
-                        .config_label();
-                    assert!(seen.insert(label.clone()), "proposed twice: {label}");
-                    assert_ne!(k.defines.get("BLOCK").map(String::as_str), Some("256"), "256 is the source default");
-                }
-                Proposal::Nothing(_) => break,
-                other => panic!("{other:?}"),
-            }
-        }
-        // BLOCK 128/512/1024, three register caps, vectorize; softmax's 1e-5 rtol bars fast math.
-        assert_eq!(seen.len(), 1 + 3 + 3 + 1, "{seen:?}");
-        assert!(!fast_math_allowed(&t));
+    fn base() -> Candidate {
+        Candidate { source: "baseline.cu".into(), defines: BTreeMap::new(), flags: vec![] }
     }
 
     #[test]
-    fn diagnoses_choose_the_first_move() {
-        let t = task();
+    fn diagnoses_choose_the_recipe_that_answers_them() {
+        let t = task("softmax");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
-        let base = Candidate { source: "baseline.cu".into(), defines: BTreeMap::new(), flags: vec![] };
-        let occupancy = Tuner::new(&t, &src, 1, Guidance::Tools);
-        let k =
-            kernel(occupancy.propose(&request(&t, base.clone(), Some(report("low-occupancy", 0.4)), Guidance::Tools)));
-        // Low occupancy: smaller blocks or a register cap, both of which it answers.
-        let smaller = k.defines.get("BLOCK").map(String::as_str) == Some("128");
-        let capped = k.flags.iter().any(|f| f.starts_with("-maxrregcount"));
-        assert!(smaller || capped, "{k:?}");
-        assert!(k.technique == "BLOCK-down" || k.technique == "register-cap", "{}", k.technique);
-        assert_eq!(k.tool.as_deref(), Some("low-occupancy"));
-        let latency = Tuner::new(&t, &src, 1, Guidance::Tools);
-        let k = kernel(latency.propose(&request(
+        let tuner = Tuner::new(&t, &src, 1, Guidance::Tools);
+        let k = kernel(tuner.propose(&request(&t, base(), &src, Some(report("barrier-stalls", 0.4)), Guidance::Tools)));
+        assert_eq!(family(&k.technique), "shuffle-reduce", "{}", k.technique);
+        assert_eq!(k.tool.as_deref(), Some("barrier-stalls"));
+        assert!(k.source.contains("__shfl_xor_sync"));
+        let tuner = Tuner::new(&t, &src, 1, Guidance::Tools);
+        let k = kernel(tuner.propose(&request(
             &t,
-            base.clone(),
-            Some(report("memory-latency-bound", 0.4)),
+            base(),
+            &src,
+            Some(report("scalar-global-access", 0.4)),
             Guidance::Tools,
         )));
+        assert_eq!(family(&k.technique), "vectorize", "{}", k.technique);
+        let tuner = Tuner::new(&t, &src, 1, Guidance::Tools);
+        let k =
+            kernel(tuner.propose(&request(&t, base(), &src, Some(report("register-pressure", 0.5)), Guidance::Tools)));
         assert!(
-            k.flags.contains(&VECTORIZE.to_string()) || k.defines.get("BLOCK").map(String::as_str) == Some("512"),
+            k.flags.iter().any(|f| f.starts_with("-maxrregcount")) || family(&k.technique) == "launch-bounds",
             "{k:?}"
         );
-        let regs = Tuner::new(&t, &src, 1, Guidance::Tools);
-        let k = kernel(regs.propose(&request(&t, base, Some(report("register-pressure", 0.5)), Guidance::Tools)));
-        assert!(k.flags.iter().any(|f| f.starts_with("-maxrregcount")), "{k:?}");
     }
 
     #[test]
-    fn same_seed_same_moves() {
-        let t = task();
+    fn the_space_is_far_larger_than_the_knobs_and_nothing_is_proposed_twice() {
+        let t = task("vector_add");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
-        let base = Candidate { source: "baseline.cu".into(), defines: BTreeMap::new(), flags: vec![] };
+        let tuner = Tuner::new(&t, &src, 3, Guidance::None);
+        let mut seen = HashSet::new();
+        let mut kinds = HashSet::new();
+        // Walk breadth-first from the baseline through each child.
+        let mut frontier = vec![(base(), src.clone())];
+        let mut proposals = 0;
+        while let Some((parent, psrc)) = frontier.pop() {
+            for _ in 0..6 {
+                match tuner.propose(&request(&t, parent.clone(), &psrc, None, Guidance::None)) {
+                    Proposal::Kernel(k) => {
+                        let key = content_key(&k.source, &k.defines, &k.flags);
+                        assert!(seen.insert(key), "proposed twice: {}", k.technique);
+                        kinds.insert(family(&k.technique).to_string());
+                        proposals += 1;
+                        if proposals < 60 {
+                            frontier.push((
+                                Candidate { source: "x.cu".into(), defines: k.defines.clone(), flags: k.flags.clone() },
+                                k.source.clone(),
+                            ));
+                        }
+                    }
+                    Proposal::Nothing(_) => break,
+                    other => panic!("{other:?}"),
+                }
+            }
+            if proposals > 200 {
+                break;
+            }
+        }
+        // The old tuner had 8 configurations for vector_add; recipes compose far beyond.
+        assert!(proposals > 100, "only {proposals} distinct kernels");
+        for k in ["vectorize", "grid-stride", "launch-bounds", "knob:BLOCK", "flag:maxrregcount"] {
+            assert!(kinds.contains(k), "{k} never proposed: {kinds:?}");
+        }
+    }
+
+    #[test]
+    fn same_seed_same_moves_and_remembered_kernels_are_skipped() {
+        let t = task("softmax");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
         let run = || {
             let tuner = Tuner::new(&t, &src, 7, Guidance::None);
             (0..5)
-                .map(|_| kernel(tuner.propose(&request(&t, base.clone(), None, Guidance::None))).technique)
+                .map(|_| kernel(tuner.propose(&request(&t, base(), &src, None, Guidance::None))).technique)
                 .collect::<Vec<_>>()
         };
         assert_eq!(run(), run());
+        let first =
+            kernel(Tuner::new(&t, &src, 3, Guidance::None).propose(&request(&t, base(), &src, None, Guidance::None)));
+        let tuner = Tuner::new(&t, &src, 3, Guidance::None);
+        tuner.remember(
+            &Candidate { source: "x".into(), defines: first.defines.clone(), flags: first.flags.clone() },
+            &first.source,
+        );
+        let second = kernel(tuner.propose(&request(&t, base(), &src, None, Guidance::None)));
+        assert_ne!(second.technique, first.technique);
     }
 
     #[test]
-    fn remembered_configurations_are_not_proposed_again() {
-        let t = task();
+    fn memory_of_failures_and_gains_reorders_moves() {
+        let t = task("vector_add");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
-        let base = Candidate { source: "baseline.cu".into(), defines: BTreeMap::new(), flags: vec![] };
-        let first =
-            kernel(Tuner::new(&t, &src, 3, Guidance::None).propose(&request(&t, base.clone(), None, Guidance::None)));
-        let tuner = Tuner::new(&t, &src, 3, Guidance::None);
-        tuner.remember(&Candidate { source: "x".into(), defines: first.defines.clone(), flags: first.flags.clone() });
-        let second = kernel(tuner.propose(&request(&t, base, None, Guidance::None)));
-        assert!(second.defines != first.defines || second.flags != first.flags);
+        let mut req = request(&t, base(), &src, None, Guidance::None);
+        let first = kernel(Tuner::new(&t, &src, 1, Guidance::None).propose(&req));
+        // That family failed every time elsewhere in the tree: something else goes first.
+        let bad = Stats { tries: 4, failures: [("wrong-answer".to_string(), 4)].into(), ..Default::default() };
+        req.techniques.insert(first.technique.clone(), bad);
+        let second = kernel(Tuner::new(&t, &src, 1, Guidance::None).propose(&req));
+        assert_ne!(family(&second.technique), family(&first.technique));
+    }
+
+    #[test]
+    fn fast_math_only_where_the_tolerance_admits_it() {
+        assert!(!fast_math_allowed(&task("softmax")));
+        assert_eq!(family("knob:BLOCK=128"), "knob:BLOCK");
+        assert_eq!(family("vectorize:width=8"), "vectorize");
+        assert_eq!(
+            recipes_on_path(&["".into(), "vectorize:width=8".into(), "knob:BLOCK=64".into(), "unroll".into()]),
+            ["vectorize:width=8", "unroll"]
+        );
     }
 }

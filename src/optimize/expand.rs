@@ -60,6 +60,9 @@ pub struct Job {
     pub parent_candidate: Candidate,
     pub parent_summary: NodeSummary,
     pub memory: String,
+    /// The memory per technique, and the techniques from the baseline to the parent.
+    pub techniques: std::collections::BTreeMap<String, search::memory::Stats>,
+    pub path: Vec<String>,
     /// A proposal saved before a resume: build and judge it, no new generation.
     pub redo: Option<(Candidate, String, Option<String>)>,
 }
@@ -327,6 +330,8 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
         profile,
         guidance: ctx.guidance,
         memory: job.memory.clone(),
+        techniques: job.techniques.clone(),
+        path: job.path.clone(),
         floor_ms: ctx.floor_ms,
         seed: ctx.seed,
     };

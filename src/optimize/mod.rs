@@ -310,7 +310,9 @@ pub fn resume(dir: &Path, json: bool, api_key: Option<String>) -> Result<summary
                     usage.add(u);
                 }
                 if !candidate.source.is_empty() {
-                    generator.remember(candidate);
+                    let source =
+                        store::unmarked(std::fs::read_to_string(dir.join(&candidate.source)).unwrap_or_default());
+                    generator.remember(candidate, &source);
                     proposals.insert(*id, (candidate.clone(), technique.clone(), tool.clone()));
                 }
             }
@@ -397,6 +399,8 @@ pub fn resume(dir: &Path, json: bool, api_key: Option<String>) -> Result<summary
             parent_candidate: search.tree.node(parent).payload.clone(),
             parent_summary: search.summaries.get(&parent).cloned().unwrap_or_default(),
             memory: search.tree.memory.summary(8),
+            techniques: search.tree.memory.techniques.clone(),
+            path: search.path_to(parent),
             redo: proposals.get(&id).cloned(),
         });
     }

@@ -110,8 +110,20 @@ impl Search {
             parent_candidate: parent.payload.clone(),
             parent_summary: self.summaries.get(&sel.parent).cloned().unwrap_or_default(),
             memory: self.tree.memory.summary(8),
+            techniques: self.tree.memory.techniques.clone(),
+            path: self.path_to(sel.parent),
             redo: None,
         }
+    }
+
+    /// The techniques on the path from the baseline to `id`, in order.
+    pub fn path_to(&self, id: NodeId) -> Vec<String> {
+        self.tree
+            .lineage(id)
+            .into_iter()
+            .map(|n| self.tree.node(n).intent.technique.clone())
+            .filter(|t| !t.is_empty() && t != "baseline")
+            .collect()
     }
 
     pub fn best(&self) -> (NodeId, f64) {

@@ -114,6 +114,31 @@ impl Expr {
     pub fn eval(&self, vars: &BTreeMap<String, i64>) -> Result<i64, ExprError> {
         eval_node(&self.root, vars)
     }
+
+    /// The expression as C in 64-bit integer arithmetic, each variable written as `var`
+    /// gives it; None if a variable has no C spelling.
+    pub fn to_c(&self, var: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+        to_c_node(&self.root, var)
+    }
+}
+
+fn to_c_node(node: &Node, var: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    Some(match node {
+        Node::Int(v) => format!("{v}LL"),
+        Node::Var { name, .. } => format!("(long long)({})", var(name)?),
+        Node::Neg(inner) => format!("(-{})", to_c_node(inner, var)?),
+        Node::Binary { op, lhs, rhs, .. } => {
+            format!("({} {} {})", to_c_node(lhs, var)?, op.symbol(), to_c_node(rhs, var)?)
+        }
+        Node::Call { func, args, .. } => {
+            let a: Vec<String> = args.iter().map(|x| to_c_node(x, var)).collect::<Option<_>>()?;
+            match func {
+                Func::Min => a.into_iter().reduce(|x, y| format!("({x} < {y} ? {x} : {y})"))?,
+                Func::Max => a.into_iter().reduce(|x, y| format!("({x} > {y} ? {x} : {y})"))?,
+                Func::Cdiv => format!("(({} + {} - 1LL) / {})", a[0], a[1], a[1]),
+            }
+        }
+    })
 }
 
 impl fmt::Display for Expr {
@@ -408,6 +433,21 @@ impl Parser<'_> {
             ),
             None => err(self.end, format!("missing `)` for the `(` at character {}", open + 1)),
         }
+    }
+}
+
+#[cfg(test)]
+mod to_c_tests {
+    use super::*;
+
+    #[test]
+    fn c_renders_every_form() {
+        let e = Expr::parse("cdiv(rows, 4) * max(cols, 2) + -1").unwrap();
+        let c = e.to_c(&|v| Some(format!("P_{v}"))).unwrap();
+        let cdiv = "(((long long)(P_rows) + 4LL - 1LL) / 4LL)";
+        let max = "((long long)(P_cols) > 2LL ? (long long)(P_cols) : 2LL)";
+        assert_eq!(c, format!("(({cdiv} * {max}) + (-1LL))"));
+        assert!(Expr::parse("n").unwrap().to_c(&|_| None).is_none());
     }
 }
 

@@ -6,6 +6,7 @@
 //! line and the dotted field it is about, and says what was expected.
 
 pub mod expr;
+pub mod facts;
 pub mod init;
 pub mod types;
 

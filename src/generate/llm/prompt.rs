@@ -1,7 +1,8 @@
 //! The prompt: a fixed system message (the role, the contract every kernel must keep,
 //! the reply format) and a user message with the task card, the parent's source and
-//! numbers, what the profile says (diagnoses, raw counters or nothing, per `--guidance`),
-//! the search memory and, for a repair, what went wrong.
+//! numbers and the rewrite recipes applied on the path to it, what the profile says
+//! (diagnoses, raw counters or nothing, per `--guidance`), the search memory and, for a
+//! repair, what went wrong.
 
 use crate::generate::Request;
 use crate::optimize::config::Guidance;
@@ -116,6 +117,17 @@ pub fn user_message(req: &Request) -> String {
             p.failure_message.as_deref().unwrap_or("")
         );
     }
+    let recipes = crate::generate::tune::recipes_on_path(&req.path);
+    if !recipes.is_empty() {
+        // The built-in rewrites leave their marks in the source (`_fast` copies behind a
+        // run-time check, `ns_` helpers); say what they were so the reply can build on them.
+        let _ = writeln!(
+            m,
+            "Rewrite recipes applied on the path from the baseline to this kernel, in order: {}. \
+             A `NAME_fast` kernel is the rewritten copy the launcher takes when its `/* nightshift: fast path */` check holds; the original is the fallback.",
+            recipes.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(" -> ")
+        );
+    }
     let _ = writeln!(m, "```cuda\n{}\n```", req.parent_source.trim_end());
     write_headers(&mut m, &req.task);
 
@@ -201,6 +213,8 @@ mod tests {
             },
             guidance,
             memory: "- vectorize: 2 tries, 1 correct, mean +0.20 log2".into(),
+            techniques: Default::default(),
+            path: vec!["vectorize:width=8".into(), "knob:BLOCK=128".into(), "shuffle-reduce".into()],
             floor_ms: Some(0.0558),
             task: Arc::new(task),
             seed: 1,
@@ -244,6 +258,7 @@ mod tests {
         );
         assert!(m.contains("0.0558 ms"), "{m}");
         assert!(m.contains("vectorize: 2 tries"), "{m}");
+        assert!(m.contains("in order: `vectorize:width=8` -> `shuffle-reduce`."), "{m}");
         assert!(m.contains("No profile: profiling is off"), "{m}");
     }
 

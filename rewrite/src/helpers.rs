@@ -1,0 +1,114 @@
+//! Definitions that rewritten code calls, inserted once per file before its first
+//! function (each behind its own macro, so a second rewrite does not repeat it).
+
+use crate::version::Helper;
+
+/// Wide loads and stores of N consecutive elements: 16 bytes at a time where the run
+/// is a multiple of 16 bytes, else 8 or 4, else element by element. The staging arrays
+/// are 16-byte aligned locals that the compiler keeps in registers.
+pub static VECTOR_IO: Helper = Helper {
+    mark: "NIGHTSHIFT_VECTOR_IO",
+    text: r#"
+// nightshift: wide loads and stores of N consecutive elements (used by vectorized paths).
+template <int N, typename T>
+__device__ __forceinline__ void ns_copy(T* dst, const T* src) {
+  constexpr int kBytes = N * (int)sizeof(T);
+  if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+    for (int j = 0; j < kBytes / 16; ++j) reinterpret_cast<uint4*>(dst)[j] = reinterpret_cast<const uint4*>(src)[j];
+  } else if constexpr (kBytes % 8 == 0) {
+#pragma unroll
+    for (int j = 0; j < kBytes / 8; ++j) reinterpret_cast<uint2*>(dst)[j] = reinterpret_cast<const uint2*>(src)[j];
+  } else if constexpr (kBytes % 4 == 0) {
+#pragma unroll
+    for (int j = 0; j < kBytes / 4; ++j) reinterpret_cast<unsigned*>(dst)[j] = reinterpret_cast<const unsigned*>(src)[j];
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) dst[j] = src[j];
+  }
+}
+template <int N, typename T>
+__device__ __forceinline__ void ns_load(T (&dst)[N], const T* src) {
+  ns_copy<N>(dst, src);
+}
+template <int N, typename T>
+__device__ __forceinline__ void ns_store(T* dst, const T (&src)[N]) {
+  ns_copy<N>(dst, src);
+}"#,
+};
+
+/// Host-side checks for the launcher's fast-path conditions.
+pub static HOST_CHECKS: Helper = Helper {
+    mark: "NIGHTSHIFT_HOST_CHECKS",
+    text: r#"
+// nightshift: run-time checks that choose between a fast path and the original kernel.
+inline bool ns_aligned(const void* p, unsigned long long bytes) {
+  return ((unsigned long long)p % bytes) == 0;
+}
+inline bool ns_disjoint(const void* a, long long a_bytes, const void* b, long long b_bytes) {
+  const char* x = (const char*)a;
+  const char* y = (const char*)b;
+  return x + a_bytes <= y || y + b_bytes <= x;
+}"#,
+};
+
+/// Division by a run-time constant with a multiply-high and a shift (Granlund and
+/// Montgomery; the form PyTorch's IntDivider uses): exact for dividends below 2^31 and
+/// divisors from 1 to 2^31 - 1, which the launcher checks.
+pub static FAST_DIVMOD: Helper = Helper {
+    mark: "NIGHTSHIFT_FAST_DIVMOD",
+    text: r#"
+// nightshift: division by a run-time constant with a multiply-high and a shift. Exact for
+// n < 2^31 and 1 <= d < 2^31 (the launcher checks both).
+struct ns_divisor {
+  unsigned d, m, s;
+};
+inline ns_divisor ns_make_divisor(long long d) {
+  ns_divisor r;
+  r.d = (unsigned)d;
+  r.s = 0;
+  while (r.s < 32 && (1ull << r.s) < (unsigned long long)r.d) ++r.s;
+  r.m = (unsigned)(((1ull << 32) * ((1ull << r.s) - r.d)) / r.d + 1);
+  return r;
+}
+__device__ __forceinline__ unsigned ns_div(unsigned n, ns_divisor v) {
+  return (__umulhi(n, v.m) + n) >> v.s;
+}
+__device__ __forceinline__ unsigned ns_mod(unsigned n, ns_divisor v) {
+  return n - ns_div(n, v) * v.d;
+}"#,
+};
+
+/// Grids capped at a number of blocks per SM, for grid-stride kernels.
+pub static GRID_CAP: Helper = Helper {
+    mark: "NIGHTSHIFT_GRID_CAP",
+    text: r#"
+// nightshift: a grid of at most `per_sm` blocks per SM of the current device.
+inline unsigned ns_grid_cap(long long blocks, int per_sm) {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) sms = 132;
+  const long long cap = (long long)sms * per_sm;
+  if (blocks < 1) blocks = 1;
+  return (unsigned)(blocks < cap ? blocks : cap);
+}"#,
+};
+
+/// Fast approximations for transcendental functions without a hardware intrinsic.
+pub static FAST_MATH: Helper = Helper {
+    mark: "NIGHTSHIFT_FAST_MATH",
+    text: r#"
+// nightshift: approximations used where the task's tolerance admits them.
+__device__ __forceinline__ float ns_tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// Abramowitz and Stegun 7.1.26 with the hardware exponential: |error| < 3e-7.
+__device__ __forceinline__ float ns_erf_fast(float x) {
+  const float a = fabsf(x);
+  const float t = __frcp_rn(fmaf(0.3275911f, a, 1.0f));
+  const float p = t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 1.061405429f, -1.453152027f), 1.421413741f), -0.284496736f), 0.254829592f);
+  const float r = 1.0f - p * __expf(-a * a);
+  return copysignf(r, x);
+}"#,
+};

@@ -1,0 +1,287 @@
+//! Divide and modulo by run-time extents: `i / cols`, `(i / HW) % C` in index decoding
+//! become a multiply-high and a shift by magic numbers the launcher computes once per
+//! launch (Granlund and Montgomery). A 32-bit `/` by a run-time value is about 20
+//! instructions and a 64-bit one a call; the magic form is 3. Exact for dividends below
+//! 2^31 and divisors from 1 to 2^31 - 1: the launcher checks both (every buffer below
+//! 2^31 elements, the divisor in range) and falls back to the original otherwise.
+
+use crate::edit::Edits;
+use crate::facts::Facts;
+use crate::guards;
+use crate::helpers;
+use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
+use crate::source::{Kernel, Source};
+use crate::syntax::{self, binary, descendants, identifiers, strip, text};
+use crate::version::{self, Change};
+use std::collections::HashMap;
+use std::ops::Range;
+use tree_sitter::Node;
+
+pub const PARAMS: &[ParamSpec] = &[];
+
+/// Dividends stay below 2^31 when every buffer does.
+const LIMIT: i64 = i32::MAX as i64;
+
+fn is_int_type(ty: &str) -> bool {
+    let words: Vec<&str> =
+        ty.split_whitespace().filter(|w| !matches!(*w, "const" | "volatile" | "static" | "register")).collect();
+    let ty = words.join(" ");
+    syntax::is_64bit_int(&ty)
+        || matches!(
+            ty.as_str(),
+            "int"
+                | "unsigned"
+                | "unsigned int"
+                | "int32_t"
+                | "uint32_t"
+                | "short"
+                | "unsigned short"
+                | "int16_t"
+                | "uint16_t"
+                | "signed"
+                | "signed int"
+        )
+}
+
+struct Site {
+    range: Range<usize>,
+    op: &'static str,
+    dividend: Range<usize>,
+    divisor: String,
+}
+
+pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
+    super::per_kernel(src, params, |k| plan(src, facts, k))
+}
+
+fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, String), NotApplicable> {
+    let t = src.text();
+    if k.has_error {
+        return Err(NotApplicable::new(format!("`{}` contains syntax this parser does not know", k.name)));
+    }
+    let body = src.node(&k.body, "compound_statement").ok_or_else(|| NotApplicable::new("no body"))?;
+    // Declared types of locals.
+    let mut locals: HashMap<String, String> = HashMap::new();
+    for d in descendants(body) {
+        if d.kind() == "declaration" {
+            if let Some(ty) = syntax::declaration_type(t, d) {
+                for n in syntax::declared_names(t, d) {
+                    locals.insert(n, ty.clone());
+                }
+            }
+        }
+    }
+    let int_param = |name: &str| k.param(name).is_some_and(|p| !p.pointer && is_int_type(&p.base));
+    // Locals that hold the same value in every thread: integer declarations at the top
+    // of the body, never assigned again, computed from parameters and such locals.
+    let assigned: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
+    let mut invariant: HashMap<String, String> = HashMap::new();
+    for s in syntax::statements(body) {
+        let Some((name, Some(init))) = syntax::single_declarator(t, s) else { continue };
+        let ty = syntax::declaration_type(t, s).unwrap_or_default();
+        if !is_int_type(&ty) || assigned.contains(&name) || !divisor_shape(t, init) {
+            continue;
+        }
+        let ids = identifiers(t, init);
+        if ids.iter().all(|n| int_param(n) || invariant.contains_key(*n)) {
+            invariant.insert(name, host_template(t, k, init, &invariant));
+        }
+    }
+    let mut sites = Vec::new();
+    for d in descendants(body) {
+        let Some((op, l, r)) = binary(t, d) else { continue };
+        if op != "/" && op != "%" {
+            continue;
+        }
+        // The divisor: integer parameters only (a kernel-wide constant the host knows).
+        let rs = strip(r);
+        if rs.kind() == "number_literal" {
+            continue;
+        }
+        let ids = identifiers(t, rs);
+        if ids.is_empty() || !ids.iter().all(|n| int_param(n) || invariant.contains_key(*n)) || !divisor_shape(t, rs) {
+            continue;
+        }
+        // The dividend: integer values computed from indices and sizes.
+        let ok = identifiers(t, l).iter().all(|n| match (locals.get(*n), k.param(n)) {
+            (Some(ty), _) => is_int_type(ty),
+            (None, Some(p)) => !p.pointer && is_int_type(&p.base),
+            (None, None) => {
+                matches!(*n, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
+                    || n.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            }
+        }) && !descendants(l).into_iter().any(|x| {
+            x.kind() == "number_literal" && text(t, x).contains('.')
+                || binary(t, x).is_some_and(|(o, _, _)| o == "-")
+                || matches!(x.kind(), "subscript_expression" | "call_expression" | "unary_expression")
+        });
+        if !ok {
+            continue;
+        }
+        sites.push(Site {
+            range: d.byte_range(),
+            op,
+            dividend: l.byte_range(),
+            divisor: host_template(t, k, rs, &invariant),
+        });
+    }
+    if sites.is_empty() {
+        return Err(NotApplicable::new(format!(
+            "`{}` divides no integer index by a run-time kernel parameter",
+            k.name
+        )));
+    }
+    // One magic-number argument per distinct divisor.
+    let mut divisors: Vec<String> = Vec::new();
+    for s in &sites {
+        if !divisors.contains(&s.divisor) {
+            divisors.push(s.divisor.clone());
+        }
+    }
+    let var = |d: &str| format!("ns_dv{}", divisors.iter().position(|x| x == d).unwrap_or(0));
+    let mut change = Change::new(k);
+    change.helpers.push(&helpers::FAST_DIVMOD);
+    // Outermost sites, each rendered with the sites inside it.
+    let outer: Vec<&Site> = sites
+        .iter()
+        .filter(|s| {
+            !sites.iter().any(|o| o.range != s.range && o.range.start <= s.range.start && s.range.end <= o.range.end)
+        })
+        .collect();
+    for s in outer {
+        change.edits.replace(s.range.clone(), render(t, s, &sites, &var));
+    }
+    let extra: String = divisors.iter().map(|d| format!(", ns_divisor {}", var(d))).collect();
+    change.edits.insert(k.params_range.end - 1, extra);
+    for d in &divisors {
+        change.extra_args.push(format!("ns_make_divisor({d})"));
+        change.guards.push(format!("({d}) >= 1 && ({d}) <= 2147483647LL"));
+    }
+    // Dividends stay below 2^31 when every buffer does; without lengths, a kernel of one
+    // element per thread divides indices below its thread count.
+    match guards::buffers_below(src, facts, k, LIMIT) {
+        Ok(g) => change.guards.extend(g),
+        Err(why) => {
+            let one_per_thread =
+                crate::pattern::elementwise(src, k).is_ok_and(|e| e.form == crate::pattern::Form::Guard);
+            if !one_per_thread {
+                return Err(why);
+            }
+        }
+    }
+    let threads = guards::threads_below(src, k, LIMIT);
+    if threads.is_empty() && change.guards.len() == divisors.len() {
+        return Err(NotApplicable::new(format!(
+            "the launches of `{}` give no size to check the dividends against",
+            k.name
+        )));
+    }
+    change.guards.extend(threads);
+    let shown: Vec<String> = divisors.iter().map(|d| format!("`{}`", version::shown(d))).collect();
+    Ok((change, format!("`{}`: {} divide/modulo by {} with magic numbers", k.name, sites.len(), shown.join(", "))))
+}
+
+/// Sums and products of parameters (and casts of them).
+fn divisor_shape(t: &str, n: Node) -> bool {
+    descendants(n).into_iter().all(|d| match d.kind() {
+        "identifier"
+        | "parenthesized_expression"
+        | "cast_expression"
+        | "type_descriptor"
+        | "primitive_type"
+        | "sized_type_specifier"
+        | "type_identifier"
+        | "number_literal" => true,
+        "binary_expression" => binary(t, d).is_some_and(|(o, _, _)| matches!(o, "*" | "+")),
+        _ => !d.is_named(),
+    })
+}
+
+/// The divisor as the launcher computes it: every parameter written `{name}` (bound to
+/// the launch's argument), every invariant local replaced by its own expression.
+fn host_template(t: &str, k: &Kernel, n: Node, invariant: &HashMap<String, String>) -> String {
+    let mut e = Edits::new();
+    let base = n.start_byte();
+    for d in descendants(n) {
+        if d.kind() != "identifier" {
+            continue;
+        }
+        let name = text(t, d);
+        let with = if k.param(name).is_some() {
+            format!("{{{name}}}")
+        } else if let Some(x) = invariant.get(name) {
+            format!("({x})")
+        } else {
+            continue;
+        };
+        e.replace(d.start_byte() - base..d.end_byte() - base, with);
+    }
+    e.apply(text(t, n)).unwrap_or_else(|_| text(t, n).to_string())
+}
+
+fn render(t: &str, s: &Site, all: &[Site], var: &dyn Fn(&str) -> String) -> String {
+    // The dividend, with the sites directly inside it rendered too.
+    let mut e = Edits::new();
+    let inner: Vec<&Site> = all
+        .iter()
+        .filter(|o| o.range != s.range && s.dividend.start <= o.range.start && o.range.end <= s.dividend.end)
+        .collect();
+    for o in &inner {
+        let nested =
+            inner.iter().any(|p| p.range != o.range && p.range.start <= o.range.start && o.range.end <= p.range.end);
+        if !nested {
+            e.replace(o.range.start - s.dividend.start..o.range.end - s.dividend.start, render(t, o, all, var));
+        }
+    }
+    let dividend = e.apply(&t[s.dividend.clone()]).unwrap_or_else(|_| t[s.dividend.clone()].to_string());
+    let f = if s.op == "/" { "ns_div" } else { "ns_mod" };
+    format!("{f}((unsigned)({dividend}), {})", var(&s.divisor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::{FactsBuilder, Role};
+
+    const NCHW: &str = r#"
+__global__ void bias_act(const float* x, const float* bias, float* y, int C, int HW, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int c = (i / HW) % C;
+  float v = x[i] + bias[c];
+  y[i] = v > 0.f ? v : 0.f / 2.f;
+}
+extern "C" void launch(const float* x, const float* bias, float* y, int N, int C, int HW, cudaStream_t s) {
+  int n = N * C * HW;
+  bias_act<<<(n + 255) / 256, 256, 0, s>>>(x, bias, y, C, HW, n);
+}
+"#;
+
+    #[test]
+    fn nested_decoding_uses_two_divisors() {
+        let f = FactsBuilder::new("launch")
+            .buffer("x", "float", Role::Input, "(long long)({N}) * ({C}) * ({HW})", 1 << 24, 1 << 24)
+            .buffer("bias", "float", Role::Input, "{C}", 64, 64)
+            .buffer("y", "float", Role::Output, "(long long)({N}) * ({C}) * ({HW})", 1 << 24, 1 << 24)
+            .int("N", 8, 8)
+            .int("C", 64, 64)
+            .int("HW", 4096, 4096)
+            .build();
+        let r = apply(&Source::parse(NCHW), &f, &Params::default()).unwrap();
+        let s = &r.source;
+        assert!(s.contains("int c = ns_mod((unsigned)(ns_div((unsigned)(i), ns_dv1)), ns_dv0);"), "{s}");
+        assert!(s.contains("int C, int HW, int n, ns_divisor ns_dv0, ns_divisor ns_dv1)"), "{s}");
+        assert!(s.contains("(x, bias, y, C, HW, n, ns_make_divisor((C)), ns_make_divisor((HW)));"), "{s}");
+        assert!(s.contains("((HW)) >= 1 && ((HW)) <= 2147483647LL"), "{s}");
+        // Float division is left alone.
+        assert!(s.contains("0.f / 2.f"));
+    }
+
+    #[test]
+    fn literal_divisors_are_not_sites() {
+        let src = NCHW.replace("(i / HW) % C", "(i / 64) % 3");
+        let f = FactsBuilder::new("launch").build();
+        let e = apply(&Source::parse(&src), &f, &Params::default()).unwrap_err();
+        assert!(e.0.contains("divides no integer index"), "{e}");
+    }
+}

@@ -1,0 +1,163 @@
+//! The recipe table: one entry per executable prescription, in the order `nightshift
+//! rewrite` lists them. Each entry names the diagnosis tools whose prescription it
+//! carries out, so the tuner can order applications by the parent's diagnoses; one file
+//! per recipe.
+
+pub mod block_knob;
+pub mod cooperative;
+pub mod fast_divmod;
+pub mod grid_stride;
+pub mod index_width;
+pub mod intrinsics;
+pub mod launch_bounds;
+pub mod read_only;
+pub mod shuffle_reduce;
+pub mod unroll;
+pub mod vectorize;
+
+use crate::recipe::{Applied, NotApplicable, Params, Recipe, RecipeId, Rewrite};
+use crate::source::{Kernel, Source};
+use crate::version::{self, Change};
+
+/// One kernel's plan: the change and a note for the description.
+pub(crate) type Planned<'k> = Result<(Change<'k>, String), NotApplicable>;
+
+/// Runs `plan` on every kernel the recipe may rewrite and applies the plans that match;
+/// when none does, declines with every kernel's reason.
+pub(crate) fn per_kernel(
+    src: &Source,
+    params: &Params,
+    mut plan: impl for<'k> FnMut(&'k Kernel) -> Planned<'k>,
+) -> Applied {
+    let kernels = crate::target_kernels(src, params)?;
+    let mut changes = Vec::new();
+    let mut notes = Vec::new();
+    let mut why = Vec::new();
+    for k in &kernels {
+        match plan(k) {
+            Ok((c, n)) => {
+                changes.push(c);
+                notes.push(n);
+            }
+            Err(e) => why.push(e.0),
+        }
+    }
+    if changes.is_empty() {
+        return Err(NotApplicable::new(why.join("; ")));
+    }
+    let guards = changes.iter().flat_map(|c| c.guards.iter().map(|g| version::shown(g))).collect();
+    Ok(Rewrite { source: version::apply(src, changes)?, description: notes.join("; "), guards })
+}
+
+/// Every recipe.
+pub const ALL: &[Recipe] = &[
+    Recipe {
+        id: RecipeId::IndexWidth,
+        summary: "64-bit index arithmetic in 32 bits; versioned on every buffer holding at most 2^30 elements",
+        answers: &["integer-overhead"],
+        versioned: true,
+        params: index_width::PARAMS,
+        apply: index_width::apply,
+    },
+    Recipe {
+        id: RecipeId::FastDivmod,
+        summary: "integer / and % by run-time kernel parameters as multiply-high and shift by host-computed magic numbers; versioned on their ranges",
+        answers: &["integer-overhead"],
+        versioned: true,
+        params: fast_divmod::PARAMS,
+        apply: fast_divmod::apply,
+    },
+    Recipe {
+        id: RecipeId::Vectorize,
+        summary: "each thread handles V consecutive elements with 8- or 16-byte loads and stores and a scalar tail; versioned on alignment",
+        answers: &["narrow-global-access", "scalar-global-access", "memory-latency-bound", "integer-overhead"],
+        versioned: true,
+        params: vectorize::PARAMS,
+        apply: vectorize::apply,
+    },
+    Recipe {
+        id: RecipeId::Cooperative,
+        summary: "a thread per output becomes L lanes per output: inner loops strided across lanes, shuffle reductions, lane 0 writes; versioned on the block size",
+        answers: &["uncoalesced-global", "under-filled-grid", "memory-latency-bound", "dependent-loads", "redundant-l2-traffic"],
+        versioned: true,
+        params: cooperative::PARAMS,
+        apply: cooperative::apply,
+    },
+    Recipe {
+        id: RecipeId::ShuffleReduce,
+        summary: "a shared-memory tree reduction as warp shuffles plus one shared exchange between warps; versioned on the block size",
+        answers: &["barrier-stalls", "shared-memory-bound", "shared-bank-conflicts"],
+        versioned: true,
+        params: shuffle_reduce::PARAMS,
+        apply: shuffle_reduce::apply,
+    },
+    Recipe {
+        id: RecipeId::BlockKnob,
+        summary: "literal block sizes and grid caps in the launcher become -D knobs the tuner moves",
+        answers: &["low-occupancy", "under-filled-grid", "launch-overhead", "register-pressure"],
+        versioned: false,
+        params: block_knob::PARAMS,
+        apply: block_knob::apply,
+    },
+    Recipe {
+        id: RecipeId::GridStride,
+        summary: "a bounds-checked element kernel as a grid-stride loop on a grid of k blocks per SM (a knob)",
+        answers: &["under-filled-grid", "launch-overhead", "integer-overhead"],
+        versioned: false,
+        params: grid_stride::PARAMS,
+        apply: grid_stride::apply,
+    },
+    Recipe {
+        id: RecipeId::ReadOnly,
+        summary: "__restrict__ on pointer parameters and __ldg on reads of never-written buffers; versioned on the buffers not overlapping",
+        answers: &["memory-latency-bound", "dependent-loads"],
+        versioned: true,
+        params: read_only::PARAMS,
+        apply: read_only::apply,
+    },
+    Recipe {
+        id: RecipeId::Intrinsics,
+        summary: "fast intrinsics per call site (__expf, __fdividef, rsqrtf, tanh.approx...) where the task's tolerance admits them",
+        answers: &["accurate-math", "special-function-bound", "conversion-overhead"],
+        versioned: false,
+        params: intrinsics::PARAMS,
+        apply: intrinsics::apply,
+    },
+    Recipe {
+        id: RecipeId::Unroll,
+        summary: "#pragma unroll N on innermost loops without a pragma",
+        answers: &["memory-latency-bound", "dependent-loads", "integer-overhead"],
+        versioned: false,
+        params: unroll::PARAMS,
+        apply: unroll::apply,
+    },
+    Recipe {
+        id: RecipeId::LaunchBounds,
+        summary: "__launch_bounds__(block, min blocks per SM) on kernels with a compile-time block size",
+        answers: &["register-pressure", "low-occupancy", "local-memory"],
+        versioned: false,
+        params: launch_bounds::PARAMS,
+        apply: launch_bounds::apply,
+    },
+];
+
+/// The recipe with this id (every id has one; a test holds the table to it).
+pub fn get(id: RecipeId) -> &'static Recipe {
+    ALL.iter().find(|r| r.id == id).unwrap_or(&ALL[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_id_has_one_recipe_in_order() {
+        let ids: Vec<RecipeId> = ALL.iter().map(|r| r.id).collect();
+        assert_eq!(ids, RecipeId::ALL);
+        for r in ALL {
+            assert_eq!(get(r.id).id, r.id);
+            assert!(!r.answers.is_empty(), "{} answers no diagnosis", r.id);
+            assert!(!r.variants().is_empty());
+        }
+    }
+}

@@ -1,0 +1,463 @@
+//! Coarsen and vectorize: each thread of a one-element-per-thread kernel handles V
+//! consecutive elements, moving every buffer it touches at exactly the element index
+//! with 8- or 16-byte accesses (float4, 8 bf16 through uint4, 16 int8 through int4...)
+//! into and out of register arrays; the per-element code runs unchanged V times over
+//! those arrays. Threads whose run would cross the bound take the scalar path, and the
+//! launcher takes the fast path only when every such buffer is aligned to its access.
+
+use crate::facts::{Facts, Role};
+use crate::helpers;
+use crate::pattern::{self, Access, Elementwise, Form};
+use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
+use crate::source::{Kernel, Source};
+use crate::syntax::{indent_at, reindent};
+use crate::version::Change;
+use std::ops::Range;
+
+pub const PARAMS: &[ParamSpec] = &[ParamSpec {
+    name: "width",
+    values: &["16", "8"],
+    doc: "bytes per access of the narrowest element type (16: float4, 8 x bf16; 8: float2, 4 x bf16)",
+}];
+
+/// A buffer moved through registers: `scale` consecutive elements per index (a pair
+/// for interleaved data), from `name + offset` on.
+struct Staged {
+    name: String,
+    /// The element type.
+    base: String,
+    size: usize,
+    scale: usize,
+    /// The index terms that do not involve the index (a row offset).
+    offset: Option<String>,
+    load: bool,
+    store: bool,
+    /// Each use, with its element within the record.
+    sites: Vec<(Range<usize>, i64)>,
+}
+
+impl Staged {
+    /// The staged address of element `ns_base` (a record start).
+    fn address(&self) -> String {
+        let scaled = if self.scale == 1 { "ns_base".to_string() } else { format!("{} * ns_base", self.scale) };
+        match &self.offset {
+            Some(o) => format!("{} + ({o}) + {scaled}", self.name),
+            None => format!("{} + {scaled}", self.name),
+        }
+    }
+
+    /// Bytes moved per thread and step.
+    fn bytes(&self, v: usize) -> usize {
+        v * self.scale * self.size
+    }
+
+    /// Alignment the wide accesses need.
+    fn align(&self, v: usize) -> usize {
+        self.bytes(v).min(16)
+    }
+}
+
+pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
+    let width: usize = params.get(PARAMS, "width").parse().map_err(|_| NotApplicable::new("width must be 8 or 16"))?;
+    super::per_kernel(src, params, |k| plan(src, facts, k, width))
+}
+
+fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, width: usize) -> Result<(Change<'k>, String), NotApplicable> {
+    match pattern::elementwise(src, k) {
+        Ok(e) if e.form == Form::Guard => plan_kernel(src, facts, k, width, &e),
+        other => {
+            let loops = pattern::strided_loops(src, k);
+            if loops.is_empty() {
+                return Err(match other {
+                    Err(e) => NotApplicable::new(format!("{e}, and has no block- or grid-strided loop to vectorize")),
+                    Ok(_) => NotApplicable::new(format!("`{}` has no strided loop this recipe can vectorize", k.name)),
+                });
+            }
+            plan_loops(src, facts, k, width, &loops)
+        }
+    }
+}
+
+/// Chooses the buffers to move through registers, among `candidates` (name, element
+/// type, const), used at `index` within `scope` under `root`.
+#[allow(clippy::too_many_arguments)]
+fn choose(
+    src: &Source,
+    facts: &Facts,
+    k: &Kernel,
+    root: tree_sitter::Node,
+    scope: &[Range<usize>],
+    index: &str,
+    candidates: &[(String, String, bool)],
+    allow_offset: bool,
+    skipped: &mut Vec<String>,
+) -> Vec<Staged> {
+    let t = src.text();
+    let mut staged = Vec::new();
+    for (name, base, is_const) in candidates {
+        let Some(size) = crate::syntax::type_size(base) else {
+            let uses = pattern::indexed_uses(t, root, scope, name, index, *is_const);
+            if !uses.sites.is_empty() {
+                skipped.push(format!("`{name}` (element type `{base}` of unknown size)"));
+            }
+            continue;
+        };
+        let uses = pattern::indexed_uses(t, root, scope, name, index, *is_const);
+        if uses.sites.is_empty() {
+            continue;
+        }
+        if uses.other {
+            skipped.push(format!("`{name}` (also used at other indices)"));
+            continue;
+        }
+        let Some((scale, offset, _)) = uses.record() else {
+            skipped.push(format!("`{name}` (indices that are not whole records of one stride)"));
+            continue;
+        };
+        if offset.is_some() && !allow_offset {
+            skipped.push(format!("`{name}` (an offset the launcher cannot check for alignment)"));
+            continue;
+        }
+        let role = role_of(src, facts, k, name);
+        let (mut load, mut store) = (false, false);
+        for (_, a, _) in &uses.sites {
+            match a {
+                Access::Read => load = true,
+                Access::Write => store = true,
+                Access::Both => match (*is_const, role) {
+                    (true, _) | (false, Some(Role::Input)) => load = true,
+                    (false, Some(Role::Output)) => store = true,
+                    _ => {
+                        load = true;
+                        store = true;
+                    }
+                },
+            }
+        }
+        if store && uses.conditional {
+            // Elements the original leaves alone keep their value.
+            load = true;
+        }
+        if load && !store && uses.conditional {
+            // A read the original makes only sometimes may lie past a shorter buffer.
+            skipped.push(format!("`{name}` (read only under a condition)"));
+            continue;
+        }
+        let base = base.replace("const", "").trim().to_string();
+        staged.push(Staged {
+            name: name.clone(),
+            base,
+            size,
+            scale: scale as usize,
+            offset,
+            load,
+            store,
+            sites: uses.sites.into_iter().map(|(r, _, a)| (r, a.offset)).collect(),
+        });
+    }
+    staged
+}
+
+fn elements_per_thread(k: &Kernel, staged: &[Staged], width: usize) -> Result<usize, NotApplicable> {
+    let smallest = staged.iter().map(|s| s.size * s.scale).min().unwrap_or(4);
+    let v = width / smallest;
+    if v < 2 && staged.iter().all(|s| s.scale == 1) {
+        return Err(NotApplicable::new(format!(
+            "`{}` moves {smallest}-byte elements: a {width}-byte access holds only one",
+            k.name
+        )));
+    }
+    Ok(v.max(1))
+}
+
+fn staged_note(staged: &[Staged], v: usize) -> String {
+    staged
+        .iter()
+        .map(|s| {
+            let dir = match (s.load, s.store) {
+                (true, true) => "in/out",
+                (true, false) => "in",
+                _ => "out",
+            };
+            let rec = if s.scale > 1 { format!(" ({} per index)", s.scale) } else { String::new() };
+            format!("{} {}B {dir}{rec}", s.name, s.align(v))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The whole kernel is one element per thread: a fast copy with V per thread, chosen by
+/// the launcher when every staged buffer is aligned.
+fn plan_kernel<'k>(
+    src: &Source,
+    facts: &Facts,
+    k: &'k Kernel,
+    width: usize,
+    e: &Elementwise,
+) -> Result<(Change<'k>, String), NotApplicable> {
+    let t = src.text();
+    let body = src.node(&k.body, "compound_statement").ok_or_else(|| NotApplicable::new("no kernel body"))?;
+    if pattern::uses_2d_grid(t, body) {
+        return Err(NotApplicable::new(format!(
+            "`{}` reads the y or z grid coordinates; only 1-D grids are coarsened",
+            k.name
+        )));
+    }
+    let mut scope: Vec<Range<usize>> = e.body.clone();
+    scope.extend(e.between.iter().filter(|(_, uses)| *uses).map(|(r, _)| r.clone()));
+    let mut skipped = Vec::new();
+    let candidates: Vec<(String, String, bool)> =
+        k.params.iter().filter(|p| p.pointer).map(|p| (p.name.clone(), p.base.clone(), p.is_const)).collect();
+    let staged = choose(src, facts, k, body, &scope, &e.index, &candidates, false, &mut skipped);
+    if staged.is_empty() {
+        let extra = if skipped.is_empty() { String::new() } else { format!(" (skipped: {})", skipped.join(", ")) };
+        return Err(NotApplicable::new(format!(
+            "`{}` reads or writes no buffer at exactly its index `{}`{extra}",
+            k.name, e.index
+        )));
+    }
+    let v = elements_per_thread(k, &staged, width)?;
+    let mut change = Change::new(k);
+    change.helpers.push(&helpers::VECTOR_IO);
+    change.helpers.push(&helpers::HOST_CHECKS);
+    for s in &staged {
+        change.guards.push(format!("ns_aligned({{{}}}, {})", s.name, s.align(v)));
+    }
+    let new = vector_body(t, e, &staged, v);
+    change.edits.replace(e.span.clone(), reindent(&new, &indent_at(t, e.span.start)));
+    change.grid = Some(Box::new(move |g: &str| format!("(({g}) + {v} - 1) / {v}")));
+    let mut note = format!("`{}`: {v} elements per thread, {} through registers", k.name, staged_note(&staged, v));
+    if !skipped.is_empty() {
+        note.push_str(&format!("; left scalar: {}", skipped.join(", ")));
+    }
+    Ok((change, note))
+}
+
+/// Strided loops inside a kernel (a block's threads over a row, a grid-stride loop):
+/// each loop runs V consecutive elements per step when its staged buffers are aligned,
+/// checked in the kernel where the loop starts (the check is uniform across the block,
+/// and the original loop stays as the fallback).
+fn plan_loops<'k>(
+    src: &Source,
+    facts: &Facts,
+    k: &'k Kernel,
+    width: usize,
+    loops: &[pattern::StridedLoop],
+) -> Result<(Change<'k>, String), NotApplicable> {
+    let t = src.text();
+    let candidates = pattern::pointers(src, k);
+    let mut change = Change::new(k);
+    let mut notes = Vec::new();
+    let mut why = Vec::new();
+    for l in loops {
+        let Some(node) = src.node(&l.stmt, "for_statement") else { continue };
+        let mut skipped = Vec::new();
+        let mut staged = choose(src, facts, k, node, &l.body, &l.index, &candidates, true, &mut skipped);
+        // An offset must hold still while the loop runs.
+        let mut changing = crate::syntax::declared_names(t, node);
+        changing.extend(crate::syntax::assigned(t, node).into_iter().map(|(n, _)| n));
+        staged.retain(|s| {
+            let moves = s.offset.as_ref().is_some_and(|o| changing.iter().any(|c| crate::syntax::mentions_word(o, c)));
+            if moves {
+                skipped.push(format!("`{}` (its offset changes inside the loop)", s.name));
+            }
+            !moves
+        });
+        if staged.is_empty() {
+            why.push(format!("the loop over `{}` moves no buffer at exactly `{}`", l.bound, l.index));
+            continue;
+        }
+        let v = match elements_per_thread(k, &staged, width) {
+            Ok(v) => v,
+            Err(e) => {
+                why.push(e.0);
+                continue;
+            }
+        };
+        let code = loop_code(t, l, &staged, v);
+        change.edits.replace(l.stmt.clone(), reindent(&code, &indent_at(t, l.stmt.start)));
+        notes.push(format!("loop over `{}`: {v} per step ({})", l.bound, staged_note(&staged, v)));
+    }
+    if notes.is_empty() {
+        return Err(NotApplicable::new(format!("`{}`: {}", k.name, why.join("; "))));
+    }
+    change.helpers.push(&helpers::VECTOR_IO);
+    Ok((change, format!("`{}`: {}", k.name, notes.join("; "))))
+}
+
+fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> String {
+    let ty = l.index_type.replace("const ", "").trim().to_string();
+    let i = &l.index;
+    let bound = &l.bound;
+    let vec_code = element_code(t, &l.body, staged, true);
+    let scalar_code = element_code(t, &l.body, staged, false);
+    let decl = if crate::syntax::mentions_word(&vec_code, i) {
+        format!("{ty} {i} = ns_base + ns_k;\n  ")
+    } else {
+        String::new()
+    };
+    let (loads, stores) = staging(staged, v);
+    let aligned: Vec<String> = staged
+        .iter()
+        .map(|s| {
+            let start = match &s.offset {
+                Some(o) => format!("{} + ({o})", s.name),
+                None => s.name.clone(),
+            };
+            format!("((unsigned long long)({start}) % {}) == 0", s.align(v))
+        })
+        .collect();
+    format!(
+        "if (/* nightshift: aligned */ {}) {{\n  // nightshift: {v} consecutive elements per thread and step, moved with wide accesses.\n  const {ty} ns_first = ({ty})({start});\n  const {ty} ns_stride = ({ty})({stride});\n  for ({ty} ns_base = ns_first * {v}; ns_base + {v} <= ({bound}); ns_base += ns_stride * {v}) {{\n    {}\n  }}\n  for ({ty} {i} = ({ty})(({bound}) / {v} * {v}) + ns_first; {i} < ({bound}); {i} += ns_stride) {{\n    {}\n  }}\n}} else {{\n  {}\n}}",
+        aligned.join(" && "),
+        reindent(
+            format!(
+                "{loads}#pragma unroll\nfor (int ns_k = 0; ns_k < {v}; ++ns_k) {{\n  {decl}{}\n}}\n{stores}",
+                reindent(vec_code.trim_end(), "  ")
+            )
+            .trim_end(),
+            "    "
+        ),
+        reindent(scalar_code.trim_end(), "    "),
+        reindent(&t[l.stmt.clone()], "  "),
+        start = l.start,
+        stride = l.stride,
+    )
+}
+
+/// The task's role for the launcher argument bound to a kernel parameter.
+pub fn role_of(src: &Source, facts: &Facts, k: &Kernel, param: &str) -> Option<Role> {
+    let arg = crate::launcher_arg(src, facts, k, param)?;
+    facts.args.get(arg)?.role()
+}
+
+/// The per-element statements with staged accesses redirected to the register arrays.
+fn element_code(t: &str, ranges: &[Range<usize>], staged: &[Staged], vector: bool) -> String {
+    let mut out = String::new();
+    for r in ranges {
+        let mut edits = crate::edit::Edits::new();
+        if vector {
+            for s in staged {
+                for (site, off) in &s.sites {
+                    if site.start >= r.start && site.end <= r.end {
+                        let is_sub = t[site.clone()].trim_end().ends_with(']')
+                            && t[site.clone()].trim_start().starts_with(&s.name);
+                        let at = match (s.scale, off) {
+                            (1, _) => "ns_k".to_string(),
+                            (sc, 0) => format!("{sc} * ns_k"),
+                            (sc, o) => format!("{sc} * ns_k + {o}"),
+                        };
+                        let new =
+                            if is_sub { format!("ns_{}[{at}]", s.name) } else { format!("(ns_{} + {at})", s.name) };
+                        edits.replace(site.start - r.start..site.end - r.start, new);
+                    }
+                }
+            }
+        }
+        let stmt = edits.apply(&t[r.clone()]).unwrap_or_else(|_| t[r.clone()].to_string());
+        out.push_str(&stmt);
+        out.push('\n');
+    }
+    out
+}
+
+/// Register arrays, their loads before the per-element loop and stores after it.
+fn staging(staged: &[Staged], v: usize) -> (String, String) {
+    let mut loads = String::new();
+    let mut stores = String::new();
+    for s in staged {
+        let n = v * s.scale;
+        loads.push_str(&format!("alignas(16) {} ns_{}[{n}];\n", s.base, s.name));
+        if s.load {
+            loads.push_str(&format!("ns_load(ns_{}, {});\n", s.name, s.address()));
+        }
+        if s.store {
+            stores.push_str(&format!("ns_store({}, ns_{});\n", s.address(), s.name));
+        }
+    }
+    (loads, stores)
+}
+
+fn vector_body(t: &str, e: &Elementwise, staged: &[Staged], v: usize) -> String {
+    let ty = e.index_type.replace("const ", "").trim().to_string();
+    let i = &e.index;
+    let bound = &e.bound;
+    let flat = &t[e.flat.clone()];
+    let mut per_elem: Vec<Range<usize>> = e.between.iter().filter(|(_, u)| *u).map(|(r, _)| r.clone()).collect();
+    per_elem.extend(e.body.iter().cloned());
+    let vec_code = element_code(t, &per_elem, staged, true);
+    let scalar_code = element_code(t, &per_elem, staged, false);
+    let (loads, stores) = staging(staged, v);
+    let mut out = String::new();
+    for (r, uses) in &e.between {
+        if !uses {
+            out.push_str(&t[r.clone()]);
+            out.push('\n');
+        }
+    }
+    // The index is declared in the vector loop only where the code still reads it.
+    let decl = if crate::syntax::mentions_word(&vec_code, i) {
+        format!("{ty} {i} = ns_base + ns_k;\n  ")
+    } else {
+        String::new()
+    };
+    let vector_iteration = format!(
+        "{loads}#pragma unroll\nfor (int ns_k = 0; ns_k < {v}; ++ns_k) {{\n  {decl}{}\n}}\n{stores}",
+        reindent(vec_code.trim_end(), "  ")
+    );
+    match e.form {
+        Form::Guard => {
+            out.push_str(&format!(
+                "// nightshift: {v} consecutive elements per thread, moved with wide accesses.\nconst {ty} ns_base = ({ty})({flat}) * {v};\nif (ns_base + {v} <= ({bound})) {{\n  {}\n}} else {{\n  for (int ns_k = 0; ns_k < {v}; ++ns_k) {{\n    {ty} {i} = ns_base + ns_k;\n    if (!({i} < ({bound}))) break;\n    {}\n  }}\n}}",
+                reindent(vector_iteration.trim_end(), "  "),
+                reindent(scalar_code.trim_end(), "    ")
+            ));
+        }
+        Form::GridStride => {}
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::FactsBuilder;
+
+    const ADD: &str = r#"#include <cuda_runtime.h>
+#define BLOCK 256
+__global__ void add(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int n) {
+  int i = blockIdx.x * BLOCK + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+extern "C" void vector_add(const float* a, const float* b, float* c, int n, cudaStream_t stream) {
+  if (n <= 0) return;
+  add<<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(a, b, c, n);
+}
+"#;
+
+    fn facts() -> Facts {
+        FactsBuilder::new("vector_add")
+            .buffer("a", "float", Role::Input, "{n}", 1 << 24, 1 << 24)
+            .buffer("b", "float", Role::Input, "{n}", 1 << 24, 1 << 24)
+            .buffer("c", "float", Role::Output, "{n}", 1 << 24, 1 << 24)
+            .int("n", 1 << 24, 1 << 24)
+            .build()
+    }
+
+    #[test]
+    fn float_add_becomes_float4() {
+        let r = apply(&Source::parse(ADD), &facts(), &Params::default()).unwrap();
+        let s = &r.source;
+        assert!(
+            s.contains("add_fast<<<(((n + BLOCK - 1) / BLOCK) + 4 - 1) / 4, BLOCK, 0, stream>>>(a, b, c, n);"),
+            "{s}"
+        );
+        assert!(s.contains("ns_load(ns_a, a + ns_base);"), "{s}");
+        assert!(s.contains("ns_store(c + ns_base, ns_c);"), "{s}");
+        assert!(s.contains("ns_c[ns_k] = ns_a[ns_k] + ns_b[ns_k];"), "{s}");
+        assert!(r.guards.iter().any(|g| g == "ns_aligned(a, 16)"), "{:?}", r.guards);
+        assert!(r.description.contains("4 elements per thread"), "{}", r.description);
+        // The scalar path keeps the original accesses.
+        assert!(s.contains("if (i < n) c[i] = a[i] + b[i];"), "{s}");
+    }
+}

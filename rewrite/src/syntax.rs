@@ -1,0 +1,433 @@
+//! Small helpers over tree-sitter nodes: walking, text, and the shapes of C expressions
+//! that recipes compare (identifiers, casts and parentheses stripped, commutative sums and
+//! products flattened).
+
+use tree_sitter::Node;
+
+/// The text of a node.
+pub fn text<'s>(src: &'s str, n: Node) -> &'s str {
+    src.get(n.byte_range()).unwrap_or("")
+}
+
+/// The node and all its descendants, in source order.
+pub fn descendants(n: Node) -> Vec<Node> {
+    let mut out = Vec::new();
+    let mut stack = vec![n];
+    while let Some(x) = stack.pop() {
+        out.push(x);
+        let mut c = x.walk();
+        let kids: Vec<Node> = x.children(&mut c).collect();
+        stack.extend(kids.into_iter().rev());
+    }
+    out
+}
+
+pub fn named_children(n: Node) -> Vec<Node> {
+    let mut c = n.walk();
+    n.named_children(&mut c).collect()
+}
+
+pub fn children(n: Node) -> Vec<Node> {
+    let mut c = n.walk();
+    n.children(&mut c).collect()
+}
+
+/// Whether the node or anything under it failed to parse.
+pub fn has_error(n: Node) -> bool {
+    n.has_error()
+}
+
+/// Parentheses and casts removed: `((size_t)blockIdx.x)` is `blockIdx.x`.
+pub fn strip(n: Node) -> Node {
+    let mut n = n;
+    loop {
+        match n.kind() {
+            "parenthesized_expression" => match named_children(n).into_iter().find(|c| c.kind() != "comment") {
+                Some(inner) => n = inner,
+                None => return n,
+            },
+            "cast_expression" => match n.child_by_field_name("value") {
+                Some(v) => n = v,
+                None => return n,
+            },
+            _ => return n,
+        }
+    }
+}
+
+/// Parentheses removed, casts kept.
+pub fn strip_parens(n: Node) -> Node {
+    let mut n = n;
+    while n.kind() == "parenthesized_expression" {
+        match named_children(n).into_iter().find(|c| c.kind() != "comment") {
+            Some(inner) => n = inner,
+            None => break,
+        }
+    }
+    n
+}
+
+/// `name` if the node is that identifier (after stripping).
+pub fn is_ident(src: &str, n: Node, name: &str) -> bool {
+    let s = strip(n);
+    s.kind() == "identifier" && text(src, s) == name
+}
+
+/// `blockIdx.x`-style builtins: the object and the field.
+pub fn builtin(src: &str, n: Node) -> Option<(&'static str, char)> {
+    let n = strip(n);
+    if n.kind() != "field_expression" {
+        return None;
+    }
+    let obj = n.child_by_field_name("argument")?;
+    let field = n.child_by_field_name("field")?;
+    let o = match text(src, obj) {
+        "blockIdx" => "blockIdx",
+        "blockDim" => "blockDim",
+        "threadIdx" => "threadIdx",
+        "gridDim" => "gridDim",
+        _ => return None,
+    };
+    let f = text(src, field).chars().next()?;
+    matches!(f, 'x' | 'y' | 'z').then_some((o, f))
+}
+
+/// The operands of a chain of one binary operator: `a * b * c` is [a, b, c].
+pub fn flatten<'t>(src: &str, n: Node<'t>, op: &str) -> Vec<Node<'t>> {
+    let n = strip_parens(n);
+    if n.kind() == "binary_expression" {
+        if let (Some(l), Some(o), Some(r)) =
+            (n.child_by_field_name("left"), n.child_by_field_name("operator"), n.child_by_field_name("right"))
+        {
+            if text(src, o) == op {
+                let mut v = flatten(src, l, op);
+                v.extend(flatten(src, r, op));
+                return v;
+            }
+        }
+    }
+    vec![n]
+}
+
+/// The operator and operands of a binary expression.
+pub fn binary<'t>(src: &str, n: Node<'t>) -> Option<(&'static str, Node<'t>, Node<'t>)> {
+    let n = strip_parens(n);
+    if n.kind() != "binary_expression" {
+        return None;
+    }
+    let op = text(src, n.child_by_field_name("operator")?);
+    let op: &'static str = match op {
+        "+" => "+",
+        "-" => "-",
+        "*" => "*",
+        "/" => "/",
+        "%" => "%",
+        "<" => "<",
+        "<=" => "<=",
+        ">" => ">",
+        ">=" => ">=",
+        "==" => "==",
+        "!=" => "!=",
+        "&&" => "&&",
+        "||" => "||",
+        "<<" => "<<",
+        ">>" => ">>",
+        "&" => "&",
+        "|" => "|",
+        "^" => "^",
+        _ => return None,
+    };
+    Some((op, n.child_by_field_name("left")?, n.child_by_field_name("right")?))
+}
+
+/// Every identifier under `n` (the node itself included).
+pub fn identifiers<'s>(src: &'s str, n: Node) -> Vec<&'s str> {
+    descendants(n).into_iter().filter(|d| d.kind() == "identifier").map(|d| text(src, d)).collect()
+}
+
+/// Whether `name` occurs as an identifier under `n`.
+pub fn mentions(src: &str, n: Node, name: &str) -> bool {
+    descendants(n).into_iter().any(|d| d.kind() == "identifier" && text(src, d) == name)
+}
+
+/// The statements of a compound statement (comments and pragmas included, braces not).
+pub fn statements(block: Node) -> Vec<Node> {
+    named_children(block)
+}
+
+/// Whether `word` occurs in `text` as a whole C identifier.
+pub fn mentions_word(text: &str, word: &str) -> bool {
+    let is_id = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(p) = text[from..].find(word) {
+        let at = from + p;
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        if !before.is_some_and(is_id) && !after.is_some_and(is_id) {
+            return true;
+        }
+        from = at + word.len();
+    }
+    false
+}
+
+/// The indentation of the line `at` is on.
+pub fn indent_at(src: &str, at: usize) -> String {
+    let line_start = src[..at.min(src.len())].rfind('\n').map_or(0, |p| p + 1);
+    src[line_start..].chars().take_while(|c| *c == ' ' || *c == '\t').collect()
+}
+
+/// Re-indents a block of text so that its lines start at `indent` (the first line is
+/// left alone: it continues wherever the edit starts).
+pub fn reindent(block: &str, indent: &str) -> String {
+    let mut out = String::new();
+    for (i, line) in block.lines().enumerate() {
+        if i > 0 {
+            out.push('\n');
+            if !line.is_empty() {
+                out.push_str(indent);
+            }
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// Whether the node is a loop or a switch (where `break` and `continue` bind).
+pub fn is_loop(n: Node) -> bool {
+    matches!(n.kind(), "for_statement" | "while_statement" | "do_statement" | "for_range_loop" | "switch_statement")
+}
+
+/// The `return`, `break`, `continue` and `goto` statements under `n` that are not bound
+/// by a loop inside `n` (a `return` always escapes).
+pub fn escapes(n: Node) -> Vec<Node> {
+    fn walk<'t>(n: Node<'t>, in_loop: bool, out: &mut Vec<Node<'t>>) {
+        match n.kind() {
+            "return_statement" | "goto_statement" => out.push(n),
+            "break_statement" | "continue_statement" if !in_loop => out.push(n),
+            _ => {}
+        }
+        let inner = in_loop || is_loop(n);
+        for c in named_children(n) {
+            walk(c, inner, out);
+        }
+    }
+    let mut out = Vec::new();
+    for c in named_children(n) {
+        walk(c, is_loop(n), &mut out);
+    }
+    if matches!(n.kind(), "return_statement" | "goto_statement" | "break_statement" | "continue_statement") {
+        out.push(n);
+    }
+    out
+}
+
+/// Whether a block-wide barrier (`__syncthreads` and its variants, a cooperative-groups
+/// `sync()`, `bar.sync` in inline assembly) occurs under `n`.
+pub fn has_barrier(src: &str, n: Node) -> bool {
+    descendants(n).into_iter().any(|d| match d.kind() {
+        "call_expression" => d.child_by_field_name("function").is_some_and(|f| {
+            let t = text(src, f);
+            t.starts_with("__syncthreads")
+                || t == "__barrier_sync"
+                || t.ends_with(".sync")
+                || t.ends_with("::sync")
+                || t.ends_with("->sync")
+        }),
+        "gnu_asm_expression" | "asm_statement" => {
+            let t = text(src, d);
+            t.contains("bar.sync") || t.contains("barrier")
+        }
+        _ => false,
+    })
+}
+
+/// Whether warp-level primitives (shuffles, votes, warp sync) occur under `n`.
+pub fn has_warp_primitive(src: &str, n: Node) -> bool {
+    descendants(n).into_iter().any(|d| {
+        d.kind() == "call_expression"
+            && d.child_by_field_name("function").is_some_and(|f| {
+                let t = text(src, f);
+                t.starts_with("__shfl")
+                    || t.starts_with("__ballot")
+                    || t.starts_with("__any")
+                    || t.starts_with("__all")
+                    || t == "__syncwarp"
+                    || t.starts_with("__reduce")
+                    || t.starts_with("__match")
+            })
+    })
+}
+
+/// The variable a declaration declares and its initializer (single declarator only).
+pub fn single_declarator<'t>(src: &str, decl: Node<'t>) -> Option<(String, Option<Node<'t>>)> {
+    if decl.kind() != "declaration" {
+        return None;
+    }
+    let ds: Vec<Node> = {
+        let mut c = decl.walk();
+        decl.children_by_field_name("declarator", &mut c).collect()
+    };
+    if ds.len() != 1 {
+        return None;
+    }
+    let d = ds[0];
+    match d.kind() {
+        "init_declarator" => {
+            let name = d.child_by_field_name("declarator")?;
+            if name.kind() != "identifier" {
+                return None;
+            }
+            Some((text(src, name).to_string(), d.child_by_field_name("value")))
+        }
+        "identifier" => Some((text(src, d).to_string(), None)),
+        _ => None,
+    }
+}
+
+/// The type text of a declaration (qualifiers included, declarator excluded).
+pub fn declaration_type(src: &str, decl: Node) -> Option<String> {
+    let ty = decl.child_by_field_name("type")?;
+    let mut parts = Vec::new();
+    for c in children(decl) {
+        if c.kind() == "type_qualifier" || c.kind() == "storage_class_specifier" {
+            parts.push(text(src, c).to_string());
+        }
+        if c.id() == ty.id() {
+            parts.push(text(src, c).to_string());
+            break;
+        }
+    }
+    Some(parts.join(" "))
+}
+
+/// The declarations (by name) made anywhere under `n`.
+pub fn declared_names(src: &str, n: Node) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in descendants(n) {
+        if d.kind() == "declaration" {
+            let mut c = d.walk();
+            for decl in d.children_by_field_name("declarator", &mut c) {
+                let mut x = decl;
+                loop {
+                    match x.kind() {
+                        "identifier" => {
+                            out.push(text(src, x).to_string());
+                            break;
+                        }
+                        _ => match x.child_by_field_name("declarator") {
+                            Some(inner) => x = inner,
+                            None => break,
+                        },
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The names assigned (`=`, `+=`, `++`...) anywhere under `n`, with the assigning node.
+pub fn assigned<'t>(src: &str, n: Node<'t>) -> Vec<(String, Node<'t>)> {
+    let mut out = Vec::new();
+    for d in descendants(n) {
+        let target = match d.kind() {
+            "assignment_expression" => d.child_by_field_name("left"),
+            "update_expression" => d.child_by_field_name("argument"),
+            _ => None,
+        };
+        if let Some(t) = target {
+            let t = strip_parens(t);
+            if t.kind() == "identifier" {
+                out.push((text(src, t).to_string(), d));
+            }
+        }
+    }
+    out
+}
+
+/// C type names that are 64 bits wide on CUDA's LP64 hosts and devices.
+pub fn is_64bit_int(ty: &str) -> bool {
+    let t: Vec<&str> = ty.split_whitespace().filter(|w| *w != "const" && *w != "volatile" && *w != "static").collect();
+    let t = t.join(" ");
+    matches!(
+        t.as_str(),
+        "size_t"
+            | "ssize_t"
+            | "ptrdiff_t"
+            | "int64_t"
+            | "uint64_t"
+            | "long"
+            | "long int"
+            | "unsigned long"
+            | "long long"
+            | "long long int"
+            | "unsigned long long"
+            | "unsigned long long int"
+            | "std::size_t"
+            | "std::int64_t"
+            | "std::uint64_t"
+            | "index_t"
+    )
+}
+
+/// The size in bytes of a C element type, for the types kernels move through memory.
+pub fn type_size(ty: &str) -> Option<usize> {
+    let t: Vec<&str> =
+        ty.split_whitespace().filter(|w| !matches!(*w, "const" | "volatile" | "__restrict__" | "restrict")).collect();
+    let t = t.join(" ");
+    Some(match t.as_str() {
+        "char" | "signed char" | "unsigned char" | "int8_t" | "uint8_t" | "bool" | "__nv_fp8_e4m3"
+        | "__nv_fp8_e5m2" => 1,
+        "short" | "unsigned short" | "int16_t" | "uint16_t" | "half" | "__half" | "__nv_bfloat16" | "nv_bfloat16"
+        | "__nv_half" => 2,
+        "float" | "int" | "unsigned" | "unsigned int" | "int32_t" | "uint32_t" | "__half2" | "half2"
+        | "__nv_bfloat162" | "nv_bfloat162" | "char4" | "uchar4" => 4,
+        "double" | "long" | "unsigned long" | "long long" | "unsigned long long" | "int64_t" | "uint64_t"
+        | "size_t" | "float2" | "int2" | "uint2" => 8,
+        "float4" | "int4" | "uint4" | "double2" => 16,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Source;
+
+    #[test]
+    fn strip_removes_casts_and_parentheses() {
+        let s = Source::parse("int f() { return ((size_t)(blockIdx.x)); }");
+        let ret = descendants(s.root()).into_iter().find(|n| n.kind() == "return_statement").unwrap();
+        let e = named_children(ret)[0];
+        assert_eq!(builtin(s.text(), e), Some(("blockIdx", 'x')));
+    }
+
+    #[test]
+    fn flatten_collects_a_chain() {
+        let s = Source::parse("int f() { return a * (b * c) * d; }");
+        let ret = descendants(s.root()).into_iter().find(|n| n.kind() == "return_statement").unwrap();
+        let e = named_children(ret)[0];
+        let parts: Vec<&str> = flatten(s.text(), e, "*").into_iter().map(|n| text(s.text(), n)).collect();
+        assert_eq!(parts, ["a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn escapes_ignore_breaks_bound_by_inner_loops() {
+        let s = Source::parse("void f() { for (;;) { break; } if (x) return; while (1) { continue; } }");
+        let body = descendants(s.root()).into_iter().find(|n| n.kind() == "compound_statement").unwrap();
+        let e = escapes(body);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].kind(), "return_statement");
+    }
+
+    #[test]
+    fn widths_of_index_types() {
+        assert!(is_64bit_int("const size_t"));
+        assert!(is_64bit_int("long long"));
+        assert!(!is_64bit_int("int"));
+        assert_eq!(type_size("const __nv_bfloat16"), Some(2));
+        assert_eq!(type_size("float"), Some(4));
+        assert_eq!(type_size("MyStruct"), None);
+    }
+}

@@ -1,0 +1,203 @@
+//! The rewrite recipes against nvcc (the PyPI wheels in CI): every variant a recipe makes
+//! of the annotated test kernels (`rewrite/tests/kernels/`) compiles, alone and composed
+//! along a path, and `nightshift rewrite` works on the real binary.
+
+mod common;
+
+use rewrite::corpus::{self, Expect};
+use rewrite::{recipes, Application, Params};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+fn test_kernels() -> Vec<(String, String)> {
+    let dir = common::root().join("rewrite/tests/kernels");
+    let mut v: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+        .map(|p| (p.file_name().unwrap().to_string_lossy().to_string(), std::fs::read_to_string(&p).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Compiles device and host code of one file (to a cubin: the host code is still parsed
+/// and checked, and it is five times faster than a full object build).
+fn compiles(nvcc: &Path, dir: &Path, name: &str, source: &str) -> Result<(), String> {
+    let cu = dir.join(name);
+    std::fs::write(&cu, source).unwrap();
+    let out = Command::new(nvcc)
+        .args(["-arch=sm_90a", "-cubin", "-o"])
+        .arg(cu.with_extension("cubin"))
+        .arg(&cu)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// Runs `jobs` on two threads (CI has two cores).
+fn parallel(jobs: Vec<(String, String)>, nvcc: &Path, dir: &Path) -> Vec<String> {
+    let queue = Mutex::new(jobs);
+    let failures = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let Some((name, source)) = queue.lock().unwrap().pop() else { break };
+                if let Err(e) = compiles(nvcc, dir, &name, &source) {
+                    let tail: String = e.lines().filter(|l| l.contains("error")).take(5).collect::<Vec<_>>().join("\n");
+                    failures.lock().unwrap().push(format!("{name}:\n{tail}"));
+                }
+            });
+        }
+    });
+    failures.into_inner().unwrap()
+}
+
+#[test]
+fn every_variant_of_every_recipe_compiles() {
+    let tc = common::require_toolchain();
+    let dir = tempfile::tempdir().unwrap();
+    let mut jobs = Vec::new();
+    let mut per_recipe = std::collections::BTreeMap::<String, usize>::new();
+    for (name, text) in test_kernels() {
+        let a = corpus::parse(&text).unwrap();
+        let stem = name.trim_end_matches(".cu");
+        for r in recipes::ALL {
+            // The defaults on every kernel; every other parameter value on the first three
+            // kernels that take the recipe.
+            let taken = per_recipe.get(r.id.as_str()).copied().unwrap_or(0);
+            let variants = if taken < 3 { r.variants() } else { vec![Params::default()] };
+            for params in variants {
+                let app = Application { recipe: r.id, params: params.clone() };
+                let Ok(out) = rewrite::apply(&app, &text, &a.facts) else { continue };
+                *per_recipe.entry(r.id.to_string()).or_default() += 1;
+                // Parameter values that only change a macro default give the same file.
+                if jobs.iter().any(|(_, s): &(String, String)| *s == out.source) {
+                    continue;
+                }
+                let label: String =
+                    params.label().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+                jobs.push((format!("{stem}--{}-{label}.cu", r.id), out.source));
+            }
+        }
+    }
+    for r in recipes::ALL {
+        let n = per_recipe.get(r.id.as_str()).copied().unwrap_or(0);
+        println!("{:<15} {n} variants", r.id.as_str());
+        assert!(n >= 3, "{}: only {n} variants to build", r.id);
+    }
+    let total = jobs.len();
+    println!("{total} distinct variants");
+    let failures = parallel(jobs, &tc.nvcc, dir.path());
+    assert!(failures.is_empty(), "{} of {total} variants do not compile:\n{}", failures.len(), failures.join("\n\n"));
+}
+
+#[test]
+fn recipes_compose_along_a_path_and_still_compile() {
+    let tc = common::require_toolchain();
+    let dir = tempfile::tempdir().unwrap();
+    let mut jobs = Vec::new();
+    for (name, text) in test_kernels() {
+        let a = corpus::parse(&text).unwrap();
+        // Apply every recipe that applies, one after the other, each on the last result.
+        let mut source = text.clone();
+        let mut path = Vec::new();
+        for r in recipes::ALL {
+            let app = Application { recipe: r.id, params: Params::default() };
+            if let Ok(out) = rewrite::apply(&app, &source, &a.facts) {
+                source = out.source;
+                path.push(r.id.to_string());
+            }
+        }
+        if path.len() >= 2 {
+            let s = rewrite::Source::parse(&source);
+            assert!(s.kernels().len() <= 2 * rewrite::Source::parse(&text).kernels().len(), "{name}: {path:?}");
+            jobs.push((format!("{}--chain.cu", name.trim_end_matches(".cu")), source));
+        }
+        // And the expected ones must still leave something to decline with a reason.
+        for (id, e) in &a.expects {
+            if *e == Expect::Declines {
+                let why = rewrite::apply(&Application { recipe: *id, params: Params::default() }, &text, &a.facts);
+                assert!(why.is_err(), "{name}: {id}");
+            }
+        }
+    }
+    assert!(jobs.len() >= 20, "only {} kernels took two or more recipes", jobs.len());
+    let total = jobs.len();
+    let failures = parallel(jobs, &tc.nvcc, dir.path());
+    assert!(
+        failures.is_empty(),
+        "{} of {total} composed kernels do not compile:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+fn rewrite_cmd(args: &[&str]) -> (i32, String, String) {
+    let out = common::building_command().arg("rewrite").args(args).output().expect("nightshift runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn the_rewrite_command_lists_writes_and_builds_variants() {
+    let out = tempfile::tempdir().unwrap();
+    let o = out.path().to_str().unwrap();
+    let (code, stdout, stderr) = rewrite_cmd(&["tasks/softmax", "--out", o, "--build", "--arch", "sm_90a", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let rows = v["recipes"].as_array().unwrap();
+    assert_eq!(rows.len(), recipes::ALL.len());
+    for r in rows {
+        assert!(r["id"].is_string() && r["applies"].is_boolean(), "{r}");
+        if r["applies"] == true {
+            assert!(r["description"].is_string());
+            let file = PathBuf::from(r["file"].as_str().unwrap());
+            assert!(file.starts_with(out.path()) && file.is_file(), "{r}");
+            assert_eq!(r["built"], true, "{r}");
+        } else {
+            assert!(r["reason"].as_str().unwrap().len() > 10, "{r}");
+            assert!(r["file"].is_null() && r["built"].is_null(), "{r}");
+        }
+    }
+    let applies: Vec<&str> = rows.iter().filter(|r| r["applies"] == true).map(|r| r["id"].as_str().unwrap()).collect();
+    for id in ["vectorize", "shuffle-reduce"] {
+        assert!(applies.contains(&id), "softmax should take {id}: {applies:?}");
+    }
+    let coop = rows.iter().find(|r| r["id"] == "cooperative").unwrap();
+    assert!(coop["reason"].as_str().unwrap().contains("softmax_rows"), "{coop}");
+
+    // Human output: the diff of what applies, the reason for what does not.
+    let (code, stdout, _) = rewrite_cmd(&["tasks/vector_add", "--recipe", "vectorize:width=8"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("applies  vectorize:width=8"), "{stdout}");
+    assert!(stdout.contains("+++ vectorize-width8.cu"), "{stdout}");
+    assert!(stdout.contains("fast path when: ns_aligned(a, 8)"), "{stdout}");
+}
+
+#[test]
+fn the_rewrite_command_refuses_bad_input_clearly() {
+    let (code, _, stderr) = rewrite_cmd(&["tasks/vector_add", "--recipe", "vectorise"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("unknown recipe `vectorise`") && stderr.contains("vectorize"), "{stderr}");
+    let (code, _, stderr) = rewrite_cmd(&["tasks/vector_add", "--recipe", "vectorize:width=3"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("width=3 is not offered") && stderr.contains("16, 8"), "{stderr}");
+    // An explicit recipe that does not apply: exit 1 with its reason.
+    let (code, stdout, _) = rewrite_cmd(&["tasks/vector_add", "--recipe", "shuffle-reduce"]);
+    assert_eq!(code, 1);
+    assert!(stdout.contains("declines shuffle-reduce"), "{stdout}");
+    let (code, _, stderr) = rewrite_cmd(&["tasks/no_such_task"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("task.toml"), "{stderr}");
+}
