@@ -50,13 +50,6 @@ impl Edits {
         Edits { edits }
     }
 
-    /// The edits that fall outside `range`.
-    pub fn outside(&self, range: &Range<usize>) -> Edits {
-        let edits =
-            self.edits.iter().filter(|(r, _)| !(r.start >= range.start && r.end <= range.end)).cloned().collect();
-        Edits { edits }
-    }
-
     pub fn extend(&mut self, other: Edits) {
         self.edits.extend(other.edits);
     }
@@ -123,6 +116,5 @@ mod tests {
         e.replace(0..1, "Q");
         let inner = e.within(&(8..14));
         assert_eq!(inner.apply("abcdef").unwrap(), "abXYef");
-        assert_eq!(e.outside(&(8..14)).len(), 1);
     }
 }

@@ -11,10 +11,12 @@
 //! [`Rewrite`] or a [`NotApplicable`] that says why in a sentence.
 //!
 //! Where a rewrite needs an assumption, [`version`] keeps the original kernel as the
-//! fallback and has the launcher check the assumption at run time, so a fast path never
-//! narrows correctness. A match is a heuristic, not a proof: every child still passes the
+//! fallback and has the launcher check the assumption at run time; a loop whose row
+//! pointer the launcher cannot name checks its alignment where it starts, with the
+//! original loop as its fallback. Either way a fast path never narrows correctness. A match is a heuristic, not a proof: every child still passes the
 //! correctness wall before it counts. Pure: no I/O, no processes, no GPU.
 
+pub mod combine;
 pub mod corpus;
 pub mod edit;
 pub mod facts;

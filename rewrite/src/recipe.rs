@@ -224,6 +224,13 @@ impl Recipe {
     }
 
     pub fn run(&self, source: &Source, facts: &Facts, params: &Params) -> Applied {
+        let depth = source.max_depth();
+        if depth > crate::source::MAX_DEPTH {
+            return Err(NotApplicable::new(format!(
+                "the file nests {depth} levels deep, past the {} a recipe walks",
+                crate::source::MAX_DEPTH
+            )));
+        }
         (self.apply)(source, facts, params)
     }
 }

@@ -12,6 +12,9 @@ pub const FAST_MARK: &str = "// nightshift: fast path of ";
 /// The comment inside the condition of a versioned launch.
 pub const GUARD_MARK: &str = "/* nightshift: fast path */";
 
+/// Syntax nesting past which recipes decline (real kernels stay far below it).
+pub const MAX_DEPTH: usize = 400;
+
 /// CUDA source text and its syntax tree.
 pub struct Source {
     text: String,
@@ -148,6 +151,21 @@ impl Source {
 
     pub fn text(&self) -> &str {
         &self.text
+    }
+
+    /// The depth of the deepest node (walked without recursion): recipes recurse over
+    /// expressions, so a file nested deeper than [`MAX_DEPTH`] is declined, not walked.
+    pub fn max_depth(&self) -> usize {
+        let mut deepest = 0;
+        let mut stack = vec![(self.root(), 1usize)];
+        while let Some((n, d)) = stack.pop() {
+            deepest = deepest.max(d);
+            let mut c = n.walk();
+            for ch in n.children(&mut c) {
+                stack.push((ch, d + 1));
+            }
+        }
+        deepest
     }
 
     /// The root of the syntax tree (an empty translation unit if parsing gave up).
@@ -433,17 +451,15 @@ impl Source {
                 if let Some(cond) = p.child_by_field_name("condition") {
                     let ct = text(&self.text, cond);
                     if ct.contains(GUARD_MARK) {
-                        let inner = named_children(cond).into_iter().find(|c| c.kind() != "comment");
                         let in_else = p
                             .child_by_field_name("alternative")
                             .is_some_and(|a| a.start_byte() <= child.start_byte() && child.end_byte() <= a.end_byte());
                         if in_else {
                             return (true, None);
                         }
-                        // The condition's range: from after the mark to before ')'.
+                        // The condition's range: inside the parentheses (the mark included).
                         let start = cond.start_byte() + 1;
                         let end = cond.end_byte() - 1;
-                        let _ = inner;
                         return (false, Some(Guard { if_range: p.byte_range(), cond: start..end }));
                     }
                 }

@@ -214,8 +214,8 @@ pub fn apply(src: &Source, changes: Vec<Change>) -> Result<String, NotApplicable
         .map_err(|o| NotApplicable::new(format!("two rewrites of this file overlap at bytes {:?}", o.second)))
 }
 
-fn overlap(k: &Kernel, _o: crate::edit::Overlap) -> NotApplicable {
-    NotApplicable::new(format!("two rewrites of `{}` overlap", k.name))
+fn overlap(k: &Kernel, o: crate::edit::Overlap) -> NotApplicable {
+    NotApplicable::new(format!("two rewrites of `{}` overlap at bytes {:?} and {:?} of it", k.name, o.first, o.second))
 }
 
 /// A new grid from the old one: a number maps directly; a dim3 maps its x extent and

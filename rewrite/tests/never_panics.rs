@@ -84,6 +84,19 @@ proptest! {
 }
 
 #[test]
+fn deep_nesting_is_declined_not_overflowed() {
+    let sum = (0..20_000).map(|i| format!("x[{i}]")).collect::<Vec<_>>().join(" + ");
+    let text = format!(
+        "__global__ void k(float* x, float* y, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = {sum} / x[i]; }}\nextern \"C\" void launch(float* x, float* y, int n, cudaStream_t s) {{ k<<<(n + 255) / 256, 256, 0, s>>>(x, y, n); }}\n"
+    );
+    let facts = rewrite::FactsBuilder::new("launch").tolerance(1e-2, 1e-2).build();
+    for r in recipes::ALL {
+        let why = rewrite::apply(&Application { recipe: r.id, params: Default::default() }, &text, &facts).unwrap_err();
+        assert!(why.0.contains("levels deep"), "{}: {why}", r.id);
+    }
+}
+
+#[test]
 fn every_real_kernel_with_every_recipe() {
     for (text, facts) in real_kernels() {
         every_recipe(&text, &facts);

@@ -115,7 +115,9 @@ pub enum Generator {
 impl Generator {
     pub async fn propose(&self, req: &Request) -> Generated {
         match self {
-            Generator::Tune(t) => Generated::plain(t.propose(req)),
+            // Rewriting a parent with every recipe takes milliseconds of CPU: off the
+            // async workers' hands, so lanes and other expansions go on meanwhile.
+            Generator::Tune(t) => Generated::plain(tokio::task::block_in_place(|| t.propose(req))),
             Generator::Llm(l) => l.propose(req).await,
             Generator::Replay(r) => Generated::plain(r.propose(req)),
         }

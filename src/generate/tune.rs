@@ -14,8 +14,9 @@
 //! larger blocks; special functions: fast math). The search memory adds what each kind of
 //! move did elsewhere in this tree (its mean gain over its parents, how often it failed).
 //! Without diagnoses the order is a seeded shuffle with rewrites first. The tuner never
-//! proposes a kernel (source and configuration) already tried anywhere in the run, and is
-//! deterministic for a seed.
+//! proposes a kernel (source and configuration) already tried anywhere in the run. Its
+//! order is deterministic for a seed and a parent; with several expansions in flight,
+//! which of them claims a move first depends on timing.
 
 use super::{Kernel, Proposal, Request};
 use crate::optimize::config::Guidance;
@@ -139,10 +140,12 @@ pub struct Tuner {
 
 /// The identity of a kernel: its source and its build configuration.
 fn content_key(source: &str, defines: &BTreeMap<String, String>, flags: &[String]) -> String {
+    let mut flags = flags.to_vec();
+    flags.sort();
     let mut h = Sha256::new();
     h.update(source.as_bytes());
     h.update([0]);
-    h.update(Candidate { source: String::new(), defines: defines.clone(), flags: flags.to_vec() }.config_label());
+    h.update(Candidate { source: String::new(), defines: defines.clone(), flags }.config_label());
     h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
@@ -249,6 +252,8 @@ impl Tuner {
                 parent_source.to_string()
             }
         };
+        // One order for one set of flags, so the same build has one key.
+        flags.sort();
         (source, defines, flags)
     }
 
@@ -286,6 +291,8 @@ impl Tuner {
                         add(t, -0.5 * dir);
                     }
                 }
+                // Only a block size has a known direction for memory access.
+                let dir = if *block_size { dir } else { 0.0 };
                 for t in [
                     "memory-latency-bound",
                     "launch-overhead",
@@ -297,7 +304,7 @@ impl Tuner {
                 ] {
                     // Larger blocks put more loads in flight per SM; a weaker fix than the
                     // rewrites that answer these tools.
-                    add(t, dir * if *block_size { 0.5 } else { 0.25 });
+                    add(t, 0.5 * dir);
                 }
             }
             Move::Flag { kind, from, to } => match kind {

@@ -8,6 +8,7 @@
 //! times the blocks; the launcher checks that the block size is a multiple of L and the
 //! larger grid fits.
 
+use crate::combine::{is_min_max, Combine};
 use crate::facts::Facts;
 use crate::pattern::{self, block_statements, condition};
 use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
@@ -21,25 +22,6 @@ pub const PARAMS: &[ParamSpec] = &[ParamSpec {
     values: &["32", "16", "8", "4"],
     doc: "threads per output (32: a warp; fewer for short rows)",
 }];
-
-/// How an accumulator combines values.
-#[derive(Debug, Clone, PartialEq)]
-enum Combine {
-    Sum,
-    Product,
-    /// max or min, with the function the source calls (`fmaxf`, `max`...).
-    Call(String),
-}
-
-impl Combine {
-    fn shuffle(&self, acc: &str, other: &str) -> String {
-        match self {
-            Combine::Sum => format!("{acc} += {other};"),
-            Combine::Product => format!("{acc} *= {other};"),
-            Combine::Call(f) => format!("{acc} = {f}({acc}, {other});"),
-        }
-    }
-}
 
 pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
     let lanes: u32 =
@@ -81,7 +63,8 @@ fn unit_loop<'t>(t: &str, f: Node<'t>) -> Option<(String, Node<'t>, Node<'t>)> {
     let start = start?;
     let cond = f.child_by_field_name("condition")?;
     let (op, l, _) = syntax::binary(t, cond)?;
-    if !matches!(op, "<" | "<=" | "!=") || !syntax::is_ident(t, l, &j) {
+    // `!=` would let a lane step past the end without ever meeting it.
+    if !matches!(op, "<" | "<=") || !syntax::is_ident(t, l, &j) {
         return None;
     }
     let upd = f.child_by_field_name("update")?;
@@ -123,11 +106,7 @@ fn combine_of(t: &str, a: Node, acc: &str) -> Option<Combine> {
             if right.kind() == "call_expression" {
                 let f = text(t, right.child_by_field_name("function")?);
                 let args: Vec<Node> = named_children(right.child_by_field_name("arguments")?);
-                let is_minmax = matches!(
-                    f,
-                    "fmaxf" | "fminf" | "fmax" | "fmin" | "max" | "min" | "umax" | "umin" | "__hmax" | "__hmin"
-                ) || f.ends_with("::max")
-                    || f.ends_with("::min");
+                let is_minmax = is_min_max(f);
                 if is_minmax && args.len() == 2 && args.iter().filter(|x| syntax::is_ident(t, **x, acc)).count() == 1 {
                     return Some(Combine::Call(f.to_string()));
                 }
@@ -156,6 +135,26 @@ fn largest_trip_count(src: &Source, facts: &Facts, k: &Kernel, f: Node) -> Optio
         crate::facts::ArgKind::Scalar { max, .. } => *max,
         _ => None,
     }
+}
+
+/// Locals of the kernel that are not pointers (arrays, structs, scalars): everything
+/// declared in its body, less pointer declarations.
+fn local_non_pointers(t: &str, near: Node) -> Vec<String> {
+    let mut root = near;
+    while let Some(p) = root.parent() {
+        root = p;
+        if p.kind() == "function_definition" {
+            break;
+        }
+    }
+    let pointers: Vec<String> = descendants(root)
+        .into_iter()
+        .filter(|d| d.kind() == "pointer_declarator")
+        .filter_map(|d| {
+            d.child_by_field_name("declarator").filter(|x| x.kind() == "identifier").map(|x| text(t, x).to_string())
+        })
+        .collect();
+    syntax::declared_names(t, root).into_iter().filter(|n| !pointers.contains(n)).collect()
 }
 
 enum LoopKind {
@@ -201,6 +200,23 @@ fn classify_loop(t: &str, k: &Kernel, f: Node, j: &str) -> Result<LoopKind, NotA
                 if !own {
                     return Err(decline(k, format!("reads the partial value of `{acc}` inside its loop")));
                 }
+            }
+        }
+    }
+    // Stores through anything but a pointer (a local array, a struct field) keep per-lane
+    // partial state that nothing would combine.
+    let locals = local_non_pointers(t, f);
+    for d in descendants(body) {
+        let target = match d.kind() {
+            "assignment_expression" => d.child_by_field_name("left"),
+            "update_expression" => d.child_by_field_name("argument"),
+            _ => None,
+        };
+        let Some(target) = target.map(strip_parens) else { continue };
+        if matches!(target.kind(), "subscript_expression" | "field_expression") {
+            let base = descendants(target).into_iter().find(|x| x.kind() == "identifier").map(|x| text(t, x));
+            if base.is_some_and(|b| locals.iter().any(|l| l == b)) {
+                return Err(decline(k, format!("stores into the local `{}` inside its loop", base.unwrap_or(""))));
             }
         }
     }
@@ -308,11 +324,23 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, lanes: u32) -> Result<(C
                 loops += 1;
                 if let LoopKind::Reduce(accs) = kind {
                     let ind = indent_at(t, s.start_byte());
+                    // The value an accumulator holds before the loop counts once: lane 0
+                    // keeps it, the other lanes start from the combine's identity (max and
+                    // min need none: taking a value twice changes nothing).
+                    let mut before = String::new();
+                    for (acc, c) in &accs {
+                        if let Some(id) = c.identity() {
+                            before.push_str(&format!("if (ns_lane != 0) {acc} = {id};\n{ind}"));
+                        }
+                    }
+                    if !before.is_empty() {
+                        change.edits.insert(s.start_byte(), before);
+                    }
                     let mut after = String::new();
                     for (acc, c) in accs {
                         after.push_str(&format!(
                             "\n{ind}#pragma unroll\n{ind}for (int ns_o = {half}; ns_o > 0; ns_o >>= 1) {}",
-                            c.shuffle(&acc, &format!("__shfl_xor_sync(ns_mask, {acc}, ns_o, {lanes})")),
+                            c.apply(&acc, &format!("__shfl_xor_sync(ns_mask, {acc}, ns_o, {lanes})")),
                             half = lanes / 2
                         ));
                         reduced.push(acc);
@@ -328,6 +356,9 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, lanes: u32) -> Result<(C
             }
             continue;
         }
+        if !syntax::escapes(*s).is_empty() {
+            return Err(decline(k, "leaves early (return or break) after its bounds check"));
+        }
         if writes_memory(t, *s) {
             change.edits.replace(s.byte_range(), format!("if (ns_lane == 0) {{ {} }}", text(t, *s)));
         }
@@ -335,9 +366,8 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, lanes: u32) -> Result<(C
     if loops == 0 {
         return Err(decline(k, "has no inner loop to share between lanes"));
     }
-    let l = &launches[0];
-    change.guards.push(format!("({}) % {lanes} == 0", l.config[1]));
-    change.guards.push(format!("(long long)({}) * {lanes} <= 2147483647LL", pattern::grid_x(src, l)));
+    change.guards.push(format!("{{@block}} % {lanes} == 0"));
+    change.guards.push(format!("(long long){{@grid}} * {lanes} <= 2147483647LL"));
     change.grid = Some(Box::new(move |g: &str| format!("({g}) * {lanes}")));
     let what =
         if reduced.is_empty() { String::new() } else { format!(", `{}` combined with shuffles", reduced.join("`, `")) };
@@ -371,7 +401,10 @@ extern "C" void launch(const float* A, const float* x, float* y, int rows, int c
         assert!(s.contains("acc += __shfl_xor_sync(ns_mask, acc, ns_o, 32);"), "{s}");
         assert!(s.contains("if (ns_lane == 0) { y[row] = acc; }"), "{s}");
         assert!(s.contains("gemv_fast<<<((rows + 255) / 256) * 32, 256, 0, s>>>"), "{s}");
-        assert!(r.guards.contains(&"(256) % 32 == 0".to_string()), "{:?}", r.guards);
+        assert!(r.guards.contains(&"block % 32 == 0".to_string()), "{:?}", r.guards);
+        assert!(r.source.contains("if (/* nightshift: fast path */ ((256) % 32 == 0)"), "{}", r.source);
+        // The starting value counts once: the other lanes start from zero.
+        assert!(r.source.contains("if (ns_lane != 0) acc = 0;"), "{}", r.source);
     }
 
     #[test]
@@ -398,6 +431,21 @@ extern "C" void launch(const float* x, float* y, int rows, int cols, cudaStream_
         assert!(s.contains("m = fmaxf(m, __shfl_xor_sync(ns_mask, m, ns_o, 8));"), "{s}");
         assert!(s.contains("s += __shfl_xor_sync(ns_mask, s, ns_o, 8);"), "{s}");
         assert_eq!(s.matches("c += 8").count(), 3, "{s}");
+    }
+
+    #[test]
+    fn declines_what_lanes_cannot_share() {
+        let f = FactsBuilder::new("launch").build();
+        let decline = |src: String| apply(&Source::parse(&src), &f, &Params::default()).unwrap_err().0;
+        let field = GEMV
+            .replace("float acc = 0.f;", "float2 acc = make_float2(0.f, 0.f);")
+            .replace("acc += A", "acc.x += A")
+            .replace("y[row] = acc;", "y[row] = acc.x;");
+        assert!(decline(field).contains("stores into the local `acc`"));
+        let ne = GEMV.replace("j < cols", "j != cols");
+        assert!(decline(ne).contains("no inner loop"));
+        let early = GEMV.replace("y[row] = acc;", "if (acc < 0.f) { y[row] = 0.f; return; }\n  y[row] = acc;");
+        assert!(decline(early).contains("leaves early"));
     }
 
     #[test]

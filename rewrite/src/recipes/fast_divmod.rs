@@ -19,6 +19,9 @@ use tree_sitter::Node;
 
 pub const PARAMS: &[ParamSpec] = &[];
 
+/// Sites per kernel past which the recipe declines (rendering nests sites in sites).
+const MAX_SITES: usize = 64;
+
 /// Dividends stay below 2^31 when every buffer does.
 const LIMIT: i64 = i32::MAX as i64;
 
@@ -45,6 +48,8 @@ fn is_int_type(ty: &str) -> bool {
 
 struct Site {
     range: Range<usize>,
+    /// The dividend multiplies names (bounded by buffer lengths, not the thread count).
+    products: bool,
     op: &'static str,
     dividend: Range<usize>,
     divisor: String,
@@ -71,10 +76,13 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, S
             }
         }
     }
-    let int_param = |name: &str| k.param(name).is_some_and(|p| !p.pointer && is_int_type(&p.base));
+    let assigned: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
+    // A divisor parameter must hold its launch value throughout.
+    let int_param = |name: &str| {
+        k.param(name).is_some_and(|p| !p.pointer && is_int_type(&p.base)) && !assigned.iter().any(|a| a == name)
+    };
     // Locals that hold the same value in every thread: integer declarations at the top
     // of the body, never assigned again, computed from parameters and such locals.
-    let assigned: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
     let mut invariant: HashMap<String, String> = HashMap::new();
     for s in syntax::statements(body) {
         let Some((name, Some(init))) = syntax::single_declarator(t, s) else { continue };
@@ -87,8 +95,54 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, S
             invariant.insert(name, host_template(t, k, init, &invariant));
         }
     }
+    // Index locals: integers every assignment of which is a dividend-shaped expression of
+    // thread coordinates, sizes and other index locals.
+    let updates = syntax::assigned(t, body);
+    // A name in capitals that no local declares: a macro (a compile-time constant).
+    let macro_like = |n: &str| {
+        !locals.contains_key(n) && n.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    };
+    let mut index_locals: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut index_products: std::collections::HashSet<String> = std::collections::HashSet::new();
+    loop {
+        let before = index_locals.len();
+        for d in descendants(body) {
+            let Some((name, Some(init))) = syntax::single_declarator(t, d) else { continue };
+            if index_locals.contains(&name) || !locals.get(&name).is_some_and(|ty| is_int_type(ty)) {
+                continue;
+            }
+            let from_index = |e: Node| {
+                dividend_shape(t, e)
+                    && identifiers(t, e).iter().all(|n| {
+                        index_locals.contains(*n)
+                            || int_param(n)
+                            || matches!(*n, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
+                            || macro_like(n)
+                    })
+            };
+            // Later assignments, e.g. `i += stride`, must keep the shape too.
+            let later_ok = updates.iter().filter(|(n, _)| *n == name).all(|(_, a)| {
+                a.kind() == "assignment_expression"
+                    && a.child_by_field_name("operator").is_some_and(|o| matches!(text(t, o), "=" | "+="))
+                    && a.child_by_field_name("right").is_some_and(&from_index)
+            });
+            if from_index(init) && later_ok {
+                if multiplies_names(t, init) || identifiers(t, init).iter().any(|n| index_products.contains(*n)) {
+                    index_products.insert(name.clone());
+                }
+                index_locals.insert(name);
+            }
+        }
+        if index_locals.len() == before {
+            break;
+        }
+    }
     let mut sites = Vec::new();
     for d in descendants(body) {
+        // Each division once: its parentheses are not a site of their own.
+        if d.kind() != "binary_expression" {
+            continue;
+        }
         let Some((op, l, r)) = binary(t, d) else { continue };
         if op != "/" && op != "%" {
             continue;
@@ -102,24 +156,22 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, S
         if ids.is_empty() || !ids.iter().all(|n| int_param(n) || invariant.contains_key(*n)) || !divisor_shape(t, rs) {
             continue;
         }
-        // The dividend: integer values computed from indices and sizes.
-        let ok = identifiers(t, l).iter().all(|n| match (locals.get(*n), k.param(n)) {
-            (Some(ty), _) => is_int_type(ty),
-            (None, Some(p)) => !p.pointer && is_int_type(&p.base),
-            (None, None) => {
-                matches!(*n, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
-                    || n.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-            }
-        }) && !descendants(l).into_iter().any(|x| {
-            x.kind() == "number_literal" && text(t, x).contains('.')
-                || binary(t, x).is_some_and(|(o, _, _)| o == "-")
-                || matches!(x.kind(), "subscript_expression" | "call_expression" | "unary_expression")
-        });
+        // The dividend: a non-negative index below 2^31, built from thread coordinates,
+        // sizes and index locals by sums, divisions and remainders only (no product that
+        // could pass 2^31, no difference that could go negative, nothing loaded).
+        let ok = identifiers(t, l).iter().all(|n| {
+            index_locals.contains(*n)
+                || k.param(n).is_some_and(|p| !p.pointer && is_int_type(&p.base))
+                || matches!(*n, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
+                || macro_like(n)
+        }) && dividend_shape(t, l);
         if !ok {
             continue;
         }
+        let products = multiplies_names(t, l) || identifiers(t, l).iter().any(|n| index_products.contains(*n));
         sites.push(Site {
             range: d.byte_range(),
+            products,
             op,
             dividend: l.byte_range(),
             divisor: host_template(t, k, rs, &invariant),
@@ -129,6 +181,13 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, S
         return Err(NotApplicable::new(format!(
             "`{}` divides no integer index by a run-time kernel parameter",
             k.name
+        )));
+    }
+    if sites.len() > MAX_SITES {
+        return Err(NotApplicable::new(format!(
+            "`{}` has {} divisions by run-time values, more than the {MAX_SITES} this recipe rewrites",
+            k.name,
+            sites.len()
         )));
     }
     // One magic-number argument per distinct divisor.
@@ -164,7 +223,7 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, S
         Err(why) => {
             let one_per_thread =
                 crate::pattern::elementwise(src, k).is_ok_and(|e| e.form == crate::pattern::Form::Guard);
-            if !one_per_thread {
+            if !one_per_thread || sites.iter().any(|s| s.products) {
                 return Err(why);
             }
         }
@@ -179,6 +238,36 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, S
     change.guards.extend(threads);
     let shown: Vec<String> = divisors.iter().map(|d| format!("`{}`", version::shown(d))).collect();
     Ok((change, format!("`{}`: {} divide/modulo by {} with magic numbers", k.name, sites.len(), shown.join(", "))))
+}
+
+/// Sums, divisions, remainders and products of names (no literal factor), integer
+/// literals, casts to integer types and the thread builtins: expressions that stay
+/// non-negative and, under the launcher's checks, below 2^31.
+fn dividend_shape(t: &str, n: Node) -> bool {
+    descendants(n).into_iter().all(|d| match d.kind() {
+        "identifier"
+        | "field_identifier"
+        | "field_expression"
+        | "parenthesized_expression"
+        | "type_descriptor"
+        | "primitive_type"
+        | "sized_type_specifier"
+        | "type_identifier" => true,
+        "cast_expression" => d.child_by_field_name("type").is_some_and(|ty| is_int_type(text(t, ty))),
+        "number_literal" => crate::pattern::int_literal(text(t, d)).is_some(),
+        "binary_expression" => binary(t, d).is_some_and(|(o, l, r)| {
+            matches!(o, "+" | "/" | "%") || (o == "*" && [l, r].iter().all(|x| strip(*x).kind() != "number_literal"))
+        }),
+        _ => !d.is_named(),
+    })
+}
+
+/// Whether an expression multiplies anything but thread builtins (`blockIdx.x *
+/// blockDim.x` stays below the thread count; `row * cols` only below a buffer's length).
+fn multiplies_names(t: &str, n: Node) -> bool {
+    descendants(n).into_iter().any(|d| {
+        binary(t, d).is_some_and(|(o, l, r)| o == "*" && [l, r].iter().any(|x| crate::syntax::builtin(t, *x).is_none()))
+    })
 }
 
 /// Sums and products of parameters (and casts of them).
@@ -235,7 +324,8 @@ fn render(t: &str, s: &Site, all: &[Site], var: &dyn Fn(&str) -> String) -> Stri
     }
     let dividend = e.apply(&t[s.dividend.clone()]).unwrap_or_else(|_| t[s.dividend.clone()].to_string());
     let f = if s.op == "/" { "ns_div" } else { "ns_mod" };
-    format!("{f}((unsigned)({dividend}), {})", var(&s.divisor))
+    // The result keeps the type the original expression had (`decltype` does not evaluate).
+    format!("(decltype({}))({f}((unsigned)({dividend}), {}))", &t[s.range.clone()], var(&s.divisor))
 }
 
 #[cfg(test)]
@@ -269,12 +359,30 @@ extern "C" void launch(const float* x, const float* bias, float* y, int N, int C
             .build();
         let r = apply(&Source::parse(NCHW), &f, &Params::default()).unwrap();
         let s = &r.source;
-        assert!(s.contains("int c = ns_mod((unsigned)(ns_div((unsigned)(i), ns_dv1)), ns_dv0);"), "{s}");
+        assert!(
+            s.contains("int c = (decltype((i / HW) % C))(ns_mod((unsigned)(((decltype(i / HW))(ns_div((unsigned)(i), ns_dv1)))), ns_dv0));"),
+            "{s}"
+        );
         assert!(s.contains("int C, int HW, int n, ns_divisor ns_dv0, ns_divisor ns_dv1)"), "{s}");
         assert!(s.contains("(x, bias, y, C, HW, n, ns_make_divisor((C)), ns_make_divisor((HW)));"), "{s}");
         assert!(s.contains("((HW)) >= 1 && ((HW)) <= 2147483647LL"), "{s}");
         // Float division is left alone.
         assert!(s.contains("0.f / 2.f"));
+    }
+
+    #[test]
+    fn loaded_negative_or_large_dividends_and_changing_divisors_are_not_sites() {
+        let f = FactsBuilder::new("launch").build();
+        for (from, to) in [
+            ("int c = (i / HW) % C;", "int t = (int)x[i]; int c = t % C;"),
+            ("int c = (i / HW) % C;", "int prev = i - 1; int c = prev % C;"),
+            ("int c = (i / HW) % C;", "long long big = (long long)i * 1000003; int c = (int)(big % C);"),
+            ("int c = (i / HW) % C;", "int CC = C; while (CC > 8) CC /= 2; int c = i % C + 0 * CC; C = 3;"),
+        ] {
+            let src = NCHW.replace(from, to);
+            let e = apply(&Source::parse(&src), &f, &Params::default());
+            assert!(e.is_err(), "{to}: {:?}", e.map(|r| r.source));
+        }
     }
 
     #[test]

@@ -63,32 +63,84 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ty: &str) -> Result<(Cha
             narrowed.push(p.name.clone());
         }
     }
-    // Declarations whose every assignment computes (never loads) a value.
+    // Index values: integer sizes, thread coordinates, and locals every assignment of
+    // which computes (never loads) from such values. With `unsigned`, a difference could
+    // go below zero where the original compared it with zero, so none is narrowed.
     let assigned = syntax::assigned(t, body);
+    let unsigned = ty == "unsigned";
+    let int_param =
+        |n: &str| k.param(n).is_some_and(|p| !p.pointer && !p.base.contains("float") && !p.base.contains("double"));
+    // With `unsigned`, names that take part in a difference anywhere keep their type.
+    let in_difference: std::collections::HashSet<&str> = if unsigned {
+        descendants(body)
+            .into_iter()
+            .filter(|x| syntax::binary(t, *x).is_some_and(|(o, _, _)| o == "-") || x.kind() == "unary_expression")
+            .flat_map(|x| syntax::identifiers(t, x))
+            .collect()
+    } else {
+        Default::default()
+    };
+    let is_index_expr = |e: Node, index: &std::collections::HashSet<String>| {
+        !reads_memory(t, e)
+            && !syntax::identifiers(t, e).iter().any(|n| in_difference.contains(n))
+            && (!unsigned
+                || !descendants(e)
+                    .iter()
+                    .any(|x| syntax::binary(t, *x).is_some_and(|(o, _, _)| o == "-") || text(t, *x).starts_with('-')))
+            && syntax::identifiers(t, e).iter().all(|n| {
+                index.contains(*n)
+                    || int_param(n)
+                    || matches!(*n, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
+                    || n.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            })
+    };
+    let mut index: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut wide: Vec<(Node, Vec<String>)> = Vec::new();
     for d in descendants(body) {
         if d.kind() != "declaration" {
             continue;
         }
         let Some(tn) = d.child_by_field_name("type") else { continue };
-        if !syntax::is_64bit_int(text(t, tn)) {
-            continue;
-        }
-        let names = syntax::declared_names(t, d);
         let mut c = d.walk();
         let declarators: Vec<Node> = d.children_by_field_name("declarator", &mut c).collect();
-        let loads = declarators.iter().any(|x| reads_memory(t, *x))
-            || assigned.iter().any(|(n, a)| names.contains(n) && reads_memory(t, *a));
-        let not_scalar = declarators.iter().any(|x| {
+        let scalar = declarators.iter().all(|x| {
             let inner = if x.kind() == "init_declarator" { x.child_by_field_name("declarator") } else { Some(*x) };
-            inner.is_none_or(|i| i.kind() != "identifier")
+            inner.is_some_and(|i| i.kind() == "identifier")
         });
-        if loads || names.is_empty() || not_scalar {
-            continue;
+        if scalar && (syntax::is_64bit_int(text(t, tn)) || ["int", "unsigned", "unsigned int"].contains(&text(t, tn))) {
+            wide.push((d, syntax::declared_names(t, d)));
         }
-        change.edits.replace(tn.byte_range(), ty.to_string());
-        narrowed.extend(names);
     }
-    // Casts to 64-bit types inside index arithmetic.
+    loop {
+        let before = index.len();
+        for (d, names) in &wide {
+            if names.iter().all(|n| index.contains(n)) || names.iter().any(|n| in_difference.contains(n.as_str())) {
+                continue;
+            }
+            let mut c = d.walk();
+            let inits: Vec<Node> =
+                d.children_by_field_name("declarator", &mut c).filter_map(|x| x.child_by_field_name("value")).collect();
+            let ok = inits.iter().all(|e| is_index_expr(*e, &index))
+                && assigned
+                    .iter()
+                    .filter(|(n, _)| names.contains(n))
+                    .all(|(_, a)| a.child_by_field_name("right").is_none_or(|r| is_index_expr(r, &index)));
+            if ok {
+                index.extend(names.iter().cloned());
+            }
+        }
+        if index.len() == before {
+            break;
+        }
+    }
+    for (d, names) in &wide {
+        let Some(tn) = d.child_by_field_name("type") else { continue };
+        if syntax::is_64bit_int(text(t, tn)) && names.iter().all(|n| index.contains(n)) {
+            change.edits.replace(tn.byte_range(), ty.to_string());
+            narrowed.extend(names.iter().cloned());
+        }
+    }
+    // Casts to 64-bit types of index values (never of pointers or loaded values).
     let mut casts = 0;
     for d in descendants(def) {
         let (ty_node, operand) = match d.kind() {
@@ -96,7 +148,7 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ty: &str) -> Result<(Cha
             _ => (None, None),
         };
         let (Some(tn), Some(v)) = (ty_node, operand) else { continue };
-        if !syntax::is_64bit_int(text(t, tn)) || reads_memory(t, v) || d.start_byte() < k.body.start {
+        if !syntax::is_64bit_int(text(t, tn)) || !is_index_expr(v, &index) || d.start_byte() < k.body.start {
             continue;
         }
         change.edits.replace(tn.byte_range(), ty.to_string());
@@ -155,6 +207,24 @@ extern "C" void launch(const __nv_bfloat16* x, const __nv_bfloat16* bias, __nv_b
         assert!(r.guards.iter().any(|g| g.contains("(long long)(rows) * (cols)) <= 1073741824LL")), "{:?}", r.guards);
         // The launcher's own 64-bit arithmetic is left alone.
         assert!(r.source.contains("const size_t total = (size_t)rows * cols;\n  if (/* nightshift"), "{}", r.source);
+    }
+
+    #[test]
+    fn values_pointers_and_differences_keep_their_width() {
+        let src = SRC.replace(
+            "  const int c = (int)(i % (size_t)cols);",
+            "  const int c = (int)(i % (size_t)cols);\n  long long sq = (long long)__bfloat162float(x[i]) * 3;\n  size_t addr = (size_t)x;\n  long long left = i - 1;",
+        );
+        let r = apply(&Source::parse(&src), &facts(1 << 24), &Params::default().with("type", "unsigned")).unwrap();
+        let fast = &r.source[r.source.find("k_fast(").unwrap()..];
+        assert!(fast.contains("long long sq = (long long)__bfloat162float"), "{fast}");
+        assert!(fast.contains("size_t addr = (size_t)x;"), "{fast}");
+        assert!(fast.contains("long long left = i - 1;"), "{fast}");
+        // `i` takes part in `i - 1`: as unsigned it would wrap, so it stays as it was.
+        assert!(fast.contains("const size_t i = "), "{fast}");
+        let r = apply(&Source::parse(&src), &facts(1 << 24), &Params::default()).unwrap();
+        let fast = &r.source[r.source.find("k_fast(").unwrap()..];
+        assert!(fast.contains("const int i = (int)blockIdx.x"), "{fast}");
     }
 
     #[test]

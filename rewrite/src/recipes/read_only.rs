@@ -8,7 +8,7 @@ use crate::helpers;
 use crate::pattern::subscript_index;
 use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
 use crate::source::{Kernel, Source};
-use crate::syntax::{self, descendants, text};
+use crate::syntax::{descendants, text};
 use crate::version::Change;
 
 pub const PARAMS: &[ParamSpec] = &[ParamSpec {
@@ -112,10 +112,8 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ldg: bool) -> Result<(Ch
                     } else if subscript_index(parent).is_some() {
                         sites.push(parent);
                     }
-                } else if !p.is_const && !matches!(parent.kind(), "binary_expression" | "init_declarator") {
-                    written = true;
                 } else if !p.is_const {
-                    // `q = p + off` or `p + i`: an alias we do not follow.
+                    // Passed on, or an alias (`q = p + off`) we do not follow: maybe written.
                     written = true;
                 }
             }
@@ -178,7 +176,6 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ldg: bool) -> Result<(Ch
     if ldgs > 0 {
         what.push(format!("{ldgs} read(s) through __ldg"));
     }
-    let _ = syntax::has_error;
     Ok((change, format!("`{}`: {}", k.name, what.join(", "))))
 }
 

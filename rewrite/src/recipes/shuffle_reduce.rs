@@ -7,6 +7,7 @@
 //! when that code reads any other element. The launcher checks that the block is a
 //! power of two, a multiple of 32, and the size the loop assumes.
 
+use crate::combine::{is_min_max, Combine};
 use crate::facts::Facts;
 use crate::pattern::{block_statements, condition};
 use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
@@ -18,21 +19,6 @@ use crate::version::Change;
 use tree_sitter::Node;
 
 pub const PARAMS: &[ParamSpec] = &[];
-
-#[derive(Debug, Clone, PartialEq)]
-enum Combine {
-    Sum,
-    Call(String),
-}
-
-impl Combine {
-    fn apply(&self, acc: &str, other: &str) -> String {
-        match self {
-            Combine::Sum => format!("{acc} += {other};"),
-            Combine::Call(f) => format!("{acc} = {f}({acc}, {other});"),
-        }
-    }
-}
 
 struct Tree<'t> {
     stmt: Node<'t>,
@@ -124,9 +110,7 @@ fn step<'t>(t: &str, body: Node<'t>, e: Node<'t>, s: &str) -> Option<(String, St
             } else if right.kind() == "call_expression" {
                 let f = text(t, right.child_by_field_name("function")?).to_string();
                 let args = named_children(right.child_by_field_name("arguments")?);
-                let minmax = matches!(f.as_str(), "fmaxf" | "fminf" | "fmax" | "fmin" | "max" | "min")
-                    || f.ends_with("::max")
-                    || f.ends_with("::min");
+                let minmax = is_min_max(&f);
                 if minmax
                     && args.len() == 2
                     && ((is_self(args[0]) && is_partner(args[1])) || (is_self(args[1]) && is_partner(args[0])))

@@ -78,6 +78,15 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, width: usize) -> Result<
     }
 }
 
+/// Where the staged code runs.
+#[derive(Clone, Copy)]
+struct Scope {
+    /// Inside a strided loop (offsets are checked where the loop starts).
+    in_loop: bool,
+    /// The body may skip the rest of an element (`continue`): every store may be partial.
+    skips: bool,
+}
+
 /// Chooses the buffers to move through registers, among `candidates` (name, element
 /// type, const), used at `index` within `scope` under `root`.
 #[allow(clippy::too_many_arguments)]
@@ -89,10 +98,11 @@ fn choose(
     scope: &[Range<usize>],
     index: &str,
     candidates: &[(String, String, bool)],
-    allow_offset: bool,
+    scope_kind: Scope,
     skipped: &mut Vec<String>,
 ) -> Vec<Staged> {
     let t = src.text();
+    let allow_offset = scope_kind.in_loop;
     let mut staged = Vec::new();
     for (name, base, is_const) in candidates {
         let Some(size) = crate::syntax::type_size(base) else {
@@ -134,7 +144,11 @@ fn choose(
                 },
             }
         }
-        if store && uses.conditional {
+        if let Some(f) = reads_past_its_element(src, root, name, &uses) {
+            skipped.push(format!("`{name}` (passed to `{f}`, which reads past the element it is given)"));
+            continue;
+        }
+        if store && (uses.conditional || scope_kind.skips) {
             // Elements the original leaves alone keep their value.
             load = true;
         }
@@ -208,7 +222,17 @@ fn plan_kernel<'k>(
     let mut skipped = Vec::new();
     let candidates: Vec<(String, String, bool)> =
         k.params.iter().filter(|p| p.pointer).map(|p| (p.name.clone(), p.base.clone(), p.is_const)).collect();
-    let staged = choose(src, facts, k, body, &scope, &e.index, &candidates, false, &mut skipped);
+    let staged = choose(
+        src,
+        facts,
+        k,
+        body,
+        &scope,
+        &e.index,
+        &candidates,
+        Scope { in_loop: false, skips: false },
+        &mut skipped,
+    );
     if staged.is_empty() {
         let extra = if skipped.is_empty() { String::new() } else { format!(" (skipped: {})", skipped.join(", ")) };
         return Err(NotApplicable::new(format!(
@@ -252,7 +276,13 @@ fn plan_loops<'k>(
     for l in loops {
         let Some(node) = src.node(&l.stmt, "for_statement") else { continue };
         let mut skipped = Vec::new();
-        let mut staged = choose(src, facts, k, node, &l.body, &l.index, &candidates, true, &mut skipped);
+        let skips = l
+            .body
+            .iter()
+            .filter_map(|r| src.root().descendant_for_byte_range(r.start, r.end))
+            .any(|n| crate::syntax::descendants(n).iter().any(|d| d.kind() == "continue_statement"));
+        let mut staged =
+            choose(src, facts, k, node, &l.body, &l.index, &candidates, Scope { in_loop: true, skips }, &mut skipped);
         // An offset must hold still while the loop runs.
         let mut changing = crate::syntax::declared_names(t, node);
         changing.extend(crate::syntax::assigned(t, node).into_iter().map(|(n, _)| n));
@@ -291,12 +321,6 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
     let bound = &l.bound;
     let vec_code = element_code(t, &l.body, staged, true);
     let scalar_code = element_code(t, &l.body, staged, false);
-    let decl = if crate::syntax::mentions_word(&vec_code, i) {
-        format!("{ty} {i} = ns_base + ns_k;\n  ")
-    } else {
-        String::new()
-    };
-    let (loads, stores) = staging(staged, v);
     let aligned: Vec<String> = staged
         .iter()
         .map(|s| {
@@ -310,19 +334,63 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
     format!(
         "if (/* nightshift: aligned */ {}) {{\n  // nightshift: {v} consecutive elements per thread and step, moved with wide accesses.\n  const {ty} ns_first = ({ty})({start});\n  const {ty} ns_stride = ({ty})({stride});\n  for ({ty} ns_base = ns_first * {v}; ns_base + {v} <= ({bound}); ns_base += ns_stride * {v}) {{\n    {}\n  }}\n  for ({ty} {i} = ({ty})(({bound}) / {v} * {v}) + ns_first; {i} < ({bound}); {i} += ns_stride) {{\n    {}\n  }}\n}} else {{\n  {}\n}}",
         aligned.join(" && "),
-        reindent(
-            format!(
-                "{loads}#pragma unroll\nfor (int ns_k = 0; ns_k < {v}; ++ns_k) {{\n  {decl}{}\n}}\n{stores}",
-                reindent(vec_code.trim_end(), "  ")
-            )
-            .trim_end(),
-            "    "
-        ),
+        reindent(vector_step(staged, v, &ty, i, &vec_code).trim_end(), "    "),
         reindent(scalar_code.trim_end(), "    "),
         reindent(&t[l.stmt.clone()], "  "),
         start = l.start,
         stride = l.stride,
     )
+}
+
+/// A device function of this file that a staged `p + i` is passed to, when it reads more
+/// than the one element it gets (`p[1]`, `p + 4`): the register copy holds only the
+/// elements of this thread's step.
+fn reads_past_its_element(
+    src: &Source,
+    root: tree_sitter::Node,
+    name: &str,
+    uses: &pattern::IndexedUses,
+) -> Option<String> {
+    let t = src.text();
+    let functions = src.host_functions();
+    for (range, _, _) in &uses.sites {
+        let Some(site) = root.descendant_for_byte_range(range.start, range.end) else { continue };
+        if !t[range.clone()].trim_start().starts_with(name) || t[range.clone()].trim_end().ends_with(']') {
+            continue;
+        }
+        // The call the address goes to, and the argument's position.
+        let mut n = site;
+        while let Some(p) = n.parent() {
+            if p.kind() == "argument_list" {
+                let pos = crate::syntax::named_children(p).iter().position(|a| a.byte_range() == n.byte_range())?;
+                let call = p.parent()?;
+                let f = call.child_by_field_name("function").map(|f| crate::syntax::text(t, f).to_string())?;
+                let callee = functions.iter().find(|h| h.name == f)?;
+                let param = callee.params.get(pos)?;
+                let body = src.node(&callee.body, "compound_statement")?;
+                let only_element = crate::syntax::descendants(body).into_iter().all(|d| {
+                    if d.kind() != "identifier" || crate::syntax::text(t, d) != param {
+                        return true;
+                    }
+                    match d.parent() {
+                        Some(p) if p.kind() == "subscript_expression" => {
+                            pattern::subscript_index(p).is_some_and(|i| crate::syntax::text(t, i).trim() == "0")
+                        }
+                        Some(p) if p.kind() == "pointer_expression" => {
+                            p.child(0).is_some_and(|o| crate::syntax::text(t, o) == "*")
+                        }
+                        _ => false,
+                    }
+                });
+                return (!only_element).then_some(f);
+            }
+            if !matches!(p.kind(), "parenthesized_expression" | "cast_expression") {
+                break;
+            }
+            n = p;
+        }
+    }
+    None
 }
 
 /// The task's role for the launcher argument bound to a kernel parameter.
@@ -387,7 +455,6 @@ fn vector_body(t: &str, e: &Elementwise, staged: &[Staged], v: usize) -> String 
     per_elem.extend(e.body.iter().cloned());
     let vec_code = element_code(t, &per_elem, staged, true);
     let scalar_code = element_code(t, &per_elem, staged, false);
-    let (loads, stores) = staging(staged, v);
     let mut out = String::new();
     for (r, uses) in &e.between {
         if !uses {
@@ -395,27 +462,27 @@ fn vector_body(t: &str, e: &Elementwise, staged: &[Staged], v: usize) -> String 
             out.push('\n');
         }
     }
-    // The index is declared in the vector loop only where the code still reads it.
-    let decl = if crate::syntax::mentions_word(&vec_code, i) {
+    out.push_str(&format!(
+        "// nightshift: {v} consecutive elements per thread, moved with wide accesses.\nconst {ty} ns_base = ({ty})({flat}) * {v};\nif (ns_base + {v} <= ({bound})) {{\n  {}\n}} else {{\n  for (int ns_k = 0; ns_k < {v}; ++ns_k) {{\n    {ty} {i} = ns_base + ns_k;\n    if (!({i} < ({bound}))) break;\n    {}\n  }}\n}}",
+        reindent(vector_step(staged, v, &ty, i, &vec_code).trim_end(), "  "),
+        reindent(scalar_code.trim_end(), "    ")
+    ));
+    out
+}
+
+/// One vector step: the register arrays loaded, the per-element code unrolled over them
+/// (declaring the index only where the code still reads it), the arrays stored.
+fn vector_step(staged: &[Staged], v: usize, ty: &str, i: &str, vec_code: &str) -> String {
+    let (loads, stores) = staging(staged, v);
+    let decl = if crate::syntax::mentions_word(vec_code, i) {
         format!("{ty} {i} = ns_base + ns_k;\n  ")
     } else {
         String::new()
     };
-    let vector_iteration = format!(
+    format!(
         "{loads}#pragma unroll\nfor (int ns_k = 0; ns_k < {v}; ++ns_k) {{\n  {decl}{}\n}}\n{stores}",
         reindent(vec_code.trim_end(), "  ")
-    );
-    match e.form {
-        Form::Guard => {
-            out.push_str(&format!(
-                "// nightshift: {v} consecutive elements per thread, moved with wide accesses.\nconst {ty} ns_base = ({ty})({flat}) * {v};\nif (ns_base + {v} <= ({bound})) {{\n  {}\n}} else {{\n  for (int ns_k = 0; ns_k < {v}; ++ns_k) {{\n    {ty} {i} = ns_base + ns_k;\n    if (!({i} < ({bound}))) break;\n    {}\n  }}\n}}",
-                reindent(vector_iteration.trim_end(), "  "),
-                reindent(scalar_code.trim_end(), "    ")
-            ));
-        }
-        Form::GridStride => {}
-    }
-    out
+    )
 }
 
 #[cfg(test)]
@@ -442,6 +509,38 @@ extern "C" void vector_add(const float* a, const float* b, float* c, int n, cuda
             .buffer("c", "float", Role::Output, "{n}", 1 << 24, 1 << 24)
             .int("n", 1 << 24, 1 << 24)
             .build()
+    }
+
+    #[test]
+    fn a_helper_that_reads_neighbours_keeps_its_buffer_scalar() {
+        let src = ADD.replace(
+            "__global__ void add(",
+            "__device__ float diff(const float* p) { return p[1] - p[0]; }\n__device__ float first(const float* p) { return *p; }\n__global__ void add(",
+        );
+        let src = src.replace("c[i] = a[i] + b[i];", "c[i] = diff(a + i) + first(b + i);");
+        let r = apply(&Source::parse(&src), &facts(), &Params::default()).unwrap();
+        assert!(r.description.contains("`a` (passed to `diff`"), "{}", r.description);
+        assert!(r.source.contains("diff(a + i) + first((ns_b + ns_k))"), "{}", r.source);
+    }
+
+    #[test]
+    fn a_loop_that_skips_elements_loads_before_it_stores() {
+        let src = r#"
+__global__ void clip(const float* x, float* y, int cols) {
+  const float* row = x + (size_t)blockIdx.x * cols;
+  float* out = y + (size_t)blockIdx.x * cols;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    if (row[c] < 0.f) continue;
+    out[c] = row[c];
+  }
+}
+extern "C" void launch(const float* x, float* y, int rows, int cols, cudaStream_t s) {
+  clip<<<rows, 256, 0, s>>>(x, y, cols);
+}
+"#;
+        let f = FactsBuilder::new("launch").build();
+        let r = apply(&Source::parse(src), &f, &Params::default()).unwrap();
+        assert!(r.source.contains("ns_load(ns_out, out + ns_base);"), "{}", r.source);
     }
 
     #[test]
