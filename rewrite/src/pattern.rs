@@ -194,38 +194,32 @@ pub fn elementwise(src: &Source, k: &Kernel) -> Result<Elementwise, NotApplicabl
             let is_return = cons_stmts.len() == 1
                 && cons_stmts[0].kind() == "return_statement"
                 && named_children(cons_stmts[0]).is_empty();
-            if is_return {
-                if let Some(bound) = bound_of(t, cond, &name, true) {
+            // `if (i >= n) return; body...` or `if (i < n) { body }` as the last statement.
+            let guarded = if is_return {
+                bound_of(t, cond, &name, true).map(|b| {
                     let rest: Vec<Node> = stmts[j + 1..].to_vec();
-                    check_body(t, k, &name, bound, &rest)?;
                     let end = rest.last().map_or(s.end_byte(), |n| n.end_byte());
-                    return Ok(Elementwise {
-                        form: Form::Guard,
-                        index: name,
-                        index_type,
-                        flat: flat.byte_range(),
-                        bound: text(t, bound).to_string(),
-                        span: decl.start_byte()..end,
-                        between,
-                        body: rest.iter().map(|n| n.byte_range()).collect(),
-                        stride: None,
-                    });
-                }
-            } else if let Some(bound) = bound_of(t, cond, &name, false) {
-                // Everything after the check must be nothing but comments.
+                    (b, rest, end)
+                })
+            } else if let Some(b) = bound_of(t, cond, &name, false) {
                 if stmts[j + 1..].iter().any(|n| n.kind() != "comment") {
                     return Err(decline(k, "does more work after its bounds check"));
                 }
-                check_body(t, k, &name, bound, &cons_stmts)?;
+                Some((b, cons_stmts, s.end_byte()))
+            } else {
+                None
+            };
+            if let Some((bound, body, end)) = guarded {
+                check_body(t, k, &name, bound, &body)?;
                 return Ok(Elementwise {
                     form: Form::Guard,
                     index: name,
                     index_type,
                     flat: flat.byte_range(),
                     bound: text(t, bound).to_string(),
-                    span: decl.start_byte()..s.end_byte(),
+                    span: decl.start_byte()..end,
                     between,
-                    body: cons_stmts.iter().map(|n| n.byte_range()).collect(),
+                    body: body.iter().map(|n| n.byte_range()).collect(),
                     stride: None,
                 });
             }

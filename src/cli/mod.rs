@@ -435,6 +435,21 @@ fn init(args: &crate::scaffold::Args, json: bool) -> ExitCode {
     }
 }
 
+/// What building without running needs: nvcc, build options, and the target (`--arch`,
+/// else the GPU's own); a missing tool or GPU is the environment's exit code.
+pub(crate) fn build_target(
+    arch: Option<String>,
+) -> Result<(crate::toolchain::Toolchain, EvalOptions, String), ExitCode> {
+    let tc = crate::toolchain::Toolchain::find().map_err(|e| fail(EXIT_ENV, &e.to_string()))?;
+    let mut opts = EvalOptions::new(PathBuf::new());
+    opts.arch = arch;
+    match eval::resolve_arch(&opts) {
+        Ok(a) => Ok((tc, opts, a)),
+        Err(EvalError::Env(e)) => Err(fail(EXIT_ENV, &format!("{e} (or pass --arch sm_90a to build without a GPU)"))),
+        Err(e) => Err(fail(EXIT_USAGE, &e.to_string())),
+    }
+}
+
 fn validate(dir: &Path, build: bool, arch: Option<String>, json: bool) -> ExitCode {
     let task = match load_task(dir) {
         Ok(t) => t,
@@ -442,18 +457,9 @@ fn validate(dir: &Path, build: bool, arch: Option<String>, json: bool) -> ExitCo
     };
     let mut builds = Vec::new();
     if build {
-        let tc = match crate::toolchain::Toolchain::find() {
-            Ok(t) => t,
-            Err(e) => return fail(EXIT_ENV, &e.to_string()),
-        };
-        let mut opts = EvalOptions::new(PathBuf::new());
-        opts.arch = arch;
-        let arch = match eval::resolve_arch(&opts) {
-            Ok(a) => a,
-            Err(EvalError::Env(e)) => {
-                return fail(EXIT_ENV, &format!("{e} (or pass --arch sm_90a to build without a GPU)"))
-            }
-            Err(e) => return fail(EXIT_USAGE, &e.to_string()),
+        let (tc, opts, arch) = match build_target(arch) {
+            Ok(b) => b,
+            Err(code) => return code,
         };
         let mut sources = vec![("baseline", task.baseline.clone())];
         if task.has_reference() {

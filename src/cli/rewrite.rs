@@ -3,7 +3,7 @@
 //! so a user sees what the tuner will try before a night is spent on it.
 
 use super::{fail, load_task, print_json, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
-use crate::eval::{self, EvalError, EvalOptions};
+use crate::eval;
 use rewrite::{Application, Params};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -89,18 +89,9 @@ pub fn run(a: Args) -> ExitCode {
         (None, false) => None,
     };
     let build_env = if a.build {
-        let tc = match crate::toolchain::Toolchain::find() {
-            Ok(t) => t,
-            Err(e) => return fail(EXIT_ENV, &e.to_string()),
-        };
-        let mut opts = EvalOptions::new(PathBuf::new());
-        opts.arch = a.arch.clone();
-        match eval::resolve_arch(&opts) {
-            Ok(arch) => Some((tc, opts, arch)),
-            Err(EvalError::Env(e)) => {
-                return fail(EXIT_ENV, &format!("{e} (or pass --arch sm_90a to build without a GPU)"))
-            }
-            Err(e) => return fail(EXIT_USAGE, &e.to_string()),
+        match super::build_target(a.arch.clone()) {
+            Ok(b) => Some(b),
+            Err(code) => return code,
         }
     } else {
         None

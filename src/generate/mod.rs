@@ -44,10 +44,9 @@ pub struct Request {
     pub failure_detail: Option<String>,
     pub profile: ParentProfile,
     pub guidance: Guidance,
-    /// Search memory: what each technique did across the tree (a summary for prompts).
-    pub memory: String,
-    /// The same, per technique, for generators that weigh it.
-    pub techniques: BTreeMap<String, search::memory::Stats>,
+    /// Search memory: what each technique did across the tree (summarized for prompts,
+    /// weighed per technique by the tuner).
+    pub memory: search::memory::Memory,
     /// The techniques on the path from the baseline to the parent, in order (the
     /// recipes applied, the knobs moved, the LLM's tags).
     pub path: Vec<String>,

@@ -44,11 +44,6 @@ pub fn fast_math_allowed(task: &Task) -> bool {
     sixteen || task.tolerance.rtol >= 1e-3
 }
 
-/// The value the source gives `name` when it is not set: `#define NAME VALUE`.
-fn source_default(source: &str, name: &str) -> Option<String> {
-    rewrite::knobs::macro_value(&Source::parse(source), name)
-}
-
 fn numeric(v: &str) -> Option<f64> {
     v.parse::<f64>().ok()
 }
@@ -194,7 +189,8 @@ impl Tuner {
         }
         // Knobs: the task's, then those the source offers.
         let mut knobs: Vec<(String, Vec<String>, Option<String>, bool)> =
-            self.task_knobs.iter().map(|(n, v)| (n.clone(), v.clone(), source_default(source, n), false)).collect();
+            // The default a task knob has when unset: the source's `#define NAME VALUE`.
+            self.task_knobs.iter().map(|(n, v)| (n.clone(), v.clone(), rewrite::knobs::macro_value(&parsed, n), false)).collect();
         let block_knobs: HashSet<String> =
             parsed.launches().iter().filter_map(|l| l.config.get(1).map(|b| b.trim().to_string())).collect();
         for k in rewrite::knobs(&parsed) {
@@ -417,8 +413,8 @@ impl Tuner {
                         0.004 * moved as f64
                     }
                 };
-                let score =
-                    vote + Self::prior(&m) + Self::memory_bonus(&m, &req.techniques) - distance + 0.001 * rng.unit();
+                let score = vote + Self::prior(&m) + Self::memory_bonus(&m, &req.memory.techniques) - distance
+                    + 0.001 * rng.unit();
                 (score, tool, m)
             })
             .collect();
@@ -471,8 +467,7 @@ mod tests {
             failure_detail: None,
             profile: ParentProfile { diagnoses: report, raw: None, note: String::new() },
             guidance,
-            memory: String::new(),
-            techniques: BTreeMap::new(),
+            memory: Default::default(),
             path: Vec::new(),
             floor_ms: None,
             seed: 1,
@@ -597,7 +592,7 @@ mod tests {
         let first = kernel(Tuner::new(&t, &src, 1, Guidance::None).propose(&req));
         // That family failed every time elsewhere in the tree: something else goes first.
         let bad = Stats { tries: 4, failures: [("wrong-answer".to_string(), 4)].into(), ..Default::default() };
-        req.techniques.insert(first.technique.clone(), bad);
+        req.memory.techniques.insert(first.technique.clone(), bad);
         let second = kernel(Tuner::new(&t, &src, 1, Guidance::None).propose(&req));
         assert_ne!(family(&second.technique), family(&first.technique));
     }

@@ -59,9 +59,8 @@ pub struct Job {
     pub kind: Expansion,
     pub parent_candidate: Candidate,
     pub parent_summary: NodeSummary,
-    pub memory: String,
-    /// The memory per technique, and the techniques from the baseline to the parent.
-    pub techniques: std::collections::BTreeMap<String, search::memory::Stats>,
+    pub memory: search::memory::Memory,
+    /// The techniques from the baseline to the parent.
     pub path: Vec<String>,
     /// A proposal saved before a resume: build and judge it, no new generation.
     pub redo: Option<(Candidate, String, Option<String>)>,
@@ -330,7 +329,6 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
         profile,
         guidance: ctx.guidance,
         memory: job.memory.clone(),
-        techniques: job.techniques.clone(),
         path: job.path.clone(),
         floor_ms: ctx.floor_ms,
         seed: ctx.seed,

@@ -398,8 +398,7 @@ pub fn resume(dir: &Path, json: bool, api_key: Option<String>) -> Result<summary
             kind: n.kind,
             parent_candidate: search.tree.node(parent).payload.clone(),
             parent_summary: search.summaries.get(&parent).cloned().unwrap_or_default(),
-            memory: search.tree.memory.summary(8),
-            techniques: search.tree.memory.techniques.clone(),
+            memory: search.tree.memory.clone(),
             path: search.path_to(parent),
             redo: proposals.get(&id).cloned(),
         });

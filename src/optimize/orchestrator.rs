@@ -109,8 +109,7 @@ impl Search {
             kind: sel.kind,
             parent_candidate: parent.payload.clone(),
             parent_summary: self.summaries.get(&sel.parent).cloned().unwrap_or_default(),
-            memory: self.tree.memory.summary(8),
-            techniques: self.tree.memory.techniques.clone(),
+            memory: self.tree.memory.clone(),
             path: self.path_to(sel.parent),
             redo: None,
         }

@@ -153,8 +153,9 @@ pub fn user_message(req: &Request) -> String {
             Guidance::None => {}
         }
     }
-    if !req.memory.trim().is_empty() {
-        let _ = writeln!(m, "\n## Tried so far in this search (log2 gain over the parent)\n{}", req.memory.trim_end());
+    let memory = req.memory.summary(8);
+    if !memory.trim().is_empty() {
+        let _ = writeln!(m, "\n## Tried so far in this search (log2 gain over the parent)\n{}", memory.trim_end());
     }
     match req.kind {
         Expansion::Improve => {
@@ -212,8 +213,21 @@ mod tests {
                 note: "profiling is off".into(),
             },
             guidance,
-            memory: "- vectorize: 2 tries, 1 correct, mean +0.20 log2".into(),
-            techniques: Default::default(),
+            memory: search::memory::Memory {
+                techniques: [(
+                    "vectorize".to_string(),
+                    search::memory::Stats {
+                        tries: 2,
+                        correct: 1,
+                        delta_sum: 0.2,
+                        deltas: 1,
+                        best_delta: Some(0.2),
+                        ..Default::default()
+                    },
+                )]
+                .into(),
+                ..Default::default()
+            },
             path: vec!["vectorize:width=8".into(), "knob:BLOCK=128".into(), "shuffle-reduce".into()],
             floor_ms: Some(0.0558),
             task: Arc::new(task),
