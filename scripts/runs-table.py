@@ -31,12 +31,16 @@ def row(run: Path) -> str:
     path.reverse()
     task = json.loads((run / "run.json").read_text()).get("config", {}).get("task_dir", run.name)
     fmt = lambda x, f: (f % x) if isinstance(x, (int, float)) else "-"
-    return "| {} | {} | {} | {}x{} | {} | {} | {} | {} | {} |".format(
+    interval = ""
+    if isinstance(best.get("speedup_low"), (int, float)) and isinstance(best.get("speedup_high"), (int, float)):
+        interval = " [%.3f, %.3f]" % (best["speedup_low"], best["speedup_high"])
+    return "| {} | {} | {} | {}x{}{} | {} | {} | {} | {} | {} |".format(
         Path(task).name,
         fmt(best.get("baseline_ms"), "%.4f"),
         fmt(best.get("baseline_pct_of_floor"), "%.1f%%"),
         fmt(best.get("speedup"), "%.3f"),
-        "" if best.get("verified") else " (not re-verified)",
+        interval,
+        "" if best.get("verified") else " (no faster kernel confirmed)",
         fmt(best.get("ms"), "%.4f"),
         " -> ".join(path) or "baseline",
         s.get("judged", "-"),

@@ -130,6 +130,8 @@ pub struct Verdict {
     pub build: Option<BuildSummary>,
     pub check: Option<CheckSummary>,
     pub timing: Option<TimingReport>,
+    /// The speedup with its 95% interval from the timing's paired rounds.
+    pub speedup: Option<crate::stats::Speedup>,
     pub energy: Option<EnergyReport>,
     pub sanitizer: Vec<SanitizerReport>,
     pub phases: Phases,
@@ -256,6 +258,7 @@ impl Verdict {
             build: None,
             check: None,
             timing: None,
+            speedup: None,
             energy: None,
             sanitizer: Vec::new(),
             phases: Phases::default(),
@@ -361,6 +364,13 @@ pub fn judge(
     match classified {
         Classified::Report(report) => {
             verdict.check = report.check;
+            verdict.speedup = report.timing.as_ref().and_then(|t| {
+                crate::stats::Speedup::from_rounds(
+                    t.speedup,
+                    &t.baseline.round_medians_ms,
+                    &t.candidate.round_medians_ms,
+                )
+            });
             verdict.timing = report.timing;
             verdict.energy = report.energy;
             verdict.notes.extend(report.notes);

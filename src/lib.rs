@@ -25,6 +25,7 @@ pub mod report_check;
 pub mod sandbox;
 pub mod sanitizer;
 pub mod scaffold;
+pub mod stats;
 pub mod task;
 pub mod toolchain;
 pub mod verify;

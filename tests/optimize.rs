@@ -29,13 +29,6 @@ fn of_kind<'a>(ev: &'a [Value], kind: &str) -> Vec<&'a Value> {
     ev.iter().filter(|e| e["event"] == kind).collect()
 }
 
-/// A kernel for the softmax task whose simulated outcome is `marker`.
-fn kernel(marker: &str, extra: &str) -> String {
-    format!(
-        "#include <cuda_runtime.h>\n// NIGHTSHIFT_SIM({marker})\n{extra}\n__global__ void k(const float* x, float* y, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }}\nextern \"C\" void softmax(const float* x, float* y, int rows, int cols, cudaStream_t stream) {{\n  k<<<(rows * cols + 255) / 256, 256, 0, stream>>>(x, y, rows * cols);\n}}\n"
-    )
-}
-
 fn chat(content: &str, finish: &str) -> String {
     serde_json::json!({
         "id": "chatcmpl-test", "object": "chat.completion", "created": 1, "model": "scripted",
@@ -150,7 +143,7 @@ __attribute__((constructor)) static void spy() {{
         chat(
             &format!(
                 "```cuda\n{}```\nTechnique: {technique}\nAddresses: scalar-global-access\n",
-                kernel(&format!("speedup={speedup}"), extra)
+                common::sim_kernel(&format!("speedup={speedup}"), extra)
             ),
             "stop",
         )

@@ -56,10 +56,12 @@ fn the_replay_run_report_has_the_best_the_certificate_and_every_node() {
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
 
-    // The best speedup as the search measured it, and as the final check re-measured it.
-    assert!(html.contains("<b>1.254x</b>"), "headline");
-    assert!(md.contains("## Best: node 1, 1.254x the baseline (re-verified)"));
-    assert!(html.contains("1.251x"), "the re-verified speedup in the certificate");
+    // One set of numbers: the final check's speedup and interval in the headline and the
+    // certificate alike (the search measured 1.254x; the final check 1.251x).
+    assert!(html.contains("<b>1.251x [1.248, 1.254]</b>"), "headline");
+    assert!(md.contains("## Best: node 1, 1.251x [1.248, 1.254] the baseline (re-verified)"), "{md}");
+    assert!(md.contains("| best | 0.0889 ms (CV 0.82%), 1.251x [1.248, 1.254] |"), "{md}");
+    assert!(!html.contains("<b>1.254x"), "the search-time number is not a headline");
 
     // Every certificate field, with the values of this run.
     for (field, value) in [
@@ -130,13 +132,16 @@ fn a_run_still_going_renders_and_shows() {
             break;
         }
     }
-    std::fs::write(dir.join("events.jsonl"), kept.join("\n") + "\n").unwrap();
+    // Its session's process is this test, alive.
+    let cut = kept.join("\n").replacen("\"pid\":", &format!("\"pid\":{},\"was\":", std::process::id()), 1);
+    std::fs::write(dir.join("events.jsonl"), cut + "\n").unwrap();
     std::fs::remove_file(dir.join("best.json")).ok();
     std::fs::remove_file(dir.join("summary.json")).ok();
     let (code, out, err) = nightshift(&["report".as_ref(), dir.as_os_str()]);
     assert_eq!(code, 0, "{out}{err}");
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("This run is still going"));
+    assert!(html.contains("so far (not re-verified)"), "a best so far is not called re-verified");
     let (code, out, _) = nightshift(&["show".as_ref(), dir.as_os_str()]);
     assert_eq!(code, 0);
     assert!(out.contains("**Still running.**") && out.contains("| 4 |"), "{out}");
@@ -146,6 +151,17 @@ fn a_run_still_going_renders_and_shows() {
     let (code, _, err) = nightshift(&["show".as_ref(), dir.as_os_str(), "99".as_ref()]);
     assert_eq!(code, 2);
     assert!(err.contains("no node 99"), "{err}");
+
+    // The same log whose process is gone: stopped, not running, with the way on.
+    let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    std::fs::write(
+        dir.join("events.jsonl"),
+        log.replacen(&format!("\"pid\":{}", std::process::id()), "\"pid\":4194999", 1),
+    )
+    .unwrap();
+    let (_, out, _) = nightshift(&["show".as_ref(), dir.as_os_str()]);
+    assert!(out.contains("**Stopped before it finished**") && out.contains("--resume"), "{out}");
+    assert!(!out.contains("Still running"), "{out}");
     let (code, _, err) = nightshift(&["report".as_ref(), "/nonexistent/run".as_ref()]);
     assert_eq!(code, 2);
     assert!(err.contains("run.json"), "{err}");

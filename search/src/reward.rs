@@ -16,6 +16,17 @@ pub enum Objective {
     },
 }
 
+impl std::fmt::Display for Objective {
+    /// As the command line takes it: `time`, `energy`, `weighted:0.5`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Objective::Time => f.write_str("time"),
+            Objective::Energy => f.write_str("energy"),
+            Objective::Mix { time_weight } => write!(f, "weighted:{time_weight}"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
     pub correct: bool,

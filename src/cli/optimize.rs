@@ -81,6 +81,11 @@ pub struct Args {
     /// Check seeds for the end-of-run re-verification of the best kernel.
     #[arg(long)]
     pub final_seeds: Option<u32>,
+    /// The gain a kernel must show to be called faster: the lower end of its 95% speedup
+    /// interval must clear 1 + this (default 1%; raised when the baseline timed against
+    /// itself strays further).
+    #[arg(long, value_name = "PCT", allow_hyphen_values = true)]
+    pub min_gain: Option<String>,
     /// Skip compute-sanitizer in the end-of-run re-verification.
     #[arg(long)]
     pub no_final_sanitize: bool,
@@ -224,13 +229,27 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
         final_sanitize: !a.no_final_sanitize,
         simulated,
         input_seed_base: crate::eval::fresh_seed_base(),
+        min_gain: match &a.min_gain {
+            Some(g) => config::parse_min_gain(g).map_err(usage)?,
+            None => crate::stats::DEFAULT_MIN_GAIN,
+        },
     })
 }
 
 pub fn run(a: Args) -> ExitCode {
     let api_key = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty());
     let result = match &a.resume {
-        Some(dir) => optimize::resume(dir, a.json, api_key),
+        Some(dir) => {
+            let budget = match a.budget.as_deref().map(config::parse_budget).transpose() {
+                Ok(b) => b,
+                Err(m) => return usage(m),
+            };
+            if a.max_nodes == Some(0) {
+                return usage("--max-nodes must be at least 1".into());
+            }
+            let overrides = optimize::Overrides { budget_s: budget.map(|d| d.as_secs_f64()), max_nodes: a.max_nodes };
+            optimize::resume(dir, a.json, api_key, overrides)
+        }
         None => match resolve(&a) {
             Ok(config) => {
                 if let (GeneratorSpec::Llm(_), None) = (&config.generator, &api_key) {

@@ -105,7 +105,21 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
                 Some(t) if !t.reliable => {
                     format!("PASSED  speedup {:.3}x UNRELIABLE (timing too noisy, see notes)", t.speedup)
                 }
-                Some(t) => format!("PASSED  speedup {:.3}x", t.speedup),
+                Some(t) => {
+                    let s = v.speedup.unwrap_or(crate::stats::Speedup::unmeasured(t.speedup));
+                    let bar = crate::stats::Bar::default();
+                    let reading = if bar.is_win(&s) {
+                        "faster"
+                    } else if s.has_interval() && s.high < 1.0 / bar.threshold() {
+                        "slower"
+                    } else {
+                        "not faster beyond the timing noise"
+                    };
+                    format!(
+                        "PASSED  speedup {s}: {reading} (95% interval; a win needs its lower end above {:.3}x)",
+                        bar.threshold()
+                    )
+                }
                 None => "PASSED  (not timed)".to_string(),
             };
             let _ = writeln!(out, "  {headline}");

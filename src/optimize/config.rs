@@ -148,6 +148,23 @@ pub struct RunConfig {
     /// no candidate can know its inputs or their outputs in advance.
     #[serde(default = "crate::eval::fresh_seed_base")]
     pub input_seed_base: u64,
+    /// The gain a kernel must show beyond its speedup interval to be called faster, as a
+    /// fraction (0.01: the interval's lower end must clear 1.01x).
+    #[serde(default = "default_min_gain")]
+    pub min_gain: f64,
+}
+
+fn default_min_gain() -> f64 {
+    crate::stats::DEFAULT_MIN_GAIN
+}
+
+/// `1%`, `0.5%` or `1` (percent): a gain of at least zero and below 100%.
+pub fn parse_min_gain(s: &str) -> Result<f64, String> {
+    let number = s.trim().trim_end_matches('%').trim();
+    match number.parse::<f64>() {
+        Ok(p) if p.is_finite() && (0.0..100.0).contains(&p) => Ok(p / 100.0),
+        _ => Err(format!("--min-gain `{s}`: expected a percentage from 0 to below 100, e.g. 1% or 0.5%")),
+    }
 }
 
 impl RunConfig {
@@ -178,5 +195,9 @@ mod tests {
         );
         assert!(GeneratorSpec::parse("llm", None).unwrap_err().contains("--model"));
         assert!(GeneratorSpec::parse("replay:", None).is_err());
+        assert_eq!(parse_min_gain("1%").unwrap(), 0.01);
+        assert_eq!(parse_min_gain("0.5").unwrap(), 0.005);
+        assert!(parse_min_gain("-1%").unwrap_err().contains("from 0 to below 100"));
+        assert!(parse_min_gain("lots").is_err());
     }
 }

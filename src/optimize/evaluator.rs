@@ -3,8 +3,10 @@
 //! ncu for profiles) and a simulated one for tests on machines without a GPU. The
 //! simulated evaluator still builds for real and still runs every candidate's library in
 //! a fresh isolated worker (so isolation is tested for real); only the GPU work is
-//! replaced by an outcome decided from the candidate: a `NIGHTSHIFT_SIM(speedup=X)` or
-//! `NIGHTSHIFT_SIM(fail=CLASS)` marker in its source, else a deterministic speedup from a
+//! replaced by an outcome decided from the candidate: a `NIGHTSHIFT_SIM(speedup=X)` (with
+//! an optional `, cv=C`: round-to-round timing noise, 1% unless given) or
+//! `NIGHTSHIFT_SIM(fail=CLASS)` marker in its source (`final=env-error` makes the end-of-run
+//! check meet a broken environment), else a deterministic speedup from a
 //! hash of its source and build configuration.
 
 use super::config::{RunConfig, SimSettings};
@@ -43,8 +45,10 @@ fn unreliable(v: &Verdict) -> bool {
     v.passed() && v.timing.as_ref().is_some_and(|t| !t.reliable)
 }
 
-static SIM_MARKER: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"NIGHTSHIFT_SIM\(\s*(speedup|fail)\s*=\s*([A-Za-z0-9._-]+)\s*\)").unwrap());
+static SIM_MARKER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"NIGHTSHIFT_SIM\(([^)]*)\)").unwrap());
+
+/// The round-to-round noise of a simulated timing when the marker names none.
+const SIM_CV: f64 = 0.01;
 
 impl Evaluator {
     pub fn new(task: &Task, trusted: TrustedBuilds, arch: &str, opts: EvalOptions, cfg: &RunConfig) -> Evaluator {
@@ -74,7 +78,7 @@ impl Evaluator {
     /// The root: the baseline checked against the reference and timed against itself.
     pub fn baseline(&self, device: usize) -> Result<Verdict, EvalError> {
         let b = &self.trusted.baseline;
-        let sim = self.sim.as_ref().map(|_| simulated_report(1.0, self.energy));
+        let sim = self.sim.as_ref().map(|_| simulated_report(1.0, SIM_CV / 2.0, self.energy));
         eval::judge(
             &self.task,
             &self.trusted,
@@ -95,7 +99,7 @@ impl Evaluator {
         source_path: &Path,
         candidate: &Candidate,
     ) -> Result<Verdict, EvalError> {
-        let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy));
+        let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy, false));
         let opts = self.opts_for(device);
         let judge = || {
             eval::judge(&self.task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim.clone(), false))
@@ -137,7 +141,7 @@ impl Evaluator {
         let mut opts = self.opts_for(device);
         opts.seed_base = eval::fresh_seed_base();
         opts.sanitize = sanitize && self.sim.is_none();
-        let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy));
+        let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy, true));
         eval::judge(&task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim, true))
     }
 
@@ -188,16 +192,19 @@ impl Evaluator {
     }
 }
 
-fn simulated_report(speedup: f64, energy: bool) -> WorkerReport {
+fn simulated_report(speedup: f64, cv: f64, energy: bool) -> WorkerReport {
     let baseline_ms = 1.0;
-    let side = |ms: f64| SideTiming {
+    // Five rounds whose medians scatter with a sample deviation of `cv` around the
+    // median, the baseline's rounds steady: the speedup's interval is as wide as `cv`.
+    const SCATTER: [f64; 5] = [0.0, 1.26, -1.26, 0.63, -0.63];
+    let side = |ms: f64, cv: f64| SideTiming {
         median_ms: ms,
         mean_ms: ms,
-        min_ms: ms,
-        max_ms: ms,
-        cv: 0.01,
+        min_ms: ms * (1.0 - 1.26 * cv),
+        max_ms: ms * (1.0 + 1.26 * cv),
+        cv,
         samples: 100,
-        round_medians_ms: vec![ms; 5],
+        round_medians_ms: SCATTER.iter().map(|z| ms * (1.0 + cv * z)).collect(),
     };
     let mut r = WorkerReport::of(Outcome::Passed);
     r.check = Some(CheckSummary {
@@ -209,8 +216,8 @@ fn simulated_report(speedup: f64, energy: bool) -> WorkerReport {
         max_rel_err: 0.0,
     });
     r.timing = Some(TimingReport {
-        baseline: side(baseline_ms),
-        candidate: side(baseline_ms / speedup),
+        baseline: side(baseline_ms, 0.0),
+        candidate: side(baseline_ms / speedup, cv),
         speedup,
         size: "simulated".into(),
         input_sets: 2,
@@ -239,24 +246,29 @@ fn simulated_report(speedup: f64, energy: bool) -> WorkerReport {
 }
 
 /// The simulated outcome of a candidate.
-fn simulate(source_path: &Path, candidate: &Candidate, energy: bool) -> WorkerReport {
+fn simulate(source_path: &Path, candidate: &Candidate, energy: bool, final_check: bool) -> WorkerReport {
     let source = std::fs::read_to_string(source_path).unwrap_or_default();
     if let Some(c) = SIM_MARKER.captures(&source) {
-        match &c[1] {
-            "fail" => {
-                let class: FailureClass = serde_json::from_value(serde_json::Value::String(c[2].to_string()))
-                    .unwrap_or(FailureClass::WrongAnswer);
-                return WorkerReport::of(Outcome::Rejected {
-                    failure: Failure::new(class, format!("simulated {class}: the source asks for it")),
-                });
-            }
-            _ => return simulated_report(c[2].parse::<f64>().unwrap_or(1.0).max(1e-3), energy),
+        let fields: std::collections::HashMap<&str, &str> =
+            c[1].split(',').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.trim(), v.trim())).collect();
+        if final_check && fields.get("final") == Some(&"env-error") {
+            return WorkerReport::of(Outcome::EnvError { message: "simulated: the GPU fell off the bus".into() });
         }
+        if let Some(class) = fields.get("fail") {
+            let class: FailureClass = serde_json::from_value(serde_json::Value::String(class.to_string()))
+                .unwrap_or(FailureClass::WrongAnswer);
+            return WorkerReport::of(Outcome::Rejected {
+                failure: Failure::new(class, format!("simulated {class}: the source asks for it")),
+            });
+        }
+        let number = |k: &str| fields.get(k).and_then(|v| v.parse::<f64>().ok()).filter(|x| x.is_finite());
+        let speedup = number("speedup").unwrap_or(1.0).max(1e-3);
+        return simulated_report(speedup, number("cv").unwrap_or(SIM_CV).clamp(0.0, 0.5), energy);
     }
     let mut h = Sha256::new();
     h.update(source.as_bytes());
     h.update(candidate.config_label().as_bytes());
     let d = h.finalize();
     let u = u32::from_le_bytes([d[0], d[1], d[2], d[3]]) as f64 / u32::MAX as f64;
-    simulated_report(0.85 + 0.4 * u, energy)
+    simulated_report(0.85 + 0.4 * u, SIM_CV, energy)
 }

@@ -3,6 +3,7 @@
 //! tuner's memory of what it tried and the replay position from it alone.
 
 use crate::eval::Verdict;
+use crate::stats::Speedup;
 use search::{Expansion, NodeId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -41,6 +42,11 @@ pub struct NodeSummary {
     pub failure_message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speedup: Option<f64>,
+    /// The 95% interval of `speedup` from the paired timing rounds ([`crate::stats`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_low: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_high: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,6 +73,7 @@ pub struct NodeSummary {
 impl NodeSummary {
     pub fn of(v: &Verdict) -> NodeSummary {
         let t = v.timing.as_ref();
+        let interval = v.speedup.filter(|s| s.has_interval());
         let kernels = v.build.as_ref().map(|b| &b.kernels[..]).unwrap_or(&[]);
         let mut phases = BTreeMap::new();
         for (k, x) in [
@@ -85,6 +92,8 @@ impl NodeSummary {
             failure_class: v.failure.as_ref().map(|f| f.class.name().to_string()),
             failure_message: v.failure.as_ref().map(|f| f.message.clone()),
             speedup: t.map(|t| t.speedup),
+            speedup_low: interval.map(|i| i.low),
+            speedup_high: interval.map(|i| i.high),
             candidate_ms: t.map(|t| t.candidate.median_ms),
             baseline_ms: t.map(|t| t.baseline.median_ms),
             cv: t.map(|t| t.candidate.cv),
@@ -105,6 +114,15 @@ impl NodeSummary {
             failure_message: Some(message.to_string()),
             ..Default::default()
         }
+    }
+
+    /// The speedup with its interval (None for a node that was not timed).
+    pub fn measured_speedup(&self) -> Option<Speedup> {
+        let point = self.speedup?;
+        Some(match (self.speedup_low, self.speedup_high) {
+            (Some(low), Some(high)) => Speedup { point, low, high },
+            _ => Speedup::unmeasured(point),
+        })
     }
 
     /// What the search sees of this node.
@@ -221,6 +239,11 @@ pub enum Event {
         sanitized: bool,
         note: String,
     },
+    /// The session stopped without finishing, for a reason outside any kernel (the GPU or
+    /// the driver failed, the run directory could not be written); `--resume` carries on.
+    SessionStopped {
+        why: String,
+    },
     RunFinished {
         best: NodeId,
         speedup: f64,
@@ -258,6 +281,26 @@ pub fn parse_log(text: &str) -> Result<Vec<Record>, String> {
     Ok(out)
 }
 
+/// The search clock at each record: seconds of sessions, not of wall time, so the hours
+/// between a kill and its resume count for nothing. A session runs from its `session`
+/// event to the last record before the next one.
+pub fn active_clock(records: &[Record]) -> Vec<f64> {
+    let (mut before, mut start, mut last) = (0.0f64, None::<f64>, 0.0f64);
+    let mut out = Vec::with_capacity(records.len());
+    for r in records {
+        if let Event::Session { .. } = r.event {
+            if let Some(s) = start {
+                before += (last - s).max(0.0);
+            }
+            start = Some(r.at);
+        }
+        let s = *start.get_or_insert(r.at);
+        out.push(before + (r.at - s).max(0.0));
+        last = r.at;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +320,21 @@ mod tests {
         let bad = format!("{}\n{a}\n", &a[..10]);
         assert!(parse_log(&bad).unwrap_err().starts_with("events.jsonl:1:"));
         assert!(a.contains("\"simulated\":true"), "{a}");
+    }
+
+    #[test]
+    fn the_search_clock_skips_the_time_between_sessions() {
+        let rec = |at: f64, event: Event| Record { at, event, simulated: false };
+        let stop = || Event::SearchStopped { why: "x".into() };
+        let log = [
+            rec(100.0, Event::Session { resumed: false, pid: 1 }),
+            rec(130.0, stop()),
+            // Killed at 130; resumed a day later.
+            rec(86_500.0, Event::Session { resumed: true, pid: 2 }),
+            rec(86_510.0, stop()),
+        ];
+        assert_eq!(active_clock(&log), vec![0.0, 30.0, 30.0, 40.0]);
+        assert!(active_clock(&[]).is_empty());
     }
 
     #[test]

@@ -1,40 +1,226 @@
-//! The end of a run: the best kernel is judged again, with more check seeds (fresh inputs)
-//! and compute-sanitizer, before it is called best. If it fails, the next best is tried,
-//! up to three. `best.cu` and `best.json` then hold the kernel and its proof.
+//! The end of a run: the best kernels are judged again, with more check seeds (fresh
+//! inputs), compute-sanitizer and a fresh timing, before one is called best. A kernel is
+//! confirmed only when it passes and its new speedup interval clears the run's bar
+//! ([`crate::stats::Bar`]); otherwise the next is tried, up to three, and then the run
+//! says "no faster kernel". The confirmed result ([`Best`]) is the one set of numbers the
+//! summary, `best.json`, the report and `show` all print.
+//!
+//! A failure of the environment (no GPU, a driver error, the GPU lock, a tool gone) is not
+//! a failure of the kernel: the check stops there with [`EnvFailure`] and nothing in the
+//! run directory is touched, so an earlier session's `best.cu` and `best.json` survive.
 
 use super::events::{Event, NodeSummary};
 use super::expand::Ctx;
 use super::orchestrator::Search;
-use super::store::node_rel;
-use crate::build::{self, BuildSpec};
+use super::store::{node_rel, RunStore};
+use crate::build::{self, BuildError, BuildSpec};
+use crate::eval::{EvalError, Verdict};
+use crate::protocol::TimingReport;
+use crate::stats::{Bar, Speedup};
 use search::NodeId;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
 use std::sync::Arc;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Final {
-    /// The verified best node (0: nothing beat the baseline, or nothing verified).
+pub const BEST_JSON: &str = "best.json";
+pub const BEST_CU: &str = "best.cu";
+
+/// The run's result: the confirmed kernel and its numbers from the final check, or the
+/// baseline (node 0) when nothing was confirmed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Best {
     pub node: NodeId,
+    /// Confirmed by the final check (passed, and faster beyond the bar).
     pub verified: bool,
-    pub summary: Option<NodeSummary>,
-    pub tried: Vec<(NodeId, bool, String)>,
+    /// 1 for the baseline.
+    pub speedup: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_low: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_high: Option<f64>,
+    pub ms: Option<f64>,
+    pub baseline_ms: Option<f64>,
+    pub cv: Option<f64>,
+    pub baseline_cv: Option<f64>,
+    pub pct_of_floor: Option<f64>,
+    pub baseline_pct_of_floor: Option<f64>,
+    #[serde(default)]
+    pub technique: String,
+    #[serde(default)]
+    pub config: String,
+    /// What the final check found (passed seeds and sanitizers, or why nothing was confirmed).
+    #[serde(default)]
+    pub note: String,
+    /// The bar the interval had to clear.
+    #[serde(default)]
+    pub bar: Option<Bar>,
+}
+
+impl Best {
+    /// The speedup with its interval, as every output prints it.
+    pub fn measured(&self) -> Speedup {
+        match (self.speedup_low, self.speedup_high) {
+            (Some(low), Some(high)) => Speedup { point: self.speedup, low, high },
+            _ => Speedup::unmeasured(self.speedup),
+        }
+    }
+
+    pub fn none(bar: Bar, baseline: &NodeSummary, note: String) -> Best {
+        Best {
+            node: 0,
+            verified: false,
+            speedup: 1.0,
+            speedup_low: None,
+            speedup_high: None,
+            ms: baseline.candidate_ms,
+            baseline_ms: baseline.candidate_ms,
+            cv: baseline.cv,
+            baseline_cv: baseline.cv,
+            pct_of_floor: baseline.pct_of_floor,
+            baseline_pct_of_floor: baseline.pct_of_floor,
+            technique: "baseline".into(),
+            config: "defaults".into(),
+            note,
+            bar: Some(bar),
+        }
+    }
+
+    fn confirmed(node: NodeId, t: &TimingReport, technique: String, config: String, note: String, bar: Bar) -> Best {
+        let s = Speedup::from_rounds(t.speedup, &t.baseline.round_medians_ms, &t.candidate.round_medians_ms);
+        Best {
+            node,
+            verified: true,
+            speedup: t.speedup,
+            speedup_low: s.map(|s| s.low),
+            speedup_high: s.map(|s| s.high),
+            ms: Some(t.candidate.median_ms),
+            baseline_ms: Some(t.baseline.median_ms),
+            cv: Some(t.candidate.cv),
+            baseline_cv: Some(t.baseline.cv),
+            pct_of_floor: t.pct_of_floor,
+            baseline_pct_of_floor: t.baseline_pct_of_floor,
+            technique,
+            config,
+            note,
+            bar: Some(bar),
+        }
+    }
+}
+
+/// `best.json`: the result, where its kernel lives, and the proof.
+#[derive(Debug, Serialize)]
+struct BestFile<'a> {
+    #[serde(flatten)]
+    best: &'a Best,
+    folder: String,
+    candidate: Option<&'a super::events::Candidate>,
+    final_verdict: Option<&'a Verdict>,
+    tried: &'a [Tried],
+    /// The result this one replaced, when an earlier session had confirmed another.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    superseded: Option<serde_json::Value>,
+}
+
+/// One kernel the final check looked at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tried {
+    pub node: NodeId,
+    pub confirmed: bool,
     pub note: String,
 }
 
-pub async fn verify_best(ctx: &Arc<Ctx>, search: &Search, seeds: u32, sanitize: bool) -> Final {
+#[derive(Debug, Clone, Serialize)]
+pub struct Final {
+    pub best: Best,
+    pub tried: Vec<Tried>,
+}
+
+/// The environment failed during the final check; nothing was written.
+#[derive(Debug)]
+pub struct EnvFailure(pub String);
+
+/// Reads the result an earlier session wrote (None when there is none). Files written
+/// before intervals existed are read through their final verdict's timing.
+pub fn read_best(dir: &Path) -> Option<Best> {
+    let text = std::fs::read_to_string(dir.join(BEST_JSON)).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&super::store::unmarked(text)).ok()?;
+    if let Ok(b) = serde_json::from_value::<Best>(v.clone()) {
+        return Some(b);
+    }
+    let node = v["node"].as_u64()? as NodeId;
+    let verified = v["verified"].as_bool().unwrap_or(false);
+    let timing = serde_json::from_value::<TimingReport>(v["final_verdict"]["timing"].clone()).ok();
+    let technique = v["technique"].as_str().unwrap_or_default().to_string();
+    let config = serde_json::from_value::<super::events::Candidate>(v["candidate"].clone())
+        .map(|c| c.config_label())
+        .unwrap_or_default();
+    let note = v["final_check"].as_str().or(v["note"].as_str()).unwrap_or_default().to_string();
+    match timing {
+        Some(t) if verified && node != 0 => Some(Best::confirmed(node, &t, technique, config, note, Bar::default())),
+        _ => Some(Best::none(Bar::default(), &NodeSummary::default(), note)),
+    }
+}
+
+/// Writes the result: the kernel first, then `best.json` (which points at it), each atomic.
+fn write_best(
+    store: &RunStore,
+    best: &Best,
+    source: Option<&[u8]>,
+    candidate: Option<&super::events::Candidate>,
+    verdict: Option<&Verdict>,
+    tried: &[Tried],
+) -> Result<(), String> {
+    let earlier = read_best(store.dir()).filter(|b| b.verified && b.node != best.node);
+    let superseded = earlier.and_then(|_| std::fs::read_to_string(store.dir().join(BEST_JSON)).ok()).and_then(|t| {
+        let mut v: serde_json::Value = serde_json::from_str(&super::store::unmarked(t)).ok()?;
+        // Only its headline: the earlier proof stays in that node's final_verdict.json.
+        if let Some(o) = v.as_object_mut() {
+            o.remove("final_verdict");
+            o.remove("superseded");
+        }
+        Some(v)
+    });
+    match source {
+        Some(bytes) => {
+            store.write(BEST_CU, bytes)?;
+        }
+        None => {
+            // The kernel it named stays in its node folder; best.cu names the result only.
+            match std::fs::remove_file(store.dir().join(BEST_CU)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("cannot remove {BEST_CU}: {e}")),
+            }
+        }
+    }
+    let file = BestFile { best, folder: node_rel(best.node), candidate, final_verdict: verdict, tried, superseded };
+    store.write_json(BEST_JSON, &file).map(drop)
+}
+
+/// The final check over the three best candidates whose search-time interval cleared the
+/// bar, best first.
+pub async fn verify_best(
+    ctx: &Arc<Ctx>,
+    search: &Search,
+    bar: Bar,
+    seeds: u32,
+    sanitize: bool,
+) -> Result<Final, EnvFailure> {
     let sanitizer_found = crate::toolchain::find_profiler("compute-sanitizer").is_some();
     let sanitize = sanitize && sanitizer_found && !ctx.store.simulated();
+    let baseline = search.summaries.get(&0).cloned().unwrap_or_default();
     let ranking: Vec<NodeId> = search
         .tree
         .ranking()
         .into_iter()
         .filter(|id| *id != 0 && search.tree.node(*id).is_correct())
-        .filter(|id| search.tree.node(*id).outcome.as_ref().is_some_and(|o| o.speedup > 1.0))
+        .filter(|id| search.summaries.get(id).and_then(|s| s.measured_speedup()).is_some_and(|s| bar.is_win(&s)))
         .take(3)
         .collect();
     let mut tried = Vec::new();
     for id in ranking {
-        let candidate = search.tree.node(id).payload.clone();
+        let node = search.tree.node(id);
+        let candidate = node.payload.clone();
         let path = ctx.store.dir().join(&candidate.source);
         let (task, arch, tc, cache) =
             (ctx.task.clone(), ctx.evaluator.arch.clone(), ctx.toolchain.clone(), ctx.cache.clone());
@@ -42,85 +228,80 @@ pub async fn verify_best(ctx: &Arc<Ctx>, search: &Search, seeds: u32, sanitize: 
         let built = tokio::task::spawn_blocking(move || {
             let spec =
                 BuildSpec { task: &task, source: &p, trusted: false, arch, extra_flags: c.flags, defines: c.defines };
-            build::build(&tc, &cache, &spec).map_err(|e| e.to_string())
+            build::build(&tc, &cache, &spec)
         })
         .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r);
+        .map_err(|e| EnvFailure(format!("the rebuild of node {id} did not finish: {e}")))?;
         let built = match built {
             Ok(b) => b,
+            Err(BuildError::Env(e)) => return Err(EnvFailure(format!("rebuilding node {id}: {e}"))),
             Err(e) => {
-                tried.push((id, false, format!("does not rebuild: {e}")));
+                tried.push(Tried { node: id, confirmed: false, note: format!("does not rebuild: {e}") });
                 continue;
             }
         };
         let ev = ctx.evaluator.clone();
+        let (b, p, c) = (built, path.clone(), candidate.clone());
         let result = ctx
             .lanes
             .run(true, format!("re-verifying node {id}"), move |device| {
-                ev.final_check(device, &built, &path, &candidate, seeds, sanitize)
+                ev.final_check(device, &b, &p, &c, seeds, sanitize)
             })
             .await;
         let verdict = match result {
+            None => return Err(EnvFailure("the GPU lanes stopped before the final check".into())),
             Some((_, Ok(v))) => v,
-            Some((_, Err(e))) => {
-                tried.push((id, false, e.to_string()));
-                continue;
-            }
-            None => break,
+            // Neither the task nor the worker's own troubles are the kernel's doing.
+            Some((_, Err(EvalError::Env(e)))) => return Err(EnvFailure(e.to_string())),
+            Some((_, Err(e))) => return Err(EnvFailure(format!("re-verifying node {id}: {e}"))),
         };
-        let _ = ctx.store.write_json(&format!("{}/final_verdict.json", node_rel(id)), &verdict);
+        ctx.store
+            .write_json(&format!("{}/final_verdict.json", node_rel(id)), &verdict)
+            .map_err(|e| EnvFailure(format!("the run directory cannot be written: {e}")))?;
         let summary = NodeSummary::of(&verdict);
-        let note = match &verdict.failure {
-            None => format!(
-                "passed {} check seeds{}",
-                seeds,
-                if sanitize { " and compute-sanitizer memcheck, racecheck, initcheck and synccheck" } else { "" }
+        let measured = summary.measured_speedup();
+        let (confirmed, note) = match (&verdict.failure, &verdict.timing, measured) {
+            (Some(f), _, _) => (false, format!("{}: {}", f.class, f.message)),
+            (None, Some(_), Some(s)) if bar.is_win(&s) => (
+                true,
+                format!(
+                    "passed {seeds} check seeds{}; timed again at {s}",
+                    if sanitize { " and compute-sanitizer memcheck, racecheck, initcheck and synccheck" } else { "" }
+                ),
             ),
-            Some(f) => format!("{}: {}", f.class, f.message),
+            (None, _, Some(s)) => (
+                false,
+                format!(
+                    "correct, but not confirmed faster: timed again at {s}, whose lower end does not clear {:.3}x",
+                    bar.threshold()
+                ),
+            ),
+            (None, _, None) => (false, "correct, but the final check has no timing".into()),
         };
-        let _ = ctx.store.append(Event::FinalCheck {
-            id,
-            passed: verdict.passed(),
-            seeds,
-            sanitized: sanitize,
-            note: note.clone(),
-        });
-        tried.push((id, verdict.passed(), note.clone()));
-        if verdict.passed() {
-            let node = search.tree.node(id);
-            let source = std::fs::read(ctx.store.dir().join(&node.payload.source)).unwrap_or_default();
-            let _ = ctx.store.write("best.cu", &source);
-            let _ = ctx.store.write_json(
-                "best.json",
-                &serde_json::json!({
-                    "node": id,
-                    "folder": node_rel(id),
-                    "candidate": node.payload,
-                    "technique": node.intent.technique,
-                    "summary": search.summaries.get(&id),
-                    "verified": true,
-                    "final_check": note,
-                    "final_verdict": verdict,
-                }),
-            );
-            return Final { node: id, verified: true, summary: Some(summary), tried, note: String::new() };
+        ctx.store
+            .append(Event::FinalCheck { id, passed: confirmed, seeds, sanitized: sanitize, note: note.clone() })
+            .map_err(EnvFailure)?;
+        tried.push(Tried { node: id, confirmed, note: note.clone() });
+        if confirmed {
+            let t = verdict.timing.as_ref().expect("a confirmed verdict is timed");
+            let best = Best::confirmed(id, t, node.intent.technique.clone(), candidate.config_label(), note, bar);
+            let source =
+                std::fs::read(&path).map_err(|e| EnvFailure(format!("cannot read {}: {e}", path.display())))?;
+            let source = super::store::unmarked(String::from_utf8_lossy(&source).into_owned());
+            write_best(&ctx.store, &best, Some(source.as_bytes()), Some(&candidate), Some(&verdict), &tried)
+                .map_err(EnvFailure)?;
+            return Ok(Final { best, tried });
         }
     }
-    let note = if tried.is_empty() {
-        "no correct kernel beat the baseline".to_string()
+    let mut note = if tried.is_empty() {
+        format!("no correct kernel was faster beyond the timing noise ({})", bar.describe())
     } else {
-        "no candidate passed the final re-verification".to_string()
+        "no candidate was confirmed by the final re-verification".to_string()
     };
-    let _ = ctx
-        .store
-        .write_json("best.json", &serde_json::json!({"node": 0, "verified": false, "note": note, "tried": tried}));
-    let _ = std::fs::remove_file(ctx.store.dir().join("best.cu"));
-    Final {
-        node: 0,
-        verified: false,
-        summary: None,
-        tried,
-        note: if sanitizer_found { note } else { format!("{note} (compute-sanitizer not found: no sanitizer pass)") },
+    if !sanitizer_found && !ctx.store.simulated() {
+        note.push_str(" (compute-sanitizer not found: no sanitizer pass)");
     }
+    let best = Best::none(bar, &baseline, note);
+    write_best(&ctx.store, &best, None, None, None, &tried).map_err(EnvFailure)?;
+    Ok(Final { best, tried })
 }

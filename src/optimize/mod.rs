@@ -21,6 +21,7 @@ pub mod summary;
 
 use crate::eval::{self, EvalError, EvalOptions};
 use crate::generate::{self, Generator};
+use crate::stats::Bar;
 use crate::task::Task;
 use crate::toolchain::Toolchain;
 use config::{GeneratorSpec, RunConfig};
@@ -133,6 +134,61 @@ fn search_config(cfg: &RunConfig) -> search::Config {
     c
 }
 
+/// What a run needs before it may touch its directory.
+struct Ready {
+    task: Task,
+    toolchain: Toolchain,
+    generator: Generator,
+}
+
+/// The task, the toolkit, every GPU of the run and the generator, checked before a run
+/// directory is created or opened: a run that cannot go on leaves nothing behind and
+/// changes nothing.
+fn preflight(cfg: &RunConfig, api_key: Option<String>) -> Result<Ready, RunError> {
+    let task = Task::load(&cfg.task_dir).map_err(|e| RunError::Usage(format!("the run's task: {e}")))?;
+    let toolchain = Toolchain::find().map_err(|e| RunError::Env(e.to_string()))?;
+    if cfg.simulated.is_none() {
+        for &device in &cfg.gpus {
+            eval::require_gpu(device).map_err(|e| RunError::Env(e.to_string()))?;
+        }
+    }
+    let generator = make_generator(cfg, &task, api_key)?;
+    Ok(Ready { task, toolchain, generator })
+}
+
+/// A new run directory until its baseline is judged: if the start fails before that, what
+/// was created goes again, so no half-made run is left to look "still running".
+struct Unstarted {
+    dir: PathBuf,
+    existed: bool,
+    armed: bool,
+}
+
+impl Unstarted {
+    fn started(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Unstarted {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if self.existed {
+            // It was an empty folder the user named: empty it again.
+            if let Ok(entries) = std::fs::read_dir(&self.dir) {
+                for e in entries.flatten() {
+                    let p = e.path();
+                    let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+                }
+            }
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
 /// The shared context and the trusted builds; the baseline judged when `judge_root`.
 struct Prepared {
     ctx: Arc<Ctx>,
@@ -142,12 +198,12 @@ struct Prepared {
 fn prepare(
     cfg: &RunConfig,
     task: &Task,
+    tc: Toolchain,
     store: Arc<RunStore>,
     generator: Generator,
     root_summary: Option<NodeSummary>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Prepared, RunError> {
-    let tc = Toolchain::find().map_err(|e| RunError::Env(e.to_string()))?;
     let opts = eval_options(cfg)?;
     let trusted = eval::build_trusted(&tc, &opts, task, &cfg.arch)?;
     let evaluator = Arc::new(evaluator::Evaluator::new(task, trusted, &cfg.arch, opts.clone(), cfg));
@@ -196,11 +252,12 @@ fn prepare(
 /// Starts a new run.
 pub fn start(s: Start) -> Result<summary::Summary, RunError> {
     let cfg = s.config;
-    let task = Task::load(&cfg.task_dir).map_err(|e| RunError::Usage(e.to_string()))?;
+    let Ready { task, toolchain: tc, generator } = preflight(&cfg, s.api_key)?;
     let dir = s.out.clone().unwrap_or_else(|| default_run_dir(&task.name));
+    let existed = dir.exists();
     let store = Arc::new(RunStore::create(&dir, cfg.simulated.is_some()).map_err(RunError::Usage)?);
+    let unstarted = Unstarted { dir: dir.clone(), existed, armed: true };
     init_logging(&dir);
-    let tc = Toolchain::find().map_err(|e| RunError::Env(e.to_string()))?;
     let mut run_file = RunFile {
         config: cfg.clone(),
         nightshift: env!("CARGO_PKG_VERSION").into(),
@@ -211,7 +268,6 @@ pub fn start(s: Start) -> Result<summary::Summary, RunError> {
     store.write_json(store::CONFIG, &run_file).map_err(RunError::Internal)?;
     store.append(Event::Session { resumed: false, pid: std::process::id() }).map_err(RunError::Internal)?;
     tracing::info!(task = %task.name, dir = %dir.display(), "run started");
-    let generator = make_generator(&cfg, &task, s.api_key)?;
     let rt = runtime()?;
     let progress = progress::Progress::new(cfg.budget(), s.json);
     progress.message(&format!(
@@ -219,7 +275,10 @@ pub fn start(s: Start) -> Result<summary::Summary, RunError> {
         task.name,
         dir.display()
     ));
-    let prepared = prepare(&cfg, &task, store.clone(), generator, None, &rt)?;
+    let prepared = prepare(&cfg, &task, tc, store.clone(), generator, None, &rt).map_err(|e| match e {
+        RunError::Env(m) => RunError::Env(format!("{m} (the run did not start; nothing was kept)")),
+        other => other,
+    })?;
     let ctx = prepared.ctx;
     let (root_summary, root_verdict) = prepared.root.expect("a new run judges its baseline");
     run_file.devices = root_verdict.device.clone().into_iter().collect();
@@ -233,6 +292,7 @@ pub fn start(s: Start) -> Result<summary::Summary, RunError> {
     store
         .append(Event::Baseline { summary: root_summary.clone(), candidate: root_candidate.clone() })
         .map_err(RunError::Internal)?;
+    unstarted.started();
     progress.node(0, "baseline", &root_summary, None);
     let mut search = Search {
         tree: search::Tree::new(root_candidate, search_config(&cfg), cfg.seed),
@@ -245,21 +305,50 @@ pub fn start(s: Start) -> Result<summary::Summary, RunError> {
         outcomes: Default::default(),
         timeline: Vec::new(),
     };
-    drive(&cfg, &task, ctx, &mut search, 0.0, &rt, progress)
+    drive(&cfg, &task, ctx, &mut search, 0.0, None, &rt, progress)
+}
+
+/// What `--resume` may change about a run: how long and how far it goes on.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub budget_s: Option<f64>,
+    pub max_nodes: Option<usize>,
 }
 
 /// Carries on a run from its directory.
-pub fn resume(dir: &Path, json: bool, api_key: Option<String>) -> Result<summary::Summary, RunError> {
+///
+/// Everything it needs (the run's files, the task, the toolkit, the GPUs) is checked
+/// before the directory is locked or written, so a resume that cannot go on leaves every
+/// file as it was.
+pub fn resume(
+    dir: &Path,
+    json: bool,
+    api_key: Option<String>,
+    overrides: Overrides,
+) -> Result<summary::Summary, RunError> {
     let text = std::fs::read(dir.join(store::CONFIG))
         .map_err(|e| RunError::Usage(format!("{}: not a run directory ({}: {e})", dir.display(), store::CONFIG)))?;
-    let run_file: RunFile = serde_json::from_slice(&text)
+    let mut run_file: RunFile = serde_json::from_slice(&text)
         .map_err(|e| RunError::Usage(format!("{}: {e}", dir.join(store::CONFIG).display())))?;
+    let log = std::fs::read_to_string(dir.join(store::EVENTS))
+        .map_err(|e| RunError::Usage(format!("{}: not a run directory ({}: {e})", dir.display(), store::EVENTS)))?;
+    let records = events::parse_log(&log).map_err(|e| RunError::Usage(format!("{}: {e}", dir.display())))?;
+    let changed = overrides.budget_s.is_some() || overrides.max_nodes.is_some();
+    if let Some(b) = overrides.budget_s {
+        run_file.config.budget_s = Some(b);
+    }
+    if let Some(n) = overrides.max_nodes {
+        run_file.config.max_nodes = Some(n);
+    }
     let cfg = run_file.config.clone();
+    let Ready { task, toolchain, generator } = preflight(&cfg, api_key)?;
     let store = Arc::new(RunStore::open(dir, cfg.simulated.is_some()).map_err(RunError::Usage)?);
     init_logging(dir);
-    let task = Task::load(&cfg.task_dir).map_err(|e| RunError::Usage(format!("the run's task: {e}")))?;
-    let records = store.read_events().map_err(RunError::Usage)?;
-    let generator = make_generator(&cfg, &task, api_key)?;
+    if changed {
+        store.write_json(store::CONFIG, &run_file).map_err(RunError::Internal)?;
+    }
+    let finished_before = records.iter().any(|r| matches!(r.event, Event::RunFinished { .. }));
+    let prior = finished_before.then(|| finish::read_best(dir)).flatten();
 
     // Rebuild the tree, in the order things happened.
     let mut search: Option<Search> = None;
@@ -267,15 +356,10 @@ pub fn resume(dir: &Path, json: bool, api_key: Option<String>) -> Result<summary
     let mut finished: BTreeSet<usize> = BTreeSet::new();
     let mut profiled: BTreeSet<usize> = BTreeSet::new();
     let mut usage = Usage::default();
-    let (mut active, mut session_start, mut last_at) = (0.0f64, None::<f64>, 0.0f64);
-    for r in &records {
+    let clock = events::active_clock(&records);
+    let active = clock.last().copied().unwrap_or(0.0);
+    for (r, &at) in records.iter().zip(&clock) {
         match &r.event {
-            Event::Session { .. } => {
-                if let Some(s) = session_start {
-                    active += (last_at - s).max(0.0);
-                }
-                session_start = Some(r.at);
-            }
             Event::Baseline { summary, candidate } => {
                 search = Some(Search {
                     tree: search::Tree::new(candidate.clone(), search_config(&cfg), cfg.seed),
@@ -332,14 +416,7 @@ pub fn resume(dir: &Path, json: bool, api_key: Option<String>) -> Result<summary
                     tool: p.as_ref().and_then(|p| p.2.clone()),
                 };
                 let no_kernel = p.is_none();
-                s.finish(
-                    *id,
-                    summary.clone(),
-                    p.map(|p| p.0),
-                    intent,
-                    no_kernel,
-                    active + session_start.map(|st| r.at - st).unwrap_or(0.0),
-                );
+                s.finish(*id, summary.clone(), p.map(|p| p.0), intent, no_kernel, at);
                 finished.insert(*id);
             }
             Event::Profiled { id, .. } => {
@@ -347,10 +424,6 @@ pub fn resume(dir: &Path, json: bool, api_key: Option<String>) -> Result<summary
             }
             _ => {}
         }
-        last_at = r.at;
-    }
-    if let Some(s) = session_start {
-        active += (last_at - s).max(0.0);
     }
     let mut search = search.ok_or_else(|| {
         RunError::Usage(format!("{}: the run never judged its baseline; start a new one", dir.display()))
@@ -362,7 +435,7 @@ pub fn resume(dir: &Path, json: bool, api_key: Option<String>) -> Result<summary
     let rt = runtime()?;
     let progress = progress::Progress::new(cfg.budget(), json);
     let root_summary = search.summaries.get(&0).cloned().unwrap_or_default();
-    let prepared = prepare(&cfg, &task, store.clone(), generator, Some(root_summary), &rt)?;
+    let prepared = prepare(&cfg, &task, toolchain, store.clone(), generator, Some(root_summary), &rt)?;
     let ctx = prepared.ctx;
 
     // What was already judged is never judged again; profiles are read back from disk.
@@ -410,19 +483,26 @@ pub fn resume(dir: &Path, json: bool, api_key: Option<String>) -> Result<summary
         search.redo.len(),
         active / 60.0
     ));
-    drive(&cfg, &task, ctx, &mut search, active, &rt, progress)
+    drive(&cfg, &task, ctx, &mut search, active, prior, &rt, progress)
 }
 
-/// The search, then the final re-verification and the summary.
+/// The search, then the final re-verification and the summary. `prior` is the result an
+/// earlier session confirmed: it stands when this session judged nothing new.
+#[allow(clippy::too_many_arguments)]
 fn drive(
     cfg: &RunConfig,
     task: &Task,
     ctx: Arc<Ctx>,
     search: &mut Search,
     active_before: f64,
+    prior: Option<finish::Best>,
     rt: &tokio::runtime::Runtime,
     progress: progress::Progress,
 ) -> Result<summary::Summary, RunError> {
+    let baseline = search.summaries.get(&0).cloned().unwrap_or_default();
+    let bar = Bar::new(cfg.min_gain, baseline.measured_speedup().as_ref());
+    progress.message(&bar.describe());
+    let judged_before = search.summaries.len();
     let ended = rt.block_on(orchestrator::run(
         ctx.clone(),
         search,
@@ -431,25 +511,43 @@ fn drive(
         cfg.parallel.max(1),
         &progress,
     ));
+    let dir = ctx.store.dir().display().to_string();
     if let Some(m) = &ended.fatal {
         progress.finish();
+        let _ = ctx.store.append(Event::SessionStopped { why: format!("cannot go on: {m}") });
+        if let Err(e) = crate::report::render(ctx.store.dir()) {
+            tracing::warn!(error = %e, "the run report was not written");
+        }
         return Err(RunError::Env(format!(
-            "{m} (the run directory keeps everything judged so far: --resume {} carries on)",
-            ctx.store.dir().display()
+            "{m} (the run directory keeps everything judged so far: --resume {dir} carries on)"
         )));
     }
     let session_s = ended.active_s - active_before;
-    let final_check = if ended.abandoned {
-        finish::Final {
-            node: 0,
-            verified: false,
-            summary: None,
+    let judged_now = search.summaries.len() > judged_before;
+    let final_check = match prior {
+        Some(best) if ended.abandoned || !judged_now => finish::Final { best, tried: vec![] },
+        _ if ended.abandoned => finish::Final {
+            best: finish::Best::none(bar, &baseline, "abandoned before the final check: --resume re-verifies".into()),
             tried: vec![],
-            note: "abandoned before the final check".into(),
+        },
+        _ => {
+            progress.message("re-verifying the best kernels (more seeds, compute-sanitizer, a fresh timing)");
+            match rt.block_on(finish::verify_best(&ctx, search, bar, cfg.final_seeds, cfg.final_sanitize)) {
+                Ok(f) => f,
+                Err(finish::EnvFailure(m)) => {
+                    progress.finish();
+                    let _ =
+                        ctx.store.append(Event::SessionStopped { why: format!("the final check could not run: {m}") });
+                    // The live report was written mid-search: let it say where things stand.
+                    if let Err(e) = crate::report::render(ctx.store.dir()) {
+                        tracing::warn!(error = %e, "the run report was not written");
+                    }
+                    return Err(RunError::Env(format!(
+                        "the final check could not run: {m}. This is the environment, not a kernel: nothing in {dir} was changed (best.cu and best.json are as they were); --resume {dir} re-verifies"
+                    )));
+                }
+            }
         }
-    } else {
-        progress.message("re-verifying the best kernel (more seeds, compute-sanitizer)");
-        rt.block_on(finish::verify_best(&ctx, search, cfg.final_seeds, cfg.final_sanitize))
     };
     progress.finish();
     let summary = summary::Summary::build(

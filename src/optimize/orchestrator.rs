@@ -9,7 +9,6 @@ use super::config::Strategy;
 use super::events::{Candidate, Event, NodeSummary};
 use super::expand::{expand, Ctx, Done, Job};
 use super::progress::Progress;
-use super::store::node_rel;
 use search::{Expansion, Intent, NodeId, Selection, Tree};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -221,9 +220,6 @@ pub async fn run(
                         let intent = Intent { technique: technique.clone(), tool };
                         search.finish(id, summary.clone(), candidate, intent, no_kernel, at);
                         progress.node(id, &technique, &summary, duplicate_of);
-                        if search.tree.best().id == id {
-                            save_best(&ctx, search, id);
-                        }
                         reports.node_finished(ctx.store.dir(), id);
                     }
                     Done::Dropped { id, parent, why, stop } => {
@@ -248,6 +244,7 @@ pub async fn run(
                     crate::process::kill_live_groups();
                     progress.message("second Ctrl-C: abandoning the work in flight (--resume redoes it)");
                     let _ = ctx.store.append(Event::SearchStopped { why: "abandoned by a second Ctrl-C".into() });
+                    reports.settle().await;
                     return Ended { abandoned: true, fatal, active_s: active_before + started.elapsed().as_secs_f64() };
                 }
                 progress.message("Ctrl-C: finishing the work in flight (press again to abandon it)");
@@ -259,29 +256,11 @@ pub async fn run(
         }
     }
     ctx.lanes.set_search_phase(false);
+    reports.settle().await;
     let why = stopping.unwrap_or_else(|| "done".into());
     let _ = ctx.store.append(Event::SearchStopped { why: why.clone() });
     search.stop_reason = Some(why);
     Ended { abandoned: false, fatal, active_s: active_before + started.elapsed().as_secs_f64() }
-}
-
-/// Keeps `best.cu` and `best.json` current, so a run killed at any time has its best so far.
-pub fn save_best(ctx: &Ctx, search: &Search, id: NodeId) {
-    let node = search.tree.node(id);
-    let source = std::fs::read(ctx.store.dir().join(&node.payload.source)).unwrap_or_default();
-    let _ = ctx.store.write("best.cu", &source);
-    let _ = ctx.store.write_json(
-        "best.json",
-        &serde_json::json!({
-            "node": id,
-            "folder": node_rel(id),
-            "candidate": node.payload,
-            "technique": node.intent.technique,
-            "summary": search.summaries.get(&id),
-            "verified": false,
-            "note": "the best kernel so far; re-verified with more seeds and the sanitizers when the run ends",
-        }),
-    );
 }
 
 /// Reports written as nodes finish, off the loop's thread: each node's own report at
@@ -290,6 +269,7 @@ pub fn save_best(ctx: &Ctx, search: &Search, id: NodeId) {
 struct LiveReports {
     last_run_render: Option<std::time::Instant>,
     busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    rendering: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl LiveReports {
@@ -307,11 +287,18 @@ impl LiveReports {
             self.last_run_render = Some(std::time::Instant::now());
         }
         let (dir, busy) = (dir.to_path_buf(), self.busy.clone());
-        tokio::task::spawn_blocking(move || {
+        self.rendering = Some(tokio::task::spawn_blocking(move || {
             if let Err(e) = crate::report::node_finished(&dir, id, refresh) {
                 tracing::warn!(node = id, error = %e, "report not written");
             }
             busy.store(false, Ordering::Release);
-        });
+        }));
+    }
+
+    /// Waits for the render in flight, so that no live render lands after the final one.
+    async fn settle(&mut self) {
+        if let Some(h) = self.rendering.take() {
+            let _ = h.await;
+        }
     }
 }

@@ -3,27 +3,13 @@
 
 use super::events::Usage;
 use super::expand::PhaseTimes;
-use super::finish::Final;
+use super::finish::{Best, Final, Tried};
 use super::lanes::LaneStats;
 use super::orchestrator::Search;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Best {
-    pub node: usize,
-    pub verified: bool,
-    pub speedup: f64,
-    pub ms: Option<f64>,
-    pub baseline_ms: Option<f64>,
-    pub pct_of_floor: Option<f64>,
-    pub baseline_pct_of_floor: Option<f64>,
-    pub technique: String,
-    pub config: String,
-    pub file: Option<PathBuf>,
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct GpuLane {
@@ -42,7 +28,10 @@ pub struct Summary {
     pub simulated: bool,
     pub generator: String,
     pub stop_reason: String,
+    /// The final check's verdict: the one set of numbers every output prints.
     pub best: Best,
+    /// `best.cu`, when a kernel was confirmed.
+    pub best_file: Option<PathBuf>,
     /// Judged nodes by outcome: "passed" or the failure class.
     pub outcomes: BTreeMap<String, usize>,
     pub judged: usize,
@@ -55,7 +44,8 @@ pub struct Summary {
     /// run's best gain (log2 speedup); None when nothing beat the baseline.
     pub evaluations_to_95pct: Option<usize>,
     pub usage: Option<Usage>,
-    pub final_check: Final,
+    /// What the final check looked at, best first.
+    pub final_check: Vec<Tried>,
 }
 
 /// Evaluations until the running best reaches 95% of the final best gain.
@@ -92,23 +82,8 @@ impl Summary {
         usage: Option<Usage>,
         final_check: Final,
     ) -> Summary {
-        let root = search.summaries.get(&0).cloned().unwrap_or_default();
-        let node = if final_check.verified { final_check.node } else { search.best().0 };
-        let s = if final_check.verified { final_check.summary.clone() } else { search.summaries.get(&node).cloned() };
-        let s = s.unwrap_or_default();
-        let n = search.tree.node(node);
-        let best = Best {
-            node,
-            verified: final_check.verified,
-            speedup: if node == 0 { 1.0 } else { s.speedup.unwrap_or(1.0) },
-            ms: s.candidate_ms,
-            baseline_ms: s.baseline_ms.or(root.candidate_ms),
-            pct_of_floor: s.pct_of_floor,
-            baseline_pct_of_floor: root.pct_of_floor,
-            technique: n.intent.technique.clone(),
-            config: n.payload.config_label(),
-            file: (node != 0 && final_check.verified).then(|| run_dir.join("best.cu")),
-        };
+        let best = final_check.best;
+        let best_file = (best.node != 0 && best.verified).then(|| run_dir.join(super::finish::BEST_CU));
         let judged = search.summaries.len().saturating_sub(1);
         Summary {
             task: task.to_string(),
@@ -116,6 +91,7 @@ impl Summary {
             generator,
             stop_reason: search.stop_reason.clone().unwrap_or_default(),
             best,
+            best_file,
             outcomes: search.outcomes.clone(),
             judged,
             search_s: total_s,
@@ -132,7 +108,7 @@ impl Summary {
             judged_per_minute: judged as f64 / (total_s / 60.0).max(1e-9),
             evaluations_to_95pct: evaluations_to_95pct(&search.timeline),
             usage,
-            final_check,
+            final_check: final_check.tried,
             run_dir,
         }
     }
@@ -143,18 +119,20 @@ impl Summary {
         if self.simulated {
             let _ = writeln!(o, "SIMULATED RUN: these numbers come from the test-only simulated evaluator, not a GPU");
         }
-        if b.node == 0 {
-            let _ = writeln!(o, "{}: no faster kernel found ({})", self.task, self.final_check.note);
+        if b.node == 0 || !b.verified {
+            let _ = writeln!(o, "{}: no faster kernel found: {}", self.task, b.note);
+            for t in &self.final_check {
+                let _ = writeln!(o, "  node {}: {}", t.node, t.note);
+            }
         } else {
             let _ = writeln!(
                 o,
-                "{}: best {:.3}x over the baseline (node {}, {}{}){}",
+                "{}: best {} over the baseline (node {}, {}{}), re-verified",
                 self.task,
-                b.speedup,
+                b.measured(),
                 b.node,
                 b.technique,
                 if b.config != "defaults" { format!(", {}", b.config) } else { String::new() },
-                if b.verified { ", re-verified" } else { ", NOT re-verified" }
             );
             let _ = writeln!(
                 o,
@@ -167,6 +145,9 @@ impl Summary {
                     _ => String::new(),
                 }
             );
+        }
+        if let Some(bar) = &b.bar {
+            let _ = writeln!(o, "  {}", bar.describe());
         }
         let outcomes: Vec<String> = self.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(o, "  {} nodes judged: {}", self.judged, outcomes.join(", "));
@@ -190,7 +171,7 @@ impl Summary {
             );
         }
         let _ = writeln!(o, "  stopped: {}", self.stop_reason);
-        if let Some(f) = &b.file {
+        if let Some(f) = &self.best_file {
             let _ = writeln!(o, "  best kernel: {}", f.display());
         }
         let _ = writeln!(o, "  run directory: {}", self.run_dir.display());

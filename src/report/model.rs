@@ -2,7 +2,8 @@
 //! config and GPU, every node from the event log with its files, the best and its
 //! certificate. Reading never writes and never takes the run's lock.
 
-use crate::optimize::events::{parse_log, Event, NodeSummary, Usage};
+use crate::optimize::events::{active_clock, parse_log, Event, NodeSummary, Usage};
+use crate::optimize::finish::{read_best, Best};
 use crate::optimize::store::{node_rel, unmarked};
 use crate::optimize::RunFile;
 use serde::Serialize;
@@ -22,6 +23,8 @@ pub struct NodeView {
     pub outcome: String,
     pub passed: bool,
     pub speedup: Option<f64>,
+    /// `1.150x [1.142, 1.158]`: the speedup as every output prints it ("-" if none).
+    pub speedup_text: String,
     pub ms: Option<f64>,
     pub cv_pct: Option<f64>,
     pub pct_of_floor: Option<f64>,
@@ -57,6 +60,7 @@ pub struct Certificate {
     pub best_ms: Option<f64>,
     pub best_cv_pct: Option<f64>,
     pub speedup: Option<f64>,
+    pub speedup_text: String,
     pub sanitizer: String,
     pub energy: Option<String>,
     pub final_check: String,
@@ -74,12 +78,20 @@ pub struct RunView {
     pub nightshift: String,
     pub gpu: String,
     pub simulated: bool,
-    /// Still going (no run-finished event yet).
+    /// Still going: its last session's process is alive and has not finished.
     pub running: bool,
+    /// Stopped without finishing (killed, or its machine went away): `--resume` carries on.
+    pub interrupted: bool,
     pub stop_reason: Option<String>,
     pub nodes: Vec<NodeView>,
     pub best: Option<NodeView>,
     pub verified: bool,
+    /// The final check's result (`best.json`), when a session got that far.
+    pub result: Option<Best>,
+    /// Judged since that final check and faster by its point estimate: not yet confirmed.
+    pub pending: Option<NodeView>,
+    /// What a kernel had to show to be called faster.
+    pub bar: Option<String>,
     pub certificate: Option<Certificate>,
     pub outcomes: BTreeMap<String, usize>,
     pub usage: Option<Usage>,
@@ -118,11 +130,12 @@ impl RunView {
         let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
         let simulated = log.contains("\"simulated\":true");
         let records = parse_log(&log).map_err(|e| format!("{}: {e}", dir.join("events.jsonl").display()))?;
-        let t0 = records.first().map(|r| r.at).unwrap_or(0.0);
+        let clock = active_clock(&records);
         let mut nodes: BTreeMap<usize, NodeView> = BTreeMap::new();
         let mut stop_reason = None;
-        let mut running = true;
-        let mut verified = false;
+        let mut finished_run = false;
+        let mut session_pid = None;
+        let mut stopped: Option<String> = None;
         let mut usage: Option<Usage> = None;
         let mut profiled_top: BTreeMap<usize, Vec<String>> = BTreeMap::new();
         let blank = |id: usize, parent: Option<usize>, kind: &str| NodeView {
@@ -134,6 +147,7 @@ impl RunView {
             outcome: "in flight".into(),
             passed: false,
             speedup: None,
+            speedup_text: "-".into(),
             ms: None,
             cv_pct: None,
             pct_of_floor: None,
@@ -150,6 +164,7 @@ impl RunView {
             n.passed = s.passed;
             n.outcome = if s.passed { "passed".into() } else { s.failure_class.clone().unwrap_or("failed".into()) };
             n.speedup = s.speedup.filter(|_| s.passed);
+            n.speedup_text = s.measured_speedup().filter(|_| s.passed).map(|x| x.to_string()).unwrap_or("-".into());
             n.ms = s.candidate_ms;
             n.cv_pct = s.cv.map(|c| 100.0 * c);
             n.pct_of_floor = s.pct_of_floor;
@@ -157,16 +172,23 @@ impl RunView {
             n.registers = s.registers;
             n.spill_bytes = s.spill_bytes;
             n.message = s.failure_message.clone();
-            n.finished_s = Some(at - t0);
+            n.finished_s = Some(at);
         };
-        for r in &records {
+        for (r, &at) in records.iter().zip(&clock) {
             match &r.event {
+                Event::Session { pid, .. } => {
+                    session_pid = Some(*pid);
+                    finished_run = false;
+                    stopped = None;
+                }
+                Event::SessionStopped { why } => stopped = Some(why.clone()),
                 Event::Baseline { summary, candidate } => {
                     let n = nodes.entry(0).or_insert_with(|| blank(0, None, "root"));
                     n.technique = "baseline".into();
                     n.config = candidate.config_label();
-                    apply(n, summary, r.at);
+                    apply(n, summary, at);
                     n.speedup = Some(1.0);
+                    n.speedup_text = "1.000x".into();
                 }
                 Event::NodeStarted { id, parent, kind } => {
                     let kind = format!("{kind:?}").to_lowercase();
@@ -189,7 +211,7 @@ impl RunView {
                 }
                 Event::NodeFinished { id, summary, duplicate_of, .. } => {
                     if let Some(n) = nodes.get_mut(id) {
-                        apply(n, summary, r.at);
+                        apply(n, summary, at);
                         n.duplicate_of = *duplicate_of;
                     }
                 }
@@ -197,10 +219,7 @@ impl RunView {
                     profiled_top.insert(*id, top.clone());
                 }
                 Event::SearchStopped { why } => stop_reason = Some(why.clone()),
-                Event::RunFinished { verified: v, .. } => {
-                    running = false;
-                    verified = *v;
-                }
+                Event::RunFinished { .. } => finished_run = true,
                 _ => {}
             }
         }
@@ -232,15 +251,35 @@ impl RunView {
                 best_over_nodes.push((n.id, best_by_id));
             }
         }
+        let running = !finished_run && stopped.is_none() && session_pid.is_some_and(process_alive);
+        let stop_reason = stopped.or(stop_reason);
+        let interrupted = !finished_run && !running;
+        // The final check's result is the one set of numbers; before it, the best so far.
         let best_json = read_json(&dir.join("best.json"));
-        let best_node = best_json.as_ref().and_then(|b| b["node"].as_u64()).map(|id| id as usize).or_else(|| {
-            nodes
-                .iter()
-                .filter(|n| n.passed)
-                .max_by(|a, b| a.speedup.partial_cmp(&b.speedup).unwrap_or(std::cmp::Ordering::Equal))
-                .map(|n| n.id)
+        let result = read_best(dir);
+        let best_so_far = nodes
+            .iter()
+            .filter(|n| n.passed && n.id != 0)
+            .max_by(|a, b| a.speedup.partial_cmp(&b.speedup).unwrap_or(std::cmp::Ordering::Equal))
+            .cloned();
+        let best = match &result {
+            Some(r) if r.verified && r.node != 0 => nodes.iter().find(|n| n.id == r.node).cloned().map(|mut n| {
+                n.speedup = Some(r.speedup);
+                n.speedup_text = r.measured().to_string();
+                n.ms = r.ms;
+                n.cv_pct = r.cv.map(|c| 100.0 * c);
+                n.pct_of_floor = r.pct_of_floor;
+                n
+            }),
+            Some(_) if finished_run => None,
+            _ => best_so_far.clone(),
+        };
+        // A candidate judged after the last final check that may beat its result.
+        let pending = best_so_far.filter(|n| {
+            !finished_run
+                && result.as_ref().is_some_and(|r| r.verified && n.id != r.node && n.speedup > Some(r.speedup))
         });
-        let best = best_node.and_then(|id| nodes.iter().find(|n| n.id == id).cloned());
+        let verified = result.as_ref().is_some_and(|r| r.verified && r.node != 0);
         let mut outcomes = BTreeMap::new();
         for n in nodes.iter().filter(|n| n.id != 0 && n.finished_s.is_some()) {
             *outcomes.entry(n.outcome.clone()).or_insert(0) += 1;
@@ -253,25 +292,33 @@ impl RunView {
                 format!("{} (sm_{}{}, {} SMs)", d.name, d.compute_capability.0, d.compute_capability.1, d.sm_count)
             })
             .unwrap_or_else(|| "unknown".into());
-        let certificate = best.as_ref().map(|b| certificate(dir, &run, best_json.as_ref(), b));
-        let search_s = records.last().map(|r| r.at - t0).unwrap_or(0.0);
+        let certificate =
+            best.as_ref().map(|b| certificate(dir, &run, best_json.as_ref().filter(|_| verified), result.as_ref(), b));
+        let search_s = clock.last().copied().unwrap_or(0.0);
+        let bar = result.as_ref().and_then(|r| r.bar).map(|b| b.describe());
         Ok(RunView {
             dir: dir.to_path_buf(),
             task: run.config.task.clone(),
             generator: read_json(&dir.join("summary.json"))
                 .and_then(|s| s["generator"].as_str().map(String::from))
-                .unwrap_or_else(|| format!("{:?}", run.config.generator).to_lowercase()),
-            strategy: format!("{:?}", run.config.strategy).to_lowercase(),
-            objective: format!("{:?}", run.config.objective).to_lowercase(),
+                .unwrap_or_else(|| run.config.generator.name()),
+            strategy: clap::ValueEnum::to_possible_value(&run.config.strategy)
+                .map(|v| v.get_name().to_string())
+                .unwrap_or_default(),
+            objective: run.config.objective.to_string(),
             started_at: run.started_at.clone(),
             nightshift: run.nightshift.clone(),
             gpu,
             simulated,
             running,
+            interrupted,
             stop_reason,
             nodes,
             best,
             verified,
+            result,
+            pending,
+            bar,
             certificate,
             outcomes,
             usage,
@@ -307,7 +354,12 @@ fn followed(nodes: &[NodeView]) -> Vec<Followed> {
     by_tool.into_iter().map(|(tool, (children, improved))| Followed { tool, children, improved }).collect()
 }
 
-fn certificate(dir: &Path, run: &RunFile, best: Option<&Value>, node: &NodeView) -> Certificate {
+/// Whether the process with this pid is alive (a run's last session).
+fn process_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn certificate(dir: &Path, run: &RunFile, best: Option<&Value>, result: Option<&Best>, node: &NodeView) -> Certificate {
     let verdict = best
         .and_then(|b| b.get("final_verdict").cloned())
         .filter(|v| !v.is_null())
@@ -395,17 +447,18 @@ fn certificate(dir: &Path, run: &RunFile, best: Option<&Value>, node: &NodeView)
             .map(|v| format!("CUDA driver {}.{}", v / 1000, (v % 1000) / 10))
             .unwrap_or_default(),
         toolkit: format!("nvcc {}", run.nvcc),
-        baseline_ms: t["baseline"]["median_ms"].as_f64(),
-        baseline_cv_pct: pct(&t["baseline"]["cv"]),
-        best_ms: t["candidate"]["median_ms"].as_f64(),
-        best_cv_pct: pct(&t["candidate"]["cv"]),
-        speedup: t["speedup"].as_f64(),
+        baseline_ms: result.and_then(|r| r.baseline_ms).or(t["baseline"]["median_ms"].as_f64()),
+        baseline_cv_pct: result.and_then(|r| r.baseline_cv).map(|c| 100.0 * c).or(pct(&t["baseline"]["cv"])),
+        best_ms: node.ms,
+        best_cv_pct: node.cv_pct,
+        speedup: node.speedup,
+        speedup_text: node.speedup_text.clone(),
         sanitizer,
         energy,
-        final_check: best
-            .and_then(|b| b["final_check"].as_str())
-            .unwrap_or(if node.id == 0 { "the baseline" } else { "not re-verified yet" })
-            .to_string(),
+        final_check: match result {
+            Some(r) if r.verified => r.note.clone(),
+            _ => "not re-verified yet".into(),
+        },
         sandbox: layers,
     }
 }

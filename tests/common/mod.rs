@@ -72,3 +72,11 @@ pub fn path(rel: &str) -> String {
 pub fn exists(p: &Path) -> bool {
     p.exists()
 }
+
+/// A kernel for the softmax task whose simulated outcome is `marker` (see
+/// `optimize::evaluator`: `speedup=X, cv=C`, `fail=CLASS`, `final=env-error`).
+pub fn sim_kernel(marker: &str, extra: &str) -> String {
+    format!(
+        "#include <cuda_runtime.h>\n// NIGHTSHIFT_SIM({marker})\n{extra}\n__global__ void k(const float* x, float* y, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }}\nextern \"C\" void softmax(const float* x, float* y, int rows, int cols, cudaStream_t stream) {{\n  k<<<(rows * cols + 255) / 256, 256, 0, stream>>>(x, y, rows * cols);\n}}\n"
+    )
+}

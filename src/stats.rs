@@ -1,0 +1,193 @@
+//! When a speedup is a win. Timing interleaves baseline and candidate in rounds, so each
+//! round gives one paired ratio of medians; their spread is how far the speedup itself
+//! moves. A claim of "faster" (the best kernel, the exit code, a report's headline) needs
+//! the 95% t-interval of the log speedup to clear 1 plus a margin, where the margin also
+//! covers what the run measured timing the baseline against itself: two identical
+//! libraries read 1.006x [1.004, 1.008] on an H100, a bias no number of rounds averages
+//! away. The search's reward stays the point estimate; only claims need the interval.
+//! Pure arithmetic: no I/O.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The confidence of every interval nightshift prints.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// The smallest gain called a win when the run asks for nothing else (`--min-gain 1%`).
+pub const DEFAULT_MIN_GAIN: f64 = 0.01;
+
+/// A speedup and its confidence interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Speedup {
+    pub point: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Speedup {
+    /// The interval of `point` (baseline median over candidate median) from the per-round
+    /// medians of the two sides, paired by round. The half-width is the t-interval of the
+    /// mean log ratio; it is centred on the point estimate so that the number people see
+    /// always lies inside its own interval. None with fewer than two paired rounds.
+    pub fn from_rounds(point: f64, baseline_rounds: &[f64], candidate_rounds: &[f64]) -> Option<Speedup> {
+        let logs: Vec<f64> = baseline_rounds
+            .iter()
+            .zip(candidate_rounds)
+            .filter(|(b, c)| b.is_finite() && c.is_finite() && **b > 0.0 && **c > 0.0)
+            .map(|(b, c)| (b / c).ln())
+            .collect();
+        let n = logs.len();
+        if n < 2 || !point.is_finite() || point <= 0.0 {
+            return None;
+        }
+        let mean = logs.iter().sum::<f64>() / n as f64;
+        let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let half = t_quantile_975(n - 1) * (var / n as f64).sqrt();
+        Some(Speedup { point, low: point * (-half).exp(), high: point * half.exp() })
+    }
+
+    /// An interval of one point (no rounds were recorded): never a win by itself.
+    pub fn unmeasured(point: f64) -> Speedup {
+        Speedup { point, low: f64::NAN, high: f64::NAN }
+    }
+
+    pub fn has_interval(&self) -> bool {
+        self.low.is_finite() && self.high.is_finite()
+    }
+}
+
+impl fmt::Display for Speedup {
+    /// `1.150x [1.142, 1.158]`, or `1.150x` without an interval.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.3}x", self.point)?;
+        if self.has_interval() {
+            write!(f, " [{:.3}, {:.3}]", self.low, self.high)?;
+        }
+        Ok(())
+    }
+}
+
+/// The line a speedup's interval must clear to be called faster.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Bar {
+    /// The gain asked for (`--min-gain`), as a fraction: 0.01 is 1%.
+    pub min_gain: f64,
+    /// How far the baseline timed against itself strayed from 1 (upper end of its
+    /// interval's distance from 1); 0 when not measured.
+    pub self_bias: f64,
+}
+
+impl Bar {
+    pub fn new(min_gain: f64, baseline_self: Option<&Speedup>) -> Bar {
+        let self_bias =
+            baseline_self.filter(|s| s.has_interval()).map(|s| (s.high - 1.0).max(1.0 - s.low).max(0.0)).unwrap_or(0.0);
+        Bar { min_gain: min_gain.max(0.0), self_bias }
+    }
+
+    /// The speedup the lower end of an interval must exceed.
+    pub fn threshold(&self) -> f64 {
+        1.0 + self.min_gain.max(self.self_bias)
+    }
+
+    /// Faster, as far as the rounds can tell: the whole interval is above the threshold.
+    pub fn is_win(&self, s: &Speedup) -> bool {
+        s.has_interval() && s.low > self.threshold()
+    }
+
+    /// One line for the run's log and report.
+    pub fn describe(&self) -> String {
+        let why = if self.self_bias > self.min_gain {
+            format!(
+                "the baseline timed against itself strayed {:.2}%, more than --min-gain {:.2}%",
+                100.0 * self.self_bias,
+                100.0 * self.min_gain
+            )
+        } else {
+            format!("--min-gain {:.2}%", 100.0 * self.min_gain)
+        };
+        format!(
+            "a kernel counts as faster only when the lower end of its {:.0}% speedup interval clears {:.3}x ({why})",
+            100.0 * CONFIDENCE,
+            self.threshold()
+        )
+    }
+}
+
+impl Default for Bar {
+    fn default() -> Self {
+        Bar { min_gain: DEFAULT_MIN_GAIN, self_bias: 0.0 }
+    }
+}
+
+/// The 97.5% quantile of Student's t with `df` degrees of freedom (two-sided 95%).
+fn t_quantile_975(df: usize) -> f64 {
+    const TABLE: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => TABLE[df - 1],
+        31..=40 => 2.021,
+        41..=60 => 2.000,
+        61..=120 => 1.980,
+        _ => 1.960,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_tight_win_clears_the_bar_and_noise_does_not() {
+        // 34 rounds of a real H100 run: node 5 of softmax-tune, 1.167x.
+        let b = [0.1112, 0.1115, 0.1113, 0.1116, 0.1111, 0.1114];
+        let c = [0.0953, 0.0955, 0.0954, 0.0952, 0.0953, 0.0956];
+        let s = Speedup::from_rounds(1.167, &b, &c).unwrap();
+        assert!(s.low > 1.16 && s.high < 1.175, "{s}");
+        assert!(Bar::default().is_win(&s));
+        // 1.004x with 2% round-to-round noise: the interval straddles 1.
+        let b = [1.0, 1.0, 1.0, 1.0, 1.0];
+        let c = [0.996 * 1.02, 0.996 * 0.98, 0.996 * 1.01, 0.996 * 0.99, 0.996];
+        let s = Speedup::from_rounds(1.004, &b, &c).unwrap();
+        assert!(s.low < 1.0 && s.high > 1.004, "{s}");
+        assert!(!Bar::default().is_win(&s));
+    }
+
+    #[test]
+    fn the_baseline_against_itself_raises_the_bar() {
+        let selfie = Speedup { point: 1.006, low: 1.004, high: 1.013 };
+        let bar = Bar::new(0.01, Some(&selfie));
+        assert!((bar.threshold() - 1.013).abs() < 1e-12);
+        assert!(bar.describe().contains("strayed 1.30%"), "{}", bar.describe());
+        assert!(!bar.is_win(&Speedup { point: 1.02, low: 1.012, high: 1.03 }));
+        assert!(Bar::new(0.01, None).is_win(&Speedup { point: 1.02, low: 1.012, high: 1.03 }));
+    }
+
+    #[test]
+    fn no_interval_is_never_a_win_and_prints_without_brackets() {
+        let s = Speedup::unmeasured(3.0);
+        assert!(!Bar::default().is_win(&s));
+        assert_eq!(s.to_string(), "3.000x");
+        assert_eq!(Speedup::from_rounds(2.0, &[1.0], &[0.5]), None);
+        assert_eq!(Speedup { point: 1.15, low: 1.142, high: 1.158 }.to_string(), "1.150x [1.142, 1.158]");
+    }
+
+    proptest! {
+        #[test]
+        fn the_point_lies_inside_its_interval_and_more_noise_widens_it(
+            point in 0.1f64..10.0,
+            noise in prop::collection::vec(-0.05f64..0.05, 3..40),
+        ) {
+            let b: Vec<f64> = noise.iter().map(|_| 1.0).collect();
+            let c: Vec<f64> = noise.iter().map(|e| (1.0 + e) / point).collect();
+            let s = Speedup::from_rounds(point, &b, &c).unwrap();
+            prop_assert!(s.low <= point && point <= s.high);
+            let c2: Vec<f64> = noise.iter().map(|e| (1.0 + 2.0 * e) / point).collect();
+            let wider = Speedup::from_rounds(point, &b, &c2).unwrap();
+            prop_assert!(wider.high / wider.low >= s.high / s.low * (1.0 - 1e-9));
+        }
+    }
+}
