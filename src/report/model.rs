@@ -25,6 +25,9 @@ pub struct NodeView {
     pub speedup: Option<f64>,
     /// `1.150x [1.142, 1.158]`: the speedup as every output prints it ("-" if none).
     pub speedup_text: String,
+    /// The 95% interval's ends, when the timing had rounds.
+    pub speedup_low: Option<f64>,
+    pub speedup_high: Option<f64>,
     pub ms: Option<f64>,
     pub cv_pct: Option<f64>,
     pub pct_of_floor: Option<f64>,
@@ -148,6 +151,8 @@ impl RunView {
             passed: false,
             speedup: None,
             speedup_text: "-".into(),
+            speedup_low: None,
+            speedup_high: None,
             ms: None,
             cv_pct: None,
             pct_of_floor: None,
@@ -165,6 +170,7 @@ impl RunView {
             n.outcome = if s.passed { "passed".into() } else { s.failure_class.clone().unwrap_or("failed".into()) };
             n.speedup = s.speedup.filter(|_| s.passed);
             n.speedup_text = s.measured_speedup().filter(|_| s.passed).map(|x| x.to_string()).unwrap_or("-".into());
+            (n.speedup_low, n.speedup_high) = (s.speedup_low, s.speedup_high);
             n.ms = s.candidate_ms;
             n.cv_pct = s.cv.map(|c| 100.0 * c);
             n.pct_of_floor = s.pct_of_floor;
@@ -336,6 +342,8 @@ impl RunView {
 
 /// For each diagnosis tool in a parent's top list, its children: judged, and better than
 /// the parent. A tool at the top that keeps paying off is one the generator should follow.
+/// "Better" is a claim, so it needs the intervals apart: the child's lower end above the
+/// parent's upper end (the root, timed against itself, counts as exactly 1).
 fn followed(nodes: &[NodeView]) -> Vec<Followed> {
     let mut by_tool: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for n in nodes {
@@ -347,7 +355,8 @@ fn followed(nodes: &[NodeView]) -> Vec<Followed> {
         let tool = top.split_whitespace().next().unwrap_or(top).to_string();
         let e = by_tool.entry(tool).or_default();
         e.0 += 1;
-        if n.passed && n.speedup.unwrap_or(0.0) > parent.speedup.unwrap_or(1.0) {
+        let parent_high = if parent.id == 0 { Some(1.0) } else { parent.speedup_high };
+        if n.passed && n.speedup_low.zip(parent_high).is_some_and(|(low, high)| low > high) {
             e.1 += 1;
         }
     }
