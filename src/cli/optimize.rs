@@ -206,7 +206,7 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
         (None, Some(_)) => "sm_90a".into(),
         (None, None) => {
             let (_, cc, _) = crate::eval::require_gpu(gpus[0])
-                .map_err(|e| fail(EXIT_ENV, &format!("{e} (or pass --arch sm_90a to build without asking the GPU)")))?;
+                .map_err(|e| fail(EXIT_ENV, &format!("optimize judges every kernel on a GPU: {e}")))?;
             crate::build::arch_for_capability(cc.0, cc.1)
         }
     };

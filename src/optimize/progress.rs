@@ -67,8 +67,8 @@ impl Progress {
     pub fn node(&self, id: NodeId, technique: &str, s: &NodeSummary, duplicate_of: Option<NodeId>) {
         let what = if s.passed {
             format!(
-                "passed  {:.3}x  {}{}",
-                s.speedup.unwrap_or(0.0),
+                "passed  {}  {}{}",
+                s.measured_speedup().map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
                 s.candidate_ms.map(|m| format!("{m:.4} ms")).unwrap_or_default(),
                 s.pct_of_floor.map(|p| format!("  {p:.1}% of floor")).unwrap_or_default()
             )
