@@ -5,6 +5,10 @@
 #   scripts/optimize-gpu.sh smoke    vector_add (4 nodes) and the softmax replay run
 #   scripts/optimize-gpu.sh tuner    softmax and gemm_f32 with the tuner, --guidance tools and none
 #   scripts/optimize-gpu.sh collect  tar what is there into $OUT
+#   scripts/optimize-gpu.sh trust    issue 20 on two GPUs: the softmax tuner run with
+#            --gpus 0,1 --guidance none --budget 100s, and one SIGKILLed after 40 s and
+#            resumed; each must end with a win whose interval clears the bar or with
+#            "no faster kernel" (exit 1); needs nvidia-h200-x2
 #   BUDGET=10m PAR=1 STRATEGY=mcts SEED=1 scripts/optimize-gpu.sh suite TASK_DIR...
 #            default optimize runs (PAR at a time on the GPU), then a markdown table
 #            (scripts/runs-table.py) and the run directories without profiles, in $OUT;
@@ -49,6 +53,17 @@ case "${1:-}" in
     tar czf "$out/runs-$strategy.tgz" --exclude='*/profile' --exclude='*.so' --exclude='*/tasks' runs
     ls -la "$out"
     exit 0
+    ;;
+  trust)
+    ns optimize tasks/softmax --gpus 0,1 --guidance none --budget 100s --out runs/softmax-2gpu \
+      > runs/softmax-2gpu.log 2>&1
+    echo "two-GPU run exit $?"; tail -14 runs/softmax-2gpu.log
+    ns optimize tasks/softmax --gpus 0,1 --guidance none --budget 100s --out runs/softmax-killed \
+      > runs/softmax-killed.log 2>&1 &
+    sleep 40; pkill -KILL -f 'out runs/softmax-killed'; wait
+    ns show runs/softmax-killed | head -4
+    ns optimize --resume runs/softmax-killed > runs/softmax-resumed.log 2>&1
+    echo "resumed exit $?"; tail -14 runs/softmax-resumed.log
     ;;
   collect)
     cat runs/tuner-status.txt 2>/dev/null
