@@ -130,3 +130,47 @@ fn bad_usage_exits_2() {
     assert_eq!(common::run(&["eval", "tasks/softmax", "-D", "NOEQUALS"]).0, 2);
     assert_eq!(common::run(&["eval", "tasks/softmax", "--arch", "sm90"]).0, 2);
 }
+
+#[test]
+fn budget_errors_are_one_message_that_lists_the_forms() {
+    let optimize = |budget: &str| common::run(&["optimize", "tasks/softmax", "--simulate-gpu", "--budget", budget]);
+    // Each malformed budget gets the same explanation, naming the flag and the forms.
+    for malformed in ["soon", "10", "10ms", "5 parsecs"] {
+        let (code, _, err) = optimize(malformed);
+        assert_eq!(code, 2, "{malformed}: {err}");
+        let expected = format!(
+            "error: invalid value '{malformed}' for '--budget <DURATION>': a budget is a number and a unit, \
+             s (seconds), m (minutes), h (hours) or d (days), whole or decimal, or several in a row: \
+             90s, 10m, 1.5h, 8h, 1h30m\n"
+        );
+        assert!(err.starts_with(&expected), "{malformed}: {err}");
+        // humantime's own wording once contradicted ours.
+        for foreign in ["10sec", "expected e.g."] {
+            assert!(!err.contains(foreign), "{malformed}: {err}");
+        }
+    }
+    // A negative budget reaches the parser (it is not taken for a flag `-5`).
+    for not_positive in ["-5m", "0s", "0h0m"] {
+        let (code, _, err) = optimize(not_positive);
+        assert_eq!(code, 2, "{not_positive}: {err}");
+        assert!(err.contains("the budget must be positive"), "{not_positive}: {err}");
+        assert!(!err.contains("unexpected argument"), "{not_positive}: {err}");
+    }
+    let (code, _, err) = common::run(&["optimize", "tasks/softmax", "--simulate-gpu", "--budget=-5m"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("the budget must be positive"), "{err}");
+}
+
+#[test]
+fn the_help_shows_a_line_for_every_argument() {
+    // The exhaustive walk over clap's definition is a unit test (src/cli); this is what a
+    // user sees: positional arguments and --json explained.
+    let (code, out, _) = common::run(&["report", "--help"]);
+    assert_eq!(code, 0);
+    let line = |start: &str| out.lines().find(|l| l.trim_start().starts_with(start)).unwrap_or_default().to_string();
+    assert!(line("<RUN_DIR>").contains("The run directory"), "{out}");
+    assert!(line("--json").contains("Print the paths written as JSON"), "{out}");
+    let (code, out, _) = common::run(&["optimize", "--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("--budget <DURATION>") && out.contains("1h30m"), "{out}");
+}

@@ -191,8 +191,116 @@ fn an_energy_run_gets_the_time_energy_plot_with_its_pareto_front() {
     assert_eq!(code, 0, "{out}{err}");
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     let plot = &html[html.find("id=\"energy-plot\"").expect("the energy plot")..];
-    assert!(plot.contains("time against energy per call"));
+    assert!(plot.contains("Time against energy per call"));
     assert!(plot.matches("<circle").count() >= 8, "one point per correct node");
     let node = std::fs::read_to_string(dir.join("nodes/0005/report.md")).unwrap();
     assert!(node.contains("| node 5 |") && node.contains("energy (mJ/call)"), "{node}");
+}
+
+/// The cells of one markdown table row, split where GitHub splits them: at pipes that no
+/// backslash escapes.
+fn markdown_cells(row: &str) -> usize {
+    let inner = row.trim().trim_start_matches('|').trim_end_matches('|');
+    let (mut cells, mut escaped) = (1, false);
+    for c in inner.chars() {
+        if c == '|' && !escaped {
+            cells += 1;
+        }
+        escaped = c == '\\' && !escaped;
+    }
+    cells
+}
+
+/// Every markdown table in `md` (outside fenced blocks): each row has as many cells as
+/// the header. Returns how many rows were checked.
+fn assert_tables_hold_together(md: &str, what: &str) -> usize {
+    let mut header: Option<usize> = None;
+    let (mut fenced, mut rows) = (false, 0);
+    for line in md.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced || !line.starts_with('|') {
+            header = None;
+            continue;
+        }
+        match header {
+            None => header = Some(markdown_cells(line)),
+            Some(n) => {
+                assert_eq!(markdown_cells(line), n, "{what}: a row with the wrong number of cells:\n{line}");
+                rows += 1;
+            }
+        }
+    }
+    rows
+}
+
+#[test]
+fn markdown_tables_keep_their_shape_when_cells_hold_pipes() {
+    for run in ["softmax-replay", "softmax-tune"] {
+        let (_tmp, dir) = sample(run);
+        let (code, out, err) = nightshift(&["report".as_ref(), dir.as_os_str()]);
+        assert_eq!(code, 0, "{out}{err}");
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        // The tolerance is `|out - ref| <= ...`: its pipes must not open new cells.
+        let tolerance = md.lines().find(|l| l.starts_with("| tolerance |")).expect("a tolerance row");
+        assert_eq!(markdown_cells(tolerance), 2, "{tolerance}");
+        assert!(assert_tables_hold_together(&md, run) > 10, "{run}: the certificate and node tables were checked");
+        for id in node_ids(&dir) {
+            let node = std::fs::read_to_string(dir.join(format!("nodes/{id:04}/report.md"))).unwrap();
+            assert_tables_hold_together(&node, &format!("{run} node {id}"));
+        }
+        let (_, shown, _) = nightshift(&["show".as_ref(), dir.as_os_str()]);
+        assert_tables_hold_together(&shown, &format!("{run} show"));
+    }
+}
+
+#[test]
+fn every_report_with_a_best_shows_it_against_the_baseline_in_colour() {
+    // The tuner's best (node 5) has the baseline's own kernel.cu and differs in its build
+    // options only; the replay's best (node 1) has a new source.
+    for (run, changed) in [("softmax-tune", "+-maxrregcount=32"), ("softmax-replay", "+  float4")] {
+        let (_tmp, dir) = sample(run);
+        let (code, out, err) = nightshift(&["report".as_ref(), dir.as_os_str()]);
+        assert_eq!(code, 0, "{out}{err}");
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        let section = &md[md.find("## The best kernel against the baseline").expect(run)..];
+        let fenced = &section[section.find("```diff\n").expect("a diff block")..];
+        assert!(fenced.contains("\n+++ node ") && fenced.contains(changed), "{run}: {section}");
+
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        let best = &html[html.find("id=\"best-diff\"").expect(run)..];
+        let best = &best[..best.find("</div>").unwrap()];
+        assert!(best.contains("<pre class=\"diff\">"), "{run}: {best}");
+        assert!(best.contains("<span class=\"d-add\">+"), "{run}: added lines are coloured: {best}");
+        assert!(best.contains("<span class=\"d-hunk\">@@"), "{run}: {best}");
+    }
+    // A node that moved a build option away from its parent's shows that as its diff.
+    let (_tmp, dir) = sample("softmax-tune");
+    nightshift(&["report".as_ref(), dir.as_os_str()]);
+    let node = std::fs::read_to_string(dir.join("nodes/0005/report.md")).unwrap();
+    assert!(node.contains("+++ node 5 build options") && node.contains("\n+-maxrregcount=32\n"), "{node}");
+}
+
+#[test]
+fn no_report_shows_an_empty_value_in_parentheses() {
+    for run in ["softmax-replay", "softmax-tune"] {
+        let (_tmp, dir) = sample(run);
+        let (code, out, err) = nightshift(&["report".as_ref(), dir.as_os_str()]);
+        assert_eq!(code, 0, "{out}{err}");
+        let mut files = vec![dir.join("report.md"), dir.join("report.html")];
+        files.extend(node_ids(&dir).iter().map(|id| dir.join(format!("nodes/{id:04}/report.md"))));
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            // A diagnosis without a source line (the roofline has none) once read `roofline ()`.
+            for empty in [" ()", "( ", "(, ", ", )", " ` `"] {
+                assert!(
+                    !text.contains(empty),
+                    "{}: `{empty}` in\n{}",
+                    f.display(),
+                    text.lines().find(|l| l.contains(empty)).unwrap()
+                );
+            }
+        }
+    }
 }

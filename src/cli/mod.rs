@@ -35,12 +35,15 @@ struct Cli {
 enum Cmd {
     /// Lists the GPU, driver and CUDA tools nightshift needs, found or not, and how to get them.
     CheckEnv {
+        /// Print JSON instead: {"ok", "items": [{"name", "found", "hint", ...}]}.
         #[arg(long)]
         json: bool,
     },
     /// Lists the tasks in DIR (default: ./tasks).
     Tasks {
+        /// The folder to look in (default: ./tasks); each task is a subfolder with a task.toml.
         dir: Option<PathBuf>,
+        /// Print JSON instead: {"tasks": [...]}, with an error for each task that does not load.
         #[arg(long)]
         json: bool,
     },
@@ -59,11 +62,13 @@ enum Cmd {
         /// A folder the kernel's quoted includes are found in (repeatable).
         #[arg(short = 'I', long = "include", value_name = "DIR")]
         include: Vec<PathBuf>,
+        /// Print what was written, and what is left to do, as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Checks a task directory: task.toml, files, expressions at every size.
     Validate {
+        /// The task directory (task.toml, baseline, optional reference).
         task: PathBuf,
         /// Also build the baseline (and reference) with nvcc.
         #[arg(long)]
@@ -71,11 +76,13 @@ enum Cmd {
         /// Build target when building (default: the GPU's own, which needs a GPU).
         #[arg(long)]
         arch: Option<String>,
+        /// Print JSON instead: {"valid", "task", "builds"}.
         #[arg(long)]
         json: bool,
     },
     /// Builds a candidate, checks it against the reference and times it against the baseline.
     Eval {
+        /// The task directory (task.toml, baseline, optional reference).
         task: PathBuf,
         /// The candidate .cu (default: the task's baseline, timed against itself).
         candidate: Option<PathBuf>,
@@ -106,6 +113,7 @@ enum Cmd {
         /// Timed samples per side at least.
         #[arg(long, default_value_t = 100)]
         samples: usize,
+        /// Print the verdict as JSON: {"status", "failure", "check", "timing", "energy", "build", ...}.
         #[arg(long)]
         json: bool,
     },
@@ -116,6 +124,7 @@ enum Cmd {
         /// Only this function (mangled, demangled or short name).
         #[arg(long)]
         function: Option<String>,
+        /// Print JSON instead: {"functions": [...]}, one analysis per function.
         #[arg(long)]
         json: bool,
     },
@@ -124,7 +133,9 @@ enum Cmd {
     /// On a GPU: `diagnose TASK_DIR [CANDIDATE.cu]` profiles one call with ncu. Anywhere:
     /// `diagnose --ncu RAW.csv [--sass SASS] [--ptxas PTXAS]` reads a saved profile.
     Diagnose {
+        /// The task directory whose kernel is profiled on the GPU (not with --ncu).
         task: Option<PathBuf>,
+        /// The .cu to profile (default: the task's baseline).
         candidate: Option<PathBuf>,
         /// A saved `ncu --csv --page raw` export to diagnose instead of profiling.
         #[arg(long)]
@@ -144,21 +155,26 @@ enum Cmd {
         /// Where to save the profile (default: the build folder).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Build target, e.g. sm_90a (default: the GPU's own).
         #[arg(long)]
         arch: Option<String>,
+        /// CUDA device ordinal.
         #[arg(long, default_value_t = 0)]
         device: usize,
+        /// Seconds before the profiled worker is killed (default: the task's, else 120).
         #[arg(long)]
         timeout: Option<f64>,
         /// Also show info-level findings and every tool's outcome.
         #[arg(long, short)]
         verbose: bool,
+        /// Print JSON instead: {"kernels": [{"name", "roofline", "diagnoses"}]}, a stable contract.
         #[arg(long)]
         json: bool,
     },
     /// Shows which rewrite recipes apply to a task's kernel and why the others do not;
     /// writes the variants (one .cu each) and builds them when asked. No GPU needed.
     Rewrite {
+        /// The task directory (its task.toml tells the recipes the sizes and types).
         task: PathBuf,
         /// The kernel to rewrite (default: the task's baseline).
         candidate: Option<PathBuf>,
@@ -175,6 +191,7 @@ enum Cmd {
         /// Build target, e.g. sm_90a (default: the GPU's own).
         #[arg(long)]
         arch: Option<String>,
+        /// Print JSON instead: {"task", "source", "recipes": [...]}, one entry per recipe.
         #[arg(long)]
         json: bool,
     },
@@ -188,34 +205,50 @@ enum Cmd {
     /// node, and report.md and a self-contained report.html for the run. Works while the
     /// run is still going.
     Report {
+        /// The run directory (runs/<task>-<time>, as optimize printed it).
         run_dir: PathBuf,
+        /// Print the paths written as JSON: {"run_md", "run_html", "node_reports"}.
         #[arg(long)]
         json: bool,
     },
     /// Prints a run's summary, or one node's report, in the terminal (writes nothing).
-    Show { run_dir: PathBuf, node: Option<usize> },
+    Show {
+        /// The run directory (runs/<task>-<time>, as optimize printed it).
+        run_dir: PathBuf,
+        /// A node's id, to print its report instead of the run's summary.
+        node: Option<usize>,
+    },
     /// Compares search strategies on synthetic kernel landscapes (see README.md).
     Simulate {
+        /// Synthetic kernel landscapes to run every strategy on.
         #[arg(long, default_value_t = 300)]
         landscapes: usize,
         /// Evaluations per run.
         #[arg(long, default_value_t = 150)]
         budget: usize,
+        /// Seed of the landscapes and the searches (same seed, same table).
         #[arg(long, default_value_t = 20261121)]
         seed: u64,
+        /// Print JSON instead: one row per strategy with its geometric mean and intervals.
         #[arg(long)]
         json: bool,
     },
     /// Internal: runs candidate code in an isolated process (spawned by eval).
     #[command(hide = true)]
-    Worker { request: PathBuf },
+    Worker {
+        /// The request file eval wrote (task, libraries, sizes, seeds, phases).
+        request: PathBuf,
+    },
     /// Internal: applies the worker's sandbox to itself and tries to break out (check-env, tests).
     #[command(hide = true)]
     SandboxProbe {
+        /// The folder the sandbox lets the probe write.
         #[arg(long)]
         scratch: PathBuf,
+        /// A file outside the scratch folder the probe tries to create.
         #[arg(long)]
         outside: PathBuf,
+        /// A loopback TCP port (someone listens there) the probe tries to connect to.
         #[arg(long)]
         port: Option<u16>,
     },
@@ -574,4 +607,48 @@ fn sass_cmd(file: &Path, function: Option<&str>, json: bool) -> ExitCode {
         print!("{}", sass::analysis::table(&reports));
     }
     ExitCode::from(EXIT_PASSED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Arguments (positional or flags) and subcommands of `cmd` and everything under it
+    /// that `--help` would list without a line of help; clap's own --help and --version
+    /// aside. Hidden commands are walked too: they are documented like the rest.
+    fn without_help(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            let help = arg.get_help().or(arg.get_long_help()).map(|h| h.to_string()).unwrap_or_default();
+            if help.trim().is_empty() {
+                let name = arg.get_long().map(|l| format!("--{l}")).unwrap_or_else(|| format!("<{id}>"));
+                out.push(format!("{path} {name}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            let path = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() {
+                out.push(format!("{path} (the command itself)"));
+            }
+            without_help(sub, &path, out);
+        }
+    }
+
+    #[test]
+    fn every_argument_of_every_command_has_a_help_line() {
+        let mut cli = Cli::command();
+        cli.build();
+        let mut missing = Vec::new();
+        without_help(&cli, "nightshift", &mut missing);
+        assert!(missing.is_empty(), "arguments without help:\n{}", missing.join("\n"));
+    }
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
 }

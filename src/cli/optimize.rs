@@ -14,12 +14,16 @@ use std::process::ExitCode;
 pub struct Args {
     /// The task directory (task.toml + baseline), or nothing with --resume.
     pub task: Option<PathBuf>,
-    /// Carry on a run from its directory (after a kill, a Ctrl-C, or with a larger budget).
+    /// Carry on a run from its directory (after a kill, a Ctrl-C, or with a larger --budget
+    /// or --max-nodes, which then replace the run's).
     #[arg(long, value_name = "RUN_DIR", conflicts_with = "task")]
     pub resume: Option<PathBuf>,
-    /// Wall time for the search, e.g. 8h, 10m, 90s (default: until nothing is left or --max-nodes).
-    #[arg(long)]
-    pub budget: Option<String>,
+    /// Wall time for the search: a number and a unit (s, m, h, d), e.g. 90s, 10m, 1.5h, 8h,
+    /// 1h30m (default: until nothing is left or --max-nodes).
+    // Hyphen values reach the parser, so `-5m` is told the budget must be positive
+    // instead of clap's "unexpected argument '-5'".
+    #[arg(long, value_name = "DURATION", value_parser = config::parse_budget, allow_hyphen_values = true)]
+    pub budget: Option<std::time::Duration>,
     /// Stop after this many nodes (kernels proposed after the baseline).
     #[arg(long)]
     pub max_nodes: Option<usize>,
@@ -29,6 +33,7 @@ pub struct Args {
     /// time, energy, or weighted:W (W = weight of time, 0..1).
     #[arg(long, default_value = "time")]
     pub objective: String,
+    /// Seed of the search's and the tuner's choices (input data is drawn fresh for every run regardless).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// CUDA devices to use, one GPU lane each: 0,1.
@@ -37,6 +42,7 @@ pub struct Args {
     /// The run directory (default: runs/<task>-<UTC time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Which search decides what to expand next.
     #[arg(long, value_enum, default_value = "mcts")]
     pub strategy: Strategy,
     /// What the generator is told about the parent's profile.
@@ -181,7 +187,6 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
             return Err(usage(format!("--generator replay:{}: no such folder", dir.display())));
         }
     }
-    let budget = a.budget.as_deref().map(config::parse_budget).transpose().map_err(usage)?;
     if a.gpus.is_empty() {
         return Err(usage("--gpus needs at least one device".into()));
     }
@@ -214,7 +219,7 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
     Ok(RunConfig {
         task: task_dir.file_name().and_then(|n| n.to_str()).unwrap_or("task").to_string(),
         task_dir,
-        budget_s: budget.map(|d| d.as_secs_f64()),
+        budget_s: a.budget.map(|d| d.as_secs_f64()),
         max_nodes: a.max_nodes,
         generator,
         objective: config::parse_objective(&a.objective).map_err(usage)?,
@@ -240,14 +245,10 @@ pub fn run(a: Args) -> ExitCode {
     let api_key = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty());
     let result = match &a.resume {
         Some(dir) => {
-            let budget = match a.budget.as_deref().map(config::parse_budget).transpose() {
-                Ok(b) => b,
-                Err(m) => return usage(m),
-            };
             if a.max_nodes == Some(0) {
                 return usage("--max-nodes must be at least 1".into());
             }
-            let overrides = optimize::Overrides { budget_s: budget.map(|d| d.as_secs_f64()), max_nodes: a.max_nodes };
+            let overrides = optimize::Overrides { budget_s: a.budget.map(|d| d.as_secs_f64()), max_nodes: a.max_nodes };
             optimize::resume(dir, a.json, api_key, overrides)
         }
         None => match resolve(&a) {

@@ -107,14 +107,44 @@ pub fn parse_objective(s: &str) -> Result<Objective, String> {
     }
 }
 
-/// `8h`, `10m`, `90s`, `1h30m`.
+/// What `--budget` accepts, said once for every way a budget can be written wrong.
+const BUDGET_FORMS: &str = "a budget is a number and a unit, s (seconds), m (minutes), h (hours) \
+or d (days), whole or decimal, or several in a row: 90s, 10m, 1.5h, 8h, 1h30m";
+
+/// A wall-time budget: `90s`, `10m`, `1.5h`, `8h`, `1h30m` (units also spelled out:
+/// sec, min, hours, days). Zero and negative budgets are refused as such, not as
+/// malformed. Used as clap's parser for `--budget`, so every error reads the same and
+/// comes after clap's "invalid value 'X' for '--budget <DURATION>': ".
 pub fn parse_budget(s: &str) -> Result<Duration, String> {
-    let d =
-        humantime::parse_duration(s.trim()).map_err(|e| format!("--budget `{s}`: {e} (expected e.g. 8h, 10m, 90s)"))?;
-    if d.is_zero() {
-        return Err(format!("--budget `{s}`: must be more than zero"));
+    let text = s.trim();
+    if text.starts_with('-') {
+        return Err("the budget must be positive".into());
     }
-    Ok(d)
+    let malformed = || BUDGET_FORMS.to_string();
+    let mut rest = text;
+    let mut seconds = 0.0f64;
+    if rest.is_empty() {
+        return Err(malformed());
+    }
+    while !rest.is_empty() {
+        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let number: f64 = rest[..number_len].parse().map_err(|_| malformed())?;
+        rest = rest[number_len..].trim_start();
+        let unit_len = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
+        let unit = match rest[..unit_len].to_ascii_lowercase().as_str() {
+            "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
+            "h" | "hr" | "hrs" | "hour" | "hours" => 3600.0,
+            "d" | "day" | "days" => 86400.0,
+            _ => return Err(malformed()),
+        };
+        seconds += number * unit;
+        rest = rest[unit_len..].trim_start();
+    }
+    if seconds <= 0.0 {
+        return Err("the budget must be positive".into());
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|_| "longer than any budget can be".into())
 }
 
 /// The simulated evaluator (tests only; never a default).
@@ -182,8 +212,20 @@ mod tests {
         assert_eq!(parse_budget("10m").unwrap(), Duration::from_secs(600));
         assert_eq!(parse_budget("8h").unwrap(), Duration::from_secs(8 * 3600));
         assert_eq!(parse_budget("1h30m").unwrap(), Duration::from_secs(5400));
-        assert!(parse_budget("soon").unwrap_err().contains("expected e.g. 8h"));
-        assert!(parse_budget("0s").is_err());
+        assert_eq!(parse_budget("1.5h").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_budget("2 hours 5 min").unwrap(), Duration::from_secs(7500));
+        assert_eq!(parse_budget("90S").unwrap(), Duration::from_secs(90));
+        for malformed in ["soon", "10", "10ms", "h", "", "1.2.3m", "10m+", "5 parsecs"] {
+            let e = parse_budget(malformed).unwrap_err();
+            assert_eq!(e, BUDGET_FORMS, "{malformed}");
+        }
+        for not_positive in ["0s", "-5m", "-1h30m", "0h0m"] {
+            assert_eq!(parse_budget(not_positive).unwrap_err(), "the budget must be positive", "{not_positive}");
+        }
+        assert!(
+            parse_budget("99999999999999999999d").unwrap_err().contains("longer than"),
+            "no panic on absurd lengths"
+        );
         assert_eq!(parse_objective("energy").unwrap(), Objective::Energy);
         assert_eq!(parse_objective("weighted:0.25").unwrap(), Objective::Mix { time_weight: 0.25 });
         assert!(parse_objective("weighted:2").is_err());

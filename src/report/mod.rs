@@ -39,11 +39,53 @@ fn mj(v: Value) -> String {
     }
 }
 
+/// A value as one markdown table cell: `|` would end the cell and a newline the row, so
+/// pipes are escaped (`\|`, which GitHub also honours inside code spans) and line breaks
+/// become `<br>`. Every interpolation inside a table row of the markdown templates goes
+/// through it, numbers from `num`, `sci` and `mj` aside (they cannot hold either).
+fn cell(v: Value) -> String {
+    let text = if v.is_none() || v.is_undefined() { String::new() } else { v.to_string() };
+    text.replace("\r\n", "\n").replace('|', "\\|").replace('\n', "<br>")
+}
+
+/// One line of a unified diff, with the class the HTML report colours it by.
+#[derive(Debug, Serialize, PartialEq)]
+struct DiffLine {
+    class: &'static str,
+    text: String,
+}
+
+/// A unified diff's lines, classified: file headers, hunk headers, added, removed, context.
+fn diff_lines(diff: &str) -> Vec<DiffLine> {
+    diff.lines()
+        .map(|line| {
+            let class = if line.starts_with("+++ ") || line.starts_with("--- ") {
+                "d-file"
+            } else if line.starts_with("@@") {
+                "d-hunk"
+            } else if line.starts_with('+') {
+                "d-add"
+            } else if line.starts_with('-') {
+                "d-del"
+            } else {
+                "d-ctx"
+            };
+            DiffLine { class, text: line.to_string() }
+        })
+        .collect()
+}
+
+fn diff_lines_filter(diff: String) -> Value {
+    Value::from(Serde(diff_lines(&diff)))
+}
+
 fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.add_filter("num", num);
     env.add_filter("sci", sci);
     env.add_filter("mj", mj);
+    env.add_filter("cell", cell);
+    env.add_filter("diff_lines", diff_lines_filter);
     env.add_template("node.md", include_str!("templates/node.md.j2")).expect("the node template parses");
     env.add_template("run.md", include_str!("templates/run.md.j2")).expect("the run template parses");
     env.add_template("run.html", include_str!("templates/run.html.j2")).expect("the HTML template parses");
@@ -101,14 +143,11 @@ pub fn write_node(run: &RunView, node: &NodeView) -> Result<NodeReport, String> 
     Ok(report)
 }
 
-/// The best kernel's diff against the baseline.
-fn best_diff(run: &RunView) -> String {
-    let Some(best) = run.best.as_ref().filter(|b| b.id != 0) else { return String::new() };
-    let read = |n: &NodeView| model::read_text(&run.dir.join(&n.dir).join("kernel.cu"));
-    match (run.node(0).and_then(read), read(best)) {
-        (Some(base), Some(src)) => node::diff(&base, &src, "baseline", &format!("node {}", best.id)),
-        _ => String::new(),
-    }
+/// The best kernel against the baseline: its source and its build options (a tuner's
+/// best often differs in the options alone, with the very same kernel.cu).
+fn best_change(run: &RunView) -> Option<node::Change> {
+    let best = run.best.as_ref().filter(|b| b.id != 0)?;
+    node::change(run, (run.node(0)?, "baseline"), (best, &format!("node {}", best.id)))
 }
 
 /// (Re)renders every node's report and the run's report.md and report.html.
@@ -119,12 +158,8 @@ pub fn render(dir: &Path) -> Result<Written, String> {
         reports.push(write_node(&run, n)?);
     }
     let env = environment();
-    let plot_time = plots::best_so_far(&run.best_over_time, "seconds since the start", "best speedup over wall time");
-    let plot_nodes = plots::best_so_far(
-        &run.best_over_nodes.iter().map(|&(n, s)| (n as f64, s)).collect::<Vec<_>>(),
-        "node",
-        "best speedup over nodes",
-    );
+    let plot_time = plots::best_over_time(&run.best_over_time);
+    let plot_nodes = plots::best_over_nodes(&run.best_over_nodes);
     // Energy runs: time against energy for every correct node, with the Pareto front.
     let energy_points: Vec<(f64, f64)> =
         run.nodes.iter().filter(|n| n.passed).filter_map(|n| Some((n.ms?, 1e3 * n.joules_per_call?))).collect();
@@ -137,7 +172,7 @@ pub fn render(dir: &Path) -> Result<Written, String> {
         reports => Serde(&reports),
         plot_time => plot_time,
         plot_nodes => plot_nodes,
-        best_diff => best_diff(&run),
+        best_change => Serde(best_change(&run)),
     };
     let md = env.get_template("run.md").and_then(|t| t.render(&ctx)).map_err(|e| format!("run report: {e}"))?;
     let html = env.get_template("run.html").and_then(|t| t.render(&ctx)).map_err(|e| format!("HTML report: {e}"))?;
@@ -173,8 +208,46 @@ pub fn show(dir: &Path, node: Option<usize>) -> Result<String, String> {
             env.get_template("node.md").and_then(|t| t.render(Serde(&report))).map_err(|e| e.to_string())
         }
         None => {
-            let ctx = context! { run => Serde(&run), cert => Serde(&run.certificate), best_diff => "" };
+            let ctx = context! { run => Serde(&run), cert => Serde(&run.certificate) };
             env.get_template("run.md").and_then(|t| t.render(&ctx)).map_err(|e| e.to_string())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cells of one markdown table row, split where GitHub splits them: at pipes not
+    /// escaped with a backslash.
+    fn cells(row: &str) -> Vec<String> {
+        let inner = row.trim().trim_start_matches('|').trim_end_matches('|');
+        let mut out = vec![String::new()];
+        let mut escaped = false;
+        for c in inner.chars() {
+            match c {
+                '|' if !escaped => out.push(String::new()),
+                _ => out.last_mut().unwrap().push(c),
+            }
+            escaped = c == '\\' && !escaped;
+        }
+        out.into_iter().map(|c| c.trim().to_string()).collect()
+    }
+
+    #[test]
+    fn a_cell_with_pipes_and_newlines_stays_one_cell_of_one_row() {
+        let env = environment();
+        let row =
+            env.render_str("| tolerance | {{ v|cell }} |", context! { v => "|a - b| <= 1e-8\n+ 1e-5 x |b|" }).unwrap();
+        assert_eq!(row.lines().count(), 1, "{row}");
+        assert_eq!(cells(&row), ["tolerance", "\\|a - b\\| <= 1e-8<br>+ 1e-5 x \\|b\\|"], "{row}");
+        assert_eq!(env.render_str("|{{ none|cell }}|", context! { none => Value::from(()) }).unwrap(), "||");
+    }
+
+    #[test]
+    fn diff_lines_are_classified_for_colour() {
+        let diff = node::diff("a\nb\nc\n", "a\nB\nc\n", "old", "new");
+        let classes: Vec<&str> = diff_lines(&diff).iter().map(|l| l.class).collect();
+        assert_eq!(classes, ["d-file", "d-file", "d-hunk", "d-ctx", "d-del", "d-add", "d-ctx"], "{diff}");
     }
 }

@@ -1,6 +1,7 @@
 //! One node's report: its numbers beside its parent's and the baseline's, build and
 //! SASS facts, the diagnoses it was generated from and its own, the diff against its
-//! parent, and the outcome. Written as `nodes/NNNN/report.md` and `report.json`.
+//! parent (source and build options), and the outcome. Written as `nodes/NNNN/report.md`
+//! and `report.json`.
 
 use super::model::{read_json, read_text, NodeView, RunView};
 use serde::Serialize;
@@ -52,6 +53,7 @@ pub struct NodeReport {
     /// This node's own diagnoses, when it was profiled.
     pub diagnoses: Vec<Diagnosis>,
     pub failure_at: Option<String>,
+    /// Against the parent: kernel.cu, then the build options (see `Change`).
     pub diff: String,
 }
 
@@ -98,12 +100,53 @@ fn sass_facts(text: &str) -> Vec<String> {
     sass::analysis::table(&sass::analyze_all(&sass::parse(text))).lines().map(String::from).collect()
 }
 
-/// A unified diff of two sources (empty when identical or missing).
+/// A unified diff of two texts (empty when identical).
 pub fn diff(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
     if old == new {
         return String::new();
     }
     similar::TextDiff::from_lines(old, new).unified_diff().context_radius(3).header(old_name, new_name).to_string()
+}
+
+/// One kernel against another. A node is its source *and* its build options (`-D` macros
+/// and nvcc flags): the tuner's knob and flag moves change only the options, so a diff
+/// of kernel.cu alone would show nothing for them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Change {
+    /// Unified diffs: kernel.cu, then the build options (one per line); empty when both
+    /// are the same.
+    pub diff: String,
+    pub source_changed: bool,
+    pub options_changed: bool,
+}
+
+/// The options a node was built with, one per line: `-D NAME=VALUE`, then the nvcc
+/// flags. From its candidate.json; from the node's label when that file is missing.
+fn build_options(run: &RunView, node: &NodeView) -> Vec<String> {
+    let candidate = read_text(&run.dir.join(&node.dir).join("candidate.json"))
+        .and_then(|t| serde_json::from_str::<crate::optimize::events::Candidate>(&t).ok());
+    match candidate {
+        Some(c) => c.defines.iter().map(|(k, v)| format!("-D {k}={v}")).chain(c.flags).collect(),
+        None if node.config.is_empty() || node.config == "defaults" => Vec::new(),
+        None => node.config.split_whitespace().map(String::from).collect(),
+    }
+}
+
+/// `new` against `old`, with these names in the diff headers; None when either kernel.cu
+/// cannot be read (a node that failed before its source was written).
+pub fn change(run: &RunView, old: (&NodeView, &str), new: (&NodeView, &str)) -> Option<Change> {
+    let source = |n: &NodeView| read_text(&run.dir.join(&n.dir).join("kernel.cu"));
+    let (old_src, new_src) = (source(old.0)?, source(new.0)?);
+    let lines = |opts: Vec<String>| opts.iter().map(|o| format!("{o}\n")).collect::<String>();
+    let (old_opts, new_opts) = (lines(build_options(run, old.0)), lines(build_options(run, new.0)));
+    let mut text = diff(&old_src, &new_src, &format!("{} kernel.cu", old.1), &format!("{} kernel.cu", new.1));
+    text.push_str(&diff(
+        &old_opts,
+        &new_opts,
+        &format!("{} build options", old.1),
+        &format!("{} build options", new.1),
+    ));
+    Some(Change { diff: text, source_changed: old_src != new_src, options_changed: old_opts != new_opts })
 }
 
 impl NodeReport {
@@ -145,12 +188,10 @@ impl NodeReport {
             }
             s
         });
-        let diff = match (parent, read_text(&dir.join("kernel.cu"))) {
-            (Some(p), Some(src)) => read_text(&run.dir.join(&p.dir).join("kernel.cu"))
-                .map(|old| diff(&old, &src, &format!("node {}", p.id), &format!("node {}", node.id)))
-                .unwrap_or_default(),
-            _ => String::new(),
-        };
+        let diff = parent
+            .and_then(|p| change(run, (p, &format!("node {}", p.id)), (node, &format!("node {}", node.id))))
+            .map(|c| c.diff)
+            .unwrap_or_default();
         NodeReport {
             node: node.clone(),
             task: run.task.clone(),
