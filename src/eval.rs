@@ -38,6 +38,9 @@ pub struct EvalOptions {
     /// Where input seeds start: random per `eval`, per run for `optimize`, so that no
     /// candidate can know its inputs (or their outputs) in advance.
     pub seed_base: u64,
+    /// `--allow-unconfined-profiling`: run ncu and compute-sanitizer even where the hosted
+    /// arrangement's namespaces cannot be made (the worker's own hosted sandbox only).
+    pub allow_unconfined_profiling: bool,
 }
 
 impl EvalOptions {
@@ -56,6 +59,7 @@ impl EvalOptions {
             worker_exe,
             threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(4).min(16),
             seed_base: fresh_seed_base(),
+            allow_unconfined_profiling: false,
         }
     }
 }
@@ -138,6 +142,10 @@ pub struct Verdict {
     pub notes: Vec<String>,
     /// The sandbox layers the worker put up, as it announced them.
     pub sandbox: Vec<crate::sandbox::Layer>,
+    /// Under compute-sanitizer: the hosted arrangement's namespaces, then the layers the
+    /// worker under the tool put up.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosted_sandbox: Vec<crate::sandbox::Layer>,
     /// The end of what candidate code and the worker printed, when something went wrong.
     pub stderr_tail: Option<String>,
 }
@@ -264,6 +272,7 @@ impl Verdict {
             phases: Phases::default(),
             notes: Vec::new(),
             sandbox: Vec::new(),
+            hosted_sandbox: Vec::new(),
             stderr_tail: None,
         }
     }
@@ -281,9 +290,61 @@ impl Verdict {
     }
 }
 
+/// A tool that hosts the worker (ncu, compute-sanitizer): it runs through the hosted
+/// arrangement (`nightshift hosted`, private namespaces), the worker's command line after
+/// the tool's.
+#[derive(Debug, Clone)]
+pub struct HostTool {
+    pub argv: Vec<String>,
+    /// Folders the tool writes and the orchestrator reads afterwards (ncu's report, the
+    /// sanitizer's logs): they stay reachable at their own paths.
+    pub outputs: Vec<PathBuf>,
+    /// `--allow-unconfined-profiling`.
+    pub allow_unconfined: bool,
+}
+
+/// Why a hosted run is refused: what the hosted arrangement lacks, and the ways out.
+pub fn unconfined_refusal(arrangement: &crate::sandbox::hosted::Arrangement) -> EnvError {
+    EnvError {
+        what: "private namespaces for ncu and compute-sanitizer".into(),
+        hint: format!(
+            "{}. These tools run candidate code with /tmp, /dev/shm and TCP open to their front end, so nightshift runs them in private user, mount, network and PID namespaces, which this machine refuses. Allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone=1 or kernel.apparmor_restrict_unprivileged_userns=0, whichever is set), run as root, or pass --allow-unconfined-profiling to run them under the worker's own sandbox only (candidate code may then write the shared /tmp and /dev/shm and open TCP connections)",
+            arrangement.shortfall()
+        ),
+    }
+}
+
+/// Checks, with a trivial tool, that hosted runs can be confined here (or are allowed not
+/// to be), before any work that a refusal would waste. The arrangement says which layers
+/// hold.
+pub fn check_hosting(exe: &Path, allow_unconfined: bool) -> Result<crate::sandbox::hosted::Arrangement, EvalError> {
+    let dir = crate::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
+    let report = dir.path().join("hosting.json");
+    let line = crate::sandbox::hosted::command_line(exe, &report, &[dir.path().to_path_buf()], allow_unconfined);
+    let mut cmd = Command::new(&line[0]);
+    cmd.args(&line[1..]).arg(exe).arg("--version");
+    let got = process::run_captured(&mut cmd, Duration::from_secs(30))
+        .map_err(|e| EvalError::Internal(format!("cannot run {} hosted: {e}", exe.display())))?;
+    let arrangement = crate::sandbox::hosted::read_report(&report).map_err(|e| {
+        EvalError::Internal(format!(
+            "the hosted trampoline said nothing of its arrangement ({e}); it ended with {}: {}",
+            got.describe_end(Duration::from_secs(30)),
+            got.stderr.trim()
+        ))
+    })?;
+    if !arrangement.started {
+        return Err(EvalError::Env(unconfined_refusal(&arrangement)));
+    }
+    Ok(arrangement)
+}
+
 /// Evaluates `candidate` (the baseline when None) on `task`.
 pub fn evaluate(task: &Task, candidate: Option<&Path>, opts: &EvalOptions) -> Result<Verdict, EvalError> {
     let started = Instant::now();
+    if opts.sanitize {
+        // Refused sanitizer runs would come after the builds and the check: say so first.
+        check_hosting(&opts.worker_exe, opts.allow_unconfined_profiling)?;
+    }
     let tc = Toolchain::find()?;
     let arch = resolve_arch(opts)?;
     let candidate_path = candidate.unwrap_or(&task.baseline).to_path_buf();
@@ -399,7 +460,8 @@ pub fn judge(
 
     if verdict.passed() && opts.sanitize {
         let sanitize_started = Instant::now();
-        let reports = sanitize(&request, opts, timeout)?;
+        let (reports, hosted_layers) = sanitize(&request, opts, timeout)?;
+        verdict.hosted_sandbox = hosted_layers;
         for r in &reports {
             if !r.clean() && verdict.failure.is_none() {
                 verdict.status = Status::Rejected;
@@ -438,12 +500,13 @@ fn apply_phases(p: &mut Phases, run: &WorkerRun) {
 /// shared-memory races, reads of uninitialized global memory, and barrier misuse.
 pub const SANITIZER_TOOLS: [&str; 4] = ["memcheck", "racecheck", "initcheck", "synccheck"];
 
-/// Every tool of [`SANITIZER_TOOLS`] on the smallest check size.
+/// Every tool of [`SANITIZER_TOOLS`] on the smallest check size, with the layers the
+/// first tool's run held (the hosted arrangement's, then the worker's).
 pub fn sanitize(
     request: &WorkerRequest,
     opts: &EvalOptions,
     timeout: Duration,
-) -> Result<Vec<SanitizerReport>, EvalError> {
+) -> Result<(Vec<SanitizerReport>, Vec<crate::sandbox::Layer>), EvalError> {
     let tool = crate::toolchain::find_profiler("compute-sanitizer").ok_or_else(|| EnvError {
         what: "compute-sanitizer".into(),
         hint: "install the CUDA toolkit's compute-sanitizer (it ships with CUDA 13.0), or leave out --sanitize".into(),
@@ -451,21 +514,30 @@ pub fn sanitize(
     let mut req = request.clone();
     req.mode = Mode::Sanitize;
     let mut out = Vec::new();
-    let logs =
-        tempfile::tempdir().map_err(|e| EvalError::Internal(format!("cannot create a temporary folder: {e}")))?;
+    let mut layers = Vec::new();
+    // Outside the shared /tmp and outside the worker's scratch folder: nothing the
+    // candidate runs can rewrite a log before it is read.
+    let logs = crate::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
     for check in SANITIZER_TOOLS {
         // The tool's report goes to a file: the worker's stdout carries the protocol.
         let log = logs.path().join(format!("{check}.log"));
-        let wrapper = vec![
-            tool.display().to_string(),
-            "--tool".into(),
-            check.into(),
-            "--print-limit".into(),
-            "20".into(),
-            "--log-file".into(),
-            log.display().to_string(),
-        ];
-        let run = run_worker(&opts.worker_exe, &req, timeout * 4, Some(&wrapper))?;
+        let host = HostTool {
+            argv: vec![
+                tool.display().to_string(),
+                "--tool".into(),
+                check.into(),
+                "--print-limit".into(),
+                "20".into(),
+                "--log-file".into(),
+                log.display().to_string(),
+            ],
+            outputs: vec![logs.path().to_path_buf()],
+            allow_unconfined: opts.allow_unconfined_profiling,
+        };
+        let run = run_worker(&opts.worker_exe, &req, timeout * 4, Some(&host))?;
+        if layers.is_empty() {
+            layers = run.hosted_layers();
+        }
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let mut report = parse_sanitizer(check, &text);
         if let Classified::Rejected(f) = classify(&run, &req, timeout * 4) {
@@ -474,7 +546,7 @@ pub fn sanitize(
         }
         out.push(report);
     }
-    Ok(out)
+    Ok((out, layers))
 }
 
 /// Everything observed about one worker process.
@@ -503,6 +575,18 @@ pub struct WorkerRun {
     pub seconds: f64,
     /// Seconds spent waiting for another process to finish with the GPU.
     pub gpu_wait_s: f64,
+    /// Under a hosting tool: the arrangement the trampoline made around it.
+    pub hosting: Option<crate::sandbox::hosted::Arrangement>,
+}
+
+impl WorkerRun {
+    /// The hosted arrangement's layers, then the worker's own (empty when not hosted).
+    pub fn hosted_layers(&self) -> Vec<crate::sandbox::Layer> {
+        match &self.hosting {
+            Some(a) => a.layers.iter().chain(&self.sandbox).cloned().collect(),
+            None => Vec::new(),
+        }
+    }
 }
 
 /// The longest line the orchestrator reads from a worker's report channel.
@@ -583,16 +667,20 @@ fn follow_channel(stdout: impl Read, key: crate::channel::Key, hosted: bool) -> 
     run
 }
 
-/// Spawns `exe worker REQUEST` (under `wrapper` if given, e.g. compute-sanitizer),
-/// isolated, with a fresh evaluation key on its stdin, holding the GPU's lock while it
-/// runs, and follows it until it ends or `timeout` passes.
+/// Spawns `exe worker REQUEST` (under `host` if given, e.g. compute-sanitizer, through
+/// the hosted arrangement), isolated, with a fresh evaluation key on its stdin, holding
+/// the GPU's lock while it runs, and follows it until it ends or `timeout` passes. A
+/// hosted run the arrangement cannot confine, and that is not allowed to run unconfined,
+/// is an environment error.
 pub fn run_worker(
     exe: &Path,
     request: &WorkerRequest,
     timeout: Duration,
-    wrapper: Option<&[String]>,
+    host: Option<&HostTool>,
 ) -> Result<WorkerRun, EvalError> {
-    let dir = tempfile::tempdir().map_err(|e| EvalError::Internal(format!("cannot create a temporary folder: {e}")))?;
+    // Not in the shared /tmp: a hosted candidate run unconfined, or another user, could
+    // write there (a request swapped before the worker reads it).
+    let dir = crate::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
     let scratch = dir.path().join("scratch");
     std::fs::create_dir(&scratch)
         .map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", scratch.display())))?;
@@ -606,10 +694,14 @@ pub fn run_worker(
     let req_path = dir.path().join("request.json");
     std::fs::write(&req_path, serde_json::to_vec(&request).expect("requests serialize"))
         .map_err(|e| EvalError::Internal(e.to_string()))?;
-    let mut cmd = match wrapper {
-        Some(w) => {
-            let mut c = Command::new(&w[0]);
-            c.args(&w[1..]).arg(exe);
+    let hosting_report = dir.path().join("hosting.json");
+    let mut cmd = match host {
+        Some(h) => {
+            let keep: Vec<PathBuf> =
+                std::iter::once(dir.path().to_path_buf()).chain(h.outputs.iter().cloned()).collect();
+            let line = crate::sandbox::hosted::command_line(exe, &hosting_report, &keep, h.allow_unconfined);
+            let mut c = Command::new(&line[0]);
+            c.args(&line[1..]).args(&h.argv).arg(exe);
             c
         }
         None => Command::new(exe),
@@ -625,7 +717,7 @@ pub fn run_worker(
     {
         None
     } else {
-        let path = crate::gpu_lock::lock_path(request.device);
+        let path = crate::gpu_lock::lock_path(request.device).map_err(EvalError::Internal)?;
         Some(
             crate::gpu_lock::acquire(&path)
                 .map_err(|e| EvalError::Internal(format!("cannot take the GPU lock {}: {e}", path.display())))?,
@@ -641,7 +733,7 @@ pub fn run_worker(
     }
     let stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
-    let hosted = wrapper.is_some();
+    let hosted = host.is_some();
     let messages = std::thread::spawn(move || follow_channel(stdout, key, hosted));
     let errors = std::thread::spawn(move || {
         // Keep the tail: a chatty candidate must not exhaust memory.
@@ -671,6 +763,20 @@ pub fn run_worker(
     run.seconds = started.elapsed().as_secs_f64();
     run.gpu_wait_s = lock.map(|l| l.waited.as_secs_f64()).unwrap_or(0.0);
     run.sandbox_requested = request.sandbox;
+    if hosted {
+        // The trampoline writes its arrangement before it starts the tool: no report, no
+        // tool run.
+        let arrangement = crate::sandbox::hosted::read_report(&hosting_report).map_err(|e| {
+            EvalError::Internal(format!(
+                "the hosted trampoline said nothing of its arrangement ({e}): {}",
+                tail(&run.stderr, 2000)
+            ))
+        })?;
+        if !arrangement.started {
+            return Err(EvalError::Env(unconfined_refusal(&arrangement)));
+        }
+        run.hosting = Some(arrangement);
+    }
     Ok(run)
 }
 
@@ -1015,6 +1121,25 @@ mod tests {
         assert!(matches!(classify(&run(Some(Phase::Init), exit(1), false), &request(), T), Classified::Internal(_)));
         assert!(matches!(classify(&run(Some(Phase::Reference), None, true), &request(), T), Classified::TaskError(_)));
         assert!(matches!(classify(&run(None, exit(101), false), &request(), T), Classified::Internal(_)));
+    }
+
+    #[test]
+    fn a_refused_hosted_run_names_what_is_missing_and_the_waiver() {
+        use crate::sandbox::{hosted, Layer};
+        let why =
+            "cannot be made (unshare: No space left on device) (user.max_user_namespaces = 0 forbids user namespaces)";
+        let layers = [hosted::USER, hosted::MOUNT, hosted::NETWORK, hosted::PID]
+            .map(|name| Layer { name: name.into(), active: false, detail: why.into() })
+            .to_vec();
+        let refused = hosted::Arrangement { layers, confined: false, kept_root_capabilities: false, started: false };
+        let message = unconfined_refusal(&refused).to_string();
+        for must in ["max_user_namespaces", "--allow-unconfined-profiling", "mount namespace", "/tmp"] {
+            assert!(message.contains(must), "`{must}` missing: {message}");
+        }
+        let run = WorkerRun { hosting: Some(refused.clone()), sandbox: honest_run().sandbox, ..Default::default() };
+        let names: Vec<String> = run.hosted_layers().into_iter().map(|l| l.name).collect();
+        assert_eq!(names, ["user namespace", "mount namespace", "network namespace", "pid namespace", "seccomp"]);
+        assert!(WorkerRun::default().hosted_layers().is_empty(), "a run that was not hosted records none");
     }
 
     #[test]

@@ -1,7 +1,13 @@
 //! One GPU, one measurement at a time, across processes: an exclusive `flock` on a file
-//! named after the GPU's UUID, shared by every nightshift process of every run on the
-//! machine. A worker that checks, times or profiles holds it from start to end; two
-//! `eval`s started together run one after the other instead of timing each other.
+//! named after the GPU's UUID, shared by every nightshift process of every run of this
+//! user on the machine. A worker that checks, times or profiles holds it from start to
+//! end; two `eval`s started together run one after the other instead of timing each other.
+//!
+//! The file lives in the user's own runtime folder ([`crate::runtime_dir`]), not in /tmp:
+//! there nothing else (another user, a candidate run with `--allow-unconfined-profiling`)
+//! can remove, replace or pre-create it, which would let two measurements overlap or
+//! block every run. The price: two users on one machine no longer wait for each other;
+//! the verdict still names other processes NVML sees on the GPU.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -17,17 +23,17 @@ pub struct GpuLock {
 }
 
 /// The lock file for a device: by UUID where the driver answers, else by ordinal.
-pub fn lock_path(device: usize) -> PathBuf {
+pub fn lock_path(device: usize) -> Result<PathBuf, String> {
     // Without a driver there is nothing to ask (and cudarc would panic trying).
     let uuid = crate::gpu::driver_present().then(|| crate::gpu::device_uuid(device).ok()).flatten();
     let id = uuid.unwrap_or_else(|| format!("ordinal-{device}"));
-    std::env::temp_dir().join(format!("nightshift-{id}.lock"))
+    Ok(crate::runtime_dir::locks()?.join(format!("nightshift-{id}.lock")))
 }
 
 /// Blocks until this process holds `path` exclusively.
 pub fn acquire(path: &std::path::Path) -> std::io::Result<GpuLock> {
     use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o666).open(path)?;
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(path)?;
     let started = Instant::now();
     loop {
         // SAFETY: flock on a descriptor we own.

@@ -22,6 +22,7 @@ pub mod profile;
 pub mod protocol;
 pub mod report;
 pub mod report_check;
+pub mod runtime_dir;
 pub mod sandbox;
 pub mod sanitizer;
 pub mod scaffold;

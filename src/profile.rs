@@ -18,6 +18,8 @@ pub struct Profiled {
     pub csv_path: PathBuf,
     pub report_path: PathBuf,
     pub csv: String,
+    /// The hosted arrangement's namespaces around ncu, then the worker's own layers.
+    pub sandbox: Vec<crate::sandbox::Layer>,
 }
 
 /// Why profiling produced no counters.
@@ -54,6 +56,8 @@ pub fn profile(
     opts: &EvalOptions,
     out: Option<&Path>,
 ) -> Result<Profiled, ProfileFailure> {
+    // A refusal would otherwise come after the build: say so first.
+    eval::check_hosting(&opts.worker_exe, opts.allow_unconfined_profiling)?;
     find_ncu()?;
     let tc = Toolchain::find()?;
     let arch = eval::resolve_arch(opts)?;
@@ -93,7 +97,7 @@ pub fn profile_built(task: &Task, built: Built, opts: &EvalOptions, dir: &Path) 
         sandbox: true,
         sandbox_skip: Vec::new(),
     };
-    let wrapper = vec![
+    let argv = vec![
         ncu.display().to_string(),
         "--set".into(),
         "full".into(),
@@ -107,9 +111,10 @@ pub fn profile_built(task: &Task, built: Built, opts: &EvalOptions, dir: &Path) 
         report_base.display().to_string(),
         "--force-overwrite".into(),
     ];
+    let host = eval::HostTool { argv, outputs: vec![dir.clone()], allow_unconfined: opts.allow_unconfined_profiling };
     // A full-set profile replays each kernel some 40 times.
     let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(eval::DEFAULT_TIMEOUT) * 10;
-    let run = run_worker(&opts.worker_exe, &request, timeout, Some(&wrapper))?;
+    let run = run_worker(&opts.worker_exe, &request, timeout, Some(&host))?;
     match classify(&run, &request, timeout) {
         Classified::Report(r) => match r.outcome {
             Outcome::Passed => {}
@@ -141,5 +146,5 @@ pub fn profile_built(task: &Task, built: Built, opts: &EvalOptions, dir: &Path) 
     let csv_path = dir.join("ncu_raw.csv");
     std::fs::write(&csv_path, &out.stdout)
         .map_err(|e| EvalError::Internal(format!("cannot write {}: {e}", csv_path.display())))?;
-    Ok(Profiled { built, csv_path, report_path, csv: out.stdout })
+    Ok(Profiled { built, csv_path, report_path, csv: out.stdout, sandbox: run.hosted_layers() })
 }

@@ -5,8 +5,9 @@
 
 mod common;
 
-use nightshift::sandbox::probe;
+use nightshift::sandbox::probe::{self, HostedSpec, ProbePolicy, ProbeReport};
 use serde_json::Value;
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 
@@ -31,6 +32,274 @@ fn the_sandbox_refuses_every_escape_and_allows_the_scratch_folder() {
 
 fn nightshift() -> Command {
     common::building_command()
+}
+
+/// A stand-in for ncu: a shell that runs the probe as its child and waits for it, the way
+/// ncu runs the worker.
+fn stand_in_tool() -> Vec<OsString> {
+    ["/bin/sh", "-c", "\"$0\" \"$@\"; exit $?"].map(OsString::from).to_vec()
+}
+
+fn attempt<'a>(report: &'a ProbeReport, part: &str) -> &'a probe::Attempt {
+    let tried: Vec<&str> = report.attempts.iter().map(|a| a.action.as_str()).collect();
+    report.attempts.iter().find(|a| a.action.contains(part)).unwrap_or_else(|| panic!("no `{part}` in {tried:?}"))
+}
+
+fn hosted_probe(policy: ProbePolicy, port: Option<u16>) -> probe::HostedProbe {
+    let spec = HostedSpec { policy, port, host: stand_in_tool(), launcher: Vec::new(), allow_unconfined: false };
+    probe::spawn_hosted(&common::nightshift_bin(), &spec).expect("the hosted probe reports")
+}
+
+/// Whether this machine can make the hosted arrangement; if not, checks that the
+/// refusal says why and runs nothing, and says so.
+fn confined_here(got: &probe::HostedProbe) -> bool {
+    if got.arrangement.confined {
+        return true;
+    }
+    let why = got.arrangement.shortfall();
+    eprintln!("this machine cannot make the hosted arrangement ({why}): checking the refusal instead");
+    assert!(!got.arrangement.started, "an unconfined tool was started without the waiver");
+    assert!(got.report.is_none(), "the probe ran although the trampoline refused");
+    assert!(!why.is_empty(), "a refusal without a reason");
+    false
+}
+
+#[test]
+fn under_a_hosting_tool_the_shared_tmp_the_network_and_outside_processes_are_out_of_reach() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = hosted_probe(ProbePolicy::Hosted, Some(port));
+    if !confined_here(&got) {
+        return;
+    }
+    let report = got.report.expect("the probe ran");
+    let breaches: Vec<_> = report.breaches().iter().map(|a| format!("{} ({})", a.action, a.detail)).collect();
+    assert!(breaches.is_empty(), "escapes: {breaches:?}\narrangement: {:?}", got.arrangement);
+    // Judged by the shared /tmp itself: the spawner looked for the file there afterwards.
+    let escape = attempt(&report, "write /tmp/nightshift-probe-escape");
+    assert!(!escape.allowed, "the probe's file reached the shared /tmp: {escape:?}");
+    assert!(escape.detail.contains("private /tmp"), "written inside, where it stays: {escape:?}");
+    assert!(!attempt(&report, "connect to 127.0.0.1").allowed);
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "a connection from inside the arrangement reached this process's listener"
+    );
+    for refused in ["signal the process that started it", "signal the parent", "fork", "mount a tmpfs"] {
+        assert!(!attempt(&report, refused).allowed, "{refused}");
+    }
+    // What the tool and its injected code need still works, inside.
+    for works in ["own /tmp", "loopback and connect to itself", "scratch folder", "IPv4 socket"] {
+        let a = attempt(&report, works);
+        assert!(a.allowed, "{works}: {}", a.detail);
+    }
+    for layer in &report.layers {
+        assert!(layer.active, "worker layer {} is off: {}", layer.name, layer.detail);
+    }
+    for layer in &got.arrangement.layers {
+        assert!(got.arrangement.holds(layer), "{} does not hold: {}", layer.name, layer.detail);
+    }
+}
+
+#[test]
+fn the_namespaces_alone_hide_the_host_without_the_worker_sandbox() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = hosted_probe(ProbePolicy::None, Some(port));
+    if !confined_here(&got) {
+        return;
+    }
+    let report = got.report.expect("the probe ran");
+    assert!(report.layers.is_empty(), "no worker sandbox under this policy: {:?}", report.layers);
+    let breaches: Vec<_> = report.breaches().iter().map(|a| format!("{} ({})", a.action, a.detail)).collect();
+    assert!(breaches.is_empty(), "escapes: {breaches:?}");
+    // Not refused: absent. The PID namespace has no such process to signal.
+    let signal = attempt(&report, "signal the process that started it");
+    assert!(signal.detail.contains("No such process"), "{signal:?}");
+    let connect = attempt(&report, "connect to 127.0.0.1");
+    assert!(connect.detail.contains("refused"), "only the namespace's own loopback answers: {connect:?}");
+    assert!(matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
+    assert!(!attempt(&report, "write /tmp/nightshift-probe-escape").allowed);
+    assert!(attempt(&report, "own /tmp").allowed && attempt(&report, "loopback").allowed);
+}
+
+/// Whether any process runs with `arg` on its command line.
+fn running_with(arg: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c.split(|b| *b == 0).any(|part| part == arg.as_bytes()))
+    })
+}
+
+#[test]
+fn the_trampoline_ends_as_its_tool_did_and_takes_everything_inside_with_it() {
+    let exe = common::nightshift_bin();
+    let tmp = tempfile::tempdir().unwrap();
+    let report = tmp.path().join("hosting.json");
+    let hosted = |script: &str| {
+        let mut cmd = Command::new(&exe);
+        cmd.args(["hosted", "--report"]).arg(&report).args(["--", "/bin/sh", "-c", script]);
+        cmd
+    };
+    let out = hosted("exit 7").output().unwrap();
+    let arrangement = nightshift::sandbox::hosted::read_report(&report).unwrap();
+    if !arrangement.confined {
+        eprintln!("no hosted arrangement here ({}): its exit is the refusal's", arrangement.shortfall());
+        assert_eq!(out.status.code(), Some(nightshift::sandbox::hosted::REFUSED_EXIT as i32));
+        return;
+    }
+    assert_eq!(out.status.code(), Some(7), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = hosted("kill -SEGV $$").output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "a tool's death by signal comes back as one");
+    // A sleeper that left the process group (and the session) still ends when the
+    // orchestrator kills the trampoline's group at the deadline.
+    let marker = format!("{}", 900_000 + std::process::id() % 90_000);
+    let mut cmd = hosted(&format!("setsid sleep {marker} & sleep {marker}"));
+    let got = nightshift::process::run_captured(&mut cmd, std::time::Duration::from_millis(1500)).unwrap();
+    assert!(got.timed_out);
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        !running_with(&marker)
+    });
+    assert!(gone, "a process of the hosted run outlived the kill of its group");
+}
+
+/// `setpriv`, when this test runs as root and it is installed: the way to run a
+/// trampoline as another user, or with no capabilities.
+fn setpriv_as_root() -> Option<()> {
+    // SAFETY: plain syscall.
+    let root = unsafe { libc::geteuid() } == 0;
+    let found = Command::new("setpriv").arg("--version").output().is_ok_and(|o| o.status.success());
+    (root && found).then_some(())
+}
+
+#[test]
+fn hosted_runs_are_confined_for_an_unprivileged_user_too() {
+    if setpriv_as_root().is_none() {
+        eprintln!("not root, or no setpriv: the hosted tests above already ran as an unprivileged user");
+        return;
+    }
+    let exe = common::nightshift_bin();
+    let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"];
+    if !Command::new("setpriv").args(nobody).arg(&exe).arg("--version").output().is_ok_and(|o| o.status.success()) {
+        eprintln!("user nobody cannot run {}: skipped", exe.display());
+        return;
+    }
+    // Its home under /tmp: the evaluation folders lie under a folder the arrangement makes
+    // private, so they are bound back in.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(home.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let out = Command::new("setpriv")
+        .args(nobody)
+        .arg(&exe)
+        .args(["check-env", "--json"])
+        .env("HOME", home.path())
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("XDG_CACHE_HOME")
+        .current_dir(common::root())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    let items = v["items"].as_array().unwrap();
+    let get = |name: &str| items.iter().find(|i| i["name"] == name).unwrap_or_else(|| panic!("no {name}: {v}"));
+    let user = get("hosted user ns");
+    if user["found"] != true {
+        eprintln!("user namespaces are refused to unprivileged users here: {user}");
+        assert_eq!(get("hosted probe")["found"], false, "refused, and said so");
+        return;
+    }
+    assert!(user["detail"].as_str().unwrap().contains("user 65534"), "{user}");
+    for name in ["hosted mount ns", "hosted network ns", "hosted pid ns", "hosted probe", "sandbox probe"] {
+        assert_eq!(get(name)["found"], true, "{}", get(name));
+    }
+    assert!(get("hosted mount ns")["detail"].as_str().unwrap().contains("bound back in"), "{}", get("hosted mount ns"));
+}
+
+/// Runs what follows as root in a user namespace whose own user namespaces are capped at
+/// zero, without capabilities: a kernel that forbids the hosted arrangement, made real.
+fn forbidding_launcher() -> Option<Vec<OsString>> {
+    setpriv_as_root()?;
+    let script =
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec setpriv --bounding-set=-all --inh-caps=-all -- \"$@\"";
+    let launcher: Vec<OsString> = ["unshare", "-Ur", "sh", "-c", script, "sh"].map(OsString::from).to_vec();
+    let works = Command::new(&launcher[0]).args(&launcher[1..]).arg("true").output().is_ok_and(|o| o.status.success());
+    works.then_some(launcher)
+}
+
+#[test]
+fn where_namespaces_are_forbidden_hosted_runs_are_refused_unless_waived() {
+    let Some(launcher) = forbidding_launcher() else {
+        eprintln!("cannot make a kernel that forbids user namespaces here (needs root, unshare and setpriv): skipped");
+        return;
+    };
+    let exe = common::nightshift_bin();
+    let spec = HostedSpec {
+        policy: ProbePolicy::Hosted,
+        port: None,
+        host: stand_in_tool(),
+        launcher: launcher.clone(),
+        allow_unconfined: false,
+    };
+    let refused = probe::spawn_hosted(&exe, &spec).expect("the trampoline reports");
+    assert!(!refused.arrangement.started && refused.report.is_none(), "{:?}", refused.arrangement);
+    let why = refused.arrangement.shortfall();
+    assert!(why.contains("max_user_namespaces"), "the refusal names the kernel setting: {why}");
+    // Waived, the tool runs with the worker's own sandbox alone, and the shared /tmp is
+    // open to it: what the default refusal prevents.
+    let waived = probe::spawn_hosted(&exe, &HostedSpec { allow_unconfined: true, ..spec }).unwrap();
+    assert!(waived.arrangement.started && !waived.arrangement.confined, "{:?}", waived.arrangement);
+    let report = waived.report.expect("the waived probe ran");
+    assert!(attempt(&report, "write /tmp/nightshift-probe-escape").allowed, "{:?}", report.attempts);
+
+    common::require_toolchain();
+    let run_dir = tempfile::tempdir().unwrap();
+    let out_dir = run_dir.path().join("run");
+    let run = |args: &[OsString]| {
+        let out = Command::new(&launcher[0])
+            .args(&launcher[1..])
+            .arg(&exe)
+            .args(args)
+            .current_dir(common::root())
+            .output()
+            .unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.code(), said, String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let commands: [Vec<OsString>; 3] = [
+        ["diagnose", "tasks/vector_add"].map(OsString::from).to_vec(),
+        ["eval", "tasks/vector_add", "--sanitize", "--arch", "sm_90a"].map(OsString::from).to_vec(),
+        ["optimize", "tasks/vector_add", "--arch", "sm_90a", "--max-nodes", "1", "--out"]
+            .map(OsString::from)
+            .into_iter()
+            .chain([out_dir.clone().into_os_string()])
+            .collect(),
+    ];
+    for args in &commands {
+        let (code, said, _) = run(args);
+        assert_eq!(code, Some(3), "{args:?}: {said}");
+        assert!(said.contains("--allow-unconfined-profiling"), "{args:?} names the waiver: {said}");
+        assert!(said.contains("max_user_namespaces"), "{args:?} names the cause: {said}");
+    }
+    assert!(!out_dir.exists(), "a refused optimize leaves no run directory");
+    // With the waiver the commands get past the hosted arrangement (to the next thing this
+    // machine lacks).
+    let (_, said, _) = run(&["diagnose", "tasks/vector_add", "--allow-unconfined-profiling"].map(OsString::from));
+    assert!(!said.contains("private namespaces"), "waived, yet refused: {said}");
+    // check-env says which layers are off, why, and how to go on.
+    let (_, said, stdout) = run(&["check-env", "--json"].map(OsString::from));
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {said}"));
+    let item = |name: &str| v["items"].as_array().and_then(|i| i.iter().find(|i| i["name"] == name)).cloned();
+    for name in ["hosted user ns", "hosted mount ns", "hosted network ns", "hosted pid ns"] {
+        let layer = item(name).unwrap_or_else(|| panic!("no {name}: {said}"));
+        assert_eq!(layer["found"], false, "{layer}");
+        assert!(layer["hint"].as_str().unwrap_or("").contains("max_user_namespaces"), "{layer}");
+    }
+    let probe = item("hosted probe").unwrap();
+    assert_eq!(probe["found"], false);
+    assert!(probe["hint"].as_str().unwrap().contains("--allow-unconfined-profiling"), "{probe}");
 }
 
 /// A softmax candidate that passes in simulation with `speedup`, plus `attack` run from
@@ -137,4 +406,48 @@ fn node_classes(run: &Path) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+#[test]
+fn a_hosted_worker_answers_through_the_trampoline_and_its_layers_are_recorded() {
+    use nightshift::eval::{run_worker, EvalError, HostTool};
+    use nightshift::protocol::{FailureClass, Mode, Outcome, WorkerReport, WorkerRequest};
+    let task = nightshift::task::Task::load(&common::root().join("tasks/vector_add")).unwrap();
+    // A simulated request for a library that does not exist: the worker answers at once,
+    // on its sealed channel, with a rejection, whatever hosts it.
+    let missing = std::path::PathBuf::from("/nonexistent/candidate.so");
+    let request = WorkerRequest {
+        task,
+        reference: missing.clone(),
+        baseline: missing.clone(),
+        candidate: missing,
+        mode: Mode::Simulate { delay_ms: 0, outcome: Box::new(WorkerReport::of(Outcome::Passed)) },
+        device: 0,
+        timing: Default::default(),
+        threads: 1,
+        seed_base: 1,
+        deadline_s: 0.0,
+        sandbox: true,
+        sandbox_skip: Vec::new(),
+    };
+    let argv = stand_in_tool().iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let host = HostTool { argv, outputs: Vec::new(), allow_unconfined: false };
+    let exe = common::nightshift_bin();
+    let run = match run_worker(&exe, &request, std::time::Duration::from_secs(60), Some(&host)) {
+        Err(EvalError::Env(e)) => {
+            eprintln!("this machine cannot make the hosted arrangement: checking the refusal instead: {e}");
+            assert!(e.to_string().contains("--allow-unconfined-profiling"), "{e}");
+            return;
+        }
+        other => other.expect("the hosted worker runs"),
+    };
+    assert!(run.tampering.is_none(), "the trampoline and the tool kept off the channel: {:?}", run.tampering);
+    let report = run.report.as_ref().unwrap_or_else(|| panic!("no sealed report came through: {}", run.stderr));
+    let Outcome::Rejected { failure } = &report.outcome else { panic!("{:?}", report.outcome) };
+    assert_eq!(failure.class, FailureClass::MissingEntry);
+    let layers: Vec<String> = run.hosted_layers().iter().map(|l| l.name.clone()).collect();
+    for name in ["user namespace", "mount namespace", "network namespace", "pid namespace", "landlock", "seccomp"] {
+        assert!(layers.iter().any(|l| l == name), "{name} not recorded: {layers:?}");
+    }
+    assert!(run.hosting.as_ref().is_some_and(|a| a.confined), "{:?}", run.hosting);
 }

@@ -133,6 +133,7 @@ pub fn run(a: Args) -> ExitCode {
     if code != ExitCode::from(EXIT_PASSED) {
         return code;
     }
+    eprintln!("ncu ran in: {}", crate::sandbox::summary(&profiled.sandbox));
     eprintln!(
         "profile saved: {}\n  (Nsight Compute report {}; offline: nightshift diagnose {} --ncu {}{} --ptxas {})",
         profiled.csv_path.display(),

@@ -140,11 +140,14 @@ pub fn run(json: bool) -> ExitCode {
     ExitCode::from(if missing_essential { EXIT_ENV } else { EXIT_PASSED })
 }
 
-/// The worker's sandbox layers as this kernel enforces them, from a real probe process.
+/// The worker's sandbox layers as this kernel enforces them, from a real probe process;
+/// then the hosted arrangement's (ncu and compute-sanitizer), from a probe run through it.
 fn sandbox_items(items: &mut Vec<Item>) {
-    let probe =
-        std::env::current_exe().map_err(|e| e.to_string()).and_then(|exe| crate::sandbox::probe::spawn(&exe, None));
-    match probe {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return items.push(item("sandbox probe", false, Err(e.to_string()))),
+    };
+    match crate::sandbox::probe::spawn(&exe, None) {
         Ok(report) => {
             for layer in &report.layers {
                 let name = match layer.name.as_str() {
@@ -159,17 +162,44 @@ fn sandbox_items(items: &mut Vec<Item>) {
                 };
                 items.push(item(name, false, found));
             }
-            let breaches: Vec<String> = report.breaches().iter().map(|a| a.action.clone()).collect();
-            items.push(item(
-                "sandbox probe",
-                false,
-                if breaches.is_empty() {
-                    Ok(format!("{} escape attempts refused, scratch writes allowed", report.attempts.len() - 2))
-                } else {
-                    Err(format!("a sandboxed worker could: {}", breaches.join("; ")))
-                },
-            ));
+            items.push(item("sandbox probe", false, probe_verdict(&report)));
         }
         Err(e) => items.push(item("sandbox probe", false, Err(e))),
     }
+    match crate::sandbox::probe::spawn_hosted(&exe, &crate::sandbox::probe::HostedSpec::worker()) {
+        Ok(hosted) => {
+            let a = &hosted.arrangement;
+            for layer in &a.layers {
+                let name = match layer.name.as_str() {
+                    crate::sandbox::hosted::USER => "hosted user ns",
+                    crate::sandbox::hosted::MOUNT => "hosted mount ns",
+                    crate::sandbox::hosted::NETWORK => "hosted network ns",
+                    _ => "hosted pid ns",
+                };
+                let found = if a.holds(layer) { Ok(layer.detail.clone()) } else { Err(layer.detail.clone()) };
+                items.push(item(name, false, found));
+            }
+            let verdict = match &hosted.report {
+                Some(report) => probe_verdict(report),
+                None => Err(format!(
+                    "ncu and compute-sanitizer runs are refused here ({}): allow unprivileged user namespaces, run as root, or pass --allow-unconfined-profiling to diagnose, eval --sanitize and optimize",
+                    a.shortfall()
+                )),
+            };
+            items.push(item("hosted probe", false, verdict));
+        }
+        Err(e) => items.push(item("hosted probe", false, Err(e))),
+    }
+}
+
+/// What a probe's attempts amount to.
+fn probe_verdict(report: &crate::sandbox::probe::ProbeReport) -> Result<String, String> {
+    let breaches: Vec<String> = report.breaches().iter().map(|a| a.action.clone()).collect();
+    if !breaches.is_empty() {
+        return Err(format!("a sandboxed worker could: {}", breaches.join("; ")));
+    }
+    let refused = report.attempts.iter().filter(|a| !a.should_be_allowed).count();
+    let allowed: Vec<&str> =
+        report.attempts.iter().filter(|a| a.should_be_allowed).map(|a| a.action.as_str()).collect();
+    Ok(format!("{refused} escape attempts refused; allowed as they must be: {}", allowed.join(", ")))
 }

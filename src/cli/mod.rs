@@ -92,6 +92,11 @@ enum Cmd {
         /// Also run compute-sanitizer memcheck, racecheck, initcheck and synccheck on the smallest check size.
         #[arg(long)]
         sanitize: bool,
+        /// With --sanitize: run compute-sanitizer even where it cannot be confined in private
+        /// namespaces (a kernel that forbids user namespaces); candidate code may then write
+        /// the shared /tmp and open TCP connections.
+        #[arg(long, requires = "sanitize")]
+        allow_unconfined_profiling: bool,
         /// Check only; skip timing.
         #[arg(long)]
         no_time: bool,
@@ -167,6 +172,11 @@ enum Cmd {
         /// Also show info-level findings and every tool's outcome.
         #[arg(long, short)]
         verbose: bool,
+        /// Run ncu even where it cannot be confined in private namespaces (a kernel that
+        /// forbids user namespaces); candidate code may then write the shared /tmp and
+        /// open TCP connections.
+        #[arg(long)]
+        allow_unconfined_profiling: bool,
         /// Print JSON instead: {"kernels": [{"name", "roofline", "diagnoses"}]}, a stable contract.
         #[arg(long)]
         json: bool,
@@ -251,6 +261,30 @@ enum Cmd {
         /// A loopback TCP port (someone listens there) the probe tries to connect to.
         #[arg(long)]
         port: Option<u16>,
+        /// A process outside the sandbox to try to signal.
+        #[arg(long)]
+        signal_pid: Option<i32>,
+        /// Which arrangement to probe: the worker's strict policy, the hosted one, or the
+        /// private namespaces alone.
+        #[arg(long, value_enum, default_value = "strict")]
+        policy: crate::sandbox::probe::ProbePolicy,
+    },
+    /// Internal: runs a hosting tool (ncu, compute-sanitizer) in private user, mount,
+    /// network and PID namespaces (spawned by eval and profile).
+    #[command(hide = true)]
+    Hosted {
+        /// Where the arrangement made is written, before the tool starts.
+        #[arg(long)]
+        report: PathBuf,
+        /// A folder that must stay reachable at its own path (repeatable).
+        #[arg(long)]
+        keep: Vec<PathBuf>,
+        /// Start the tool even where the namespaces cannot be made.
+        #[arg(long)]
+        allow_unconfined: bool,
+        /// The tool and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
     },
 }
 
@@ -262,10 +296,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_PASSED });
         }
     };
-    if !matches!(cli.command, Cmd::Worker { .. } | Cmd::SandboxProbe { .. }) {
+    if !matches!(cli.command, Cmd::Worker { .. } | Cmd::SandboxProbe { .. } | Cmd::Hosted { .. }) {
         // The orchestrator holds API keys: a non-dumpable process's /proc entries
         // (environ, mem) are closed to other processes of the same user, candidates
-        // included, whatever else the sandbox manages.
+        // included, whatever else the sandbox manages. (The hosted trampoline holds none,
+        // and must write its own /proc/self/uid_map, which non-dumpable makes root's.)
         // SAFETY: plain prctl on ourselves.
         unsafe {
             libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -273,10 +308,13 @@ pub fn main() -> ExitCode {
     }
     match cli.command {
         Cmd::Worker { request } => crate::worker::main(&request),
-        Cmd::SandboxProbe { scratch, outside, port } => {
-            let report = crate::sandbox::probe::run(&crate::sandbox::probe::Targets { scratch, outside, port });
-            print_json(&report);
+        Cmd::SandboxProbe { scratch, outside, port, signal_pid, policy } => {
+            let targets = crate::sandbox::probe::Targets { scratch, outside, port, signal_pid, policy };
+            print_json(&crate::sandbox::probe::run(&targets));
             ExitCode::from(EXIT_PASSED)
+        }
+        Cmd::Hosted { report, keep, allow_unconfined, command } => {
+            crate::sandbox::hosted::main(&crate::sandbox::hosted::Args { report, keep, allow_unconfined, command })
         }
         Cmd::Optimize(args) => optimize::run(*args),
         Cmd::CheckEnv { json } => envcheck::run(json),
@@ -333,12 +371,14 @@ pub fn main() -> ExitCode {
             device,
             timeout,
             verbose,
+            allow_unconfined_profiling,
             json,
         } => {
-            let opts = match gpu_options(arch, device, timeout) {
+            let mut opts = match gpu_options(arch, device, timeout) {
                 Ok(o) => o,
                 Err(code) => return code,
             };
+            opts.allow_unconfined_profiling = allow_unconfined_profiling;
             diagnose::run(diagnose::Args {
                 task,
                 candidate,
@@ -363,6 +403,7 @@ pub fn main() -> ExitCode {
             candidate,
             energy,
             sanitize,
+            allow_unconfined_profiling,
             no_time,
             arch,
             nvcc_flags,
@@ -378,6 +419,7 @@ pub fn main() -> ExitCode {
             };
             opts.energy = energy;
             opts.sanitize = sanitize;
+            opts.allow_unconfined_profiling = allow_unconfined_profiling;
             opts.time = !no_time;
             opts.extra_flags = nvcc_flags;
             opts.timing.min_samples = samples.max(5);

@@ -95,6 +95,11 @@ pub struct Args {
     /// Skip compute-sanitizer in the end-of-run re-verification.
     #[arg(long)]
     pub no_final_sanitize: bool,
+    /// Run ncu and compute-sanitizer even where they cannot be confined in private
+    /// namespaces (a kernel that forbids user namespaces): the worker's own sandbox then
+    /// leaves candidates the shared /tmp and TCP. Needed again with --resume.
+    #[arg(long)]
+    pub allow_unconfined_profiling: bool,
     /// Print the final summary as JSON on stdout (and no progress display).
     #[arg(long)]
     pub json: bool,
@@ -238,6 +243,7 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
             Some(g) => config::parse_min_gain(g).map_err(usage)?,
             None => crate::stats::DEFAULT_MIN_GAIN,
         },
+        allow_unconfined_profiling: a.allow_unconfined_profiling,
     })
 }
 
@@ -248,7 +254,11 @@ pub fn run(a: Args) -> ExitCode {
             if a.max_nodes == Some(0) {
                 return usage("--max-nodes must be at least 1".into());
             }
-            let overrides = optimize::Overrides { budget_s: a.budget.map(|d| d.as_secs_f64()), max_nodes: a.max_nodes };
+            let overrides = optimize::Overrides {
+                budget_s: a.budget.map(|d| d.as_secs_f64()),
+                max_nodes: a.max_nodes,
+                allow_unconfined_profiling: a.allow_unconfined_profiling,
+            };
             optimize::resume(dir, a.json, api_key, overrides)
         }
         None => match resolve(&a) {

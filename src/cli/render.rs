@@ -271,9 +271,10 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
         p.build, p.setup, p.sandbox, p.check, p.time, p.energy, p.sanitize, p.total
     );
     if !v.sandbox.is_empty() {
-        let held: Vec<String> =
-            v.sandbox.iter().map(|l| format!("{} {}", l.name, if l.active { "on" } else { "OFF" })).collect();
-        let _ = writeln!(out, "  sandbox   {}", held.join(", "));
+        let _ = writeln!(out, "  sandbox   {}", crate::sandbox::summary(&v.sandbox));
+    }
+    if !v.hosted_sandbox.is_empty() {
+        let _ = writeln!(out, "  sanitizer ran in: {}", crate::sandbox::summary(&v.hosted_sandbox));
     }
     for n in &v.notes {
         let _ = writeln!(out, "  note      {n}");

@@ -182,6 +182,10 @@ pub struct RunConfig {
     /// fraction (0.01: the interval's lower end must clear 1.01x).
     #[serde(default = "default_min_gain")]
     pub min_gain: f64,
+    /// `--allow-unconfined-profiling`: a waiver for this session only, never kept in
+    /// run.json, so a resume has to ask for it again.
+    #[serde(skip)]
+    pub allow_unconfined_profiling: bool,
 }
 
 fn default_min_gain() -> f64 {

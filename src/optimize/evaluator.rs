@@ -29,6 +29,8 @@ pub struct Profiled {
     /// The raw CSV, to keep in the node's folder.
     pub csv: Option<String>,
     pub seconds: f64,
+    /// The layers ncu ran in (empty when it did not run).
+    pub sandbox: Vec<crate::sandbox::Layer>,
 }
 
 pub struct Evaluator {
@@ -156,12 +158,14 @@ impl Evaluator {
                 },
                 csv: None,
                 seconds: 0.0,
+                sandbox: Vec::new(),
             };
         }
         let fail = |note: String| Profiled {
             profile: ParentProfile { note, ..Default::default() },
             csv: None,
             seconds: started.elapsed().as_secs_f64(),
+            sandbox: Vec::new(),
         };
         let profiled = match crate::profile::profile_built(&self.task, built.clone(), &self.opts_for(device), dir) {
             Ok(p) => p,
@@ -188,6 +192,7 @@ impl Evaluator {
             profile: ParentProfile { diagnoses: Some(report), raw: Some(raw.join("\n")), note: String::new() },
             csv: Some(profiled.csv),
             seconds: started.elapsed().as_secs_f64(),
+            sandbox: profiled.sandbox,
         }
     }
 }

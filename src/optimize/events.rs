@@ -226,6 +226,9 @@ pub enum Event {
         seconds: f64,
         top: Vec<String>,
         note: String,
+        /// The layers ncu ran in: the hosted arrangement's namespaces, then the worker's.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        sandbox: Vec<crate::sandbox::Layer>,
     },
     /// The end of the search: why it stopped.
     SearchStopped {

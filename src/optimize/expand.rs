@@ -150,6 +150,7 @@ impl Ctx {
                 seconds: got.seconds,
                 top,
                 note: got.profile.note.clone(),
+                sandbox: got.sandbox.clone(),
             }));
             got.profile
         })

@@ -107,6 +107,7 @@ fn eval_options(cfg: &RunConfig) -> Result<EvalOptions, RunError> {
     opts.arch = Some(cfg.arch.clone());
     opts.timeout = cfg.timeout_s.map(Duration::from_secs_f64);
     opts.seed_base = cfg.input_seed_base;
+    opts.allow_unconfined_profiling = cfg.allow_unconfined_profiling;
     // Several lanes share the host's cores for input generation and comparison.
     opts.threads = (opts.threads / cfg.gpus.len().max(1)).max(2);
     Ok(opts)
@@ -147,6 +148,19 @@ struct Ready {
 fn preflight(cfg: &RunConfig, api_key: Option<String>) -> Result<Ready, RunError> {
     let task = Task::load(&cfg.task_dir).map_err(|e| RunError::Usage(format!("the run's task: {e}")))?;
     let toolchain = Toolchain::find().map_err(|e| RunError::Env(e.to_string()))?;
+    if cfg.simulated.is_none() && (cfg.guidance != config::Guidance::None || cfg.final_sanitize) {
+        // Profiles and the final sanitizer pass run hosted: a machine that refuses the
+        // hosted arrangement would otherwise stop the run at its final check.
+        let exe = std::env::current_exe()
+            .map_err(|e| RunError::Env(format!("cannot find the nightshift executable: {e}")))?;
+        let arrangement = eval::check_hosting(&exe, cfg.allow_unconfined_profiling)?;
+        if !arrangement.confined {
+            eprintln!(
+                "warning: ncu and compute-sanitizer run unconfined (--allow-unconfined-profiling): {}",
+                arrangement.shortfall()
+            );
+        }
+    }
     if cfg.simulated.is_none() {
         for &device in &cfg.gpus {
             eval::require_gpu(device).map_err(|e| RunError::Env(e.to_string()))?;
@@ -308,11 +322,13 @@ pub fn start(s: Start) -> Result<summary::Summary, RunError> {
     drive(&cfg, &task, ctx, &mut search, 0.0, None, &rt, progress)
 }
 
-/// What `--resume` may change about a run: how long and how far it goes on.
+/// What `--resume` may change about a run: how long and how far it goes on, and whether
+/// this session may profile unconfined.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     pub budget_s: Option<f64>,
     pub max_nodes: Option<usize>,
+    pub allow_unconfined_profiling: bool,
 }
 
 /// Carries on a run from its directory.
@@ -340,6 +356,7 @@ pub fn resume(
     if let Some(n) = overrides.max_nodes {
         run_file.config.max_nodes = Some(n);
     }
+    run_file.config.allow_unconfined_profiling = overrides.allow_unconfined_profiling;
     let cfg = run_file.config.clone();
     let Ready { task, toolchain, generator } = preflight(&cfg, api_key)?;
     let store = Arc::new(RunStore::open(dir, cfg.simulated.is_some()).map_err(RunError::Usage)?);

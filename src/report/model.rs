@@ -408,18 +408,27 @@ fn certificate(dir: &Path, run: &RunFile, best: Option<&Value>, result: Option<&
             verdict["energy"]["saving"].as_f64().unwrap_or(0.0)
         )
     });
-    let layers = verdict["sandbox"]
-        .as_array()
-        .map(|l| {
-            l.iter()
-                .map(|x| {
-                    format!("{} {}", x["name"].as_str().unwrap_or("?"), if x["active"] == true { "on" } else { "off" })
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "not recorded".into());
+    let summary = |key: &str| {
+        verdict[key]
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .map(|x| {
+                        format!(
+                            "{} {}",
+                            x["name"].as_str().unwrap_or("?"),
+                            if x["active"] == true { "on" } else { "off" }
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .filter(|s| !s.is_empty())
+    };
+    let mut layers = summary("sandbox").unwrap_or_else(|| "not recorded".into());
+    if let Some(hosted) = summary("hosted_sandbox") {
+        layers.push_str(&format!("; compute-sanitizer ran in: {hosted}"));
+    }
     Certificate {
         task: run.config.task.clone(),
         reference: task

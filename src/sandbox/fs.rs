@@ -82,6 +82,15 @@ fn proc_entries() -> Vec<PathBuf> {
     out
 }
 
+/// This process's folder in /proc, by the name /proc itself gives it: in a PID namespace
+/// whose /proc could not be mounted afresh, the host's number, not `getpid()`'s.
+fn own_proc_entry() -> PathBuf {
+    match std::fs::read_link("/proc/self") {
+        Ok(name) => Path::new("/proc").join(name),
+        Err(_) => PathBuf::from(format!("/proc/{}", std::process::id())),
+    }
+}
+
 fn rule(path: &Path, access: BitFlags<AccessFs>) -> Option<PathBeneath<PathFd>> {
     let fd = PathFd::new(path).ok()?;
     // A rule on a file may only carry file rights.
@@ -117,7 +126,7 @@ fn restrict(policy: &Policy) -> Result<RestrictionStatus, landlock::RulesetError
     }
     rules.extend(rule(&policy.scratch, all));
     // The driver writes its own /proc entry (thread names, for one): ours alone is writable.
-    rules.extend(rule(&PathBuf::from(format!("/proc/{}", std::process::id())), all));
+    rules.extend(rule(&own_proc_entry(), all));
     if policy.hosted {
         for p in ["/tmp", "/dev/shm", "/var/tmp"] {
             rules.extend(rule(Path::new(p), all));
@@ -140,7 +149,7 @@ fn describe(status: RestrictionStatus, policy: &Policy) -> Layer {
         }
     };
     let what = if policy.hosted {
-        "writes only to the scratch folder, /tmp and /dev/shm (hosted by a tool); reads only system folders and the libraries"
+        "writes only to the scratch folder and /tmp, /dev/shm and /var/tmp (hosted by a tool: private ones in the hosted arrangement); reads only system folders and the libraries"
     } else {
         "writes only to the scratch folder and its own /proc entry; reads only system folders, the libraries and toolkits"
     };

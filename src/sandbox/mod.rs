@@ -14,9 +14,15 @@
 //!
 //! Under a hosting tool (ncu, compute-sanitizer) the tool's injected code shares the
 //! process and talks to its front end over TCP and files in /tmp, so the hosted policy
-//! leaves those open and keeps the rest.
+//! leaves TCP, /tmp, /dev/shm and /var/tmp open and keeps the rest. What it leaves open
+//! reaches nothing of the host's: every hosted run goes through `nightshift hosted`
+//! (`hosted`), which runs the tool in private user, mount (fresh /tmp, /dev/shm and
+//! /var/tmp), network (loopback only) and PID namespaces, and refuses to start it where
+//! the kernel forbids them unless the user waives it (`--allow-unconfined-profiling`).
+//! Those layers are reported like the worker's.
 
 mod fs;
+pub mod hosted;
 mod limits;
 pub mod probe;
 mod syscalls;
@@ -31,7 +37,8 @@ pub struct Policy {
     pub scratch: PathBuf,
     /// Folders and files it may read besides the system's own (libraries, toolkits).
     pub read: Vec<PathBuf>,
-    /// Running under ncu or compute-sanitizer: TCP, /tmp and /dev/shm stay open.
+    /// Running under ncu or compute-sanitizer: TCP, /tmp, /dev/shm and /var/tmp stay open
+    /// (inside the hosted arrangement's namespaces, private ones).
     pub hosted: bool,
     /// RLIMIT_CPU: CPU seconds over all threads, a backstop to the orchestrator's deadline.
     pub cpu_seconds: u64,
@@ -90,6 +97,11 @@ pub fn apply(policy: &Policy) -> Vec<Layer> {
         .into_iter()
         .map(|(name, apply)| if skipped(name) { Layer::off(name, "left out on request") } else { apply(policy) })
         .collect()
+}
+
+/// "name on, name OFF", for one-line summaries.
+pub fn summary(layers: &[Layer]) -> String {
+    layers.iter().map(|l| format!("{} {}", l.name, if l.active { "on" } else { "OFF" })).collect::<Vec<_>>().join(", ")
 }
 
 /// One line per layer, for check-env and verdicts.

@@ -40,6 +40,19 @@ fn denied(policy: &Policy) -> Rules {
         libc::SYS_setpgid,
         libc::SYS_unshare,
         libc::SYS_setns,
+        // No changes to the mount table: under a tool run as root, unmounting the hosted
+        // arrangement's private /tmp would bare the host's (Landlock refuses it too).
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_chroot,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_mount_setattr,
         #[cfg(target_arch = "x86_64")]
         libc::SYS_fork,
         #[cfg(target_arch = "x86_64")]
@@ -80,9 +93,9 @@ pub(super) fn apply(policy: &Policy) -> Layer {
         Ok(()) => Layer::on(
             "seccomp",
             if policy.hosted {
-                "no signals, tracing or memory access to other processes, no fork, no new session (hosted: exec and sockets open)"
+                "no signals, tracing or memory access to other processes, no fork, no new session, no mounts (hosted: exec and sockets open)"
             } else {
-                "no signals, tracing or memory access to other processes, no fork or exec, no new session, Unix sockets only"
+                "no signals, tracing or memory access to other processes, no fork or exec, no new session, no mounts, Unix sockets only"
             },
         ),
         Err(e) => Layer::off("seccomp", format!("could not be applied: {e}")),
