@@ -31,10 +31,29 @@ pub fn locks() -> Result<PathBuf, String> {
 pub fn evaluation_dir() -> Result<tempfile::TempDir, String> {
     let parent = root()?.join("work");
     ensure_private(&parent)?;
+    remove_stale(&parent);
     tempfile::Builder::new()
-        .prefix("eval-")
+        .prefix(EVALUATION_PREFIX)
+        .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(&parent)
         .map_err(|e| format!("cannot create a folder in {}: {e}", parent.display()))
+}
+
+const EVALUATION_PREFIX: &str = "eval-";
+
+/// Evaluation folders untouched for this long belong to a process that was killed (no
+/// evaluation runs a day): unlike /tmp, nothing else ever clears this folder.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for e in entries.flatten() {
+        let stale =
+            e.metadata().and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE_AFTER));
+        if stale && e.file_name().to_string_lossy().starts_with(EVALUATION_PREFIX) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 fn locate() -> Result<PathBuf, String> {
@@ -97,6 +116,23 @@ mod tests {
         std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o777)).unwrap();
         ensure_private(&made).unwrap();
         assert_eq!(std::fs::metadata(&made).unwrap().mode() & 0o777, 0o700, "reopened folders are closed again");
+    }
+
+    #[test]
+    fn evaluation_folders_left_by_a_killed_process_go_after_a_day_and_fresh_ones_stay() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (old, fresh, other) =
+            (tmp.path().join("eval-old"), tmp.path().join("eval-fresh"), tmp.path().join("locks"));
+        for d in [&old, &fresh, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let long_ago = std::time::SystemTime::now() - 2 * STALE_AFTER;
+        for d in [&old, &other] {
+            std::fs::File::open(d).unwrap().set_modified(long_ago).unwrap();
+        }
+        remove_stale(tmp.path());
+        assert!(!old.exists(), "a day-old evaluation folder stayed");
+        assert!(fresh.exists() && other.exists(), "only stale evaluation folders go");
     }
 
     #[test]
