@@ -244,6 +244,7 @@ mod tests {
             from: root.join("src/fused_epilogue.cu"),
             entry: None,
             include_dirs: vec![root.join("include")],
+            force: false,
         };
         assert!(crate::scaffold::run(&args).unwrap().valid);
         let mut req = request(Expansion::Improve, Guidance::Tools);
