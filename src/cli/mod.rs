@@ -450,7 +450,14 @@ pub(crate) fn build_target(
     opts.arch = arch;
     match eval::resolve_arch(&opts) {
         Ok(a) => Ok((tc, opts, a)),
-        Err(EvalError::Env(e)) => Err(fail(EXIT_ENV, &format!("{e} (or pass --arch sm_90a to build without a GPU)"))),
+        // Building alone needs no GPU, only a target: say how to name one.
+        Err(EvalError::Env(e)) => Err(fail(
+            EXIT_ENV,
+            &format!(
+                "{} not found: without --arch, --build compiles for this machine's GPU. Pass --arch sm_90a (or the architecture you deploy to) to build without one",
+                e.what
+            ),
+        )),
         Err(e) => Err(fail(EXIT_USAGE, &e.to_string())),
     }
 }
