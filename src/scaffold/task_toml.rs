@@ -221,7 +221,7 @@ pub fn draft(
             ParamKind::Pointer { elem, constant } => {
                 let extent = extents.iter().find(|e| e.name == p.name).map(|e| &e.extent);
                 let indexing_said = match extent {
-                    Some(Extent::Unknown { why }) => why.clone(),
+                    Some(Extent::Unknown { why }) => format!("in {baseline}, {why}"),
                     Some(Extent::Derived { .. }) => String::new(),
                     None => "the launcher was not found by the CUDA parser".to_string(),
                 };
