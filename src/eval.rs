@@ -177,14 +177,15 @@ pub fn resolve_arch(opts: &EvalOptions) -> Result<String, EvalError> {
     Ok(build::arch_for_capability(cc.0, cc.1))
 }
 
+/// What to do on a machine without a GPU: the commands that need one cannot run, but the
+/// task can still be checked and built (no `--arch` hint here: `eval --arch` would build
+/// and then stop at the same missing GPU).
+pub const NO_GPU_HINT: &str = "eval, optimize, diagnose and profiling run kernels on an NVIDIA GPU: run them on a machine with one and its driver. Without a GPU, `nightshift validate TASK --build --arch sm_90a` checks the task and builds its kernels";
+
 /// The device's name, capability and driver version, or a clear environment error.
 pub fn require_gpu(device: usize) -> Result<(String, (i32, i32), i32), EnvError> {
     if !gpu::driver_present() {
-        return Err(EnvError {
-            what: "a CUDA driver (libcuda.so)".into(),
-            hint: "run on a machine with an NVIDIA GPU and driver; builds alone work anywhere with `--arch sm_90a`"
-                .into(),
-        });
+        return Err(EnvError { what: "a CUDA driver (libcuda.so)".into(), hint: NO_GPU_HINT.into() });
     }
     gpu::query_device(device)
         .map_err(|e| EnvError { what: format!("GPU {device}"), hint: format!("the driver answered {e}") })

@@ -174,3 +174,64 @@ fn the_help_shows_a_line_for_every_argument() {
     assert_eq!(code, 0);
     assert!(out.contains("--budget <DURATION>") && out.contains("1h30m"), "{out}");
 }
+
+#[test]
+fn validate_speaks_task_toml_not_rust() {
+    // Rust's Debug output (`Int("rows")`, `(Fp32)`, `Some(..)`, `None`) must never reach
+    // the user, on any task or example, nor in the task list.
+    // A variant name called like a function or alone in parentheses (`Fp32`, CamelCase),
+    // a string in parentheses, Option's words, a struct's fields.
+    let debug =
+        regex::Regex::new(r#"\b[A-Z]\w*\(|\w+\("|\([A-Z][a-z]+[A-Z0-9]\w*\)|\bSome\(|\bNone\b|\{ \w+: "#).unwrap();
+    let mut dirs = Vec::new();
+    for group in ["tasks", "examples"] {
+        for e in std::fs::read_dir(common::root().join(group)).unwrap() {
+            let d = e.unwrap().path();
+            if d.join("task.toml").is_file() {
+                dirs.push(d);
+            }
+        }
+    }
+    assert!(dirs.len() >= 15, "{dirs:?}");
+    for d in &dirs {
+        let (code, out, err) = common::run(&["validate", d.to_str().unwrap()]);
+        assert_eq!(code, 0, "{}: {err}", d.display());
+        assert!(out.contains("  arg "), "{out}");
+        if let Some(m) = debug.find(&out) {
+            panic!("{}: Debug text `{}` in:\n{out}", d.display(), m.as_str());
+        }
+    }
+    let (_, out, _) = common::run(&["tasks"]);
+    assert!(debug.find(&out).is_none(), "{out}");
+    // What the check would catch: the rendering this test was written against.
+    assert!(debug.is_match("  arg        rows       int                      value Int(\"rows\")"));
+    assert!(debug.is_match("  roofline   1 MB and 1e8 flops (Fp32) at the bench size"));
+}
+
+#[test]
+fn without_a_gpu_the_hints_lead_to_commands_that_work() {
+    if nightshift::gpu::driver_present() {
+        return;
+    }
+    // eval and optimize need a GPU; their hint must not send the user to `--arch`, which
+    // would only build and then stop at the same missing GPU.
+    let (code, _, err) = common::run(&["eval", "tasks/vector_add"]);
+    assert_eq!(code, 3, "{err}");
+    let suggested = "nightshift validate TASK --build --arch sm_90a";
+    assert!(err.contains(suggested), "{err}");
+    assert!(!err.contains("with `--arch sm_90a`"), "the old hint: {err}");
+    let (code, _, err) = common::run(&["optimize", "tasks/vector_add", "--arch", "sm_90a", "--max-nodes", "1"]);
+    assert_eq!(code, 3, "optimize with --arch still needs a GPU: {err}");
+    assert!(err.contains(suggested), "{err}");
+    // validate --build without --arch names the flag that makes it work here...
+    common::require_toolchain();
+    let (code, _, err) = common::run(&["validate", "tasks/vector_add", "--build"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("Pass --arch sm_90a"), "{err}");
+    // ...and the suggested command does work on this machine.
+    let out = common::building_command()
+        .args(["validate", "tasks/vector_add", "--build", "--arch", "sm_90a"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -11,12 +11,27 @@ struct Init {
     stdout: String,
     stderr: String,
     dir: PathBuf,
+    from: PathBuf,
     _tmp: tempfile::TempDir,
 }
 
 impl Init {
     fn toml(&self) -> String {
         std::fs::read_to_string(self.dir.join("task.toml")).unwrap_or_default()
+    }
+
+    /// The same run again with --json, in the same folders.
+    fn json(&self, extra: &[&str]) -> (i32, serde_json::Value) {
+        let out = Command::new(common::nightshift_bin())
+            .arg("init")
+            .arg(&self.dir)
+            .arg("--from")
+            .arg(&self.from)
+            .args(extra)
+            .arg("--json")
+            .output()
+            .unwrap();
+        (out.status.code().unwrap_or(-1), serde_json::from_slice(&out.stdout).unwrap_or_default())
     }
 }
 
@@ -44,31 +59,43 @@ fn init(files: &[(&str, &str)], extra: &[&str]) -> Init {
         stdout: String::from_utf8_lossy(&out.stdout).into(),
         stderr: String::from_utf8_lossy(&out.stderr).into(),
         dir,
+        from,
         _tmp: tmp,
     }
 }
 
+/// A launcher around a kernel that does nothing: its lengths can only be guessed.
 fn kernel(launcher: &str) -> String {
     format!("#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n__global__ void k() {{}}\n{launcher}\n")
 }
 
+/// An elementwise kernel `y[i] = x[i] * 2` over `n` of type `T` and size type `N`, with
+/// its launcher `name`.
+fn elementwise(name: &str, t_in: &str, t_out: &str, n: &str) -> String {
+    format!(
+        "#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n\
+         __global__ void {name}_kernel(const {t_in}* __restrict__ x, {t_out}* __restrict__ y, {n} n) {{\n\
+           {n} i = ({n})blockIdx.x * blockDim.x + threadIdx.x;\n\
+           if (i < n) y[i] = ({t_out})((float)x[i] * 2.0f);\n\
+         }}\n\
+         extern \"C\" void {name}(const {t_in}* __restrict__ x, {t_out}* __restrict__ y, {n} n, cudaStream_t stream) {{\n\
+           {name}_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(x, y, n);\n\
+         }}\n"
+    )
+}
+
 #[test]
 fn a_plain_elementwise_launcher_gives_a_valid_task() {
-    let r = init(
-        &[(
-            "scale.cu",
-            &kernel(
-                "extern \"C\" void scale(const float* x, float* y, int n, cudaStream_t s) {\n  k<<<1, 1, 0, s>>>();\n}",
-            ),
-        )],
-        &[],
-    );
+    let r = init(&[("scale.cu", &elementwise("scale", "float", "float", "int"))], &[]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let t = r.toml();
     assert!(t.contains("entry = \"scale\""), "{t}");
-    assert!(t.contains("type = \"const float*\"\nlen = \"n\""), "{t}");
     assert!(
-        t.contains("name = \"y\"\ntype = \"float*\"\nlen = \"n\"   # guessed: the only size parameter\noutput = true"),
+        t.contains("type = \"const float*\"\nlen = \"n\"   # from the kernel's indexing: `x[i]` (scale.cu:"),
+        "{t}"
+    );
+    assert!(
+        t.contains("name = \"y\"\ntype = \"float*\"\nlen = \"n\"   # from the kernel's indexing: `y[i]` (scale.cu:6)\noutput = true"),
         "{t}"
     );
     assert!(t.contains("# reference = \"reference.cu\""), "the reference comment is there: {t}");
@@ -79,10 +106,8 @@ fn a_plain_elementwise_launcher_gives_a_valid_task() {
 
 #[test]
 fn restrict_and_size_t() {
-    let r = init(
-        &[("saxpy.cu", &kernel("extern \"C\" void saxpy(const float* __restrict__ x, float *__restrict__ y, float a, size_t n, cudaStream_t stream) {}"))],
-        &[],
-    );
+    let src = "__global__ void saxpy_k(const float* x, float* y, float a, size_t n) {\n  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;\n  if (i < n) y[i] = a * x[i];\n}\nextern \"C\" void saxpy(const float* __restrict__ x, float *__restrict__ y, float a, size_t n, cudaStream_t stream) {\n  saxpy_k<<<(n + 255) / 256, 256, 0, stream>>>(x, y, a, n);\n}\n";
+    let r = init(&[("saxpy.cu", src)], &[]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let t = r.toml();
     assert!(t.contains("type = \"size_t\""), "{t}");
@@ -92,13 +117,7 @@ fn restrict_and_size_t() {
 
 #[test]
 fn half_and_bf16_pointers_get_16_bit_tolerances() {
-    let r = init(
-        &[(
-            "cast.cu",
-            &kernel("extern \"C\" void cast(const __half* in, __nv_bfloat16* out, int64_t n, cudaStream_t s) {}"),
-        )],
-        &[],
-    );
+    let r = init(&[("cast.cu", &elementwise("cast", "__half", "__nv_bfloat16", "int64_t"))], &[]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let t = r.toml();
     assert!(t.contains("type = \"const __half*\""), "{t}");
@@ -108,12 +127,32 @@ fn half_and_bf16_pointers_get_16_bit_tolerances() {
 }
 
 #[test]
-fn a_gemm_gets_its_shapes_from_the_names() {
+fn a_gemm_whose_kernel_says_nothing_gets_its_shapes_from_the_names_as_guesses() {
     let r = init(
         &[("gemm.cu", &kernel("extern \"C\" void gemm(const float* A, const float* B, float* C, int M, int N, int K, cudaStream_t s) {}"))],
         &[],
     );
-    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    // Written, and it validates, but a length from a name is a guess: exit 1.
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    for (arg, len) in [("A", "M * K"), ("B", "K * N"), ("C", "M * N")] {
+        let shown = r.stdout.lines().find(|l| l.trim_start().starts_with(&format!("{arg} "))).unwrap_or_default();
+        assert!(shown.contains(len) && shown.contains("GUESSED from the names"), "{arg}: {}", r.stdout);
+        assert!(
+            r.stdout.contains(&format!("arg `{arg}`.len: `{len}` is a GUESS from the names (GEMM naming")),
+            "listed as left to check: {}",
+            r.stdout
+        );
+    }
+    assert!(r.stdout.contains("passed to no kernel"), "why the indexing did not tell: {}", r.stdout);
+    assert!(!r.stdout.contains("\nvalid."), "{}", r.stdout);
+    let (code, v) = r.json(&[]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["loads"], true, "the guesses load; they are just not confirmed");
+    let guesses: Vec<&serde_json::Value> =
+        v["todos"].as_array().unwrap().iter().filter(|t| t["kind"] == "confirm-guess").collect();
+    assert_eq!(guesses.len(), 3, "{v}");
+    assert!(v["lengths"].as_array().unwrap().iter().all(|l| l["from"] == "name"), "{v}");
     let t = r.toml();
     for (arg, len) in [("A", "M * K"), ("B", "K * N"), ("C", "M * N")] {
         assert!(
@@ -139,7 +178,7 @@ fn a_cpp_entry_is_refused_with_the_wrapping_recipe() {
 
 #[test]
 fn two_extern_c_functions_need_an_entry() {
-    let src = kernel("extern \"C\" void launch_a(const float* x, float* y, int n, cudaStream_t s) {}\nextern \"C\" void launch_b(const float* x, float* y, int n, cudaStream_t s) {}");
+    let src = elementwise("launch_a", "float", "float", "int") + &elementwise("launch_b", "float", "float", "int");
     let r = init(&[("two.cu", &src)], &[]);
     assert_eq!(r.code, 2);
     assert!(
@@ -218,7 +257,7 @@ fn bad_input_is_a_message_never_a_panic() {
         tmp.path().join("k.cu").to_str().unwrap(),
     ]);
     assert_eq!(code, 2);
-    assert!(err.contains("never overwrites"), "{err}");
+    assert!(err.contains("was not written by `nightshift init`") && err.contains("--force"), "{err}");
     assert_eq!(std::fs::read_to_string(tmp.path().join("t/task.toml")).unwrap(), "mine");
 }
 
@@ -247,7 +286,19 @@ fn the_example_goes_from_init_to_a_valid_building_task_and_a_header_change_rebui
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{v}");
     assert_eq!(v["valid"], true);
+    assert_eq!(v["todos"], serde_json::json!([]));
     assert_eq!(v["entry"], "fused_bias_gelu_residual");
+    // Every length from the indexing, through the header's load and store helpers.
+    let lens: Vec<(String, String, String)> = v["lengths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (l["arg"].as_str().unwrap().into(), l["len"].as_str().unwrap().into(), l["from"].as_str().unwrap().into())
+        })
+        .collect();
+    let want = [("x", "rows * cols"), ("bias", "cols"), ("residual", "rows * cols"), ("out", "rows * cols")];
+    assert_eq!(lens, want.map(|(a, l)| (a.to_string(), l.to_string(), "indexing".to_string())));
     assert!(dir.join("bf16_io.cuh").is_file() && dir.join("include/epilogue/activations.cuh").is_file());
     let t = std::fs::read_to_string(dir.join("task.toml")).unwrap();
     assert!(t.contains("include = [\"include\"]"), "{t}");
@@ -296,4 +347,190 @@ fn include_folders_must_stay_inside_the_task() {
     assert_eq!(code, 2);
     assert!(err.contains("build.include") && err.contains("inside the task directory"), "{err}");
     assert!(err.contains(&format!("task.toml:{line}")), "the line is named: {err}");
+}
+
+/// Runs the binary with `args` from `cwd`.
+fn nightshift(cwd: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(common::nightshift_bin()).args(args).current_dir(cwd).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn an_unresolved_include_exits_1_and_the_suggested_rerun_finishes_the_task() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("repo/src")).unwrap();
+    std::fs::create_dir_all(root.join("repo/third_party/inc/ops")).unwrap();
+    std::fs::write(
+        root.join("repo/src/act.cu"),
+        elementwise("act", "float", "float", "int")
+            .replace("#include <cuda_runtime.h>\n", "#include <cuda_runtime.h>\n#include \"ops/act.cuh\"\n"),
+    )
+    .unwrap();
+    std::fs::write(root.join("repo/third_party/inc/ops/act.cuh"), "#pragma once\n").unwrap();
+    let args = ["init", "task", "--from", "repo/src/act.cu", "--json"];
+    let (code, out, err) = nightshift(root, &args);
+    assert_eq!(code, 1, "an include init could not copy is not a finished task: {out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["valid"], false, "{v}");
+    let todo =
+        v["todos"].as_array().unwrap().iter().find(|t| t["kind"] == "missing-include").cloned().unwrap_or_default();
+    assert!(todo["what"].as_str().unwrap_or("").contains("\"ops/act.cuh\" not found"), "{v}");
+    assert_eq!(todo["line"], 2, "{v}");
+    // The human summary says the same, with the command that fixes it.
+    let (code, text, _) = nightshift(root, &args[..4]);
+    assert_eq!(code, 1);
+    assert!(text.contains("act.cu:2: \"ops/act.cuh\" not found"), "{text}");
+    let inc = root.join("repo/third_party/inc").canonicalize().unwrap();
+    let rerun = format!("nightshift init task --from repo/src/act.cu -I {}", inc.display());
+    assert!(text.contains(&rerun), "the exact command: {text}");
+    assert_eq!(v["rerun"], rerun.as_str());
+    // That command, run as printed, continues in the folder init wrote and finishes.
+    let words: Vec<&str> = rerun.split(' ').skip(1).collect();
+    let (code, out, err) = nightshift(root, &words);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("rewrote task "), "{out}");
+    assert!(root.join("task/include/ops/act.cuh").is_file());
+    assert!(std::fs::read_to_string(root.join("task/task.toml")).unwrap().contains("include = [\"include\"]"));
+    let (code, _, err) = nightshift(root, &["validate", "task"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn init_replaces_only_its_own_files_and_force_overrides() {
+    let r = init(&[("scale.cu", &elementwise("scale", "float", "float", "int"))], &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stderr, r.stdout);
+    assert!(r.dir.join(".nightshift-init.json").is_file());
+    // Again, untouched: it continues.
+    let (code, v) = r.json(&[]);
+    assert_eq!((code, v["rewrote"].clone()), (0, serde_json::json!(true)), "{v}");
+    // A file the user added is left alone.
+    std::fs::write(r.dir.join("reference.cu"), "// mine\n").unwrap();
+    let (code, _) = r.json(&[]);
+    assert_eq!(code, 0);
+    assert_eq!(std::fs::read_to_string(r.dir.join("reference.cu")).unwrap(), "// mine\n");
+    // An edited task.toml is not replaced without --force.
+    let edited = r.toml().replace("seeds = 2", "seeds = 5");
+    std::fs::write(r.dir.join("task.toml"), &edited).unwrap();
+    let (code, v) = r.json(&[]);
+    assert_eq!(code, 2, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("task.toml edited since")
+            && v["error"].as_str().unwrap().contains("--force"),
+        "{v}"
+    );
+    assert_eq!(r.toml(), edited);
+    let (code, v) = r.json(&["--force"]);
+    assert_eq!(code, 0, "{v}");
+    assert!(r.toml().contains("seeds = 2"));
+    // A folder init never wrote is refused; --force writes into it and keeps the rest.
+    let other = r.dir.with_file_name("theirs");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("notes.md"), "keep\n").unwrap();
+    let (code, _, err) = nightshift(r.dir.parent().unwrap(), &["init", "theirs", "--from", r.from.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("theirs already exists and was not written by `nightshift init`"), "{err}");
+    assert!(!other.join("task.toml").exists());
+    let (code, _, err) =
+        nightshift(r.dir.parent().unwrap(), &["init", "theirs", "--from", r.from.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(other.join("task.toml").is_file() && other.join("notes.md").is_file());
+}
+
+#[test]
+fn lengths_come_from_the_kernels_indexing_where_the_names_would_mislead() {
+    // `w` is one weight per column, `height` and `width` are no names init knows: the names
+    // would make `w` a matrix; the indexing says `width`. A 3-D grid over (B, H) with a
+    // loop over D has three sizes, for which the names give nothing at all.
+    let src = r#"#include <cuda_runtime.h>
+__global__ void scale_cols(const float* src, const float* w, float* dst, int height, int width) {
+  int r = blockIdx.x;
+  if (r >= height) return;
+  const float* row = src + (size_t)r * width;
+  for (int c = threadIdx.x; c < width; c += blockDim.x) dst[(size_t)r * width + c] = row[c] * w[c];
+}
+__global__ void heads(const float* q, float* o, int B, int H, int D) {
+  int b = blockIdx.y, h = blockIdx.x;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    size_t at = ((size_t)b * H + h) * D + d;
+    o[at] = q[at];
+  }
+}
+extern "C" void run_rows(const float* src, const float* w, float* dst, int height, int width, cudaStream_t s) {
+  scale_cols<<<height, 128, 0, s>>>(src, w, dst, height, width);
+}
+extern "C" void run_heads(const float* q, float* o, int B, int H, int D, cudaStream_t s) {
+  heads<<<dim3(H, B), 64, 0, s>>>(q, o, B, H, D);
+}
+"#;
+    let r = init(&[("two.cu", src)], &["--entry", "run_rows"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let t = r.toml();
+    assert!(
+        t.contains(
+            "name = \"w\"\ntype = \"const float*\"\nlen = \"width\"   # from the kernel's indexing: `w[c]` (two.cu:6)"
+        ),
+        "{t}"
+    );
+    assert!(t.contains("name = \"src\"\ntype = \"const float*\"\nlen = \"height * width\"   # from the kernel's indexing: `row[c]`"), "{t}");
+    assert!(t.contains("name = \"dst\"\ntype = \"float*\"\nlen = \"height * width\""), "{t}");
+    assert!(!t.contains("GUESSED"), "{t}");
+    let r = init(&[("two.cu", src)], &["--entry", "run_heads"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let t = r.toml();
+    assert!(t.contains("len = \"B * H * D\"   # from the kernel's indexing: `q[at]`"), "{t}");
+    assert!(t.contains("[roofline]\n# The least DRAM traffic: every input read once, every output written once.\nbytes = \"4 * (B * H * D) + 4 * (B * H * D)\""), "{t}");
+}
+
+#[test]
+fn every_length_init_reads_from_the_examples_indexing_is_the_one_their_task_declares() {
+    use nightshift::task::{expr::Expr, ArgRole, Task};
+    let mut derived = 0;
+    let mut tasks = 0;
+    for group in ["tasks", "examples"] {
+        let mut dirs: Vec<PathBuf> =
+            std::fs::read_dir(common::root().join(group)).unwrap().map(|e| e.unwrap().path()).collect();
+        dirs.sort();
+        for d in dirs.into_iter().filter(|d| d.join("task.toml").is_file()) {
+            let task = Task::load(&d).unwrap();
+            let tmp = tempfile::tempdir().unwrap();
+            let out = Command::new(common::nightshift_bin())
+                .args(["init", tmp.path().join("t").to_str().unwrap(), "--from", task.baseline.to_str().unwrap()])
+                .args(["--entry", &task.entry, "--json"])
+                .output()
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|_| panic!("{}: {}", d.display(), String::from_utf8_lossy(&out.stderr)));
+            tasks += 1;
+            for l in v["lengths"].as_array().unwrap().iter().filter(|l| l["from"] == "indexing") {
+                let arg = task.args.iter().find(|a| a.name == l["arg"].as_str().unwrap()).unwrap();
+                let declared = match &arg.role {
+                    ArgRole::Input { len, .. } | ArgRole::Output { len, .. } | ArgRole::InOut { len, .. } => len,
+                    ArgRole::Scalar { .. } => panic!("{}: {} is a scalar", d.display(), arg.name),
+                };
+                let (want, got) = (Expr::parse(declared).unwrap(), Expr::parse(l["len"].as_str().unwrap()).unwrap());
+                for size in std::iter::once(&task.bench).chain(&task.checks) {
+                    assert_eq!(
+                        got.eval(&size.vars).unwrap(),
+                        want.eval(&size.vars).unwrap(),
+                        "{}: `{}` read as {} from {}, declared {declared}, at {size}",
+                        d.display(),
+                        arg.name,
+                        l["len"],
+                        l["evidence"]
+                    );
+                }
+                derived += 1;
+            }
+        }
+    }
+    assert!(tasks >= 15, "{tasks} tasks");
+    // 37 of the 53 buffers when this was written (the rest: cuBLAS or a memset in the
+    // launcher, indices read from memory, a head_dim / 2 the polynomials cannot hold, a
+    // tiled transpose that reassigns its indices).
+    assert!(derived >= 37, "only {derived} lengths from the indexing");
 }

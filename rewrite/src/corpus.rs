@@ -136,8 +136,8 @@ fn positional(expr: &str, names: &[String]) -> String {
     out
 }
 
-/// Evaluates `+ - * / ( )` over integers and names.
-fn eval(expr: &str, vars: &BTreeMap<String, i64>) -> Option<i64> {
+/// Evaluates `+ - * / ( )` over integers and names (the lengths of the headers).
+pub fn eval(expr: &str, vars: &BTreeMap<String, i64>) -> Option<i64> {
     let tokens: Vec<String> = {
         let mut v = Vec::new();
         let mut cur = String::new();

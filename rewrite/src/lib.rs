@@ -19,11 +19,13 @@
 pub mod combine;
 pub mod corpus;
 pub mod edit;
+pub mod extent;
 pub mod facts;
 pub mod guards;
 pub mod helpers;
 pub mod knobs;
 pub mod pattern;
+pub mod poly;
 pub mod recipe;
 pub mod recipes;
 pub mod source;

@@ -1,4 +1,4 @@
-//! Every recipe, with every parameter value, on arbitrary text and on real kernels cut and
+//! Every recipe (and the extent analysis), with every parameter value, on arbitrary text and on real kernels cut and
 //! spliced at random places: a rewrite or a reason, never a panic, and what comes out of
 //! a mutated kernel is text a recipe can take again.
 
@@ -33,6 +33,8 @@ fn real_kernels() -> Vec<(String, Facts)> {
 }
 
 fn every_recipe(text: &str, facts: &Facts) {
+    // The extent analysis reads the same files: an extent or a reason, never a panic.
+    let _ = rewrite::extent::pointer_extents(&rewrite::Source::parse(text), &[], &facts.entry);
     for r in recipes::ALL {
         for params in r.variants() {
             let app = Application { recipe: r.id, params };
@@ -94,6 +96,7 @@ fn deep_nesting_is_declined_not_overflowed() {
         let why = rewrite::apply(&Application { recipe: r.id, params: Default::default() }, &text, &facts).unwrap_err();
         assert!(why.0.contains("levels deep"), "{}: {why}", r.id);
     }
+    assert!(rewrite::extent::pointer_extents(&rewrite::Source::parse(&text), &[], "launch").is_empty());
 }
 
 #[test]

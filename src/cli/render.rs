@@ -61,7 +61,10 @@ pub fn task_detail(task: &Task) -> String {
                 format!("output, {len} elements, rtol {} atol {}", tolerance.rtol, tolerance.atol)
             }
             ArgRole::InOut { len, init, .. } => format!("in-out, {len} elements, {init}"),
-            ArgRole::Scalar { value } => format!("value {value:?}"),
+            ArgRole::Scalar { value: crate::task::ScalarValue::Int(e) } if *e == a.name => {
+                "size, from [sizes]".to_string()
+            }
+            ArgRole::Scalar { value } => format!("value {value}"),
         };
         let _ = writeln!(out, "  arg        {:<10} {:<24} {role}", a.name, a.spelling);
     }
@@ -80,7 +83,7 @@ pub fn task_detail(task: &Task) -> String {
     if let Some(w) = task.work(&task.bench) {
         let _ = writeln!(
             out,
-            "  roofline   {} and {:.3e} flops ({:?}) at the bench size",
+            "  roofline   {} and {:.3e} flops ({}) at the bench size",
             bytes(w.bytes),
             w.flops,
             w.flops_kind

@@ -19,12 +19,24 @@ pub struct Header {
     pub via_include_dir: bool,
 }
 
-/// An include that could not be found.
+/// An include that could not be copied into the task.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unresolved {
     pub from: PathBuf,
     pub line: usize,
+    /// As written between the quotes.
     pub name: String,
+    pub why: Missing,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Missing {
+    /// Neither next to the including file nor in an -I folder. `nearby`: a folder near
+    /// the kernel that holds a file of that relative name, when one was found.
+    NotFound { nearby: Option<PathBuf> },
+    /// Found, but by a path that leaves the folder (`../x.h`, `/abs/x.h`): a task can
+    /// only hold includes below its own folder, so the source must name it differently.
+    Outside { found: PathBuf },
 }
 
 /// The folder -I headers are copied to inside the task.
@@ -53,14 +65,11 @@ pub fn collect(kernel: &Path, include_dirs: &[PathBuf]) -> (Vec<Header>, Vec<Unr
             if rel.is_absolute() || rel.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
                 // `../x.h` or `/abs/x.h`: copy it flat under include/ and say so via the -I path.
                 let found = if rel.is_absolute() { Some(rel.to_path_buf()) } else { Some(here.join(rel)) };
-                match found.filter(|p| p.is_file()) {
-                    Some(p) => missing.push(Unresolved {
-                        from: file.clone(),
-                        line,
-                        name: format!("{name} (found at {}, but a task needs includes inside it: include it by a path below the kernel's folder or an -I folder)", p.display()),
-                    }),
-                    None => missing.push(Unresolved { from: file.clone(), line, name }),
-                }
+                let why = match found.filter(|p| p.is_file()) {
+                    Some(p) => Missing::Outside { found: p },
+                    None => Missing::NotFound { nearby: None },
+                };
+                missing.push(Unresolved { from: file.clone(), line, name, why });
                 continue;
             }
             // nvcc's order: next to the including file, then each -I folder.
@@ -75,7 +84,8 @@ pub fn collect(kernel: &Path, include_dirs: &[PathBuf]) -> (Vec<Header>, Vec<Unr
                     .map(|p| (p, Path::new(INCLUDE_DIR).join(rel), true))
             };
             let Some((source, dest, via)) = located else {
-                missing.push(Unresolved { from: file.clone(), line, name });
+                let nearby = folder_near(kernel, rel);
+                missing.push(Unresolved { from: file.clone(), line, name, why: Missing::NotFound { nearby } });
                 continue;
             };
             let canonical = source.canonicalize().unwrap_or(source.clone());
@@ -92,6 +102,44 @@ pub fn collect(kernel: &Path, include_dirs: &[PathBuf]) -> (Vec<Header>, Vec<Unr
     }
     headers.sort_by(|a, b| a.dest.cmp(&b.dest));
     (headers, missing)
+}
+
+/// Folders looked into when searching for a missing header (a bound on the time spent).
+const SEARCH_LIMIT: usize = 4000;
+
+/// A folder near `kernel` (below its folder or up to three folders above it, four levels
+/// deep, hidden and build folders skipped) that holds `rel`: what -I would need. The
+/// closest ancestor wins; None when there is none within the search limit.
+fn folder_near(kernel: &Path, rel: &Path) -> Option<PathBuf> {
+    let start = kernel.canonicalize().ok()?.parent()?.to_path_buf();
+    let mut visited = 0;
+    for root in start.ancestors().take(4) {
+        let mut level = vec![root.to_path_buf()];
+        for _ in 0..=4 {
+            let mut next = Vec::new();
+            for dir in level {
+                visited += 1;
+                if visited > SEARCH_LIMIT {
+                    return None;
+                }
+                if dir.join(rel).is_file() {
+                    return Some(dir);
+                }
+                let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+                for e in entries.flatten() {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    let skip = name.starts_with('.') || matches!(name.as_ref(), "target" | "node_modules" | "build");
+                    if !skip && e.file_type().is_ok_and(|t| t.is_dir()) {
+                        next.push(e.path());
+                    }
+                }
+            }
+            next.sort();
+            level = next;
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -118,5 +166,28 @@ mod tests {
         assert_eq!(dests, vec!["detail/math.cuh", "detail/tiny.h", "include/ops/act.cuh"]);
         assert_eq!(missing.len(), 1);
         assert_eq!((missing[0].line, missing[0].name.as_str()), (5, "nowhere.h"));
+        assert_eq!(missing[0].why, Missing::NotFound { nearby: None });
+    }
+
+    #[test]
+    fn a_missing_header_is_looked_for_near_the_kernel() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("repo/src");
+        let inc = tmp.path().join("repo/third_party/cutlass/include");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::create_dir_all(inc.join("ops")).unwrap();
+        std::fs::write(src.join("k.cu"), "#include \"ops/act.cuh\"\n#include \"../up.h\"\n").unwrap();
+        std::fs::write(inc.join("ops/act.cuh"), "").unwrap();
+        std::fs::write(tmp.path().join("repo/up.h"), "").unwrap();
+        let (headers, missing) = collect(&src.join("k.cu"), &[]);
+        assert!(headers.is_empty());
+        assert_eq!(missing.len(), 2);
+        let by_name = |n: &str| missing.iter().find(|m| m.name == n).unwrap().why.clone();
+        assert_eq!(by_name("ops/act.cuh"), Missing::NotFound { nearby: Some(inc.canonicalize().unwrap()) });
+        assert!(matches!(by_name("../up.h"), Missing::Outside { .. }));
+        // With the folder found, the header is copied.
+        let (headers, missing) = collect(&src.join("k.cu"), &[inc]);
+        assert_eq!(headers.len(), 1);
+        assert_eq!(missing.len(), 1);
     }
 }

@@ -1,22 +1,64 @@
 //! Writing a first task.toml from a launcher signature: every pointer an input or an
-//! output, every integer a size variable, lengths where the names make them obvious,
-//! proposed sizes, and a comment wherever a value is a guess. What cannot be guessed is
-//! written as `TODO` (which validation rejects) and listed for the user.
+//! output, every integer a size variable, lengths from the kernels' own indexing (else
+//! from the names, marked as guesses), proposed sizes, and a comment wherever a value is a
+//! guess. What cannot be guessed is written as `TODO` (which validation rejects); both are
+//! listed for the user.
 
 use super::signature::{Entry, Param, ParamKind};
+use rewrite::extent::{Extent, PointerExtent};
 use std::fmt::Write;
+use std::path::{Path, PathBuf};
 
-/// A field left for the user, with the line it is on in the written file.
+/// What kind of work a [`Todo`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TodoKind {
+    /// A field written as "TODO": validation fails until it is filled in.
+    FillIn,
+    /// A value init guessed (a length from a parameter's name): it loads, but nothing in
+    /// the code confirmed it.
+    ConfirmGuess,
+    /// A quoted include init could not copy into the task.
+    MissingInclude,
+}
+
+/// Something left for the user, at a line of a file.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Todo {
+    pub kind: TodoKind,
+    pub file: PathBuf,
     pub line: usize,
+    /// The task.toml field, as `arg `x`.len`; empty for an include.
     pub field: String,
     pub what: String,
+}
+
+/// Where a pointer's length came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LengthSource {
+    /// The kernels' indexing: the largest index they reach, plus one.
+    Indexing,
+    /// The parameter names: a guess.
+    Name,
+    /// Neither: left as "TODO".
+    Unknown,
+}
+
+/// One pointer argument's length, as written, with where it came from.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Length {
+    pub arg: String,
+    pub len: Option<String>,
+    pub from: LengthSource,
+    /// The access it was read from, or why the guess and what the indexing did not tell.
+    pub evidence: String,
 }
 
 pub struct Draft {
     pub text: String,
     pub todos: Vec<Todo>,
+    pub lengths: Vec<Length>,
 }
 
 fn lower(s: &str) -> String {
@@ -121,14 +163,35 @@ fn elem_bytes(elem: &str) -> usize {
         .unwrap_or(4)
 }
 
+/// An access as quoted in a comment: one line, at most 60 characters.
+fn shortened(access: &str) -> String {
+    let one_line = access.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= 60 {
+        one_line
+    } else {
+        format!("{}...", one_line.chars().take(57).collect::<String>())
+    }
+}
+
 fn toml_str(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-/// Renders the task.toml for `entry` of `baseline` (a file name in the task directory).
-pub fn draft(task_name: &str, entry: &Entry, baseline: &str, include_dir: bool) -> Draft {
+/// Renders the task.toml (to be written at `toml_path`) for `entry` of `baseline` (a file
+/// name in the task directory), with what the extent analysis found for each pointer.
+pub fn draft(
+    task_name: &str,
+    entry: &Entry,
+    baseline: &str,
+    include_dir: bool,
+    extents: &[PointerExtent],
+    toml_path: &Path,
+) -> Draft {
     let mut t = String::new();
     let mut todos = Vec::new();
+    let mut lengths = Vec::new();
+    let todo =
+        |kind, line, field: String, what: String| Todo { kind, file: toml_path.to_path_buf(), line, field, what };
     let line = |t: &String| t.lines().count() + 1;
     let sizes: Vec<String> =
         entry.params.iter().filter(|p| p.kind == ParamKind::Integer).map(|p| p.name.clone()).collect();
@@ -156,17 +219,50 @@ pub fn draft(task_name: &str, entry: &Entry, baseline: &str, include_dir: bool) 
         let _ = writeln!(t, "type = {}", toml_str(&p.spelling));
         match &p.kind {
             ParamKind::Pointer { elem, constant } => {
-                match infer_len(p, &sizes) {
-                    Some((len, why)) => {
-                        let _ = writeln!(t, "len = {}   # guessed: {why}", toml_str(&len));
+                let extent = extents.iter().find(|e| e.name == p.name).map(|e| &e.extent);
+                let indexing_said = match extent {
+                    Some(Extent::Unknown { why }) => format!("in {baseline}, {why}"),
+                    Some(Extent::Derived { .. }) => String::new(),
+                    None => "the launcher was not found by the CUDA parser".to_string(),
+                };
+                match (extent, infer_len(p, &sizes)) {
+                    (Some(Extent::Derived { len, access, line: at }), _) => {
+                        let len = len.render(&sizes);
+                        let evidence = format!("`{}` ({baseline}:{at})", shortened(access));
+                        let _ = writeln!(t, "len = {}   # from the kernel's indexing: {evidence}", toml_str(&len));
                         bytes_terms.push(format!("{} * ({len})", elem_bytes(elem)));
+                        lengths.push(Length {
+                            arg: p.name.clone(),
+                            len: Some(len),
+                            from: LengthSource::Indexing,
+                            evidence,
+                        });
                     }
-                    None => {
-                        todos.push(Todo {
-                            line: line(&t),
-                            field: format!("arg `{}`.len", p.name),
-                            what: format!(
-                                "the element count of `{}` as an expression over {}",
+                    (_, Some((len, why))) => {
+                        todos.push(todo(
+                            TodoKind::ConfirmGuess,
+                            line(&t),
+                            format!("arg `{}`.len", p.name),
+                            format!(
+                                "`{len}` is a GUESS from the names ({why}); the kernel's indexing did not tell ({indexing_said}): check it"
+                            ),
+                        ));
+                        let _ = writeln!(t, "len = {}   # GUESSED: {why}; check it", toml_str(&len));
+                        bytes_terms.push(format!("{} * ({len})", elem_bytes(elem)));
+                        lengths.push(Length {
+                            arg: p.name.clone(),
+                            len: Some(len),
+                            from: LengthSource::Name,
+                            evidence: format!("{why}; the indexing did not tell: {indexing_said}"),
+                        });
+                    }
+                    (_, None) => {
+                        todos.push(todo(
+                            TodoKind::FillIn,
+                            line(&t),
+                            format!("arg `{}`.len", p.name),
+                            format!(
+                                "the element count of `{}` as an expression over {} (the indexing did not tell: {indexing_said})",
                                 p.name,
                                 if sizes.is_empty() {
                                     "the size variables (add an integer parameter)".to_string()
@@ -174,13 +270,19 @@ pub fn draft(task_name: &str, entry: &Entry, baseline: &str, include_dir: bool) 
                                     sizes.join(", ")
                                 }
                             ),
-                        });
+                        ));
                         let _ = writeln!(
                             t,
                             "len = \"TODO\"   # elements of {}: an expression over {}",
                             p.name,
                             sizes.join(", ")
                         );
+                        lengths.push(Length {
+                            arg: p.name.clone(),
+                            len: None,
+                            from: LengthSource::Unknown,
+                            evidence: indexing_said,
+                        });
                     }
                 }
                 if *constant {
@@ -192,11 +294,12 @@ pub fn draft(task_name: &str, entry: &Entry, baseline: &str, include_dir: bool) 
                         "float" | "double" | "half" | "__half" | "__nv_bfloat16" | "nv_bfloat16"
                     );
                     if is_int && is_index {
-                        todos.push(Todo {
-                            line: line(&t),
-                            field: format!("arg `{}`.init", p.name),
-                            what: format!("`{}` looks like indices: give the range of valid values (randint(0, BOUND) or randperm)", p.name),
-                        });
+                        todos.push(todo(
+                            TodoKind::FillIn,
+                            line(&t),
+                            format!("arg `{}`.init", p.name),
+                            format!("`{}` looks like indices: give the range of valid values (randint(0, BOUND) or randperm)", p.name),
+                        ));
                         let _ = writeln!(
                             t,
                             "init = \"TODO\"   # indices: randint(0, BOUND) with BOUND the indexed size, or randperm"
@@ -252,7 +355,7 @@ pub fn draft(task_name: &str, entry: &Entry, baseline: &str, include_dir: bool) 
     let _ = writeln!(t, "atol = {atol:e}");
     let _ = writeln!(t, "seeds = 2");
 
-    if !bytes_terms.is_empty() && todos.iter().all(|todo| !todo.field.ends_with(".len")) {
+    if !bytes_terms.is_empty() && lengths.iter().all(|l| l.len.is_some()) {
         let _ = writeln!(t, "\n[roofline]");
         let _ = writeln!(t, "# The least DRAM traffic: every input read once, every output written once.");
         let _ = writeln!(t, "bytes = {}", toml_str(&bytes_terms.join(" + ")));
@@ -264,5 +367,5 @@ pub fn draft(task_name: &str, entry: &Entry, baseline: &str, include_dir: bool) 
         let _ = writeln!(t, "# see them as read-only context and rewrite only {baseline}.");
         let _ = writeln!(t, "include = [{}]", toml_str(super::includes::INCLUDE_DIR));
     }
-    Draft { text: t, todos }
+    Draft { text: t, todos, lengths }
 }

@@ -9,6 +9,7 @@ pub mod expr;
 pub mod facts;
 pub mod init;
 pub mod types;
+mod wording;
 
 use expr::Expr;
 use init::Init;
@@ -95,8 +96,33 @@ struct ArgSection {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SizesSection {
-    bench: Spanned<toml::Table>,
-    check: Vec<Spanned<toml::Table>>,
+    bench: Spanned<SizeTable>,
+    check: Vec<Spanned<SizeTable>>,
+}
+
+/// A table of sizes as written: names in order, each value with its place in the file
+/// (so that an error names the line of `rows = "many"`, not of the table).
+#[derive(Debug)]
+struct SizeTable(Vec<(String, Spanned<toml::Value>)>);
+
+impl<'de> Deserialize<'de> for SizeTable {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = SizeTable;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a table of sizes")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<SizeTable, A::Error> {
+                let mut entries = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Spanned<toml::Value>>()? {
+                    entries.push((k, v));
+                }
+                Ok(SizeTable(entries))
+            }
+        }
+        d.deserialize_map(Entries)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -240,6 +266,16 @@ pub enum ScalarValue {
     Float(f64),
 }
 
+impl fmt::Display for ScalarValue {
+    /// As task.toml writes it: the expression, or the number.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScalarValue::Int(e) => f.write_str(e),
+            ScalarValue::Float(x) => write!(f, "{x}"),
+        }
+    }
+}
+
 /// One binding of the size variables.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Size {
@@ -267,6 +303,19 @@ pub enum FlopsKind {
     Fp16Tensor,
     Bf16Tensor,
     Int32,
+}
+
+impl fmt::Display for FlopsKind {
+    /// As task.toml writes it (`flops_kind = "fp16-tensor"`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FlopsKind::Fp32 => "fp32",
+            FlopsKind::Fp64 => "fp64",
+            FlopsKind::Fp16Tensor => "fp16-tensor",
+            FlopsKind::Bf16Tensor => "bf16-tensor",
+            FlopsKind::Int32 => "int32",
+        })
+    }
 }
 
 impl FlopsKind {
@@ -329,11 +378,12 @@ impl Task {
     /// Parses task text as if read from `file` in `dir` (files it names are looked up in `dir`).
     pub fn from_text(dir: &Path, file: &Path, text: &str) -> Result<Task, TaskError> {
         let at = Locator { file, text };
-        let raw: TaskFile = toml::from_str(text).map_err(|e| TaskError {
-            file: file.to_path_buf(),
-            line: e.span().map(|s| at.line(s.start)),
-            field: String::new(),
-            message: e.message().trim().to_string(),
+        let raw: TaskFile = serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
+            // The document as plain values, to name an [[arg]] by its `name`.
+            let doc = text.parse::<toml::Table>().ok();
+            let segments: Vec<&serde_path_to_error::Segment> = e.path().iter().collect();
+            let (field, message) = wording::reword(e.inner().message(), &segments, doc.as_ref());
+            TaskError { file: file.to_path_buf(), line: e.inner().span().map(|s| at.line(s.start)), field, message }
         })?;
         Task::resolve(dir, raw, &at)
     }
@@ -452,18 +502,24 @@ impl Task {
                             }
                             (toml::Value::Integer(n), _) => ScalarValue::Int(n.to_string()),
                             (toml::Value::Float(x), true) => ScalarValue::Float(*x),
-                            (toml::Value::Float(_), false) => {
+                            (toml::Value::Float(x), false) => {
                                 return Err(at.err(
                                     v,
                                     &format!("{field}.value"),
-                                    "a float value for an integer parameter",
+                                    format!(
+                                        "expected an integer (`{}` is an integer type), found {x} (a number with a fraction)",
+                                        a.ty.get_ref()
+                                    ),
                                 ));
                             }
-                            _ => {
+                            (other, _) => {
                                 return Err(at.err(
                                     v,
                                     &format!("{field}.value"),
-                                    "expected an integer expression string or a number",
+                                    format!(
+                                        "expected a number, or an integer expression as a string, found {}",
+                                        value_in_words(other)
+                                    ),
                                 ))
                             }
                         },
@@ -583,11 +639,14 @@ impl Task {
                 ArgRole::Scalar { .. } => false,
             })
         }) {
-            return Err(at.err(
-                &sizes.bench,
-                "sizes",
-                format!("size variable `{unused}` is used by no argument: the kernel would never see it"),
-            ));
+            let key = sizes.bench.get_ref().0.iter().find(|(k, _)| k == unused).map(|(_, v)| v);
+            let message = format!(
+                "size variable `{unused}` is used by no argument: the kernel would never see it (pass it as an integer [[arg]] or use it in a len)"
+            );
+            return Err(match key {
+                Some(v) => at.err(v, &format!("sizes.bench.{unused}"), message),
+                None => at.err(&sizes.bench, &format!("sizes.bench.{unused}"), message),
+            });
         }
 
         let roofline = match &raw.roofline {
@@ -778,14 +837,8 @@ impl Task {
         if !rtol.is_finite() {
             (rtol, atol) = (self.tolerance.rtol, self.tolerance.atol);
         }
-        let flops_kind = match self.roofline.as_ref().map(|r| r.flops_kind) {
-            Some(FlopsKind::Fp64) => "fp64",
-            Some(FlopsKind::Fp16Tensor) => "fp16-tensor",
-            Some(FlopsKind::Bf16Tensor) => "bf16-tensor",
-            Some(FlopsKind::Int32) => "int32",
-            Some(FlopsKind::Fp32) | None => "fp32",
-        };
-        heuristics::precision::Accuracy { rtol, atol, output_types: types, flops_kind: flops_kind.into() }
+        let flops_kind = self.roofline.as_ref().map_or(FlopsKind::Fp32, |r| r.flops_kind);
+        heuristics::precision::Accuracy { rtol, atol, output_types: types, flops_kind: flops_kind.to_string() }
     }
 
     /// What the diagnoses may know about the task at its bench size.
@@ -868,6 +921,19 @@ pub fn output_elems(task: &Task) -> Vec<ElemType> {
         .collect()
 }
 
+/// A TOML value as a reader would describe it: `"three" (a string)`.
+fn value_in_words(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => format!("\"{}\" (a string)", s.replace('\\', "\\\\").replace('"', "\\\"")),
+        toml::Value::Integer(n) => format!("{n} (an integer)"),
+        toml::Value::Float(x) => format!("{x} (a number with a fraction)"),
+        toml::Value::Boolean(b) => format!("{b} (true or false)"),
+        toml::Value::Datetime(d) => format!("{d} (a date)"),
+        toml::Value::Array(_) => "a list".into(),
+        toml::Value::Table(_) => "a table".into(),
+    }
+}
+
 fn is_c_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
@@ -918,18 +984,26 @@ impl Locator<'_> {
     }
 
     /// A size table: integer values >= 0, kept in the order written.
-    fn size(&self, table: &Spanned<toml::Table>, field: &str) -> Result<Size, TaskError> {
+    fn size(&self, table: &Spanned<SizeTable>, field: &str) -> Result<Size, TaskError> {
         let mut vars = BTreeMap::new();
         let mut order = Vec::new();
-        for (k, v) in table.get_ref() {
-            let Some(n) = v.as_integer() else {
-                return Err(self.err(table, field, format!("`{k} = {v}`: sizes are integers")));
+        for (k, v) in &table.get_ref().0 {
+            let at = format!("{field}.{k}");
+            let Some(n) = v.get_ref().as_integer() else {
+                return Err(self.err(v, &at, format!("expected an integer, found {}", value_in_words(v.get_ref()))));
             };
             if n < 0 {
-                return Err(self.err(table, field, format!("`{k} = {n}`: sizes must not be negative")));
+                return Err(self.err(v, &at, format!("expected a size >= 0, found {n}")));
             }
             if !is_c_identifier(k) {
-                return Err(self.err(table, field, format!("`{k}` is not a valid variable name")));
+                return Err(self.err(
+                    v,
+                    &at,
+                    format!("`{k}` is not a C identifier; a size is named like the launcher parameter that takes it"),
+                ));
+            }
+            if vars.contains_key(k) {
+                return Err(self.err(v, &at, format!("`{k}` is given twice")));
             }
             vars.insert(k.clone(), n);
             order.push(k.clone());

@@ -141,7 +141,8 @@ fn missing_baseline_file() {
 fn missing_required_field() {
     let text = GOOD.replace("entry = \"softmax\"\n", "");
     let e = error(&text);
-    assert!(e.message.contains("missing field `entry`"), "{e}");
+    assert_eq!(e.field, "task.entry");
+    assert!(e.message.contains("missing; expected a string (the name of the extern \"C\" launcher)"), "{e}");
 }
 
 #[test]
@@ -260,9 +261,97 @@ fn sizes_keep_their_written_order_and_must_be_integers() {
     let t = load(GOOD).unwrap();
     assert_eq!(t.bench.to_string(), "rows=8192 cols=4096");
     let e = error(&GOOD.replace("bench = { rows = 8192, cols = 4096 }", "bench = { rows = 8192, cols = 4.5 }"));
-    assert_eq!(e.field, "sizes.bench");
-    assert!(e.message.contains("sizes are integers"), "{e}");
+    assert_eq!(e.field, "sizes.bench.cols");
+    assert!(e.message.contains("expected an integer, found 4.5"), "{e}");
     let e = error(&GOOD.replace("{ rows = 1, cols = 1 }", "{ rows = -1, cols = 1 }"));
-    assert_eq!(e.field, "sizes.check[0]");
-    assert!(e.message.contains("must not be negative"), "{e}");
+    assert_eq!(e.field, "sizes.check[0].rows");
+    assert!(e.message.contains("expected a size >= 0, found -1"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors as the user reads them: file, line, field, and what was expected, in words.
+
+/// The error for `text` as `nightshift validate` prints it (with `task.toml` as the file).
+fn shown(text: &str) -> String {
+    let dir = dir_with_baseline();
+    Task::from_text(dir.path(), Path::new("task.toml"), text).expect_err("the task should be rejected").to_string()
+}
+
+/// serde's and Rust's words that must never reach the user.
+fn assert_in_words(shown: &str) {
+    for rust in ["i64", "f64", "u32", "a sequence", "a map", "struct ", "$__serde", "Spanned", "invalid type"] {
+        assert!(!shown.contains(rust), "`{rust}` in: {shown}");
+    }
+}
+
+#[test]
+fn a_string_where_an_integer_is_expected() {
+    let text = GOOD.replace("seeds = 2", "seeds = \"three\"");
+    let e = shown(&text);
+    assert_in_words(&e);
+    assert!(e.starts_with(&format!("task.toml:{}: check.seeds: ", line_of(&text, "three"))), "{e}");
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn a_wrong_type_in_a_nested_table() {
+    let text = GOOD.replace("bench = { rows = 8192, cols = 4096 }", "bench = { rows = \"many\", cols = 4096 }");
+    let e = shown(&text);
+    assert_in_words(&e);
+    insta::assert_snapshot!("nested_size", e);
+    let text = GOOD.replace("type = \"int\"", "type = 3");
+    let e = shown(&text);
+    assert_in_words(&e);
+    assert!(e.contains("arg[2] (rows).type"), "the arg is named: {e}");
+    insta::assert_snapshot!("nested_arg_type", e);
+    let e = shown(&GOOD.replace("BLOCK = [128, 256]", "BLOCK = 128"));
+    assert_in_words(&e);
+    insta::assert_snapshot!("nested_tune_list", e);
+}
+
+#[test]
+fn a_bad_arg_length_expression() {
+    let e = shown(&GOOD.replacen("len = \"rows * cols\"", "len = \"rows * colz\"", 1));
+    assert!(e.contains("arg[0] (x).len"), "{e}");
+    insta::assert_snapshot!("bad_len_unknown_name", e);
+    let e = shown(&GOOD.replacen("len = \"rows * cols\"", "len = \"rows * (cols\"", 1));
+    insta::assert_snapshot!("bad_len_syntax", e);
+}
+
+#[test]
+fn an_unknown_field() {
+    let e = shown(&GOOD.replace("output = true", "outptu = true"));
+    assert_in_words(&e);
+    assert!(e.contains("did you mean `output`?"), "{e}");
+    insta::assert_snapshot!("unknown_arg_field", e);
+    let e = shown(&GOOD.replace("[check]", "[chek]"));
+    assert_in_words(&e);
+    insta::assert_snapshot!("unknown_table", e);
+}
+
+#[test]
+fn a_missing_required_field() {
+    let e = shown(&GOOD.replace("entry = \"softmax\"\n", ""));
+    assert_in_words(&e);
+    insta::assert_snapshot!("missing_entry", e);
+    let e = shown(&GOOD.replacen("type = \"float*\"\n", "", 1));
+    assert_in_words(&e);
+    assert!(e.contains("arg[1] (y).type"), "{e}");
+    insta::assert_snapshot!("missing_arg_type", e);
+}
+
+#[test]
+fn semantic_errors_name_the_field_and_line_too() {
+    // A size no argument uses: the line of the size, not of the table.
+    let text = GOOD.replace(
+        "bench = { rows = 8192, cols = 4096 }\ncheck = [{ rows = 1, cols = 1 }, { rows = 67, cols = 4099 }]",
+        "check = [{ rows = 1, cols = 1, batch = 1 }]\n[sizes.bench]\nrows = 8192\ncols = 4096\nbatch = 2",
+    );
+    let e = error(&text);
+    assert_eq!((e.field.as_str(), e.line), ("sizes.bench.batch", Some(line_of(&text, "batch = 2"))), "{e}");
+    // A float value for an integer parameter.
+    let text = GOOD.replace("name = \"cols\"\ntype = \"int\"", "name = \"cols\"\ntype = \"int\"\nvalue = 2.5");
+    let e = shown(&text);
+    assert_in_words(&e);
+    insta::assert_snapshot!("float_for_int_value", e);
 }

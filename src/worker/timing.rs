@@ -412,8 +412,8 @@ pub(crate) fn time(
     other_processes.dedup();
     if !other_processes.is_empty() {
         w.notes.push(format!(
-            "other processes used this GPU while it was timed (pids {:?}): times may be inflated",
-            other_processes
+            "other processes used this GPU while it was timed (pids {}): times may be inflated",
+            other_processes.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
         ));
     }
     if !reliable {

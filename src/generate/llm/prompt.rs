@@ -85,7 +85,7 @@ pub fn user_message(req: &Request) -> String {
             m,
             "Least work any correct kernel does: {} bytes{}{}.",
             r.bytes,
-            r.flops.as_ref().map(|f| format!(", {f} flops ({:?})", r.flops_kind)).unwrap_or_default(),
+            r.flops.as_ref().map(|f| format!(", {f} flops ({})", r.flops_kind)).unwrap_or_default(),
             req.floor_ms.map(|f| format!(" — a floor of {f:.4} ms on this GPU")).unwrap_or_default()
         );
     }
@@ -244,6 +244,7 @@ mod tests {
             from: root.join("src/fused_epilogue.cu"),
             entry: None,
             include_dirs: vec![root.join("include")],
+            force: false,
         };
         assert!(crate::scaffold::run(&args).unwrap().valid);
         let mut req = request(Expansion::Improve, Guidance::Tools);
