@@ -220,18 +220,6 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
             crate::build::arch_for_capability(cc.0, cc.1)
         }
     };
-    // --arch names the build target only: every node is still judged on a GPU, so a run
-    // without one would fail each judgment. Stop here instead, with what works here.
-    if simulated.is_none() && !crate::gpu::driver_present() {
-        return Err(fail(
-            EXIT_ENV,
-            &crate::toolchain::EnvError {
-                what: "a CUDA driver (libcuda.so)".into(),
-                hint: crate::eval::NO_GPU_HINT.into(),
-            }
-            .to_string(),
-        ));
-    }
     let task_dir = task_dir.canonicalize().unwrap_or(task_dir);
     Ok(RunConfig {
         task: task_dir.file_name().and_then(|n| n.to_str()).unwrap_or("task").to_string(),

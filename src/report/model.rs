@@ -197,10 +197,8 @@ impl RunView {
                     n.speedup_text = "1.000x".into();
                 }
                 Event::NodeStarted { id, parent, kind } => {
-                    let kind = serde_json::to_value(kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                        .unwrap_or_default();
+                    let kind =
+                        serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
                     nodes.insert(*id, blank(*id, Some(*parent), &kind));
                 }
                 Event::NodeProposed { id, candidate, technique, usage: u, .. } => {
