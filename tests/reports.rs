@@ -5,24 +5,11 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let p = e.path();
-        let dest = to.join(e.file_name());
-        if p.is_dir() {
-            copy_dir(&p, &dest);
-        } else {
-            std::fs::copy(&p, &dest).unwrap();
-        }
-    }
-}
-
 /// A scratch copy of a sample run (rendering writes into the run directory).
 fn sample(name: &str) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join(name);
-    copy_dir(&common::root().join("tests/runs").join(name), &dir);
+    common::copy_dir(&common::root().join("tests/runs").join(name), &dir);
     (tmp, dir)
 }
 

@@ -68,18 +68,6 @@ fn hashes(dir: &Path) -> BTreeMap<PathBuf, String> {
     out
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            copy_dir(&p, &to.join(e.file_name()));
-        } else {
-            std::fs::copy(&p, to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 fn gpu_here() -> bool {
     let gpu = nightshift::gpu::driver_present();
     if gpu {
@@ -168,7 +156,7 @@ fn resuming_a_finished_run_without_a_gpu_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     for name in ["softmax-tune", "softmax-replay"] {
         let run = tmp.path().join(name);
-        copy_dir(&common::root().join("tests/runs").join(name), &run);
+        common::copy_dir(&common::root().join("tests/runs").join(name), &run);
         // The runs were made elsewhere: point them at this checkout's task.
         let mut config = json(&run.join("run.json"));
         config["config"]["task_dir"] = Value::String(common::path("tasks/softmax"));
@@ -196,7 +184,7 @@ fn a_run_that_cannot_start_leaves_no_directory() {
     }
     // A baseline that does not build fails after the directory exists: it goes again.
     let task = tmp.path().join("task");
-    copy_dir(&common::root().join("tasks/softmax"), &task);
+    common::copy_dir(&common::root().join("tasks/softmax"), &task);
     let baseline = task.join("baseline.cu");
     let source = std::fs::read_to_string(&baseline).unwrap();
     std::fs::write(&baseline, format!("{source}\nthis is not CUDA;\n")).unwrap();

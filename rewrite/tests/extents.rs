@@ -3,23 +3,12 @@
 //! a kernel's indexing, that length is the one the file's header declares, at every size
 //! tried; where it cannot, it says why.
 
+mod common;
+
+use common::kernels;
 use rewrite::extent::{pointer_extents, Extent};
 use rewrite::Source;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-
-fn kernels() -> Vec<(String, String)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kernels");
-    let mut v: Vec<(String, String)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
-        .map(|p| (p.file_name().unwrap().to_string_lossy().to_string(), std::fs::read_to_string(&p).unwrap()))
-        .collect();
-    v.sort();
-    v
-}
 
 /// The header's declared lengths (`// arg: NAME in|out|inout TYPE LENGTH`) and the
 /// integer arguments' names.

@@ -2,23 +2,12 @@
 //! tests, not from the task suite): it applies where the file says so and changes the
 //! source, and it declines with a reason where its pattern is absent.
 
+mod common;
+
+use common::kernels;
 use rewrite::corpus::{self, Expect};
 use rewrite::{recipes, Application, Params, RecipeId};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-
-fn kernels() -> Vec<(String, String)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kernels");
-    let mut v: Vec<(String, String)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
-        .map(|p| (p.file_name().unwrap().to_string_lossy().to_string(), std::fs::read_to_string(&p).unwrap()))
-        .collect();
-    v.sort();
-    v
-}
 
 #[test]
 fn every_recipe_meets_the_expectations_of_the_test_kernels() {

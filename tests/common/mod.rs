@@ -80,3 +80,17 @@ pub fn sim_kernel(marker: &str, extra: &str) -> String {
         "#include <cuda_runtime.h>\n// NIGHTSHIFT_SIM({marker})\n{extra}\n__global__ void k(const float* x, float* y, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }}\nextern \"C\" void softmax(const float* x, float* y, int rows, int cols, cudaStream_t stream) {{\n  k<<<(rows * cols + 255) / 256, 256, 0, stream>>>(x, y, rows * cols);\n}}\n"
     )
 }
+
+/// A copy of a folder tree (a sample run directory, a task).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        let dest = to.join(e.file_name());
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).unwrap();
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! Helpers shared by the rewrite crate's integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// The annotated test kernels in `tests/kernels/`, as (file name, source), by name.
+pub fn kernels() -> Vec<(String, String)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kernels");
+    let mut v: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+        .map(|p| (p.file_name().unwrap().to_string_lossy().to_string(), std::fs::read_to_string(&p).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
