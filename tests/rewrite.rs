@@ -3,6 +3,8 @@
 //! along a path, and `nightshift rewrite` works on the real binary.
 
 mod common;
+#[path = "../rewrite/tests/common/mod.rs"]
+mod rewrite_common;
 
 use rewrite::corpus::{self, Expect};
 use rewrite::{recipes, Application, Params};
@@ -12,16 +14,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 fn test_kernels() -> Vec<(String, String)> {
-    let dir = common::root().join("rewrite/tests/kernels");
-    let mut v: Vec<(String, String)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
-        .map(|p| (p.file_name().unwrap().to_string_lossy().to_string(), std::fs::read_to_string(&p).unwrap()))
-        .collect();
-    v.sort();
-    v
+    rewrite_common::kernels_in(&common::root().join("rewrite/tests/kernels"))
 }
 
 /// Compiles device and host code of one file (to a cubin: the host code is still parsed

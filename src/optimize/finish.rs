@@ -139,11 +139,20 @@ pub struct Final {
 #[derive(Debug)]
 pub struct EnvFailure(pub String);
 
-/// Reads the result an earlier session wrote (None when there is none). Files written
-/// before intervals existed are read through their final verdict's timing.
-pub fn read_best(dir: &Path) -> Option<Best> {
+/// `best.json` as JSON, without a simulated run's marker (None when there is none).
+fn read_best_json(dir: &Path) -> Option<serde_json::Value> {
     let text = std::fs::read_to_string(dir.join(BEST_JSON)).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&super::store::unmarked(text)).ok()?;
+    serde_json::from_str(&super::store::unmarked(text)).ok()
+}
+
+/// Reads the result an earlier session wrote (None when there is none).
+pub fn read_best(dir: &Path) -> Option<Best> {
+    best_of_json(&read_best_json(dir)?)
+}
+
+/// The result in a `best.json` already read. Files written before intervals existed are
+/// read through their final verdict's timing.
+pub fn best_of_json(v: &serde_json::Value) -> Option<Best> {
     if let Ok(b) = serde_json::from_value::<Best>(v.clone()) {
         return Some(b);
     }
@@ -170,16 +179,16 @@ fn write_best(
     verdict: Option<&Verdict>,
     tried: &[Tried],
 ) -> Result<(), String> {
-    let earlier = read_best(store.dir()).filter(|b| b.verified && b.node != best.node);
-    let superseded = earlier.and_then(|_| std::fs::read_to_string(store.dir().join(BEST_JSON)).ok()).and_then(|t| {
-        let mut v: serde_json::Value = serde_json::from_str(&super::store::unmarked(t)).ok()?;
-        // Only its headline: the earlier proof stays in that node's final_verdict.json.
-        if let Some(o) = v.as_object_mut() {
-            o.remove("final_verdict");
-            o.remove("superseded");
-        }
-        Some(v)
-    });
+    let superseded = read_best_json(store.dir())
+        .filter(|v| best_of_json(v).is_some_and(|b| b.verified && b.node != best.node))
+        .map(|mut v| {
+            // Only its headline: the earlier proof stays in that node's final_verdict.json.
+            if let Some(o) = v.as_object_mut() {
+                o.remove("final_verdict");
+                o.remove("superseded");
+            }
+            v
+        });
     match source {
         Some(bytes) => {
             store.write(BEST_CU, bytes)?;

@@ -3,7 +3,7 @@
 //! certificate. Reading never writes and never takes the run's lock.
 
 use crate::optimize::events::{active_clock, parse_log, Event, NodeSummary, Usage};
-use crate::optimize::finish::{read_best, Best};
+use crate::optimize::finish::{best_of_json, Best};
 use crate::optimize::store::{node_rel, unmarked};
 use crate::optimize::RunFile;
 use serde::Serialize;
@@ -263,7 +263,7 @@ impl RunView {
         let interrupted = !finished_run && !running;
         // The final check's result is the one set of numbers; before it, the best so far.
         let best_json = read_json(&dir.join("best.json"));
-        let result = read_best(dir);
+        let result = best_json.as_ref().and_then(best_of_json);
         let best_so_far = nodes
             .iter()
             .filter(|n| n.passed && n.id != 0)
