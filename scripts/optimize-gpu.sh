@@ -8,7 +8,7 @@
 #   scripts/optimize-gpu.sh trust    issue 20 on two GPUs: the softmax tuner run with
 #            --gpus 0,1 --guidance none --budget 100s, and one SIGKILLed after 40 s and
 #            resumed; each must end with a win whose interval clears the bar or with
-#            "no faster kernel" (exit 1); needs nvidia-h200-x2
+#            "no faster kernel" (exit 1); needs nvidia-h200-x2 (GPUS=0 runs the same on one GPU)
 #   BUDGET=10m PAR=1 STRATEGY=mcts SEED=1 scripts/optimize-gpu.sh suite TASK_DIR...
 #            default optimize runs (PAR at a time on the GPU), then a markdown table
 #            (scripts/runs-table.py) and the run directories without profiles, in $OUT;
@@ -55,10 +55,11 @@ case "${1:-}" in
     exit 0
     ;;
   trust)
-    ns optimize tasks/softmax --gpus 0,1 --guidance none --budget 100s --out runs/softmax-2gpu \
+    gpus="${GPUS:-0,1}"
+    ns optimize tasks/softmax --gpus "$gpus" --guidance none --budget 100s --out runs/softmax-2gpu \
       > runs/softmax-2gpu.log 2>&1
-    echo "two-GPU run exit $?"; tail -14 runs/softmax-2gpu.log
-    ns optimize tasks/softmax --gpus 0,1 --guidance none --budget 100s --out runs/softmax-killed \
+    echo "run on GPUs $gpus exit $?"; tail -14 runs/softmax-2gpu.log
+    ns optimize tasks/softmax --gpus "$gpus" --guidance none --budget 100s --out runs/softmax-killed \
       > runs/softmax-killed.log 2>&1 &
     sleep 40; pkill -KILL -f 'out runs/softmax-killed'; wait
     ns show runs/softmax-killed | head -4

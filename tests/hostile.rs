@@ -5,8 +5,15 @@
 //! // expect: forged-report
 //! // task: vector_add
 //! // flags: --sanitize        (optional)
+//! // hosted: sanitize diagnose (optional: also run under compute-sanitizer and ncu)
 //! // why: what it does
 //! ```
+//!
+//! A case with a `#define NIGHTSHIFT_LISTENER_PORT 0` line gets there the port of a TCP
+//! listener the test holds open on the host's loopback, and fails if a connection reaches it.
+//! Hosted runs are the ones a hosting tool starts (compute-sanitizer for `eval
+//! --sanitize`, ncu for `diagnose`): their worker must leave /tmp and TCP open for the
+//! tool, so the hosted arrangement's namespaces are what keep the case in.
 //!
 //! Run on the GPU machine: `.device/tests/hostile-* --ignored --nocapture` (or
 //! `bash .device/gpu-run.sh tests -- --ignored`). It prints one table row per case and
@@ -16,12 +23,40 @@
 mod common;
 
 use serde_json::Value;
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 const CANARY: &str = "sk-hostile-canary-0a1b2c3d";
 const ESCAPE_NAME: &str = "nightshift-hostile-escape.txt";
+const LISTENER_LINE: &str = "#define NIGHTSHIFT_LISTENER_PORT";
+
+/// How a case is run: judged plainly, or under one of the hosting tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Eval,
+    Sanitize,
+    Diagnose,
+}
+
+impl Mode {
+    fn parse(word: &str) -> Option<Mode> {
+        match word {
+            "sanitize" => Some(Mode::Sanitize),
+            "diagnose" => Some(Mode::Diagnose),
+            _ => None,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Eval => "eval",
+            Mode::Sanitize => "eval --sanitize",
+            Mode::Diagnose => "diagnose",
+        }
+    }
+}
 
 struct Case {
     name: String,
@@ -29,6 +64,8 @@ struct Case {
     expect: String,
     task: String,
     flags: Vec<String>,
+    /// Plain eval first, then the hosted runs the header asks for.
+    modes: Vec<Mode>,
     why: String,
 }
 
@@ -52,6 +89,14 @@ fn cases() -> Vec<Case> {
                 flags: header(&text, "flags")
                     .map(|f| f.split_whitespace().map(String::from).collect())
                     .unwrap_or_default(),
+                modes: std::iter::once(Mode::Eval)
+                    .chain(
+                        header(&text, "hosted")
+                            .unwrap_or_default()
+                            .split_whitespace()
+                            .map(|w| Mode::parse(w).unwrap_or_else(|| panic!("{name}: unknown hosted mode `{w}`"))),
+                    )
+                    .collect(),
                 why: header(&text, "why").unwrap_or_default(),
                 name,
                 path,
@@ -93,6 +138,38 @@ fn escapes(cache: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// The source a case runs: its file, or a copy naming the live listener's port.
+fn staged_source(case: &Case, listener: Option<&TcpListener>, scratch: &Path) -> PathBuf {
+    let Some(listener) = listener else { return case.path.clone() };
+    let port = listener.local_addr().expect("a bound listener").port();
+    let text: String = std::fs::read_to_string(&case.path)
+        .unwrap()
+        .lines()
+        .map(|l| if l.starts_with(LISTENER_LINE) { format!("{LISTENER_LINE} {port}\n") } else { format!("{l}\n") })
+        .collect();
+    let path = scratch.join(case.path.file_name().unwrap());
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Connections that reached the listener while the case ran.
+fn arrivals(listener: &TcpListener) -> usize {
+    listener.set_nonblocking(true).expect("a non-blocking listener");
+    std::iter::from_fn(|| listener.accept().ok()).count()
+}
+
+/// The class a run got: `passed`, the failure class, or why there is no verdict.
+fn class_of(mode: Mode, verdict: Option<&Value>, exit: Option<i32>) -> String {
+    match (mode, verdict) {
+        (Mode::Diagnose, Some(v)) if exit == Some(0) && v["kernels"].as_array().is_some_and(|k| !k.is_empty()) => {
+            "passed".into()
+        }
+        (Mode::Eval | Mode::Sanitize, Some(v)) if v["status"] == "passed" => "passed".into(),
+        (_, Some(v)) if v["failure"]["class"].is_string() => v["failure"]["class"].as_str().unwrap().to_string(),
+        _ => format!("no verdict (exit {exit:?})"),
+    }
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn every_hostile_case_gets_its_class_and_the_caller_survives() {
@@ -101,57 +178,73 @@ fn every_hostile_case_gets_its_class_and_the_caller_survives() {
     for old in escapes(&cache) {
         let _ = std::fs::remove_file(old);
     }
+    let staging = tempfile::tempdir().expect("a staging folder");
     let mut rows = Vec::new();
     let mut failures = Vec::new();
     for c in cases() {
-        let started = Instant::now();
-        let out = Command::new(common::nightshift_bin())
-            .arg("eval")
-            .arg(format!("tasks/{}", c.task))
-            .arg(&c.path)
-            .args(&c.flags)
-            .args(["--timeout", "90", "--json"])
-            .env("OPENAI_API_KEY", CANARY)
-            .env("NIGHTSHIFT_TEST_API_KEY", CANARY)
-            .current_dir(common::root())
-            .output()
-            .expect("nightshift runs");
-        let seconds = started.elapsed().as_secs_f64();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let verdict: Option<Value> = serde_json::from_str(&stdout).ok();
-        let got = match &verdict {
-            Some(v) if v["status"] == "passed" => "passed".to_string(),
-            Some(v) => v["failure"]["class"].as_str().unwrap_or("?").to_string(),
-            None => format!("no verdict (exit {:?})", out.status.code()),
-        };
-        let speedup = verdict.as_ref().and_then(|v| v["timing"]["speedup"].as_f64());
-        let survived = matches!(out.status.code(), Some(0) | Some(1));
-        let leaked = stdout.contains(CANARY) || stderr.contains(CANARY);
-        let ok = got == c.expect && survived && !leaked;
-        if !ok {
-            failures.push(format!(
-                "{}: expected {}, got {got} (exit {:?}, leaked key: {leaked})\n{}\n{}",
-                c.name,
+        for &mode in &c.modes {
+            let wants_listener =
+                std::fs::read_to_string(&c.path).unwrap().lines().any(|l| l.starts_with(LISTENER_LINE));
+            let listener = wants_listener.then(|| TcpListener::bind("127.0.0.1:0").expect("a loopback listener"));
+            let source = staged_source(&c, listener.as_ref(), staging.path());
+            let mut cmd = Command::new(common::nightshift_bin());
+            match mode {
+                Mode::Eval | Mode::Sanitize => {
+                    cmd.arg("eval").arg(format!("tasks/{}", c.task)).arg(&source).args(&c.flags);
+                    if mode == Mode::Sanitize && !c.flags.iter().any(|f| f == "--sanitize") {
+                        cmd.arg("--sanitize");
+                    }
+                    cmd.args(["--timeout", "90", "--json"]);
+                }
+                Mode::Diagnose => {
+                    cmd.arg("diagnose").arg(format!("tasks/{}", c.task)).arg(&source);
+                    cmd.args(["--timeout", "120", "--json"]);
+                }
+            }
+            let started = Instant::now();
+            let out = cmd
+                .env("OPENAI_API_KEY", CANARY)
+                .env("NIGHTSHIFT_TEST_API_KEY", CANARY)
+                .current_dir(common::root())
+                .output()
+                .expect("nightshift runs");
+            let seconds = started.elapsed().as_secs_f64();
+            let connections = listener.as_ref().map(arrivals).unwrap_or(0);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let verdict: Option<Value> = serde_json::from_str(&stdout).ok();
+            let got = class_of(mode, verdict.as_ref(), out.status.code());
+            let survived = matches!(out.status.code(), Some(0) | Some(1));
+            let leaked = stdout.contains(CANARY) || stderr.contains(CANARY);
+            let ok = got == c.expect && survived && !leaked && connections == 0;
+            let name = match mode {
+                Mode::Eval => c.name.clone(),
+                hosted => format!("{} ({})", c.name, hosted.label()),
+            };
+            if !ok {
+                failures.push(format!(
+                    "{name}: expected {}, got {got} (exit {:?}, leaked key: {leaked}, connections to the listener: {connections})\n{}\n{}",
+                    c.expect,
+                    out.status.code(),
+                    verdict.as_ref().map(|v| v["failure"]["message"].to_string()).unwrap_or_default(),
+                    stderr.chars().take(2000).collect::<String>()
+                ));
+            }
+            let speedup = verdict.as_ref().and_then(|v| v["timing"]["speedup"].as_f64());
+            let mut message = verdict
+                .as_ref()
+                .and_then(|v| v["failure"]["message"].as_str().map(|m| m.chars().take(110).collect::<String>()))
+                .unwrap_or_else(|| speedup.map(|s| format!("speedup {s:.3}x")).unwrap_or_default());
+            if listener.is_some() {
+                message = format!("{connections} connection(s) reached the listener; {message}");
+            }
+            rows.push(format!(
+                "| {name} | {} | {got} | {} | {seconds:.1} | {} |",
                 c.expect,
-                out.status.code(),
-                verdict.as_ref().map(|v| v["failure"]["message"].to_string()).unwrap_or_default(),
-                stderr.chars().take(2000).collect::<String>()
+                out.status.code().map(|c| c.to_string()).unwrap_or_else(|| "signal".into()),
+                if ok { message } else { format!("**MISMATCH** {message}") }
             ));
         }
-        let message = verdict
-            .as_ref()
-            .and_then(|v| v["failure"]["message"].as_str().map(|m| m.chars().take(110).collect::<String>()))
-            .unwrap_or_else(|| speedup.map(|s| format!("speedup {s:.3}x")).unwrap_or_default());
-        rows.push(format!(
-            "| {} | {} | {} | {} | {:.1} | {} |",
-            c.name,
-            c.expect,
-            got,
-            out.status.code().map(|c| c.to_string()).unwrap_or_else(|| "signal".into()),
-            seconds,
-            if ok { message } else { format!("**MISMATCH** {message}") }
-        ));
     }
     let escaped = escapes(&cache);
     println!("\n| case | expected | got | exit | s | detail |\n|---|---|---|---|---|---|");

@@ -168,6 +168,25 @@ impl Source {
         deepest
     }
 
+    /// The names of the functions the file calls by name (kernel launches included), in
+    /// order of appearance, each once; comments and strings are not calls.
+    pub fn called_functions(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for n in crate::syntax::descendants(self.root()) {
+            if n.kind() != "call_expression" {
+                continue;
+            }
+            let Some(callee) = n.child_by_field_name("function") else { continue };
+            if callee.kind() == "identifier" {
+                let name = crate::syntax::text(&self.text, callee);
+                if !out.contains(&name) {
+                    out.push(name);
+                }
+            }
+        }
+        out
+    }
+
     /// The root of the syntax tree (an empty translation unit if parsing gave up).
     pub fn root(&self) -> Node<'_> {
         match &self.tree {
@@ -539,6 +558,14 @@ extern "C" void vector_add(const float* a, const float* b, float* c, int n, cuda
   add<<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(a, b, c, n);
 }
 "#;
+
+    #[test]
+    fn called_functions_are_calls_and_launches_by_name_not_comments_or_strings() {
+        let src = Source::parse(
+            "// cublasGemmEx(h) in a comment\nvoid f(int* p) { const char* s = \"cublasCreate(\";\n  if (!h && cublasCreate(&h)) return;\n  cublasGemmEx(h, 1); (*fp)(2); k<<<1, 1>>>(p); cublasCreate(&h); }\n",
+        );
+        assert_eq!(src.called_functions(), vec!["cublasCreate", "cublasGemmEx", "k"]);
+    }
 
     #[test]
     fn kernels_params_and_launches() {

@@ -131,6 +131,23 @@ pub struct Tuner {
     tried: Mutex<HashSet<String>>,
     seed: u64,
     guidance: Guidance,
+    /// Libraries the baseline may link and candidates may not (`baseline_libs` beyond
+    /// `libs`): a parent that calls one has only children that cannot build.
+    baseline_only_libs: Vec<String>,
+}
+
+/// The first call in `source` into one of `libs`, by the libraries' naming convention
+/// (`cublasGemmEx` is cuBLAS's: the library's name, then an upper-case letter or `_`).
+fn library_call<'s>(source: &'s Source, libs: &[String]) -> Option<(&'s str, String)> {
+    source.called_functions().into_iter().find_map(|f| {
+        libs.iter()
+            .find(|lib| {
+                f.strip_prefix(lib.as_str())
+                    .and_then(|rest| rest.chars().next())
+                    .is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+            })
+            .map(|lib| (f, lib.clone()))
+    })
 }
 
 /// The identity of a kernel: its source and its build configuration.
@@ -163,6 +180,13 @@ impl Tuner {
             tried: Mutex::new(HashSet::new()),
             seed,
             guidance,
+            baseline_only_libs: task
+                .build
+                .baseline_libs
+                .iter()
+                .filter(|l| !task.build.libs.contains(l))
+                .cloned()
+                .collect(),
         };
         t.tried.lock().unwrap().insert(content_key(baseline_source, &BTreeMap::new(), &[]));
         t
@@ -380,6 +404,14 @@ impl Tuner {
         if req.kind == Expansion::Repair {
             return Proposal::Nothing("the tuner does not repair failed kernels".into());
         }
+        // Every move keeps the parent's calls, so each child would fail the import check.
+        if let Some((call, lib)) = library_call(&Source::parse(&req.parent_source), &self.baseline_only_libs) {
+            return Proposal::Stop(format!(
+                "the kernel to improve calls {call} from lib{lib}, which only the baseline may link; the tuner \
+                 rewrites kernel source and keeps every call, so no child of it could build: give the search a \
+                 library-free kernel to start from (or use --generator llm)"
+            ));
+        }
         let diagnoses: BTreeMap<String, f64> = match (self.guidance, &req.profile.diagnoses) {
             (Guidance::Tools, Some(report)) => {
                 let mut by_tool: BTreeMap<String, f64> = BTreeMap::new();
@@ -493,6 +525,22 @@ mod tests {
 
     fn base() -> Candidate {
         Candidate { source: "baseline.cu".into(), defines: BTreeMap::new(), flags: vec![] }
+    }
+
+    #[test]
+    fn a_parent_calling_a_baseline_only_library_stops_the_tuner_with_the_reason() {
+        let t = task("gemm_bf16");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let tuner = Tuner::new(&t, &src, 1, Guidance::None);
+        match tuner.propose(&request(&t, base(), &src, None, Guidance::None)) {
+            Proposal::Stop(why) => assert!(why.contains("cublasCreate from libcublas"), "{why}"),
+            other => panic!("expected a stop, got {other:?}"),
+        }
+        // A task that lets every kernel link the library keeps proposing.
+        let mut open = t.clone();
+        open.build.libs.push("cublas".into());
+        let tuner = Tuner::new(&open, &src, 1, Guidance::None);
+        assert!(matches!(tuner.propose(&request(&open, base(), &src, None, Guidance::None)), Proposal::Kernel(_)));
     }
 
     #[test]

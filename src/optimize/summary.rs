@@ -150,7 +150,11 @@ impl Summary {
             let _ = writeln!(o, "  {}", bar.describe());
         }
         let outcomes: Vec<String> = self.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        let _ = writeln!(o, "  {} nodes judged: {}", self.judged, outcomes.join(", "));
+        if outcomes.is_empty() {
+            let _ = writeln!(o, "  {} nodes judged", self.judged);
+        } else {
+            let _ = writeln!(o, "  {} nodes judged: {}", self.judged, outcomes.join(", "));
+        }
         let gpus: Vec<String> = self
             .gpus
             .iter()

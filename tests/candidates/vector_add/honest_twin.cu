@@ -1,0 +1,10 @@
+// The honest twin of tests/hostile/write_outside.cu and network.cu: the same kernel and
+// launch without the attacks, so their profiles can be compared (scripts/hosted-gpu.sh).
+#include <cuda_runtime.h>
+__global__ void add(const float* a, const float* b, float* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+extern "C" void vector_add(const float* a, const float* b, float* c, int n, cudaStream_t s) {
+  if (n > 0) add<<<(n + 255) / 256, 256, 0, s>>>(a, b, c, n);
+}
