@@ -408,8 +408,8 @@ impl Tuner {
         if let Some((call, lib)) = library_call(&Source::parse(&req.parent_source), &self.baseline_only_libs) {
             return Proposal::Stop(format!(
                 "the kernel to improve calls {call} from lib{lib}, which only the baseline may link; the tuner \
-                 rewrites kernel source and keeps every call, so no child of it could build: give the search a \
-                 library-free kernel to start from (or use --generator llm)"
+                 rewrites kernel source and keeps every call, so no child of it could build; an LLM generator \
+                 (--generator llm) can write a library-free kernel instead"
             ));
         }
         let diagnoses: BTreeMap<String, f64> = match (self.guidance, &req.profile.diagnoses) {
