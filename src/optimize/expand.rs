@@ -7,6 +7,7 @@ use super::evaluator::{Evaluator, Profiled};
 use super::events::{Candidate, Event, NodeSummary};
 use super::lanes::Lanes;
 use super::store::{node_rel, RunStore};
+use super::waits::Stage;
 use crate::build::{self, BuildSpec};
 use crate::eval::{EvalError, Verdict};
 use crate::generate::{Generator, ParentProfile, Proposal, Request};
@@ -30,6 +31,8 @@ pub struct Ctx {
     pub toolchain: Toolchain,
     pub cache: PathBuf,
     pub builds: Semaphore,
+    /// Where the expansions are, for what an idle lane waits for.
+    pub stages: Arc<super::waits::Stages>,
     pub guidance: crate::optimize::config::Guidance,
     pub baseline: NodeSummary,
     pub floor_ms: Option<f64>,
@@ -173,6 +176,7 @@ impl Ctx {
         self: &Arc<Self>,
         c: &Candidate,
     ) -> Result<(crate::build::Built, f64), Result<Box<Verdict>, String>> {
+        let _building = self.stages.enter(Stage::Build);
         let _slot = self.builds.acquire().await.map_err(|e| Err(e.to_string()))?;
         let ctx = self.clone();
         let c = c.clone();
@@ -302,6 +306,7 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
         && job.parent_summary.passed
         && ctx.guidance != crate::optimize::config::Guidance::None
     {
+        let _waiting = ctx.stages.enter(Stage::Profile);
         ctx.profile_of(job.parent, &job.parent_candidate).await
     } else {
         ParentProfile { note: "not profiled (--guidance none, or a repair)".into(), ..Default::default() }
@@ -335,7 +340,10 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
         seed: ctx.seed,
     };
     let started = Instant::now();
-    let generated = ctx.generator.propose(&req).await;
+    let generated = {
+        let _generating = ctx.stages.enter(Stage::Generate);
+        ctx.generator.propose(&req).await
+    };
     ctx.times.lock().unwrap().generate_s += started.elapsed().as_secs_f64();
     for a in &generated.attempts {
         log_error(ctx.store.append(Event::LlmAttempt {

@@ -1,12 +1,17 @@
 //! GPU lanes: one per GPU, each running one job at a time (a judgment, a profile, a final
 //! check), so no two measurements ever share a GPU. Profiles jump the queue: a generator
 //! is waiting on them. A job goes to the lane with the fewest jobs queued, and each lane
-//! keeps how long it was busy, for the GPU busy fraction the run reports.
+//! keeps how long it was busy, for the GPU busy fraction the run reports, and while it
+//! has no job, what it waits for ([`super::waits`]).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use super::waits::{IdleWaits, Stages, Wait};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
+
+/// How often idle lanes book what they wait for.
+const WAIT_TICK: Duration = Duration::from_millis(50);
 
 type Work = Box<dyn FnOnce(usize) + Send>;
 
@@ -24,6 +29,10 @@ pub struct LaneStats {
     pub jobs: usize,
     /// What the lane is doing now.
     pub current: Option<String>,
+    /// What it waits for now, when it has no job.
+    pub waiting: Option<Wait>,
+    /// Idle seconds during the search, by what the lane waited for.
+    pub idle: IdleWaits,
 }
 
 struct Lane {
@@ -36,14 +45,15 @@ struct Lane {
 pub struct Lanes {
     lanes: Vec<Lane>,
     /// Whether the search is running (for the busy fraction of the search alone).
-    search_phase: Arc<std::sync::atomic::AtomicBool>,
+    search_phase: Arc<AtomicBool>,
 }
 
 impl Lanes {
-    /// Starts one lane per device on the current tokio runtime.
-    pub fn start(devices: &[usize]) -> Lanes {
+    /// Starts one lane per device on the current tokio runtime; `stages` says where the
+    /// expansions are, for what an idle lane waits for.
+    pub fn start(devices: &[usize], stages: Arc<Stages>) -> Lanes {
         let mut lanes = Vec::new();
-        let phase = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let phase = Arc::new(AtomicBool::new(false));
         for &device in devices {
             let search_phase = phase.clone();
             let (urgent, mut urgent_rx) = mpsc::unbounded_channel::<Job>();
@@ -77,6 +87,9 @@ impl Lanes {
             });
             lanes.push(Lane { urgent, normal, queued, stats });
         }
+        let watched: Vec<(Weak<Mutex<LaneStats>>, Arc<AtomicUsize>)> =
+            lanes.iter().map(|l| (Arc::downgrade(&l.stats), l.queued.clone())).collect();
+        tokio::spawn(book_waits(watched, stages, phase.clone()));
         Lanes { lanes, search_phase: phase }
     }
 
@@ -118,13 +131,73 @@ impl Lanes {
     }
 }
 
+/// Books each idle lane's ticks to what it waits for, until the lanes are gone.
+async fn book_waits(
+    lanes: Vec<(Weak<Mutex<LaneStats>>, Arc<AtomicUsize>)>,
+    stages: Arc<Stages>,
+    search: Arc<AtomicBool>,
+) {
+    let mut tick = tokio::time::interval(WAIT_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = Instant::now();
+    loop {
+        tick.tick().await;
+        let dt = last.elapsed().as_secs_f64();
+        last = Instant::now();
+        let queued: Vec<usize> = lanes.iter().map(|(_, q)| q.load(Ordering::SeqCst)).collect();
+        let total: usize = queued.iter().sum();
+        let mut alive = false;
+        for ((stats, _), mine) in lanes.iter().zip(&queued) {
+            let Some(stats) = stats.upgrade() else { continue };
+            alive = true;
+            let mut s = stats.lock().unwrap();
+            if s.current.is_some() {
+                s.waiting = None;
+                continue;
+            }
+            let reason = stages.reason(total - mine);
+            s.waiting = Some(reason);
+            if search.load(Ordering::SeqCst) {
+                *s.idle.entry(reason).or_default() += dt;
+            }
+        }
+        if !alive {
+            break;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::optimize::waits::Stage;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_lane_books_its_time_to_what_holds_the_work_back() {
+        let stages = Arc::new(Stages::default());
+        let lanes = Lanes::start(&[0], stages.clone());
+        lanes.set_search_phase(true);
+        {
+            let _building = stages.enter(Stage::Build);
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            assert_eq!(lanes.stats()[0].waiting, Some(Wait::Build));
+        }
+        // A job on the lane: busy, not waiting.
+        let waiting_in_job = lanes.run(false, "job".into(), |_| std::thread::sleep(Duration::from_millis(300))).await;
+        assert!(waiting_in_job.is_some());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let s = &lanes.stats()[0];
+        assert_eq!(s.waiting, Some(Wait::Search));
+        let build = s.idle.get(&Wait::Build).copied().unwrap_or(0.0);
+        assert!((0.25..=0.6).contains(&build), "booked {build} s to builds");
+        let total: f64 = s.idle.values().sum();
+        // Sleeps stretch on a loaded machine; the job's 300 ms must not be booked as idle.
+        assert!(total < build + 0.4, "idle {total} s against {build} s of builds: {:?}", s.idle);
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn one_job_at_a_time_per_lane_and_urgent_jobs_first() {
-        let lanes = Arc::new(Lanes::start(&[7]));
+        let lanes = Arc::new(Lanes::start(&[7], Arc::new(Stages::default())));
         let order = Arc::new(Mutex::new(Vec::new()));
         let running = Arc::new(AtomicUsize::new(0));
         let mut handles = Vec::new();

@@ -18,6 +18,7 @@ pub mod orchestrator;
 pub mod progress;
 pub mod store;
 pub mod summary;
+pub mod waits;
 
 use crate::eval::{self, EvalError, EvalOptions};
 use crate::generate::{self, Generator};
@@ -221,9 +222,10 @@ fn prepare(
     let opts = eval_options(cfg)?;
     let trusted = eval::build_trusted(&tc, &opts, task, &cfg.arch)?;
     let evaluator = Arc::new(evaluator::Evaluator::new(task, trusted, &cfg.arch, opts.clone(), cfg));
+    let stages = Arc::new(waits::Stages::default());
     let lanes = {
         let _guard = rt.enter();
-        Arc::new(lanes::Lanes::start(&cfg.gpus))
+        Arc::new(lanes::Lanes::start(&cfg.gpus, stages.clone()))
     };
     let (root_summary, root) = match root_summary {
         Some(s) => (s, None),
@@ -252,6 +254,7 @@ fn prepare(
         toolchain: tc,
         cache: opts.cache.clone(),
         builds: tokio::sync::Semaphore::new(opts.threads.max(2)),
+        stages,
         guidance: cfg.guidance,
         baseline: root_summary.clone(),
         floor_ms,

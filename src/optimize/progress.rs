@@ -53,7 +53,11 @@ impl Progress {
         let lanes_text: Vec<String> = lanes
             .stats()
             .iter()
-            .map(|l| format!("gpu{}: {}", l.device, l.current.as_deref().unwrap_or("idle")))
+            .map(|l| match (&l.current, l.waiting) {
+                (Some(job), _) => format!("gpu{}: {job}", l.device),
+                (None, Some(w)) => format!("gpu{}: idle, waiting for {}", l.device, w.describe()),
+                (None, None) => format!("gpu{}: idle", l.device),
+            })
             .collect();
         bar.set_message(format!(
             "{}{} | {judged} judged, {failed} failed, {inflight} in flight | best {speedup:.3}x (node {best}) | {}{}",

@@ -19,6 +19,9 @@ pub struct GpuLane {
     /// Busy seconds during the search over the search's wall time in this session.
     pub busy_fraction: f64,
     pub jobs: usize,
+    /// Idle seconds during the search by what the lane waited for (`build`, `generator`,
+    /// `profile`, `other-lanes`, `search`).
+    pub idle_waiting: super::waits::IdleWaits,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -103,6 +106,7 @@ impl Summary {
                     busy_s: l.busy_s,
                     busy_fraction: (l.search_busy_s / session_s.max(1e-9)).min(1.0),
                     jobs: l.jobs,
+                    idle_waiting: l.idle.clone(),
                 })
                 .collect(),
             judged_per_minute: judged as f64 / (total_s / 60.0).max(1e-9),
@@ -158,7 +162,12 @@ impl Summary {
         let gpus: Vec<String> = self
             .gpus
             .iter()
-            .map(|g| format!("gpu{} busy {:.0}% ({} jobs)", g.device, 100.0 * g.busy_fraction, g.jobs))
+            .map(|g| {
+                let waits = super::waits::describe_waits(&g.idle_waiting)
+                    .map(|w| format!("; idle waiting for {w}"))
+                    .unwrap_or_default();
+                format!("gpu{} busy {:.0}% ({} jobs{waits})", g.device, 100.0 * g.busy_fraction, g.jobs)
+            })
             .collect();
         let _ = writeln!(
             o,
