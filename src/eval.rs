@@ -559,6 +559,9 @@ pub struct WorkerRun {
     /// Seconds per phase by the orchestrator's clock (from one announcement to the next),
     /// which holds even when the worker dies without a report.
     pub phase_seconds: BTreeMap<String, f64>,
+    /// Seconds from the spawn to the first announced phase: the process start, and under
+    /// a hosting tool the trampoline's namespaces and the tool's own start.
+    pub first_phase_s: Option<f64>,
     pub device: Option<DeviceInfo>,
     pub sandbox: Vec<crate::sandbox::Layer>,
     /// Seconds the worker took to put its sandbox up.
@@ -594,8 +597,8 @@ impl WorkerRun {
 const MAX_CHANNEL_LINE: usize = 4 << 20;
 
 /// Follows the report channel: opens each sealed line, notes the first that is not the
-/// worker's, and times the phases as they are announced.
-fn follow_channel(stdout: impl Read, key: crate::channel::Key, hosted: bool) -> WorkerRun {
+/// worker's, and times the phases as they are announced (the first one from `spawned`).
+fn follow_channel(stdout: impl Read, key: crate::channel::Key, hosted: bool, spawned: Instant) -> WorkerRun {
     let mut run = WorkerRun::default();
     let mut opener = crate::channel::Opener::new(key);
     let mut current: Option<(Phase, Instant)> = None;
@@ -645,6 +648,7 @@ fn follow_channel(stdout: impl Read, key: crate::channel::Key, hosted: bool) -> 
         match serde_json::from_str::<WorkerMessage>(&body) {
             Ok(WorkerMessage::Phase { phase, detail }) => {
                 close(&mut run, &mut current);
+                run.first_phase_s.get_or_insert_with(|| spawned.elapsed().as_secs_f64());
                 current = Some((phase, Instant::now()));
                 run.phases_seen.push(phase);
                 run.last_phase = Some((phase, detail));
@@ -735,7 +739,7 @@ pub fn run_worker(
     let stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let hosted = host.is_some();
-    let messages = std::thread::spawn(move || follow_channel(stdout, key, hosted));
+    let messages = std::thread::spawn(move || follow_channel(stdout, key, hosted, started));
     let errors = std::thread::spawn(move || {
         // Keep the tail: a chatty candidate must not exhaust memory.
         let mut kept: Vec<u8> = Vec::new();
@@ -1017,7 +1021,7 @@ mod tests {
         text += &sealer.seal(&msg(&WorkerMessage::Phase { phase: Phase::Check, detail: String::new() }));
         text += r#"{"event":"done","report":{"outcome":{"outcome":"passed"}}}"#;
         text += "\n";
-        let got = follow_channel(text.as_bytes(), key.clone(), false);
+        let got = follow_channel(text.as_bytes(), key.clone(), false, Instant::now());
         assert!(got.tampering.is_some());
         assert!(got.report.is_none(), "the forged report was not taken");
         assert_eq!(got.phases_seen, vec![Phase::Check]);
@@ -1027,9 +1031,12 @@ mod tests {
             "==PROF== Connected to process 12\n{}",
             sealer.seal(&msg(&WorkerMessage::Phase { phase: Phase::Profile, detail: String::new() }))
         );
-        let got = follow_channel(text.as_bytes(), key, true);
+        let spawned = Instant::now() - Duration::from_secs(2);
+        let got = follow_channel(text.as_bytes(), key, true, spawned);
         assert!(got.tampering.is_none());
         assert_eq!(got.phases_seen, vec![Phase::Profile]);
+        // ncu's start is timed from the spawn to the first phase.
+        assert!(got.first_phase_s.is_some_and(|s| (2.0..60.0).contains(&s)), "{:?}", got.first_phase_s);
     }
 
     #[test]
@@ -1041,7 +1048,7 @@ mod tests {
         let phase =
             serde_json::to_string(&WorkerMessage::Phase { phase: Phase::Check, detail: String::new() }).unwrap();
         text.extend_from_slice(sealer.seal(&phase).as_bytes());
-        let got = follow_channel(&text[..], key, false);
+        let got = follow_channel(&text[..], key, false, Instant::now());
         assert!(got.tampering.as_deref().is_some_and(|t| t.contains("longer than")), "{:?}", got.tampering);
         assert_eq!(got.phases_seen, vec![Phase::Check], "the channel is read on after the cut");
     }

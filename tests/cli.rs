@@ -54,6 +54,56 @@ fn diagnose_without_a_profile_or_task_is_a_usage_error() {
 }
 
 #[test]
+fn diagnose_timings_name_each_offline_step() {
+    let f = |p: &str| common::path(&format!("tests/fixtures/{p}"));
+    let (csv, sass, ptxas) =
+        (f("h200/ncu_full_raw_all.csv"), f("generated/probe_nvdisasm_lines.txt"), f("h200/ptxas_verbose.txt"));
+    let offline = ["diagnose", "--ncu", &csv, "--sass", &sass, "--ptxas", &ptxas];
+    let steps = ["csv-read", "csv-parse", "sass", "ptxas", "diagnose", "total"];
+
+    // People: the report on stdout, the steps on stderr.
+    let (code, out, err) = common::run(&[&offline[..], &["--timings"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("fp64_accident") && !out.contains("timings"), "{out}");
+    assert!(err.contains("timings:"), "{err}");
+    for step in steps {
+        assert!(err.lines().any(|l| l.trim_start().starts_with(step) && l.trim_end().ends_with(" s")), "{step}: {err}");
+    }
+
+    // Scripts: a `timings` object beside the kernels, its steps in seconds.
+    let (code, out, err) = common::run(&[&offline[..], &["--timings", "--json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["kernels"].as_array().unwrap().len(), 13);
+    let timings = v["timings"].as_object().unwrap();
+    assert_eq!(timings.keys().map(String::as_str).collect::<std::collections::BTreeSet<_>>(), steps.into());
+    assert!(timings.values().all(|s| s.as_f64().is_some_and(|s| s >= 0.0)), "{timings:?}");
+    let sum: f64 = steps[..5].iter().map(|s| timings[*s].as_f64().unwrap()).sum();
+    assert!((sum - timings["total"].as_f64().unwrap()).abs() < 1e-5, "{timings:?}");
+
+    // Without the flag the contract is as it was.
+    let (_, out, _) = common::run(&[&offline[..], &["--json"]].concat());
+    assert!(serde_json::from_str::<Value>(&out).unwrap().get("timings").is_none());
+}
+
+#[test]
+fn diagnose_full_is_for_profiling_a_task() {
+    let (code, _, err) = common::run(&["diagnose", "--full"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("give a TASK_DIR"), "{err}");
+    let csv = common::path("tests/fixtures/h200/ncu_full_raw_all.csv");
+    let (code, out, err) = common::run(&["diagnose", "--ncu", &csv, "--full"]);
+    assert_eq!(code, 2, "a saved profile is not profiled again: {out}");
+    assert!(err.contains("--full") && err.contains("saved --ncu CSV"), "{err}");
+    if nightshift::gpu::driver_present() {
+        return;
+    }
+    // With a task but no GPU (nor ncu), an environment error, not a usage one.
+    let (code, _, err) = common::run(&["diagnose", "tasks/vector_add", "--full"]);
+    assert_eq!(code, 3, "{err}");
+}
+
+#[test]
 fn check_env_says_what_is_missing_without_a_gpu() {
     let (code, out, _) = common::run(&["check-env", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();

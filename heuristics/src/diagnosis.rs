@@ -225,20 +225,29 @@ pub fn diagnose_profile(
     hints: &Hints,
     only: Option<&str>,
 ) -> Report {
-    let mut kernels = Vec::new();
-    for launch in &profile.launches {
-        if only.is_some_and(|o| !launch.kernel.contains(o)) {
-            continue;
-        }
-        let key = name_key(&launch.kernel);
-        let function = sass.iter().find(|f| name_key(&f.demangled) == key || name_key(&f.name) == key);
-        let resources = ptxas.and_then(|p| {
-            p.kernels.iter().find(|k| function.is_some_and(|f| f.name == k.name) || name_key(&k.name) == key)
-        });
-        let k = Kernel::new(&launch.kernel, Some(launch), function, resources, hints.clone());
-        kernels.push(diagnose_kernel(&k));
-    }
+    let kernels = profile
+        .launches
+        .iter()
+        .filter(|launch| only.is_none_or(|o| launch.kernel.contains(o)))
+        .map(|launch| diagnose_kernel(&kernel_of_launch(launch, sass, ptxas, hints)))
+        .collect();
     Report { kernels }
+}
+
+/// One launch's evidence: its row, with the SASS function and ptxas resources of the
+/// same name.
+pub fn kernel_of_launch<'a>(
+    launch: &'a crate::ncu::Launch,
+    sass: &'a [sass::FunctionReport],
+    ptxas: Option<&'a sass::ptxas::PtxasReport>,
+    hints: &Hints,
+) -> Kernel<'a> {
+    let key = name_key(&launch.kernel);
+    let function = sass.iter().find(|f| name_key(&f.demangled) == key || name_key(&f.name) == key);
+    let resources = ptxas.and_then(|p| {
+        p.kernels.iter().find(|k| function.is_some_and(|f| f.name == k.name) || name_key(&k.name) == key)
+    });
+    Kernel::new(&launch.kernel, Some(launch), function, resources, hints.clone())
 }
 
 /// Diagnoses SASS functions alone (no profile): what the machine code shows.

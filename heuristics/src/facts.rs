@@ -74,8 +74,23 @@ pub mod metric {
     pub const CC_MAJOR: &str = "device__attribute_compute_capability_major";
     pub const CC_MINOR: &str = "device__attribute_compute_capability_minor";
 
-    /// Warp stall reasons, as `smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio`.
-    pub const STALLS: &[&str] = &[
+    pub const L2_TEX_READ_SECTORS: &str = "lts__t_sectors_srcunit_tex_op_read.sum";
+    pub const L2_RED_REQUESTS: &str = "lts__t_requests_srcunit_tex_op_red.sum";
+    pub const L2_ATOM_REQUESTS: &str = "lts__t_requests_srcunit_tex_op_atom.sum";
+    pub const BARRIER_COUNT: &str = "launch__barrier_count";
+
+    /// One list of reasons makes both tables, so the two cannot drift apart.
+    macro_rules! stall_reasons {
+        ($($reason:literal),* $(,)?) => {
+            /// Warp stall reasons, as `smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio`.
+            pub const STALLS: &[&str] = &[$($reason),*];
+            /// The metric of each reason in [`STALLS`], in the same order.
+            pub const STALL_METRICS: &[&str] =
+                &[$(concat!("smsp__average_warps_issue_stalled_", $reason, "_per_issue_active.ratio")),*];
+        };
+    }
+
+    stall_reasons![
         "barrier",
         "branch_resolving",
         "dispatch_stall",
@@ -100,6 +115,59 @@ pub mod metric {
     }
 }
 
+/// The quantities [`Kernel`] derives from several counters. A tool that uses one reads
+/// every counter behind it, so it declares the quantity instead of repeating the list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Derived {
+    /// [`Kernel::stalls`] and what is built on it: [`Kernel::stall_share`],
+    /// [`Kernel::memory_weight`], [`Kernel::shared_weight`].
+    Stalls,
+    /// [`Kernel::issue_weight`].
+    IssueWeight,
+    /// [`Kernel::achieved_flops`].
+    Flops,
+    /// [`Kernel::sector_efficiency`].
+    SectorEfficiency,
+    /// [`Kernel::dram_bytes`] and [`Kernel::useful_dram_fraction`].
+    DramBytes,
+    /// [`Kernel::busiest_pipe`].
+    BusiestPipe,
+}
+
+impl Derived {
+    pub fn metrics(self) -> &'static [&'static str] {
+        use metric::*;
+        match self {
+            Derived::Stalls => STALL_METRICS,
+            Derived::IssueWeight => &[ISSUE_ACTIVE],
+            Derived::Flops => {
+                &[SM_HZ, FFMA_PER_CYCLE, FADD_PER_CYCLE, FMUL_PER_CYCLE, DFMA_PER_CYCLE, DMUL_PER_CYCLE, DADD_PER_CYCLE]
+            }
+            Derived::SectorEfficiency => &[LD_SECTORS, ST_SECTORS, LD_BYTES_PER_SECTOR, ST_BYTES_PER_SECTOR],
+            Derived::DramBytes => &[DRAM_READ, DRAM_WRITE],
+            Derived::BusiestPipe => &[FMA_PIPE_PCT, ALU_PCT, TENSOR_PCT, FP64_PIPE_PCT, XU_PCT, LSU_PCT],
+        }
+    }
+}
+
+/// The ncu metrics one part of the analysis reads: the counters it names, and the derived
+/// quantities it uses. [`crate::required_metrics`] is the union over every part, which is
+/// what a profile collects; tests check each part's reads against its declaration.
+#[derive(Debug, Clone, Copy)]
+pub struct Needs {
+    pub metrics: &'static [&'static str],
+    pub derived: &'static [Derived],
+}
+
+impl Needs {
+    pub const NONE: Needs = Needs { metrics: &[], derived: &[] };
+
+    /// Every metric name, those behind the derived quantities included (may repeat).
+    pub fn all(self) -> impl Iterator<Item = &'static str> {
+        self.metrics.iter().chain(self.derived.iter().flat_map(|d| d.metrics())).copied()
+    }
+}
+
 /// Counters a tool needed and did not find.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Missing(pub Vec<String>);
@@ -116,6 +184,21 @@ pub struct DeviceFacts {
 }
 
 impl DeviceFacts {
+    /// What [`DeviceFacts::from_launch`] reads: every kernel's facts start here.
+    pub const NEEDS: Needs = Needs {
+        metrics: &[
+            metric::MEM_CLOCK_KHZ,
+            metric::BUS_BITS,
+            metric::SMS,
+            metric::SM_CLOCK_KHZ,
+            metric::L2_BYTES,
+            metric::MAX_WARPS_PER_SM,
+            metric::CC_MAJOR,
+            metric::CC_MINOR,
+        ],
+        derived: &[],
+    };
+
     pub fn from_launch(l: &Launch) -> DeviceFacts {
         use metric::*;
         let peak = match (l.get(MEM_CLOCK_KHZ), l.get(BUS_BITS)) {
@@ -231,8 +314,11 @@ impl<'a> Kernel<'a> {
     /// Stall cycles per issued instruction by reason, and their sum.
     pub fn stalls(&self) -> Option<(Vec<(&'static str, f64)>, f64)> {
         let l = self.launch?;
-        let v: Vec<(&'static str, f64)> =
-            metric::STALLS.iter().filter_map(|r| l.get(&metric::stall(r)).map(|x| (*r, x))).collect();
+        let v: Vec<(&'static str, f64)> = metric::STALLS
+            .iter()
+            .zip(metric::STALL_METRICS)
+            .filter_map(|(reason, name)| l.get(name).map(|x| (*reason, x)))
+            .collect();
         if v.is_empty() {
             return None;
         }

@@ -9,6 +9,14 @@
 //! [`render`] turns it into a report for people and short guidance for the generator.
 //! [`precision`] decides which arithmetic paths a task's tolerance admits, so that
 //! prescriptions offer only what can pass and floors assume the fastest such path.
+//!
+//! Every part that reads a launch declares the metrics it reads beside itself (each
+//! tool's `needs` in [`tools::ALL`], [`roofline::NEEDS`], [`facts::DeviceFacts::NEEDS`],
+//! [`render::RAW_COUNTERS`]); [`required_metrics`] is their union and [`request`] splits
+//! it into what `ncu --metrics` collects and the sections that supply the rest, so a
+//! profile collects only what the analysis reads. [`ncu::Launch::record_reads`] lets the
+//! tests hold each part to its declaration on real profiles.
+//!
 //! Pure functions on text and numbers: no I/O, no GPU.
 
 pub mod diagnosis;
@@ -16,8 +24,10 @@ pub mod facts;
 pub mod ncu;
 pub mod precision;
 pub mod render;
+pub mod request;
 pub mod roofline;
 pub mod tools;
 
 pub use diagnosis::{diagnose_kernel, diagnose_profile, diagnose_sass, Diagnosis, KernelDiagnosis, Report, Severity};
 pub use facts::{Hints, Kernel};
+pub use request::{required_metrics, required_sections};

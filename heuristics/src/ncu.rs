@@ -4,8 +4,8 @@
 //! cells may be empty or `n/a`. Values are normalized to base units (seconds, bytes,
 //! hertz) when a units row says otherwise, so `--print-units base` is not required.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// One profiled kernel launch.
 #[derive(Debug, Clone)]
@@ -17,6 +17,28 @@ pub struct Launch {
     header: Arc<Header>,
     values: Vec<Option<f64>>,
     raw: Vec<String>,
+    /// Set only by [`Launch::record_reads`]: the normal path pays one branch per read.
+    reads: Option<MetricReads>,
+}
+
+/// The metric columns asked of a launch since it began recording (see
+/// [`Launch::record_reads`]). Tests compare them with what each tool declares, so a tool
+/// cannot come to depend on a column that the reduced ncu request would not collect.
+#[derive(Debug, Clone, Default)]
+pub struct MetricReads(Arc<Mutex<BTreeSet<String>>>);
+
+impl MetricReads {
+    fn note(&self, metric: &str) {
+        let mut names = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if !names.contains(metric) {
+            names.insert(metric.to_string());
+        }
+    }
+
+    /// The names recorded so far, and a fresh start.
+    pub fn take(&self) -> BTreeSet<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
 }
 
 #[derive(Debug)]
@@ -26,24 +48,43 @@ struct Header {
 }
 
 impl Launch {
+    /// From now on, every metric name asked of this launch (and of its clones) through
+    /// [`get`](Launch::get), [`raw`](Launch::raw), [`unit`](Launch::unit) or
+    /// [`has`](Launch::has) is recorded in the returned log, present or not.
+    pub fn record_reads(&mut self) -> MetricReads {
+        let reads = MetricReads::default();
+        self.reads = Some(reads.clone());
+        reads
+    }
+
+    fn note(&self, metric: &str) {
+        if let Some(reads) = &self.reads {
+            reads.note(metric);
+        }
+    }
+
     /// The metric's value in base units; None when the column is absent or the cell empty.
     pub fn get(&self, metric: &str) -> Option<f64> {
+        self.note(metric);
         let i = *self.header.index.get(metric)?;
         self.values.get(i).copied().flatten()
     }
 
     /// The cell as written.
     pub fn raw(&self, metric: &str) -> Option<&str> {
+        self.note(metric);
         let i = *self.header.index.get(metric)?;
         self.raw.get(i).map(String::as_str)
     }
 
     pub fn unit(&self, metric: &str) -> Option<&str> {
+        self.note(metric);
         let i = *self.header.index.get(metric)?;
         self.header.units.get(i).map(String::as_str)
     }
 
     pub fn has(&self, metric: &str) -> bool {
+        self.note(metric);
         self.header.index.contains_key(metric)
     }
 
@@ -176,6 +217,7 @@ pub fn parse(text: &str) -> Result<Profile, ParseError> {
                 header: header.clone(),
                 values,
                 raw: cells,
+                reads: None,
             }
         })
         .collect();
@@ -254,6 +296,21 @@ mod tests {
         assert_eq!(b.get("dram__bytes_read.sum"), Some(1e9));
         assert_eq!(b.get("x.pct"), Some(50.5));
         assert_eq!(p.warnings.len(), 1);
+    }
+
+    #[test]
+    fn recorded_reads_name_every_column_asked_for_present_or_not() {
+        let mut launch = parse(SAMPLE).unwrap().launches.remove(0);
+        assert_eq!(launch.get("dram__bytes_read.sum"), Some(2.5e6), "not recording yet");
+        let reads = launch.record_reads();
+        let copy = launch.clone();
+        launch.get("gpu__time_duration.sum");
+        launch.has("no.such.metric");
+        launch.raw("x.pct");
+        copy.unit("dram__bytes_read.sum");
+        let names: Vec<String> = reads.take().into_iter().collect();
+        assert_eq!(names, ["dram__bytes_read.sum", "gpu__time_duration.sum", "no.such.metric", "x.pct"]);
+        assert!(reads.take().is_empty(), "take starts afresh");
     }
 
     #[test]

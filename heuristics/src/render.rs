@@ -3,6 +3,7 @@
 //! helps an LLM where raw counters hurt).
 
 use crate::diagnosis::{KernelDiagnosis, Report, Severity};
+use crate::facts::{metric as m, Derived, Needs};
 use std::fmt::Write;
 
 fn evidence_line(d: &crate::diagnosis::Diagnosis) -> String {
@@ -102,12 +103,10 @@ pub fn guidance(k: &KernelDiagnosis, max_lines: usize) -> String {
     lines.join("\n")
 }
 
-/// The raw counters a generator gets under `--guidance raw`: the speed-of-light, memory,
-/// occupancy and stall columns the diagnoses read, as `name = value unit` lines, with
-/// no interpretation. The control arm of "digested advice versus raw metrics".
-pub fn raw_counters(launch: &crate::ncu::Launch) -> String {
-    use crate::facts::metric as m;
-    let mut names: Vec<String> = [
+/// The counters [`raw_counters`] shows, in its order: the speed-of-light, memory,
+/// occupancy and pipe columns the diagnoses read, then the stall reasons.
+pub const RAW_COUNTERS: Needs = Needs {
+    metrics: &[
         m::DURATION,
         m::DRAM_PCT,
         m::MEM_SOL,
@@ -137,16 +136,19 @@ pub fn raw_counters(launch: &crate::ncu::Launch) -> String {
         m::TENSOR_PCT,
         m::LOCAL_LD_INST,
         m::LOCAL_ST_INST,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    names.extend(m::STALLS.iter().map(|r| m::stall(r)));
+    ],
+    derived: &[Derived::Stalls],
+};
+
+/// The raw counters a generator gets under `--guidance raw` ([`RAW_COUNTERS`]), as
+/// `name = value unit` lines, with no interpretation. The control arm of "digested
+/// advice versus raw metrics".
+pub fn raw_counters(launch: &crate::ncu::Launch) -> String {
     let mut out = format!("{} (grid {}, block {})\n", launch.kernel, launch.grid, launch.block);
-    for n in names {
-        if let Some(raw) = launch.raw(&n).filter(|r| !r.trim().is_empty()) {
-            let unit = launch.unit(&n).unwrap_or("");
-            let _ = writeln!(out, "{n} = {raw} {unit}");
+    for name in RAW_COUNTERS.all() {
+        if let Some(raw) = launch.raw(name).filter(|r| !r.trim().is_empty()) {
+            let unit = launch.unit(name).unwrap_or("");
+            let _ = writeln!(out, "{name} = {raw} {unit}");
         }
     }
     out

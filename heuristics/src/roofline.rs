@@ -1,7 +1,7 @@
 //! Stage 1: where the kernel sits against the hardware's ceilings. The class decides
 //! which stage-2 tools are worth running.
 
-use crate::facts::{metric, Kernel};
+use crate::facts::{metric, Derived, Kernel, Needs};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +78,12 @@ impl Roofline {
             || self.busiest_pipe.as_ref().is_some_and(|(p, v)| p == "lsu" && *v >= BOUND_PCT)
     }
 }
+
+/// What [`classify`] reads; stage 2's gates read only its result.
+pub const NEEDS: Needs = Needs {
+    metrics: &[metric::DRAM_PCT, metric::MEM_SOL, metric::SM_SOL, metric::L1_PCT, metric::L2_PCT, metric::DURATION],
+    derived: &[Derived::DramBytes, Derived::Flops, Derived::SectorEfficiency, Derived::BusiestPipe],
+};
 
 fn r1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0

@@ -3,7 +3,7 @@
 
 use super::{fail, print_json, read_sass, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
 use crate::eval::{EvalError, EvalOptions};
-use crate::profile::{self, ProfileFailure};
+use crate::profile::{self, MetricSet, ProfileFailure, Timings};
 use crate::task::Task;
 use heuristics::{Hints, Report};
 use std::path::{Path, PathBuf};
@@ -20,6 +20,10 @@ pub struct Args {
     pub out: Option<PathBuf>,
     pub json: bool,
     pub verbose: bool,
+    /// ncu's full set instead of the metrics the diagnoses read.
+    pub full: bool,
+    /// Print how long each step took.
+    pub timings: bool,
     pub opts: EvalOptions,
 }
 
@@ -33,11 +37,26 @@ fn read(path: &Path, what: &str) -> Result<String, ExitCode> {
     std::fs::read_to_string(path).map_err(|e| fail(EXIT_USAGE, &format!("{what} {}: {e}", path.display())))
 }
 
-fn output(report: &Report, json: bool, verbose: bool) {
-    if json {
-        print_json(report);
-    } else {
-        print!("{}", heuristics::render::human(report, verbose));
+/// The `--json` output with `--timings`: the report's fields, then `timings`.
+#[derive(serde::Serialize)]
+struct TimedReport<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    timings: &'a Timings,
+}
+
+/// The report on stdout; with `--timings`, the steps' durations too (in the JSON, or on
+/// stderr beside the human report).
+fn output(report: &Report, a: &Args, timings: &Timings) {
+    match (a.json, a.timings) {
+        (true, true) => print_json(&TimedReport { report, timings }),
+        (true, false) => print_json(report),
+        (false, show) => {
+            print!("{}", heuristics::render::human(report, a.verbose));
+            if show {
+                eprint!("{}", timings.human());
+            }
+        }
     }
 }
 
@@ -49,8 +68,10 @@ fn diagnose_and_print(
     sass: &[sass::FunctionReport],
     ptxas: Option<&sass::ptxas::PtxasReport>,
     hints: &Hints,
+    timings: &mut Timings,
 ) -> ExitCode {
-    let report = heuristics::diagnose_profile(profile, sass, ptxas, hints, a.kernel.as_deref());
+    let report =
+        timings.time("diagnose", || heuristics::diagnose_profile(profile, sass, ptxas, hints, a.kernel.as_deref()));
     if report.kernels.is_empty() {
         let all: Vec<&str> = profile.launches.iter().map(|l| l.kernel.as_str()).collect();
         return fail(
@@ -61,11 +82,21 @@ fn diagnose_and_print(
             },
         );
     }
-    output(&report, a.json, a.verbose);
+    output(&report, a, timings);
     ExitCode::from(EXIT_PASSED)
 }
 
 pub fn run(a: Args) -> ExitCode {
+    if a.full && a.ncu.is_some() {
+        return fail(
+            EXIT_USAGE,
+            "--full chooses what ncu collects when it profiles; a saved --ncu CSV holds the metrics it was captured with",
+        );
+    }
+    if a.full && a.task.is_none() {
+        return fail(EXIT_USAGE, "--full profiles a task on this GPU with ncu's full set: give a TASK_DIR");
+    }
+    let mut timings = Timings::default();
     let task = match &a.task {
         Some(dir) => match Task::load(dir) {
             Ok(t) => Some(t),
@@ -76,35 +107,36 @@ pub fn run(a: Args) -> ExitCode {
     let hints = hints_for(task.as_ref(), a.min_bytes);
 
     if let Some(csv_path) = &a.ncu {
-        let csv = match read(csv_path, "ncu CSV") {
+        let csv = match timings.time("csv-read", || read(csv_path, "ncu CSV")) {
             Ok(t) => t,
             Err(c) => return c,
         };
-        let profile = match heuristics::ncu::parse(&csv) {
+        let profile = match timings.time("csv-parse", || heuristics::ncu::parse(&csv)) {
             Ok(p) => p,
             Err(e) => return fail(EXIT_USAGE, &format!("{}: {e}", csv_path.display())),
         };
         let sass = match &a.sass {
-            Some(p) => match read_sass(p) {
-                Ok(t) => sass::analyze_all(&sass::parse(&t)),
+            Some(p) => match timings.time("sass", || read_sass(p).map(|t| sass::analyze_all(&sass::parse(&t)))) {
+                Ok(functions) => functions,
                 Err(c) => return c,
             },
             None => Vec::new(),
         };
         let ptxas = match &a.ptxas {
-            Some(p) => match read(p, "ptxas report") {
-                Ok(t) => Some(sass::ptxas::parse_ptxas(&t)),
+            Some(p) => match timings.time("ptxas", || read(p, "ptxas report").map(|t| sass::ptxas::parse_ptxas(&t))) {
+                Ok(report) => Some(report),
                 Err(c) => return c,
             },
             None => None,
         };
-        return diagnose_and_print(&a, &profile, &sass, ptxas.as_ref(), &hints);
+        return diagnose_and_print(&a, &profile, &sass, ptxas.as_ref(), &hints, &mut timings);
     }
 
     let Some(task) = task else {
         return fail(EXIT_USAGE, "give a TASK_DIR to profile on this GPU, or --ncu RAW.csv (with --sass and --ptxas) to diagnose a saved profile");
     };
-    let profiled = match profile::profile(&task, a.candidate.as_deref(), &a.opts, a.out.as_deref()) {
+    let set = if a.full { MetricSet::Full } else { MetricSet::Required };
+    let profiled = match profile::profile(&task, a.candidate.as_deref(), &a.opts, set, a.out.as_deref()) {
         Ok(p) => p,
         Err(ProfileFailure::Rejected(f)) => {
             if a.json {
@@ -119,17 +151,20 @@ pub fn run(a: Args) -> ExitCode {
         Err(ProfileFailure::Error(EvalError::Task(m))) => return fail(EXIT_USAGE, &m),
         Err(ProfileFailure::Error(EvalError::Internal(m))) => return fail(EXIT_ENV, &format!("internal error: {m}")),
     };
-    let profile = match heuristics::ncu::parse(&profiled.csv) {
+    timings = profiled.timings.clone();
+    let profile = match timings.time("csv-parse", || heuristics::ncu::parse(&profiled.csv)) {
         Ok(p) => p,
         Err(e) => return fail(EXIT_ENV, &format!("{}: {e}", profiled.csv_path.display())),
     };
     let sass_path = profiled.built.sass_lines.clone().or(profiled.built.sass.clone());
-    let sass = sass_path
-        .as_ref()
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .map(|t| sass::analyze_all(&sass::parse(&t)))
-        .unwrap_or_default();
-    let code = diagnose_and_print(&a, &profile, &sass, Some(&profiled.built.ptxas), &hints);
+    let sass = timings.time("sass", || {
+        sass_path
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|t| sass::analyze_all(&sass::parse(&t)))
+            .unwrap_or_default()
+    });
+    let code = diagnose_and_print(&a, &profile, &sass, Some(&profiled.built.ptxas), &hints, &mut timings);
     if code != ExitCode::from(EXIT_PASSED) {
         return code;
     }

@@ -182,6 +182,14 @@ enum Cmd {
         /// open TCP connections.
         #[arg(long)]
         allow_unconfined_profiling: bool,
+        /// Collect ncu's full set (every section, for reading the report in Nsight
+        /// Compute) instead of only the metrics the diagnoses read; several times slower.
+        #[arg(long)]
+        full: bool,
+        /// Print how long each step took (build, ncu start, worker setup, profiled call,
+        /// ncu finish, export, CSV parse, SASS, diagnose): on stderr, or as `timings` in --json.
+        #[arg(long)]
+        timings: bool,
         /// Print JSON instead: {"kernels": [{"name", "roofline", "diagnoses"}]}, a stable contract.
         #[arg(long)]
         json: bool,
@@ -377,6 +385,8 @@ pub fn main() -> ExitCode {
             timeout,
             verbose,
             allow_unconfined_profiling,
+            full,
+            timings,
             json,
         } => {
             let mut opts = match gpu_options(arch, device, timeout) {
@@ -395,6 +405,8 @@ pub fn main() -> ExitCode {
                 out,
                 json,
                 verbose,
+                full,
+                timings,
                 opts,
             })
         }

@@ -167,7 +167,13 @@ impl Evaluator {
             seconds: started.elapsed().as_secs_f64(),
             sandbox: Vec::new(),
         };
-        let profiled = match crate::profile::profile_built(&self.task, built.clone(), &self.opts_for(device), dir) {
+        let profiled = match crate::profile::profile_built(
+            &self.task,
+            built.clone(),
+            &self.opts_for(device),
+            crate::profile::MetricSet::Required,
+            dir,
+        ) {
             Ok(p) => p,
             Err(crate::profile::ProfileFailure::Rejected(f)) => {
                 return fail(format!("the kernel failed under ncu: {}: {}", f.class, f.message))

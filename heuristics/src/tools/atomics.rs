@@ -39,7 +39,7 @@ pub(super) fn global_atomic_contention(k: &Kernel) -> Result<Option<Diagnosis>, 
             .ev("global_atomic_requests", atomics)
             .ev("share_of_global_requests", share)
             .ev("memory_wait_stall_share", waits)
-            .ev("l2_atomic_requests", k.opt("lts__t_requests_srcunit_tex_op_red.sum").unwrap_or(0.0) + k.opt("lts__t_requests_srcunit_tex_op_atom.sum").unwrap_or(0.0))
+            .ev("l2_atomic_requests", k.opt(m::L2_RED_REQUESTS).unwrap_or(0.0) + k.opt(m::L2_ATOM_REQUESTS).unwrap_or(0.0))
             .analysis(format!(
                 "{} global atomic or reduction requests, {} of all global requests; warps spend {} of their stall time waiting on memory results. Updates to a few hot addresses serialize in L2: each waits for the one before.",
                 count(atomics),

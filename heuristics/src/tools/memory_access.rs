@@ -359,7 +359,7 @@ pub(super) fn redundant_dram_traffic(k: &Kernel, r: &Roofline) -> ToolResult {
 }
 
 pub(super) fn redundant_l2_traffic(k: &Kernel, _: &Roofline) -> ToolResult {
-    let l2_read = k.m0("lts__t_sectors_srcunit_tex_op_read.sum")?;
+    let l2_read = k.m0(m::L2_TEX_READ_SECTORS)?;
     let dram_read = k.m0(m::DRAM_READ)? / 32.0;
     let l2_pct = k.m(m::L2_PCT)?;
     if k.count(Class::LocalLoad).unwrap_or(0) + k.count(Class::LocalStore).unwrap_or(0) > 0

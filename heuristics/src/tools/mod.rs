@@ -6,7 +6,7 @@
 //! 1 restated); this file holds the table that orders and gates them.
 
 use crate::diagnosis::{Diagnosis, ToolResult, Verdict};
-use crate::facts::Kernel;
+use crate::facts::{metric as m, Derived, Kernel, Needs};
 use crate::roofline::Roofline;
 
 mod arithmetic;
@@ -60,38 +60,252 @@ impl Gate {
 pub struct Tool {
     pub id: &'static str,
     pub gate: Gate,
+    /// The ncu metrics the tool reads, on any path: a profile collects the union of these
+    /// (and stage 1's), so a metric read but not declared would be missing at search speed.
+    pub needs: Needs,
     pub run: fn(&Kernel, &Roofline) -> ToolResult,
 }
 
 /// Every tool, in tie-break order.
 pub const ALL: &[Tool] = &[
-    Tool { id: "register-tiling", gate: Gate::Shared, run: register_tiling },
-    Tool { id: "no-tensor-cores", gate: Gate::Always, run: no_tensor_cores },
-    Tool { id: "local-memory", gate: Gate::Always, run: local_memory },
-    Tool { id: "uncoalesced-global", gate: Gate::Always, run: uncoalesced_global },
-    Tool { id: "dependent-loads", gate: Gate::Latency, run: dependent_loads },
-    Tool { id: "narrow-global-access", gate: Gate::Memory, run: narrow_global_access },
-    Tool { id: "shared-bank-conflicts", gate: Gate::Shared, run: shared_bank_conflicts },
-    Tool { id: "shared-memory-bound", gate: Gate::Shared, run: shared_memory_bound },
-    Tool { id: "atomic-contention", gate: Gate::Always, run: atomic_contention },
-    Tool { id: "fp64-in-fp32", gate: Gate::Always, run: fp64_in_fp32 },
-    Tool { id: "under-filled-grid", gate: Gate::Always, run: under_filled_grid },
-    Tool { id: "warp-divergence", gate: Gate::Compute, run: warp_divergence },
-    Tool { id: "scalar-global-access", gate: Gate::Memory, run: scalar_global_access },
-    Tool { id: "redundant-dram-traffic", gate: Gate::Always, run: redundant_dram_traffic },
-    Tool { id: "redundant-l2-traffic", gate: Gate::Memory, run: redundant_l2_traffic },
-    Tool { id: "register-pressure", gate: Gate::Always, run: register_pressure },
-    Tool { id: "low-occupancy", gate: Gate::Latency, run: low_occupancy },
-    Tool { id: "accurate-math", gate: Gate::Compute, run: accurate_math },
-    Tool { id: "special-function-bound", gate: Gate::Compute, run: special_function_bound },
-    Tool { id: "barrier-stalls", gate: Gate::Shared, run: barrier_stalls },
-    Tool { id: "memory-latency-bound", gate: Gate::Latency, run: memory_latency_bound },
-    Tool { id: "async-copy-opportunity", gate: Gate::Memory, run: async_copy_opportunity },
-    Tool { id: "integer-overhead", gate: Gate::Compute, run: integer_overhead },
-    Tool { id: "conversion-overhead", gate: Gate::Compute, run: conversion_overhead },
-    Tool { id: "launch-overhead", gate: Gate::Always, run: launch_overhead },
-    Tool { id: "at-roofline", gate: Gate::Always, run: at_roofline },
-    Tool { id: "roofline", gate: Gate::Always, run: roofline },
+    Tool {
+        id: "register-tiling",
+        gate: Gate::Shared,
+        needs: Needs { metrics: &[m::L1_PCT, m::LSU_PCT, m::FMA_PIPE_PCT], derived: &[] },
+        run: register_tiling,
+    },
+    Tool {
+        id: "no-tensor-cores",
+        gate: Gate::Always,
+        needs: Needs {
+            metrics: &[m::TENSOR_PCT, m::DURATION, m::FMA_PIPE_PCT],
+            derived: &[Derived::Flops, Derived::DramBytes],
+        },
+        run: no_tensor_cores,
+    },
+    Tool {
+        id: "local-memory",
+        gate: Gate::Always,
+        needs: Needs {
+            metrics: &[
+                m::LOCAL_LD_INST,
+                m::LOCAL_ST_INST,
+                m::LOCAL_LD_SECTORS,
+                m::LOCAL_ST_SECTORS,
+                m::LD_SECTORS,
+                m::ST_SECTORS,
+            ],
+            derived: &[Derived::Stalls],
+        },
+        run: local_memory,
+    },
+    Tool {
+        id: "uncoalesced-global",
+        gate: Gate::Always,
+        needs: Needs {
+            metrics: &[m::LD_SECTORS, m::LD_REQUESTS, m::ST_SECTORS, m::ST_REQUESTS, m::EXCESS_SECTORS],
+            derived: &[Derived::Stalls, Derived::SectorEfficiency],
+        },
+        run: uncoalesced_global,
+    },
+    Tool {
+        id: "dependent-loads",
+        gate: Gate::Latency,
+        needs: Needs { metrics: &[m::DRAM_PCT, m::ISSUE_ACTIVE], derived: &[Derived::Stalls] },
+        run: dependent_loads,
+    },
+    Tool {
+        id: "narrow-global-access",
+        gate: Gate::Memory,
+        needs: Needs { metrics: &[m::DRAM_PCT], derived: &[Derived::Stalls] },
+        run: narrow_global_access,
+    },
+    Tool {
+        id: "shared-bank-conflicts",
+        gate: Gate::Shared,
+        needs: Needs {
+            metrics: &[
+                m::SHARED_LD_WAVEFRONTS,
+                m::SHARED_ST_WAVEFRONTS,
+                m::SHARED_LD_CONFLICTS,
+                m::SHARED_ST_CONFLICTS,
+                m::SHARED_EXCESS,
+                m::SHARED_NWAY,
+            ],
+            derived: &[Derived::Stalls],
+        },
+        run: shared_bank_conflicts,
+    },
+    Tool {
+        id: "shared-memory-bound",
+        gate: Gate::Shared,
+        needs: Needs {
+            metrics: &[
+                m::SHARED_LD_WAVEFRONTS,
+                m::SHARED_ST_WAVEFRONTS,
+                m::SHARED_ATOM_WAVEFRONTS,
+                m::L1_PCT,
+                m::LSU_PCT,
+                m::LD_SECTORS,
+                m::ST_SECTORS,
+                m::SHARED_LD_CONFLICTS,
+                m::SHARED_ST_CONFLICTS,
+                m::FMA_PIPE_PCT,
+            ],
+            derived: &[Derived::Stalls],
+        },
+        run: shared_memory_bound,
+    },
+    Tool {
+        id: "atomic-contention",
+        gate: Gate::Always,
+        needs: Needs {
+            metrics: &[
+                m::GLOBAL_RED,
+                m::GLOBAL_ATOM,
+                m::LD_REQUESTS,
+                m::ST_REQUESTS,
+                m::L2_RED_REQUESTS,
+                m::L2_ATOM_REQUESTS,
+                m::SHARED_ATOM_INST,
+                m::SHARED_ATOM_WAVEFRONTS,
+                m::INST_EXECUTED,
+            ],
+            derived: &[Derived::Stalls],
+        },
+        run: atomic_contention,
+    },
+    Tool {
+        id: "fp64-in-fp32",
+        gate: Gate::Always,
+        needs: Needs {
+            metrics: &[m::DFMA_PER_CYCLE, m::DMUL_PER_CYCLE, m::DADD_PER_CYCLE, m::FP64_PIPE_PCT, m::XU_PCT],
+            derived: &[Derived::IssueWeight],
+        },
+        run: fp64_in_fp32,
+    },
+    Tool {
+        id: "under-filled-grid",
+        gate: Gate::Always,
+        needs: Needs { metrics: &[m::GRID, m::WAVES, m::BLOCK], derived: &[] },
+        run: under_filled_grid,
+    },
+    Tool {
+        id: "warp-divergence",
+        gate: Gate::Compute,
+        needs: Needs {
+            metrics: &[m::THREADS_PER_INST, m::DIVERGENT_TARGETS, m::ISSUE_ACTIVE],
+            derived: &[Derived::IssueWeight],
+        },
+        run: warp_divergence,
+    },
+    Tool {
+        id: "scalar-global-access",
+        gate: Gate::Memory,
+        needs: Needs { metrics: &[m::DRAM_PCT, m::LD_SECTORS, m::LD_REQUESTS], derived: &[Derived::Stalls] },
+        run: scalar_global_access,
+    },
+    Tool {
+        id: "redundant-dram-traffic",
+        gate: Gate::Always,
+        needs: Needs { metrics: &[], derived: &[Derived::DramBytes, Derived::Stalls] },
+        run: redundant_dram_traffic,
+    },
+    Tool {
+        id: "redundant-l2-traffic",
+        gate: Gate::Memory,
+        needs: Needs { metrics: &[m::L2_TEX_READ_SECTORS, m::DRAM_READ, m::L2_PCT, m::LOCAL_LD_INST], derived: &[] },
+        run: redundant_l2_traffic,
+    },
+    Tool {
+        id: "register-pressure",
+        gate: Gate::Always,
+        needs: Needs {
+            metrics: &[m::REGS, m::LIMIT_REGS, m::LIMIT_SMEM, m::LIMIT_WARPS, m::LIMIT_BLOCKS, m::ACHIEVED_OCC],
+            derived: &[],
+        },
+        run: register_pressure,
+    },
+    Tool {
+        id: "low-occupancy",
+        gate: Gate::Latency,
+        needs: Needs {
+            metrics: &[
+                m::ACHIEVED_OCC,
+                m::WAVES,
+                m::BLOCK,
+                m::LIMIT_REGS,
+                m::LIMIT_SMEM,
+                m::LIMIT_WARPS,
+                m::LIMIT_BLOCKS,
+                m::ISSUE_ACTIVE,
+            ],
+            derived: &[],
+        },
+        run: low_occupancy,
+    },
+    Tool {
+        id: "accurate-math",
+        gate: Gate::Compute,
+        needs: Needs { metrics: &[m::SM_SOL, m::XU_PCT], derived: &[] },
+        run: accurate_math,
+    },
+    Tool {
+        id: "special-function-bound",
+        gate: Gate::Compute,
+        needs: Needs { metrics: &[m::XU_PCT], derived: &[] },
+        run: special_function_bound,
+    },
+    Tool {
+        id: "barrier-stalls",
+        gate: Gate::Shared,
+        needs: Needs { metrics: &[m::BARRIER_COUNT], derived: &[Derived::Stalls] },
+        run: barrier_stalls,
+    },
+    Tool {
+        id: "memory-latency-bound",
+        gate: Gate::Latency,
+        needs: Needs {
+            metrics: &[
+                m::DRAM_PCT,
+                m::ISSUE_ACTIVE,
+                m::GLOBAL_RED,
+                m::GLOBAL_ATOM,
+                m::LD_REQUESTS,
+                m::ST_REQUESTS,
+                m::ELIGIBLE,
+            ],
+            derived: &[Derived::Stalls],
+        },
+        run: memory_latency_bound,
+    },
+    Tool {
+        id: "async-copy-opportunity",
+        gate: Gate::Memory,
+        needs: Needs { metrics: &[], derived: &[Derived::Stalls] },
+        run: async_copy_opportunity,
+    },
+    Tool {
+        id: "integer-overhead",
+        gate: Gate::Compute,
+        needs: Needs { metrics: &[m::ISSUE_ACTIVE], derived: &[Derived::IssueWeight] },
+        run: integer_overhead,
+    },
+    Tool {
+        id: "conversion-overhead",
+        gate: Gate::Compute,
+        needs: Needs { metrics: &[], derived: &[Derived::IssueWeight] },
+        run: conversion_overhead,
+    },
+    Tool {
+        id: "launch-overhead",
+        gate: Gate::Always,
+        needs: Needs { metrics: &[m::DURATION], derived: &[] },
+        run: launch_overhead,
+    },
+    // Both restate stage 1: they read the roofline, never the launch.
+    Tool { id: "at-roofline", gate: Gate::Always, needs: Needs::NONE, run: at_roofline },
+    Tool { id: "roofline", gate: Gate::Always, needs: Needs::NONE, run: roofline },
 ];
 
 fn fired(d: Diagnosis) -> ToolResult {

@@ -69,8 +69,8 @@ pub(super) fn shared_memory_bound(k: &Kernel, r: &Roofline) -> ToolResult {
 }
 
 pub(super) fn shared_bank_conflicts(k: &Kernel, _: &Roofline) -> ToolResult {
-    let wave_ld = k.m0("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum")?;
-    let wave_st = k.m0("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum")?;
+    let wave_ld = k.m0(m::SHARED_LD_WAVEFRONTS)?;
+    let wave_st = k.m0(m::SHARED_ST_WAVEFRONTS)?;
     let waves = wave_ld + wave_st;
     if waves == 0.0 {
         return quiet("no shared-memory loads or stores");
@@ -120,7 +120,7 @@ pub(super) fn barrier_stalls(k: &Kernel, _: &Roofline) -> ToolResult {
     let lines = if lines.is_empty() { k.lines_of(&[Class::Barrier]) } else { lines };
     let d = Diagnosis::new("barrier-stalls", 0.5 * share)
         .ev("barrier_stall_share", share)
-        .ev("barriers_per_block", k.opt("launch__barrier_count").unwrap_or(0.0))
+        .ev("barriers_per_block", k.opt(m::BARRIER_COUNT).unwrap_or(0.0))
         .analysis(format!("Warps spend {} of their stall time waiting at block barriers (__syncthreads): every barrier waits for the block's slowest warp, and little work happens between barriers.", pct(share)))
         .prescription("Do more work per barrier: give each thread several elements between __syncthreads (e.g. 32x8 threads per 32x32 tile, 4 rows each), double-buffer shared tiles so the next load overlaps the current compute, and use __syncwarp when only one warp shares the data.")
         .at(&lines);
