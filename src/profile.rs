@@ -185,7 +185,9 @@ pub fn ncu_argv(ncu: &Path, report_base: &Path, set: MetricSet) -> Vec<String> {
 }
 
 /// Profiles an already-built library with ncu, collecting `set`; the report and the raw
-/// CSV go to `dir`.
+/// CSV go to `dir`. ncu refuses a whole `--metrics` list when one name is unknown to the
+/// GPU (a stall reason only Hopper has, on an older card), where `--set full` collects
+/// what the GPU has: a reduced profile that yields no report is taken again in full.
 pub fn profile_built(
     task: &Task,
     built: Built,
@@ -193,6 +195,45 @@ pub fn profile_built(
     set: MetricSet,
     dir: &Path,
 ) -> Result<Profiled, ProfileFailure> {
+    match profile_once(task, built.clone(), opts, set, dir) {
+        Err(Attempt::NoReport(why)) if set == MetricSet::Required => {
+            tracing::warn!("the reduced ncu profile gave no report; taking the full set: {why}");
+            let mut full = profile_once(task, built, opts, MetricSet::Full, dir).map_err(Attempt::into_failure)?;
+            full.timings.add("retried-with-full-set", 0.0);
+            Ok(full)
+        }
+        other => other.map_err(Attempt::into_failure),
+    }
+}
+
+/// Why one ncu run gave no profile: it wrote no report at all, or anything else.
+enum Attempt {
+    NoReport(String),
+    Failed(ProfileFailure),
+}
+
+impl Attempt {
+    fn into_failure(self) -> ProfileFailure {
+        match self {
+            Attempt::NoReport(message) => EvalError::Internal(message).into(),
+            Attempt::Failed(f) => f,
+        }
+    }
+}
+
+impl<E: Into<ProfileFailure>> From<E> for Attempt {
+    fn from(e: E) -> Attempt {
+        Attempt::Failed(e.into())
+    }
+}
+
+fn profile_once(
+    task: &Task,
+    built: Built,
+    opts: &EvalOptions,
+    set: MetricSet,
+    dir: &Path,
+) -> Result<Profiled, Attempt> {
     let ncu = find_ncu()?;
     std::fs::create_dir_all(dir).map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", dir.display())))?;
     let dir = dir.canonicalize().unwrap_or(dir.to_path_buf());
@@ -220,23 +261,22 @@ pub fn profile_built(
     match classify(&run, &request, timeout) {
         Classified::Report(r) => match r.outcome {
             Outcome::Passed => {}
-            Outcome::Rejected { failure } => return Err(ProfileFailure::Rejected(failure)),
+            Outcome::Rejected { failure } => return Err(ProfileFailure::Rejected(failure).into()),
             Outcome::TaskError { message } => return Err(EvalError::Task(message).into()),
             Outcome::EnvError { message } => return Err(EnvError { what: "a usable GPU".into(), hint: message }.into()),
             Outcome::InternalError { message } => return Err(EvalError::Internal(message).into()),
         },
-        Classified::Rejected(f) => return Err(ProfileFailure::Rejected(f)),
+        Classified::Rejected(f) => return Err(ProfileFailure::Rejected(f).into()),
         Classified::TaskError(m) => return Err(EvalError::Task(m).into()),
         Classified::Internal(m) => return Err(EvalError::Internal(format!("{m}\n{}", run.stderr)).into()),
     }
     let report_path = report_base.with_extension("ncu-rep");
     if !report_path.is_file() {
-        return Err(EvalError::Internal(format!(
+        return Err(Attempt::NoReport(format!(
             "ncu wrote no report to {} (its output: {})",
             report_path.display(),
             run.stderr.trim()
-        ))
-        .into());
+        )));
     }
     let mut import = Command::new(&ncu);
     import.args(["--import"]).arg(&report_path).args(["--csv", "--page", "raw", "--print-units", "base"]);
