@@ -1,0 +1,18 @@
+#include <cuda_runtime.h>
+
+__device__ float softplus(float v) {
+  if (v > 0.0f) return v + log1pf(expf(-v));
+  else return log1pf(expf(v));
+}
+
+__global__ void soft_clamp_kernel(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = x[i];
+  y[i] = softplus(v) - softplus(v - 2.0f) + softplus(v + 2.0f);
+}
+
+extern "C" void soft_clamp(const float* x, float* y, int n, cudaStream_t stream) {
+  if (n <= 0) return;
+  soft_clamp_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x, y, n);
+}
