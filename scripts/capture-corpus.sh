@@ -12,7 +12,8 @@
 # the repository root with `tar xzf corpus-capture.tgz`.
 #   scripts/capture-corpus.sh [ENTRY_DIR...]   (default: every heuristics/corpus/NNN_*)
 # ENTRIES_FROM=N skips entries numbered below N (to finish a capture cut short);
-# TIMEOUT (seconds, default 300) bounds each command.
+# TIMEOUT (seconds, default 300) bounds each command. FULL=1 also captures ncu's full set
+# (`diagnose --full`) as capture/ncu_raw_full.csv, to hold the reduced set against it.
 set -uo pipefail
 out="${OUT:-corpus-out}"; mkdir -p "$out"
 ns() { timeout "${TIMEOUT:-300}" bash .device/gpu-run.sh nightshift "$@"; }
@@ -35,6 +36,11 @@ for d in "${entries[@]}"; do
   [ -n "$sass" ] && [ -f "$sass" ] && cp "$sass" "$cap/sass.txt"
   [ -n "$ptxas" ] && [ -f "$ptxas" ] && cp "$ptxas" "$cap/ptxas.txt"
   rm -rf "$cap/profile"   # the .ncu-rep report is large; the raw CSV is what the tools read
+  if [ "${FULL:-0}" = 1 ]; then
+    ns diagnose "$d" --full --out "$cap/full" --json > "$cap/diagnose-full.json" 2>> "$cap/log.txt"
+    [ -f "$cap/full/ncu_raw.csv" ] && mv "$cap/full/ncu_raw.csv" "$cap/ncu_raw_full.csv"
+    rm -rf "$cap/full"
+  fi
   ns eval "$d" "$d/fix.cu" --json > "$cap/eval.json" 2>> "$cap/log.txt"
   erc=$?
   python3 - "$d" "$drc" "$erc" >> "$status" <<'PY'
