@@ -41,6 +41,9 @@ pub struct EvalOptions {
     /// `--allow-unconfined-profiling`: run ncu and compute-sanitizer even where the hosted
     /// arrangement's namespaces cannot be made (the worker's own hosted sandbox only).
     pub allow_unconfined_profiling: bool,
+    /// The measured DRAM bandwidth, when the caller already has it; timed judgments
+    /// otherwise read it from the cache (measuring once per device when missing).
+    pub achievable_dram_gbs: Option<f64>,
 }
 
 impl EvalOptions {
@@ -60,6 +63,7 @@ impl EvalOptions {
             threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(4).min(16),
             seed_base: fresh_seed_base(),
             allow_unconfined_profiling: false,
+            achievable_dram_gbs: None,
         }
     }
 }
@@ -397,6 +401,14 @@ pub fn judge(
     let started = Instant::now();
     let mut verdict = Verdict::pending(task, candidate_path, arch);
     verdict.build = Some(BuildSummary::from_built(cand));
+    // Measured here, in a process that never loads candidate code, and only for timings:
+    // a failure is a note, never the evaluation's.
+    let achievable = match mode {
+        Mode::Evaluate { time: true, .. } => {
+            opts.achievable_dram_gbs.or_else(|| crate::bandwidth::achievable_or_note(opts.device, &mut verdict.notes))
+        }
+        _ => None,
+    };
     let request = WorkerRequest {
         task: task.clone(),
         reference: trusted.reference.library.clone(),
@@ -410,6 +422,7 @@ pub fn judge(
         deadline_s: 0.0,
         sandbox: true,
         sandbox_skip: Vec::new(),
+        achievable_dram_gbs: achievable,
     };
     let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(DEFAULT_TIMEOUT);
     let run = run_worker(&opts.worker_exe, &request, timeout, None)?;
@@ -921,6 +934,7 @@ mod tests {
             deadline_s: 10.0,
             sandbox: true,
             sandbox_skip: Vec::new(),
+            achievable_dram_gbs: None,
         }
     }
 

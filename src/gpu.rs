@@ -304,6 +304,7 @@ fn device_info(ctx: &Arc<CudaContext>) -> GpuResult<DeviceInfo> {
         memory_bus_bits: bus,
         peak_dram_gbs: 2.0 * mem_khz * 1e3 * (bus as f64 / 8.0) / 1e9,
         driver_version: version,
+        achievable_dram_gbs: None,
     })
 }
 

@@ -7,6 +7,7 @@
 //! request (`report_check`) before it believes a pass. Building (`build`, `toolchain`)
 //! and the pure analysis crates (`sass`, `heuristics`, `search`) need no GPU; only the
 //! worker, the profilers and NVML do.
+pub mod bandwidth;
 pub mod build;
 pub mod channel;
 pub mod cli;

@@ -251,6 +251,7 @@ fn profile_once(
         deadline_s: 0.0,
         sandbox: true,
         sandbox_skip: Vec::new(),
+        achievable_dram_gbs: opts.achievable_dram_gbs,
     };
     let argv = ncu_argv(&ncu, &report_base, set);
     let host = eval::HostTool { argv, outputs: vec![dir.clone()], allow_unconfined: opts.allow_unconfined_profiling };

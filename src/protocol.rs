@@ -40,6 +40,10 @@ pub struct WorkerRequest {
     /// driver trips over.
     #[serde(default)]
     pub sandbox_skip: Vec<String>,
+    /// The measured DRAM bandwidth (`bandwidth::achievable`), for the floor beside the
+    /// datasheet one; the worker never measures it (candidate code shares its process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achievable_dram_gbs: Option<f64>,
 }
 
 fn default_deadline() -> f64 {
@@ -364,6 +368,10 @@ pub struct DeviceInfo {
     #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub peak_dram_gbs: f64,
     pub driver_version: i32,
+    /// DRAM bandwidth this GPU was measured to reach (GB/s, a stream triad; `bandwidth`),
+    /// handed to the worker by the orchestrator; absent where it could not be measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achievable_dram_gbs: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -443,6 +451,14 @@ pub struct TimingReport {
     pub floor_ms: Option<f64>,
     pub pct_of_floor: Option<f64>,
     pub baseline_pct_of_floor: Option<f64>,
+    /// The floor at the measured DRAM bandwidth (`DeviceInfo::achievable_dram_gbs`), and
+    /// each side's share of it: what this GPU can reach, beside the datasheet's floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achievable_floor_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pct_of_achievable: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_pct_of_achievable: Option<f64>,
     pub clocks: ClockReport,
     pub baseline_outputs_ok: bool,
     /// False when the samples stayed too noisy after a repeat: the speedup is not a

@@ -295,6 +295,7 @@ mod tests {
             gflops: None,
             arithmetic_intensity: None,
             floor_us: None,
+            dram_pct_of_achievable: None,
             sector_efficiency: None,
             useful_dram_fraction: None,
             busiest_pipe: Some((pipe.0.into(), pipe.1)),

@@ -255,6 +255,11 @@ pub struct Hints {
     /// The task's tolerance and data types, which decide the arithmetic paths allowed.
     #[serde(default)]
     pub accuracy: Option<crate::precision::Accuracy>,
+    /// The DRAM bandwidth this GPU was measured to reach (GB/s, a stream triad), beside
+    /// the datasheet peak ncu's percentages are of: the at-roofline judgement reads it
+    /// when given, since no kernel reaches the datasheet figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achievable_dram_gbs: Option<f64>,
 }
 
 /// One kernel's evidence: its ncu row, its SASS analysis and its ptxas resources.

@@ -33,6 +33,11 @@ impl Bound {
 
 /// DRAM throughput at which a kernel counts as at the roofline (practical peak is ~90%).
 pub const AT_ROOFLINE_DRAM_PCT: f64 = 80.0;
+/// Share of the DRAM bandwidth this GPU was measured to reach (a stream triad) at which
+/// a kernel counts as at the roofline, when that measurement is given. The datasheet
+/// threshold above allows for the ~10% no kernel gets past; against a measured roof
+/// that allowance is already spent, so what is left is the measurement's own spread.
+pub const AT_ROOFLINE_ACHIEVABLE_PCT: f64 = 90.0;
 /// Share of the moved bytes that must be useful for busy DRAM to count as the roofline:
 /// a kernel that moves 8 bytes for every 1 it needs is busy, not done.
 pub const USEFUL_BYTES_FRACTION: f64 = 0.8;
@@ -57,6 +62,10 @@ pub struct Roofline {
     /// The least time the task's bytes and flops need, when known: bytes at the DRAM
     /// peak, flops on the fastest arithmetic path the task's tolerance admits.
     pub floor_us: Option<f64>,
+    /// DRAM throughput as a share of the bandwidth this GPU was measured to reach, when
+    /// the caller measured it (`Hints::achievable_dram_gbs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram_pct_of_achievable: Option<f64>,
     /// Requested over moved bytes of global accesses (ncu's bytes per sector / 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sector_efficiency: Option<f64>,
@@ -84,6 +93,29 @@ pub const NEEDS: Needs = Needs {
     metrics: &[metric::DRAM_PCT, metric::MEM_SOL, metric::SM_SOL, metric::L1_PCT, metric::L2_PCT, metric::DURATION],
     derived: &[Derived::DramBytes, Derived::Flops, Derived::SectorEfficiency, Derived::BusiestPipe],
 };
+
+/// DRAM throughput as a share of the measured achievable bandwidth: from the bytes and
+/// duration when ncu gave both, else from its percentage of the datasheet peak.
+pub fn pct_of_achievable(
+    dram_pct: Option<f64>,
+    achieved_gbs: Option<f64>,
+    peak_gbs: Option<f64>,
+    achievable_gbs: Option<f64>,
+) -> Option<f64> {
+    let roof = achievable_gbs.filter(|g| g.is_finite() && *g > 0.0)?;
+    let achieved = achieved_gbs.or_else(|| Some(dram_pct? / 100.0 * peak_gbs?))?;
+    Some(100.0 * achieved / roof)
+}
+
+/// Whether DRAM runs at the roof: against the measured roof when there is one, else
+/// against the datasheet peak with its practical allowance, exactly as without a
+/// measurement.
+pub fn dram_at_roof(dram_pct: f64, pct_of_achievable: Option<f64>) -> bool {
+    match pct_of_achievable {
+        Some(a) => a >= AT_ROOFLINE_ACHIEVABLE_PCT,
+        None => dram_pct >= AT_ROOFLINE_DRAM_PCT,
+    }
+}
 
 fn r1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
@@ -114,6 +146,8 @@ pub fn classify(k: &Kernel) -> Roofline {
     let sector_efficiency = k.sector_efficiency();
     let useful_dram = k.useful_dram_fraction();
     let busiest = k.busiest_pipe();
+    let of_achievable =
+        pct_of_achievable(dram, dram_gbs, k.device.peak_dram_bytes_per_s.map(|b| b / 1e9), k.hints.achievable_dram_gbs);
     let memory_limiter = || {
         let units = [("dram", dram), ("l2", l2), ("l1", l1)];
         units
@@ -147,17 +181,36 @@ pub fn classify(k: &Kernel) -> Roofline {
         }
         _ => {
             let (d, m, s) = (dram.unwrap_or(0.0), mem.unwrap_or(0.0), sm.unwrap_or(0.0));
-            if d >= AT_ROOFLINE_DRAM_PCT && waste.is_none() {
+            let at_roof = dram_at_roof(d, of_achievable);
+            let measured = match (of_achievable, k.hints.achievable_dram_gbs) {
+                (Some(a), Some(g)) => format!(", {a:.1}% of the {g:.0} GB/s this GPU was measured to reach"),
+                _ => String::new(),
+            };
+            if at_roof && waste.is_none() {
+                let ceiling = match of_achievable {
+                    Some(_) => format!(">= {AT_ROOFLINE_ACHIEVABLE_PCT}% of the measured roof"),
+                    None => format!(">= {AT_ROOFLINE_DRAM_PCT}%"),
+                };
                 (
                     Bound::AtRoofline,
                     "dram".to_string(),
-                    format!("DRAM throughput {d:.1}% of peak is at the practical ceiling (>= {AT_ROOFLINE_DRAM_PCT}%){unknown_use}"),
+                    format!("DRAM throughput {d:.1}% of peak{measured} is at the practical ceiling ({ceiling}){unknown_use}"),
                 )
-            } else if let Some(why) = waste.filter(|_| d >= AT_ROOFLINE_DRAM_PCT) {
+            } else if let Some(why) = waste.filter(|_| at_roof) {
                 (
                     Bound::MemoryBound,
                     "dram".to_string(),
-                    format!("DRAM throughput {d:.1}% of peak, but {why}: busy, not at the roofline"),
+                    format!("DRAM throughput {d:.1}% of peak{measured}, but {why}: busy, not at the roofline"),
+                )
+            } else if m >= BOUND_PCT && m >= s && !measured.is_empty() && d >= AT_ROOFLINE_DRAM_PCT {
+                // Busy by the datasheet's measure, yet short of what this GPU reaches:
+                // say so, so nobody reads the class as "nothing left".
+                (
+                    Bound::MemoryBound,
+                    "dram".to_string(),
+                    format!(
+                        "DRAM throughput {d:.1}% of peak{measured}: below the measured roof (< {AT_ROOFLINE_ACHIEVABLE_PCT}%), not at the roofline"
+                    ),
                 )
             } else if m >= BOUND_PCT && m >= s {
                 let lim = memory_limiter();
@@ -197,9 +250,60 @@ pub fn classify(k: &Kernel) -> Roofline {
         gflops: gflops.map(r1),
         arithmetic_intensity: ai.map(|x| (x * 100.0).round() / 100.0),
         floor_us: floor_us.map(|x| (x * 1000.0).round() / 1000.0),
+        dram_pct_of_achievable: of_achievable.map(r1),
         sector_efficiency: sector_efficiency.map(|x| (x * 1000.0).round() / 1000.0),
         useful_dram_fraction: useful_dram.map(|x| (x * 1000.0).round() / 1000.0),
         busiest_pipe: busiest.map(|(n, v)| (n.to_string(), r1(v))),
         reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H100_PEAK_GBS: f64 = 3352.3;
+
+    /// The achievable roof at which `datasheet_pct` of the peak is `achievable_pct` of it.
+    fn roof(datasheet_pct: f64, achievable_pct: f64) -> f64 {
+        H100_PEAK_GBS * datasheet_pct / achievable_pct
+    }
+
+    fn of_achievable(datasheet_pct: f64, achievable_gbs: f64) -> Option<f64> {
+        pct_of_achievable(Some(datasheet_pct), None, Some(H100_PEAK_GBS), Some(achievable_gbs))
+    }
+
+    #[test]
+    fn near_the_measured_roof_is_at_the_roofline() {
+        let a = of_achievable(85.0, roof(85.0, 95.0)).unwrap();
+        assert!((a - 95.0).abs() < 1e-9, "{a}");
+        assert!(dram_at_roof(85.0, Some(a)));
+    }
+
+    #[test]
+    fn well_below_the_measured_roof_is_not() {
+        let a = of_achievable(70.0, roof(70.0, 78.0)).unwrap();
+        assert!((a - 78.0).abs() < 1e-9, "{a}");
+        assert!(!dram_at_roof(70.0, Some(a)));
+        // Where the datasheet rule and the measured roof disagree, the measurement wins
+        // both ways: 82% of a peak this GPU reaches 95% of is not there yet...
+        assert!(dram_at_roof(82.0, None));
+        assert!(!dram_at_roof(82.0, of_achievable(82.0, 0.95 * H100_PEAK_GBS)));
+        // ...and 75% of a peak it reaches only 78% of is as far as it goes.
+        assert!(!dram_at_roof(75.0, None));
+        assert!(dram_at_roof(75.0, of_achievable(75.0, 0.78 * H100_PEAK_GBS)));
+    }
+
+    #[test]
+    fn measured_bytes_win_over_the_percentage_and_no_roof_means_the_old_rule() {
+        // ncu's bytes over duration are what the triad's bytes over time compare with.
+        assert_eq!(pct_of_achievable(Some(50.0), Some(2700.0), Some(H100_PEAK_GBS), Some(3000.0)), Some(90.0));
+        assert_eq!(pct_of_achievable(Some(50.0), Some(2700.0), Some(H100_PEAK_GBS), None), None);
+        assert_eq!(pct_of_achievable(Some(50.0), None, None, Some(3000.0)), None);
+        for bogus in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(pct_of_achievable(Some(50.0), Some(2700.0), None, Some(bogus)), None);
+        }
+        assert!(dram_at_roof(AT_ROOFLINE_DRAM_PCT, None));
+        assert!(!dram_at_roof(AT_ROOFLINE_DRAM_PCT - 0.1, None));
     }
 }

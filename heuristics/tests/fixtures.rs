@@ -283,3 +283,26 @@ fn an_issue_bound_epilogue_is_sized_by_its_instruction_count() {
     assert!((0.25..=1.0).contains(&d.score), "estimate {} against a measured 0.50", d.score);
     assert!(d.prescription.contains("several elements per thread"), "{}", d.prescription);
 }
+
+#[test]
+fn a_measured_roof_decides_the_roofline() {
+    let hints = |gbs: Option<f64>| Hints { achievable_dram_gbs: gbs, ..Hints::default() };
+    // The busiest DRAM among kernels that use the bytes they move.
+    let plain = probes2("nvdisasm.txt", &hints(None))
+        .kernels
+        .into_iter()
+        .filter(|k| k.roofline.sector_efficiency.is_none_or(|e| e >= 0.8) && k.roofline.dram_gbs.is_some())
+        .max_by(|a, b| a.roofline.dram_gbs.unwrap().total_cmp(&b.roofline.dram_gbs.unwrap()))
+        .expect("a kernel with DRAM traffic");
+    let clean = |r: &Report| r.kernels.iter().find(|k| k.name == plain.name).unwrap().clone();
+    assert_eq!(plain.roofline.dram_pct_of_achievable, None);
+    let gbs = plain.roofline.dram_gbs.unwrap();
+    // 95% of what the GPU was measured to reach: at the roofline, and it says so.
+    let near = clean(&probes2("nvdisasm.txt", &hints(Some(gbs / 0.95))));
+    assert_eq!(near.roofline.class, heuristics::roofline::Bound::AtRoofline);
+    assert!(near.get("at-roofline").unwrap().analysis.contains("measured"), "{:?}", near.get("at-roofline"));
+    // 70% of a higher measured roof: not there, and at-roofline no longer speaks.
+    let far = clean(&probes2("nvdisasm.txt", &hints(Some(gbs / 0.70))));
+    assert_ne!(far.roofline.class, heuristics::roofline::Bound::AtRoofline);
+    assert!(far.get("at-roofline").is_none());
+}

@@ -164,6 +164,14 @@ pub fn run(a: Args) -> ExitCode {
             .map(|t| sass::analyze_all(&sass::parse(&t)))
             .unwrap_or_default()
     });
+    // The roof this GPU reaches, measured after the profile (never beside candidate code:
+    // this process loads none) and cached per device; without it the datasheet rule holds.
+    let mut hints = hints;
+    let mut notes = Vec::new();
+    hints.achievable_dram_gbs = crate::bandwidth::achievable_or_note(a.opts.device, &mut notes);
+    for n in &notes {
+        eprintln!("note: {n}");
+    }
     let code = diagnose_and_print(&a, &profile, &sass, Some(&profiled.built.ptxas), &hints, &mut timings);
     if code != ExitCode::from(EXIT_PASSED) {
         return code;

@@ -66,6 +66,9 @@ pub fn run(json: bool) -> ExitCode {
             })
             .map_err(|_| "install the NVIDIA driver (580 or newer for CUDA 13.0)".to_string()),
     ));
+    if gpu.is_ok() {
+        items.push(item("dram bandwidth", false, crate::bandwidth::achievable(0).map(|a| a.describe())));
+    }
     let tc = Toolchain::find();
     items.push(item(
         "nvcc",

@@ -178,6 +178,18 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
             let _ =
                 writeln!(out, "            physical floor {f:.4} ms: candidate at {p:.1}% of it, baseline at {bp:.1}%");
         }
+        if let (Some(f), Some(p), Some(bp), Some(gbs)) = (
+            t.achievable_floor_ms,
+            t.pct_of_achievable,
+            t.baseline_pct_of_achievable,
+            v.device.as_ref().and_then(|d| d.achievable_dram_gbs),
+        ) {
+            let _ = writeln!(
+                out,
+                "            at what this GPU reaches ({:.2} TB/s measured) the floor is {f:.4} ms: candidate at {p:.1}%, baseline at {bp:.1}%",
+                gbs / 1e3
+            );
+        }
         let _ = writeln!(
             out,
             "            host clock {:.4} ms/call vs events {:.4} ms/call over {} calls ({})",

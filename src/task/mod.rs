@@ -848,6 +848,7 @@ impl Task {
             min_bytes: work.map(|w| w.bytes),
             min_flops: work.map(|w| w.flops).filter(|f| *f > 0.0),
             accuracy: Some(self.accuracy()),
+            achievable_dram_gbs: None,
         }
     }
 

@@ -217,6 +217,7 @@ pub fn main(request_path: &Path) -> ! {
         proto,
         notes: Vec::new(),
     };
+    w.gpu.info.achievable_dram_gbs = request.achievable_dram_gbs.filter(|g| g.is_finite() && *g > 0.0);
     let device = w.gpu.info.clone();
     w.send(&WorkerMessage::Device { device });
     let mut report = WorkerReport::of(Outcome::Passed);

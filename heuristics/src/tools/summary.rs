@@ -10,14 +10,22 @@ pub(super) fn at_roofline(_: &Kernel, r: &Roofline) -> ToolResult {
         return quiet(format!("{}: not at a roofline", r.class.name()));
     }
     let dram = r.dram_pct.unwrap_or(0.0);
+    let reach = match r.dram_pct_of_achievable {
+        Some(a) => format!(", {a:.0}% of what this GPU was measured to reach"),
+        None => ", within reach of the ~90% that is attainable in practice".to_string(),
+    };
+    let mut d = Diagnosis::new("at-roofline", 0.0);
+    if let Some(a) = r.dram_pct_of_achievable {
+        d = d.ev("dram_pct_of_achievable", a);
+    }
     fired(
-        Diagnosis::new("at-roofline", 0.0)
+        d
             .ev("dram_pct", dram)
             .ev("dram_gbs", r.dram_gbs.unwrap_or(0.0))
             .ev("duration_us", r.duration_us.unwrap_or(0.0))
             .ev("floor_us", r.floor_us.unwrap_or(0.0))
             .analysis(format!(
-                "DRAM runs at {dram:.0}% of its theoretical peak ({:.0} GB/s), within reach of the ~90% that is attainable in practice{}.",
+                "DRAM runs at {dram:.0}% of its theoretical peak ({:.0} GB/s){reach}{}.",
                 r.dram_gbs.unwrap_or(0.0),
                 match (r.floor_us, r.duration_us) {
                     (Some(f), Some(d)) => format!("; {d:.1} us against a floor of {f:.1} us for the task's bytes"),
