@@ -196,10 +196,23 @@ pub fn achievable(ordinal: usize) -> Result<Achievable, String> {
     Ok(Achievable { gbs, datasheet_gbs: id.datasheet_gbs, source: Source::Measured, path })
 }
 
-/// The figure where it can be had, else the reason as a note for the verdict.
+/// The figure where it can be had, else the reason as a note for the verdict. The outcome
+/// is kept for the life of the process: an optimize run judges hundreds of kernels, and a
+/// probe that failed once (a driver that refuses the PTX) must not cost each of them a
+/// context and a second try.
 pub fn achievable_or_note(ordinal: usize, notes: &mut Vec<String>) -> Option<f64> {
-    match achievable(ordinal) {
-        Ok(a) => Some(a.gbs),
+    static OUTCOMES: std::sync::Mutex<Vec<(usize, Result<f64, String>)>> = std::sync::Mutex::new(Vec::new());
+    let mut outcomes = OUTCOMES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let outcome = match outcomes.iter().find(|(o, _)| *o == ordinal) {
+        Some((_, known)) => known.clone(),
+        None => {
+            let fresh = achievable(ordinal).map(|a| a.gbs);
+            outcomes.push((ordinal, fresh.clone()));
+            fresh
+        }
+    };
+    match outcome {
+        Ok(gbs) => Some(gbs),
         Err(e) => {
             notes.push(format!("no measured DRAM bandwidth ({e}): % of floor reads the datasheet peak only"));
             None
