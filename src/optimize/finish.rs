@@ -44,6 +44,11 @@ pub struct Best {
     pub baseline_cv: Option<f64>,
     pub pct_of_floor: Option<f64>,
     pub baseline_pct_of_floor: Option<f64>,
+    /// The same floor at the DRAM bandwidth this GPU was measured to reach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pct_of_achievable: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_pct_of_achievable: Option<f64>,
     #[serde(default)]
     pub technique: String,
     #[serde(default)]
@@ -78,6 +83,8 @@ impl Best {
             baseline_cv: baseline.cv,
             pct_of_floor: baseline.pct_of_floor,
             baseline_pct_of_floor: baseline.pct_of_floor,
+            pct_of_achievable: None,
+            baseline_pct_of_achievable: None,
             technique: "baseline".into(),
             config: "defaults".into(),
             note,
@@ -99,6 +106,8 @@ impl Best {
             baseline_cv: Some(t.baseline.cv),
             pct_of_floor: t.pct_of_floor,
             baseline_pct_of_floor: t.baseline_pct_of_floor,
+            pct_of_achievable: t.pct_of_achievable,
+            baseline_pct_of_achievable: t.baseline_pct_of_achievable,
             technique,
             config,
             note,

@@ -143,11 +143,7 @@ impl Summary {
                 "  {} against {}{}",
                 b.ms.map(|m| format!("{m:.4} ms")).unwrap_or_default(),
                 b.baseline_ms.map(|m| format!("{m:.4} ms")).unwrap_or_default(),
-                match (b.pct_of_floor, b.baseline_pct_of_floor) {
-                    (Some(p), Some(q)) => format!("; {p:.1}% of the physical floor (baseline {q:.1}%)"),
-                    (Some(p), None) => format!("; {p:.1}% of the physical floor"),
-                    _ => String::new(),
-                }
+                floors(b)
             );
         }
         if let Some(bar) = &b.bar {
@@ -195,6 +191,28 @@ impl Summary {
     }
 }
 
+/// "; 62.7% of the physical floor (baseline 59.0%), 70.1% of what this GPU reaches
+/// (baseline 66.0%)": the datasheet floor, then the measured one where there is one.
+fn floors(b: &Best) -> String {
+    let share = |p: Option<f64>, q: Option<f64>, of: &str| match (p, q) {
+        (Some(p), Some(q)) => format!("{p:.1}% of {of} (baseline {q:.1}%)"),
+        (Some(p), None) => format!("{p:.1}% of {of}"),
+        _ => String::new(),
+    };
+    let parts: Vec<String> = [
+        share(b.pct_of_floor, b.baseline_pct_of_floor, "the physical floor"),
+        share(b.pct_of_achievable, b.baseline_pct_of_achievable, "what this GPU reaches"),
+    ]
+    .into_iter()
+    .filter(|p| !p.is_empty())
+    .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", parts.join(", "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,5 +223,19 @@ mod tests {
         let t = [(0.0, 1, Some(1.2)), (0.0, 2, None), (0.0, 3, Some(1.95)), (0.0, 4, Some(2.0))];
         assert_eq!(evaluations_to_95pct(&t), Some(3));
         assert_eq!(evaluations_to_95pct(&[(0.0, 1, Some(0.9))]), None);
+    }
+
+    #[test]
+    fn the_measured_floor_follows_the_datasheet_one_where_it_is_known() {
+        let bar = crate::stats::Bar::new(0.01, None);
+        let mut b = Best::none(bar, &crate::optimize::events::NodeSummary::default(), String::new());
+        assert_eq!(floors(&b), "");
+        (b.pct_of_floor, b.baseline_pct_of_floor) = (Some(62.71), Some(59.0));
+        assert_eq!(floors(&b), "; 62.7% of the physical floor (baseline 59.0%)");
+        (b.pct_of_achievable, b.baseline_pct_of_achievable) = (Some(70.14), Some(66.0));
+        assert_eq!(
+            floors(&b),
+            "; 62.7% of the physical floor (baseline 59.0%), 70.1% of what this GPU reaches (baseline 66.0%)"
+        );
     }
 }
