@@ -8,7 +8,7 @@
 
 use crate::gpu::{Gpu, GpuError};
 use serde::{Deserialize, Serialize};
-use std::ffi::{c_void, CString};
+use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 
 /// `a[i] = b[i] + s * c[i]` over float4, grid-strided; 16-byte loads and stores. Written
@@ -255,13 +255,7 @@ pub fn measure(ordinal: usize) -> Result<f64, GpuError> {
     }
     // The memsets ran on the legacy stream; ours does not wait for it.
     gpu.sync_all()?;
-    let ptx = CString::new(TRIAD_PTX).expect("PTX has no NUL");
-    // SAFETY: a NUL-terminated PTX image; the module dies with the context.
-    let module = unsafe { result::module::load_data(ptx.as_ptr() as *const c_void) }
-        .map_err(driver("loading the triad kernel"))?;
-    // SAFETY: the module is live; the name exists in the PTX above.
-    let function = unsafe { result::module::get_function(module, CString::new("nightshift_triad").expect("no NUL")) }
-        .map_err(driver("finding the triad kernel"))?;
+    let function = gpu.load_kernel(TRIAD_PTX, "nightshift_triad")?;
     // Full occupancy at 256 threads is 8 blocks per SM on every GPU since Volta; four
     // waves of it keep every SM streaming without a tail worth measuring.
     let grid = (gpu.info.sm_count.max(1) as u32) * 8 * 4;

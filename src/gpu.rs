@@ -231,6 +231,21 @@ impl Gpu {
         result::mem_get_info().map(|(free, _)| free).ctx("cuMemGetInfo")
     }
 
+    /// The kernel `name` of a trusted PTX image, JIT-compiled by the driver into this
+    /// context (no nvcc needed); the module lives as long as the context.
+    pub fn load_kernel(&self, ptx: &str, name: &str) -> GpuResult<sys::CUfunction> {
+        self.bind()?;
+        // Both are constants of ours (the PTX images in this crate), never user input.
+        let image = CString::new(ptx).expect("a PTX image without NUL");
+        let symbol = CString::new(name).expect("a kernel name without NUL");
+        // SAFETY: a NUL-terminated PTX image.
+        let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
+            .map_err(|e| GpuError::from_driver(e, &format!("loading the {name} kernel")))?;
+        // SAFETY: the module is live and stays loaded with the context.
+        unsafe { result::module::get_function(module, symbol) }
+            .map_err(|e| GpuError::from_driver(e, &format!("finding {name} in its PTX")))
+    }
+
     /// Prepares the L2 flush: a read buffer of three times the L2 size.
     pub fn enable_l2_flush(&mut self) -> GpuResult<()> {
         if self.flush.is_some() {
@@ -242,13 +257,7 @@ impl Gpu {
         let sink = self.alloc(4)?;
         // SAFETY: both buffers are live and sized as given.
         unsafe { result::memset_d8_sync(buffer.ptr, 0, bytes) }.ctx("clearing the flush buffer")?;
-        let ptx = CString::new(L2_FLUSH_PTX).expect("PTX has no NUL");
-        // SAFETY: a NUL-terminated PTX image; the module lives as long as the process.
-        let module =
-            unsafe { result::module::load_data(ptx.as_ptr() as *const c_void) }.ctx("loading the L2 flush kernel")?;
-        // SAFETY: the module is live; the name exists in the PTX above.
-        let function = unsafe { result::module::get_function(module, CString::new("nightshift_l2_flush").unwrap()) }
-            .ctx("finding the L2 flush kernel")?;
+        let function = self.load_kernel(L2_FLUSH_PTX, "nightshift_l2_flush")?;
         let grid = (self.info.sm_count.max(1) as u32) * 8;
         self.flush = Some(L2Flush { function, words: (bytes / 16) as u64, buffer, sink, grid });
         // The clearing memset ran on the legacy stream; ours does not wait for it.
