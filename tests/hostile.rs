@@ -66,6 +66,8 @@ struct Case {
     flags: Vec<String>,
     /// Plain eval first, then the hosted runs the header asks for.
     modes: Vec<Mode>,
+    /// Whether it has a `#define NIGHTSHIFT_LISTENER_PORT` line for a live listener's port.
+    wants_listener: bool,
     why: String,
 }
 
@@ -97,6 +99,7 @@ fn cases() -> Vec<Case> {
                             .map(|w| Mode::parse(w).unwrap_or_else(|| panic!("{name}: unknown hosted mode `{w}`"))),
                     )
                     .collect(),
+                wants_listener: text.lines().any(|l| l.starts_with(LISTENER_LINE)),
                 why: header(&text, "why").unwrap_or_default(),
                 name,
                 path,
@@ -183,9 +186,7 @@ fn every_hostile_case_gets_its_class_and_the_caller_survives() {
     let mut failures = Vec::new();
     for c in cases() {
         for &mode in &c.modes {
-            let wants_listener =
-                std::fs::read_to_string(&c.path).unwrap().lines().any(|l| l.starts_with(LISTENER_LINE));
-            let listener = wants_listener.then(|| TcpListener::bind("127.0.0.1:0").expect("a loopback listener"));
+            let listener = c.wants_listener.then(|| TcpListener::bind("127.0.0.1:0").expect("a loopback listener"));
             let source = staged_source(&c, listener.as_ref(), staging.path());
             let mut cmd = Command::new(common::nightshift_bin());
             match mode {

@@ -198,13 +198,13 @@ impl Tuner {
     }
 
     /// Every move from a parent, unscored.
-    fn moves(&self, source: &str, parent: &Candidate) -> Vec<Move> {
+    fn moves(&self, parsed: &Source, parent: &Candidate) -> Vec<Move> {
         let mut out = Vec::new();
-        let parsed = Source::parse(source);
+        let source = parsed.text();
         for r in rewrite::recipes::ALL {
             for params in r.variants() {
                 let app = Application { recipe: r.id, params };
-                if let Ok(rw) = r.run(&parsed, &self.facts, &app.params) {
+                if let Ok(rw) = r.run(parsed, &self.facts, &app.params) {
                     if rw.source != source {
                         out.push(Move::Recipe { app, source: rw.source });
                     }
@@ -214,10 +214,10 @@ impl Tuner {
         // Knobs: the task's, then those the source offers.
         let mut knobs: Vec<(String, Vec<String>, Option<String>, bool)> =
             // The default a task knob has when unset: the source's `#define NAME VALUE`.
-            self.task_knobs.iter().map(|(n, v)| (n.clone(), v.clone(), rewrite::knobs::macro_value(&parsed, n), false)).collect();
+            self.task_knobs.iter().map(|(n, v)| (n.clone(), v.clone(), rewrite::knobs::macro_value(parsed, n), false)).collect();
         let block_knobs: HashSet<String> =
             parsed.launches().iter().filter_map(|l| l.config.get(1).map(|b| b.trim().to_string())).collect();
-        for k in rewrite::knobs(&parsed) {
+        for k in rewrite::knobs(parsed) {
             if let Some(existing) = knobs.iter_mut().find(|x| x.0 == k.name) {
                 existing.3 = block_knobs.contains(&k.name);
                 continue;
@@ -405,7 +405,8 @@ impl Tuner {
             return Proposal::Nothing("the tuner does not repair failed kernels".into());
         }
         // Every move keeps the parent's calls, so each child would fail the import check.
-        if let Some((call, lib)) = library_call(&Source::parse(&req.parent_source), &self.baseline_only_libs) {
+        let parsed = Source::parse(&req.parent_source);
+        if let Some((call, lib)) = library_call(&parsed, &self.baseline_only_libs) {
             return Proposal::Stop(format!(
                 "the kernel to improve calls {call} from lib{lib}, which only the baseline may link; the tuner \
                  rewrites kernel source and keeps every call, so no child of it could build; an LLM generator \
@@ -429,7 +430,7 @@ impl Tuner {
             SplitMix64::new(self.seed ^ (req.parent as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ req.node as u64);
         let parent = &req.parent_candidate;
         let mut scored: Vec<(f64, Option<String>, Move)> = self
-            .moves(&req.parent_source, parent)
+            .moves(&parsed, parent)
             .into_iter()
             .map(|m| {
                 let (vote, tool) = Self::vote(&m, &diagnoses);
