@@ -4,8 +4,9 @@
 #   BUDGET=5m scripts/bench-gpu.sh TASK_DIR [diagnose|optimize|all]
 #   diagnose: three `diagnose --timings` runs with the tools' metric set and one with
 #             `--full`: seconds end to end, the phases, and whether the diagnoses agree
-#   optimize: `optimize --budget $BUDGET` with --guidance tools and with --guidance none:
-#             judged per minute, lane busy fractions, profile and build seconds
+#   optimize: `optimize --budget $BUDGET` with each --guidance in $GUIDANCE (default
+#             "tools none"): judged per minute, lane busy fractions, profile and build
+#             seconds
 # Each optimize run fits one device call when BUDGET is 8m or less (search, baseline and
 # final check together).
 set -uo pipefail
@@ -42,16 +43,16 @@ for run in ["reduced-1", "reduced-2", "reduced-3", "full"]:
 PY
 fi
 if [ "$what" = optimize ] || [ "$what" = all ]; then
-  for g in tools none; do
+  for g in ${GUIDANCE:-tools none}; do
     rm -rf "runs/$name-bench-$g"
     ns optimize "$task" --guidance "$g" --budget "${BUDGET:-5m}" --seed 1 --out "runs/$name-bench-$g" \
       > "runs/$name-bench-$g.log" 2>&1
     echo "optimize --guidance $g exit $?" | tee -a "$out/$name-optimize.txt"
   done
-  python3 - "$name" <<'PY' | tee -a "$out/$name-optimize.txt"
+  python3 - "$name" "${GUIDANCE:-tools none}" <<'PY' | tee -a "$out/$name-optimize.txt"
 import json, sys
 name = sys.argv[1]
-for g in ["tools", "none"]:
+for g in sys.argv[2].split():
     try: s = json.load(open(f"runs/{name}-bench-{g}/summary.json"))
     except Exception as e: print(f"  --guidance {g}: no summary ({e})"); continue
     p = s.get("phases", {})

@@ -12,7 +12,9 @@
 # the repository root with `tar xzf corpus-capture.tgz`.
 #   scripts/capture-corpus.sh [ENTRY_DIR...]   (default: every heuristics/corpus/NNN_*)
 # ENTRIES_FROM=N skips entries numbered below N (to finish a capture cut short);
-# TIMEOUT (seconds, default 300) bounds each command. FULL=1 also captures ncu's full set
+# TIMEOUT (seconds, default 300) bounds each command; DEADLINE (seconds) starts no new
+# entry once that long has passed, so a capture fits one device call and the next call
+# goes on with ENTRIES_FROM set to the first entry left (printed at the end). FULL=1 also captures ncu's full set
 # (`diagnose --full`) as capture/ncu_raw_full.csv, to hold the reduced set against it.
 set -uo pipefail
 out="${OUT:-corpus-out}"; mkdir -p "$out"
@@ -23,9 +25,13 @@ if [ ${#entries[@]} -eq 0 ]; then
 fi
 status="$out/status.tsv"
 printf 'entry\tdiagnose\teval\tspeedup\ttop\n' > "$status"
+started=$SECONDS; left=""
 for d in "${entries[@]}"; do
   num=$(basename "$d" | cut -c1-3)
   [ -n "${ENTRIES_FROM:-}" ] && [ "$((10#$num))" -lt "$((10#$ENTRIES_FROM))" ] && continue
+  if [ -n "${DEADLINE:-}" ] && [ $((SECONDS - started)) -ge "$DEADLINE" ]; then
+    left="$num"; break
+  fi
   cap="$d/capture"; rm -rf "$cap"; mkdir -p "$cap"
   ns diagnose "$d" --out "$cap/profile" --json > "$cap/diagnose.json" 2> "$cap/log.txt"
   drc=$?
@@ -60,5 +66,6 @@ PY
   tail -1 "$status"
 done
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; ncu --version | tail -1; nvcc --version | tail -2; } > "$out/env.txt" 2>&1
+if [ -n "$left" ]; then echo "deadline reached: go on with ENTRIES_FROM=$left" | tee "$out/left.txt"; fi
 tar czf "$out/corpus-capture.tgz" heuristics/corpus/*/capture
 ls -la "$out"
