@@ -225,11 +225,19 @@ pub fn diagnose_profile(
     hints: &Hints,
     only: Option<&str>,
 ) -> Report {
+    let mut launches_of: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    for launch in &profile.launches {
+        *launches_of.entry(launch.kernel.as_str()).or_default() += 1;
+    }
     let kernels = profile
         .launches
         .iter()
         .filter(|launch| only.is_none_or(|o| launch.kernel.contains(o)))
-        .map(|launch| diagnose_kernel(&kernel_of_launch(launch, sass, ptxas, hints)))
+        .map(|launch| {
+            let mut k = kernel_of_launch(launch, sass, ptxas, hints);
+            k.launches_in_call = launches_of[launch.kernel.as_str()];
+            diagnose_kernel(&k)
+        })
         .collect();
     Report { kernels }
 }

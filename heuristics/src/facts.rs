@@ -270,6 +270,9 @@ pub struct Kernel<'a> {
     pub ptxas: Option<&'a KernelResources>,
     pub device: DeviceFacts,
     pub hints: Hints,
+    /// How many times the profiled call launched this kernel (1 when unknown): many
+    /// short launches of one kernel pay the launch cost many times.
+    pub launches_in_call: u32,
 }
 
 impl<'a> Kernel<'a> {
@@ -287,6 +290,7 @@ impl<'a> Kernel<'a> {
             sass,
             ptxas,
             hints,
+            launches_in_call: 1,
         }
     }
 

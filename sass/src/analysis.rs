@@ -261,11 +261,25 @@ pub fn analyze(f: &Function) -> FunctionReport {
             accurate_math_extra: math.iter().map(|m| m.extra_instructions as u64).sum(),
         });
     }
-    let mut dependent: Vec<u32> = dataflow::dependent_loads(&live, false).into_iter().map(|d| d.offset).collect();
+    // A load inside a loop counts only if that loop's own walk finds it dependent: when
+    // its address comes from a load hoisted out of the loop (a row pointer read once, then
+    // streamed through), the thread waits for that load once, not once per iteration.
+    let mut per_loop: Vec<Vec<u32>> = Vec::new();
     for &(start, end) in &ranges {
         let body: Vec<&Instruction> = live.iter().copied().filter(|i| i.offset >= start && i.offset <= end).collect();
-        dependent.extend(dataflow::dependent_loads(&body, true).into_iter().map(|d| d.offset));
+        per_loop.push(dataflow::dependent_loads(&body, true).into_iter().map(|d| d.offset).collect());
     }
+    let innermost = |offset: u32| -> Option<usize> {
+        (0..ranges.len())
+            .filter(|&n| ranges[n].0 <= offset && offset <= ranges[n].1)
+            .min_by_key(|&n| ranges[n].1 - ranges[n].0)
+    };
+    let mut dependent: Vec<u32> = dataflow::dependent_loads(&live, false)
+        .into_iter()
+        .map(|d| d.offset)
+        .chain(per_loop.iter().flatten().copied())
+        .filter(|&o| innermost(o).is_none_or(|n| per_loop[n].contains(&o)))
+        .collect();
     dependent.sort();
     dependent.dedup();
     let dependent_sites: Vec<Site> =

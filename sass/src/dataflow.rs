@@ -136,7 +136,7 @@ pub fn dependent_loads(body: &[&Instruction], carried: bool) -> Vec<DependentLoa
 #[derive(Debug, Clone, PartialEq)]
 pub struct MathCall {
     pub offset: u32,
-    /// `expf`, `logf`, `powf`, `sinf/cosf`.
+    /// `expf`, `logf`, `powf`, `sinf/cosf`, `fdiv (IEEE)`, `sqrtf (IEEE)`.
     pub function: &'static str,
     /// Instructions the accurate path costs beyond its fast intrinsic, roughly (from the
     /// sm_90 code of each: expf ~12 against 2, logf ~22 against 2, powf ~50 against 4,
@@ -156,6 +156,15 @@ const SIGNATURES: &[(&str, &str, u32)] = &[
 pub fn accurate_math(body: &[&Instruction]) -> Vec<MathCall> {
     let mut out = Vec::new();
     for i in body {
+        // IEEE division and square root: FCHK guards the division's Newton step with a
+        // slow-path call; the sqrt's slow path is a named subroutine. Their fast forms
+        // (__fdividef, x * rsqrtf) are one MUFU op and a multiply, ~6 fewer instructions.
+        if i.opcode == "FCHK" {
+            out.push(MathCall { offset: i.offset, function: "fdiv (IEEE)", extra_instructions: 6 });
+        }
+        if i.opcode.starts_with("CALL") && i.operands.iter().any(|o| o.contains("sqrt_rn_f32_slowpath")) {
+            out.push(MathCall { offset: i.offset, function: "sqrtf (IEEE)", extra_instructions: 6 });
+        }
         for (constant, function, extra) in SIGNATURES {
             if i.operands.iter().any(|o| o == constant) {
                 out.push(MathCall { offset: i.offset, function, extra_instructions: *extra });

@@ -36,6 +36,12 @@ pub(super) fn register_tiling(k: &Kernel, r: &Roofline) -> ToolResult {
     let l1 = k.m(m::L1_PCT)?;
     let lsu = k.opt(m::LSU_PCT).unwrap_or(0.0);
     let busy = l1.max(lsu) / 100.0;
+    if busy < 0.3 {
+        return quiet(format!(
+            "a loop reads shared operands per FMA, but L1 and the LSU pipe run at only {}: shared traffic is not what limits",
+            pct(busy)
+        ));
+    }
     let fma = k.opt(m::FMA_PIPE_PCT).unwrap_or(0.0) / 100.0;
     // With a t x t micro-tile, shared traffic per FMA drops t-fold; the kernel then runs
     // at whichever is slower, the reduced shared traffic or the FMA work.
@@ -66,7 +72,7 @@ pub(super) fn register_tiling(k: &Kernel, r: &Roofline) -> ToolResult {
 pub(super) fn accurate_math(k: &Kernel, _: &Roofline) -> ToolResult {
     let s = k.sass()?;
     if s.accurate_math.is_empty() {
-        return quiet("no inlined accurate math-library paths (expf, logf, powf, sinf)");
+        return quiet("no inlined accurate math-library paths (expf, logf, powf, sinf, IEEE division or sqrtf)");
     }
     // The code that runs most: the loop holding the calls, else the whole function.
     let (extra, instructions, names) =
@@ -94,7 +100,7 @@ pub(super) fn accurate_math(k: &Kernel, _: &Roofline) -> ToolResult {
             "Keep the accurate functions ({why}), but call them less: hoist invariant calls out of loops, use exp2f/log2f with the constants folded into neighbouring multiplies, replace powf(x, 1.25f) by x * sqrtf(sqrtf(x)) where x > 0, and reuse expf results across iterations."
         ),
         _ => format!(
-            "Use the fast intrinsics: __expf, __logf, __powf, __sinf (or compile with --use_fast_math, which also flushes denormals and uses approximate division). They run on the XU pipe (MUFU.EX2/LG2) in 2-4 instructions instead of {:.0} on the FMA pipe; {why}.",
+            "Use the fast intrinsics: __expf, __logf, __powf, __sinf, __fdividef(a, b) or a * __frcp_rn(b) for division, rsqrtf(x) for 1 / sqrtf(x) (or compile with --use_fast_math, which also flushes denormals and uses approximate division and square root). They run on the XU pipe (MUFU.EX2/LG2) in 2-4 instructions instead of {:.0} on the FMA pipe; {why}.",
             extra / names.len().max(1) as f64
         ),
     };

@@ -61,6 +61,15 @@ pub(super) fn dependent_loads(k: &Kernel, _: &Roofline) -> ToolResult {
     }
     let chain = s.loops.iter().map(|l| l.load_chain).max().unwrap_or(0);
     let in_loops = s.loops.iter().map(|l| l.dependent_loads).sum::<u64>();
+    let loads = s.count(Class::GlobalLoad);
+    let dependent = s.dependent_loads.len() as u64;
+    // Outside loops, a few loads behind one index load cost one extra latency per thread;
+    // only when they are most of the traffic, or repeat per iteration, is the chain the cost.
+    if in_loops == 0 && 2 * dependent < loads {
+        return quiet(format!(
+            "{dependent} of {loads} global loads take their address from a loaded value, none of them per loop iteration: one wait per thread, not a chain"
+        ));
+    }
     let long =
         k.stall_share(&["long_scoreboard"]).ok_or_else(|| crate::facts::Missing(vec![m::stall("long_scoreboard")]))?;
     let dram = k.m(m::DRAM_PCT)?;
@@ -319,8 +328,25 @@ pub(super) fn memory_latency_bound(k: &Kernel, r: &Roofline) -> ToolResult {
     if dram >= 40.0 || issue >= 40.0 || long < 0.4 {
         return quiet(format!("DRAM {dram:.0}%, issue {issue:.0}%, global-load waits {} of stalls", pct(long)));
     }
+    // Idle SMs keep DRAM idle whatever each thread keeps in flight: the grid comes first.
+    if let (Some(grid), Some(sms)) = (k.opt(m::GRID), k.device.sms) {
+        if grid < sms {
+            return quiet(format!(
+                "{grid:.0} blocks for {sms:.0} SMs: the idle SMs, not the loads in flight, keep DRAM idle (under-filled-grid)"
+            ));
+        }
+    }
     let eligible = k.opt(m::ELIGIBLE).unwrap_or(0.0);
-    let saving = 0.5 * long * (1.0 - dram / 60.0).max(0.0);
+    // With enough bytes in flight the kernel runs at the DRAM roof this GPU reaches (85%
+    // of the datasheet peak when unmeasured), so the time left is the share of that roof
+    // it already uses; the waits on loads bound how much of the rest is latency.
+    // Issue slots already in use (up to the 40% that ends this tool) are work that more
+    // loads in flight would not shorten.
+    if k.sass.is_some_and(|s| s.loops.iter().any(|l| l.dependent_loads > 0)) {
+        return quiet("the loads in loops wait on each other's results: dependent-loads explains the latency");
+    }
+    let roof = r.dram_pct_of_achievable.filter(|a| *a > 0.0).map(|a| 100.0 * dram / a).unwrap_or(85.0);
+    let saving = long * (1.0 - dram / roof.max(dram)).max(0.0) * (1.0 - issue / 40.0);
     let lines = k.lines_of(&[Class::GlobalLoad]);
     fired(
         Diagnosis::new("memory-latency-bound", saving)

@@ -274,6 +274,7 @@ pub const ALL: &[Tool] = &[
                 m::LD_REQUESTS,
                 m::ST_REQUESTS,
                 m::ELIGIBLE,
+                m::GRID,
             ],
             derived: &[Derived::Stalls],
         },
@@ -300,7 +301,7 @@ pub const ALL: &[Tool] = &[
     Tool {
         id: "launch-overhead",
         gate: Gate::Always,
-        needs: Needs { metrics: &[m::DURATION], derived: &[] },
+        needs: Needs { metrics: &[m::DURATION, m::WAVES], derived: &[] },
         run: launch_overhead,
     },
     // Both restate stage 1: they read the roofline, never the launch.
