@@ -31,6 +31,14 @@ fn registers(operand: &str, pairs: bool) -> Vec<u32> {
     out
 }
 
+/// The predicate register an operand names (`P0`, `!P3`); PT and uniform predicates are
+/// not tracked.
+fn predicate_of(operand: &str) -> Option<u8> {
+    let p = operand.strip_prefix('!').unwrap_or(operand);
+    let n = p.strip_prefix('P')?;
+    (n.len() == 1).then(|| n.as_bytes()[0]).filter(u8::is_ascii_digit).map(|c| c - b'0')
+}
+
 /// How many consecutive registers an instruction writes from its first operand.
 fn written_width(i: &Instruction) -> u32 {
     if i.has_modifier("128") {
@@ -89,6 +97,10 @@ impl Depth {
 /// Dependent global loads in `body`, walked twice so values carried around a loop count.
 pub fn dependent_loads(body: &[&Instruction], carried: bool) -> Vec<DependentLoad> {
     let mut depth: HashMap<u32, Depth> = HashMap::new();
+    // Predicates set from loaded values carry the load's depth into what they select: a
+    // binary search's `lo = v < x ? mid + 1 : lo` makes the next probe's address wait on
+    // this probe's load as surely as an index read does.
+    let mut predicate_depth: HashMap<u8, u32> = HashMap::new();
     let mut found: HashMap<u32, u32> = HashMap::new();
     let passes = if carried { 2 } else { 1 };
     for _ in 0..passes {
@@ -109,9 +121,19 @@ pub fn dependent_loads(body: &[&Instruction], carried: bool) -> Vec<DependentLoa
                 }
                 base + 1
             } else {
-                read(i.operands[1..].iter().flat_map(|o| registers(o, true)).collect())
+                let selects = i.operands[1..]
+                    .iter()
+                    .chain(predicate.map(|p| p.to_string()).iter())
+                    .filter_map(|o| predicate_depth.get(&predicate_of(o)?).copied())
+                    .max()
+                    .unwrap_or(0);
+                read(i.operands[1..].iter().flat_map(|o| registers(o, true)).collect()).max(selects)
             };
             let d = d.min(64);
+            if let Some(p) = predicate_of(&i.operands[0]) {
+                predicate_depth.insert(p, d);
+                continue;
+            }
             let first = registers(&i.operands[0], false);
             for r0 in first.into_iter().take(1) {
                 for r in r0..r0 + written_width(i) {
@@ -252,5 +274,27 @@ mod tests {
         );
         let refs: Vec<&Instruction> = code.iter().collect();
         assert!(dependent_loads(&refs, false).is_empty());
+    }
+
+    #[test]
+    fn a_value_selected_by_a_loaded_comparison_makes_the_next_address_dependent() {
+        // One binary-search step as ptxas writes it: compare the probe, select the bound,
+        // form the next probe's address from it.
+        let code = body(
+            "        /*0000*/                   IMAD.IADD R2, R7, 0x1, R6 ;\n\
+             \x20       /*0010*/                   LDG.E R3, desc[UR4][R2.64] ;\n\
+             \x20       /*0020*/                   FSETP.GEU.AND P0, PT, R3, R8, PT ;\n\
+             \x20       /*0030*/                   SEL R6, R6, R9, !P0 ;\n\
+             \x20       /*0040*/              @!P0 VIADD R7, R9, 0x1 ;\n\
+             \x20       /*0050*/                   BRA 0x0 ;\n",
+        );
+        let refs: Vec<&Instruction> = code.iter().collect();
+        let carried = dependent_loads(&refs, true);
+        assert_eq!(carried.iter().map(|d| d.offset).collect::<Vec<_>>(), vec![0x10]);
+        // Straight through once, the first probe's address depends on nothing loaded.
+        assert!(dependent_loads(&refs, false).is_empty());
+        assert_eq!(predicate_of("!P3"), Some(3));
+        assert_eq!(predicate_of("PT"), None);
+        assert_eq!(predicate_of("UP0"), None);
     }
 }
