@@ -1,48 +1,40 @@
 #include <cuda_runtime.h>
 
-#define MAX_SHARED_BOUNDS 12288  // 48 KB
+#define BATCH 8
 
-__global__ void bucketize_shared(const float* __restrict__ bounds, const float* __restrict__ q, int* __restrict__ out, int n, int m) {
-  extern __shared__ float sb[];
-  for (int j = threadIdx.x; j < m; j += blockDim.x) sb[j] = bounds[j];
-  __syncthreads();
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    float v = q[i];
-
-  int lo = 0, hi = m;
-  while (lo < hi) {
-    int mid = (lo + hi) >> 1;
-    if (sb[mid] < v) lo = mid + 1;
-    else hi = mid;
+// Each thread advances BATCH queries' searches together: with a fixed-length (branchless)
+// lower_bound every search takes the same steps, so the BATCH probes of a step are
+// independent loads in flight at once instead of one.
+__global__ void bucketize_batched(const float* __restrict__ bounds, const float* __restrict__ q, int* __restrict__ out, int n, int m) {
+  int stride = gridDim.x * blockDim.x;
+  for (int i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < n; i0 += stride * BATCH) {
+    float v[BATCH];
+    int base[BATCH];
+#pragma unroll
+    for (int b = 0; b < BATCH; b++) {
+      int i = i0 + b * stride;
+      v[b] = i < n ? q[i] : 0.0f;
+      base[b] = 0;
+    }
+    int len = m;
+    while (len > 1) {
+      int half = len >> 1;
+#pragma unroll
+      for (int b = 0; b < BATCH; b++) base[b] = bounds[base[b] + half] < v[b] ? base[b] + half : base[b];
+      len -= half;
+    }
+#pragma unroll
+    for (int b = 0; b < BATCH; b++) {
+      int i = i0 + b * stride;
+      if (i < n) out[i] = m > 0 ? base[b] + (bounds[base[b]] < v[b]) : 0;
+    }
   }
-
-    out[i] = lo;
-  }
-}
-
-__global__ void bucketize_global(const float* bounds, const float* q, int* out, int n, int m) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float v = q[i];
-
-  int lo = 0, hi = m;
-  while (lo < hi) {
-    int mid = (lo + hi) >> 1;
-    if (bounds[mid] < v) lo = mid + 1;
-    else hi = mid;
-  }
-
-  out[i] = lo;
 }
 
 extern "C" void bucketize(const float* bounds, const float* q, int* out, int n, int m, cudaStream_t stream) {
   if (n <= 0) return;
-  if (m <= MAX_SHARED_BOUNDS) {
-    // Each block amortizes its copy of the boundaries over many queries.
-    int blocks = (n + 255) / 256;
-    if (blocks > 132 * 8) blocks = 132 * 8;
-    bucketize_shared<<<blocks, 256, m * sizeof(float), stream>>>(bounds, q, out, n, m);
-  } else {
-    bucketize_global<<<(n + 255) / 256, 256, 0, stream>>>(bounds, q, out, n, m);
-  }
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  bucketize_batched<<<sms > 0 ? sms : 1, 64, 0, stream>>>(bounds, q, out, n, m);
 }

@@ -1,6 +1,6 @@
 #include <cuda_runtime.h>
 
-#define HOPS 64
+#define HOPS 256
 #define PER_THREAD 8
 
 __global__ void walk_lockstep(const int* __restrict__ next, const float* __restrict__ val, float* __restrict__ out, int chains) {
@@ -30,5 +30,5 @@ __global__ void walk_lockstep(const int* __restrict__ next, const float* __restr
 extern "C" void chain_walk(const int* next, const float* val, float* out, int nodes, int chains, cudaStream_t stream) {
   if (chains <= 0) return;
   int threads = (chains + PER_THREAD - 1) / PER_THREAD;
-  walk_lockstep<<<(threads + 127) / 128, 128, 0, stream>>>(next, val, out, chains);
+  walk_lockstep<<<(threads + 31) / 32, 32, 0, stream>>>(next, val, out, chains);
 }

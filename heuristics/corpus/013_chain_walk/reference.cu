@@ -4,7 +4,7 @@ __global__ void walk_reference(const int* next, const float* val, float* out, in
   for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < chains; c += gridDim.x * blockDim.x) {
     int node = c;
     float acc = 0.0f;
-    for (int h = 0; h < 64; h++) {
+    for (int h = 0; h < 256; h++) {
       acc += val[node];
       node = next[node];
     }

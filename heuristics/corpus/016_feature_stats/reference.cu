@@ -1,10 +1,12 @@
 #include <cuda_runtime.h>
 
-__global__ void stats_reference(const float* x, float* stats, int n) {
+__global__ void stats_reference(const float* x, float* clipped, float* stats, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    double sum = 0.0, lo = x[i], hi = x[i];
+    double sum = 0.0, lo = 3.0, hi = -3.0;
     for (int f = 0; f < 128; f++) {
-      double v = x[(size_t)f * n + i];
+      float c = fminf(fmaxf(x[(size_t)f * n + i], -3.0f), 3.0f);
+      clipped[(size_t)f * n + i] = c;
+      double v = c;
       sum += v;
       lo = fmin(lo, v);
       hi = fmax(hi, v);
@@ -12,7 +14,7 @@ __global__ void stats_reference(const float* x, float* stats, int n) {
     double mean = sum / 128;
     double var = 0.0;
     for (int f = 0; f < 128; f++) {
-      double d = x[(size_t)f * n + i] - mean;
+      double d = (double)clipped[(size_t)f * n + i] - mean;
       var += d * d;
     }
     stats[i] = (float)mean;
@@ -22,7 +24,7 @@ __global__ void stats_reference(const float* x, float* stats, int n) {
   }
 }
 
-extern "C" void feature_stats(const float* x, float* stats, int n, cudaStream_t stream) {
+extern "C" void feature_stats(const float* x, float* clipped, float* stats, int n, cudaStream_t stream) {
   if (n <= 0) return;
-  stats_reference<<<1024, 256, 0, stream>>>(x, stats, n);
+  stats_reference<<<1024, 256, 0, stream>>>(x, clipped, stats, n);
 }

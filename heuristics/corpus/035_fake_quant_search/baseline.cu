@@ -1,21 +1,21 @@
 #include <cuda_runtime.h>
+#include <math.h>
+
+#define CANDIDATES 64
 
 __global__ void fake_quant_kernel(const float* x, float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
 
   float v = x[i];
-  float best = 0.0f, best_err = INFINITY;
-  for (int k = 0; k < 32; k++) {
-    float s = 0.005f * (k + 1), inv = 200.0f / (k + 1);
-
-    int q = __float2int_rn(v * inv);
-    q = min(max(q, -127), 127);
-    float d = q * s;
-    float err = fabsf(d - v);
-    if (err < best_err) { best_err = err; best = d; }
+  float acc = 0.0f;
+#pragma unroll
+  for (int k = 0; k < CANDIDATES; k++) {
+    float s = 0.0025f * (k + 1), inv = 400.0f / (k + 1);
+    long long q = llrintf(v * inv);
+    acc += fabsf(fmaf((float)q, s, -v));
   }
-  y[i] = best;
+  y[i] = acc * (1.0f / CANDIDATES);
 }
 
 extern "C" void fake_quant_search(const float* x, float* y, int n, cudaStream_t stream) {

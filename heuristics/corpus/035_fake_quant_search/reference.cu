@@ -2,19 +2,14 @@
 
 __global__ void fake_quant_reference(const float* x, float* y, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-
-  float v = x[i];
-  float best = 0.0f, best_err = INFINITY;
-  for (int k = 0; k < 32; k++) {
-    float s = 0.005f * (k + 1), inv = 200.0f / (k + 1);
-
-      float q = nearbyintf(v * inv);
-      q = q < -127.0f ? -127.0f : (q > 127.0f ? 127.0f : q);
-      float d = q * s;
-      float err = fabsf(d - v);
-      if (err < best_err) { best_err = err; best = d; }
+    float v = x[i];
+    float acc = 0.0f;
+    for (int k = 0; k < 64; k++) {
+      float s = 0.0025f * (k + 1), inv = 400.0f / (k + 1);
+      float q = nearbyintf(v * inv);  // round to nearest, ties to even
+      acc += fabsf(fmaf(q, s, -v));
     }
-    y[i] = best;
+    y[i] = acc * (1.0f / 64);
   }
 }
 
