@@ -883,7 +883,7 @@ pub fn classify(run: &WorkerRun, request: &WorkerRequest, timeout: Duration) -> 
     Classified::Internal(format!("the worker exited with code {code} {where_} without a report"))
 }
 
-fn tail(s: &str, max: usize) -> String {
+pub(crate) fn tail(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }

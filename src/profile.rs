@@ -2,14 +2,35 @@
 //! bench size between cuProfilerStart and cuProfilerStop under ncu, so every kernel the
 //! entry launches is profiled and nothing else is. ncu collects what the diagnoses read
 //! (`heuristics::required_metrics`, as `--metrics` and the few sections that alone supply
-//! some of them), or `--set full` when a person asks for the whole report. The report is
-//! exported, then re-read as the raw CSV page (`--print-units base`), which `heuristics`
-//! parses. Each step is timed ([`Timings`]), so the cost of a profile can be seen.
+//! some of them), or `--set full` when a person asks for the whole report. The same ncu
+//! run prints the raw page as CSV (`--print-units base`), which `heuristics` parses, and
+//! saves the report for Nsight Compute: no second ncu has to read the report back. Each
+//! step is timed ([`Timings`]), so the cost of a profile can be seen.
+//!
+//! The CSV is ncu's alone, though the process it profiles runs candidate code:
+//! - ncu prints it to `--log-file`, which takes the tool's own output ("Send all tool
+//!   output to the specified file", Nsight Compute CLI, File options). The profiled
+//!   process keeps the stdout and stderr it inherits, which the orchestrator reads as the
+//!   sealed channel and a log tail (the worker points its fd 1 at stderr before loading
+//!   anything). On the console the two would share one stream, the application's lines
+//!   before ncu's table (tests/fixtures/h200/ncu_full_raw_all.csv), so a candidate could
+//!   print a table of its own ahead of the real one.
+//! - The log and the report are written to a folder of the orchestrator's (an evaluation
+//!   folder of `runtime_dir`, the one kept in the hosted arrangement), which no worker can
+//!   write (Landlock grants it its scratch folder and, hosted, the private /tmp, /dev/shm
+//!   and /var/tmp), and only then saved to the output folder, once the worker is gone
+//!   (it cannot fork, and the hosted PID namespace ends with the tool). The output folder
+//!   may be one a worker could write (an `--out` under /tmp with
+//!   `--allow-unconfined-profiling`), so what is saved there replaces any file or link in
+//!   its place rather than writing through it.
+//! - A log holding more than one table is refused rather than read: ncu prints one, so a
+//!   second could only come from a writer ncu let in (say, a descriptor of its log handed
+//!   down to the process it starts).
 
 use crate::build::Built;
 use crate::eval::{self, classify, run_worker, Classified, EvalError, EvalOptions};
 use crate::process;
-use crate::protocol::{Mode, Outcome, WorkerRequest};
+use crate::protocol::{Mode, Outcome, Phase, WorkerRequest};
 use crate::task::Task;
 use crate::toolchain::{find_profiler, EnvError, Toolchain};
 use serde::ser::SerializeMap;
@@ -89,7 +110,8 @@ pub struct Profiled {
     /// The hosted arrangement's namespaces around ncu, then the worker's own layers.
     pub sandbox: Vec<crate::sandbox::Layer>,
     /// The build (when this call built), ncu's start, the worker's setup, the profiled
-    /// call, ncu's finish and the export to CSV.
+    /// call's setup, the profiled call, ncu's finish, and saving the CSV, ncu's messages and
+    /// the report.
     pub timings: Timings,
 }
 
@@ -153,34 +175,39 @@ pub fn profile(
     Ok(profiled)
 }
 
+/// What the reduced set leaves out of ncu's defaults, none of which the diagnoses read
+/// (`--full` keeps them, for a person reading the report in Nsight Compute):
+/// - rules: they run in ncu's Python after every result, and their findings are not on
+///   the raw page;
+/// - warp state sampling past one sparse pass: SourceCounters, there for its derived
+///   metrics, also asks for the sampler's stall samples (`smsp__pcsamp_*`, taken in
+///   passes of their own), where the tools read the stall counters instead.
+const REDUCED_SET_TRIMS: [&str; 6] =
+    ["--apply-rules", "no", "--warp-sampling-interval", "31", "--warp-sampling-max-passes", "1"];
+
 /// ncu's part of the command line of a profiled worker run (the worker's own follows):
 /// collect `set` from the first cuProfilerStart on, at the clocks the GPU runs at, in
-/// every process, into `report_base`.ncu-rep.
-pub fn ncu_argv(ncu: &Path, report_base: &Path, set: MetricSet) -> Vec<String> {
+/// every process; print the raw page as CSV to `log` and save the report as
+/// `report_base`.ncu-rep.
+pub fn ncu_argv(ncu: &Path, report_base: &Path, log: &Path, set: MetricSet) -> Vec<String> {
     let mut argv = vec![ncu.display().to_string()];
+    let mut push = |args: &[&str]| argv.extend(args.iter().map(|a| a.to_string()));
+    // A config.ncu-cfg of the user's would add sections (and passes) to every profile.
+    push(&["--config-file", "off"]);
     match set {
-        MetricSet::Full => argv.extend(["--set".to_string(), "full".to_string()]),
+        MetricSet::Full => push(&["--set", "full"]),
         MetricSet::Required => {
             for section in heuristics::required_sections() {
-                argv.extend(["--section".to_string(), section.to_string()]);
+                push(&["--section", section]);
             }
-            argv.extend(["--metrics".to_string(), heuristics::request::requested_metrics().join(",")]);
+            push(&["--metrics", &heuristics::request::requested_metrics().join(",")]);
+            push(&REDUCED_SET_TRIMS);
         }
     }
-    argv.extend(
-        [
-            "--profile-from-start",
-            "off",
-            "--clock-control",
-            "none",
-            "--target-processes",
-            "all",
-            "--export",
-            &report_base.display().to_string(),
-            "--force-overwrite",
-        ]
-        .map(String::from),
-    );
+    push(&["--profile-from-start", "off", "--clock-control", "none", "--target-processes", "all"]);
+    // `--page` is what makes ncu print a page beside an `--export`.
+    push(&["--csv", "--page", "raw", "--print-units", "base", "--log-file", &log.display().to_string()]);
+    push(&["--export", &report_base.display().to_string(), "--force-overwrite"]);
     argv
 }
 
@@ -237,7 +264,11 @@ fn profile_once(
     let ncu = find_ncu()?;
     std::fs::create_dir_all(dir).map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", dir.display())))?;
     let dir = dir.canonicalize().unwrap_or(dir.to_path_buf());
-    let report_base = dir.join("profile");
+    // Where ncu writes, out of every worker's reach (see the module's notes); the output
+    // folder is not handed to the hosted arrangement at all.
+    let private = crate::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
+    let report_base = private.path().join("profile");
+    let log = private.path().join(LOG_NAME);
     let request = WorkerRequest {
         task: task.clone(),
         reference: built.library.clone(),
@@ -253,12 +284,18 @@ fn profile_once(
         sandbox_skip: Vec::new(),
         achievable_dram_gbs: opts.achievable_dram_gbs,
     };
-    let argv = ncu_argv(&ncu, &report_base, set);
-    let host = eval::HostTool { argv, outputs: vec![dir.clone()], allow_unconfined: opts.allow_unconfined_profiling };
+    let argv = ncu_argv(&ncu, &report_base, &log, set);
+    let host = eval::HostTool {
+        argv,
+        outputs: vec![private.path().to_path_buf()],
+        allow_unconfined: opts.allow_unconfined_profiling,
+    };
     // A full-set profile replays each kernel some 40 times.
     let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(eval::DEFAULT_TIMEOUT) * 10;
     let run = run_worker(&opts.worker_exe, &request, timeout, Some(&host))?;
     let mut timings = worker_timings(&run);
+    // ncu's own messages (an unknown metric, a refused counter) are in its log now.
+    let log_tail = || eval::tail(std::fs::read_to_string(&log).unwrap_or_default().trim(), 2000);
     match classify(&run, &request, timeout) {
         Classified::Report(r) => match r.outcome {
             Outcome::Passed => {}
@@ -269,45 +306,144 @@ fn profile_once(
         },
         Classified::Rejected(f) => return Err(ProfileFailure::Rejected(f).into()),
         Classified::TaskError(m) => return Err(EvalError::Task(m).into()),
-        Classified::Internal(m) => return Err(EvalError::Internal(format!("{m}\n{}", run.stderr)).into()),
+        Classified::Internal(m) => {
+            return Err(EvalError::Internal(format!("{m}\n{}\nncu: {}", run.stderr, log_tail())).into())
+        }
     }
-    let report_path = report_base.with_extension("ncu-rep");
-    if !report_path.is_file() {
+    let report = report_base.with_extension("ncu-rep");
+    if !report.is_file() {
         return Err(Attempt::NoReport(format!(
-            "ncu wrote no report to {} (its output: {})",
-            report_path.display(),
+            "ncu wrote no report (its log: {}; stderr: {})",
+            log_tail(),
             run.stderr.trim()
         )));
     }
-    let mut import = Command::new(&ncu);
-    import.args(["--import"]).arg(&report_path).args(["--csv", "--page", "raw", "--print-units", "base"]);
-    let out = timings
-        .time("export", || process::run_captured(&mut import, Duration::from_secs(300)))
+    let reading = Instant::now();
+    let logged = std::fs::read_to_string(&log)
+        .map_err(|e| EvalError::Internal(format!("cannot read ncu's log {}: {e}", log.display())))?;
+    let table = raw_table(&logged).map_err(EvalError::Internal)?;
+    let mut save_s = reading.elapsed().as_secs_f64();
+    let csv = match table {
+        Some(csv) => csv,
+        None => {
+            // Only where ncu printed no table (it documents printing the page with
+            // `--page` beside `--export`): the report read back, as before.
+            tracing::warn!("ncu's log holds no raw page; reading the report back with ncu --import");
+            timings.time("export", || import_raw(&ncu, &report))?
+        }
+    };
+    let saving = Instant::now();
+    let csv_path = dir.join(CSV_NAME);
+    write_new(&csv_path, csv.as_bytes())
+        .map_err(|e| EvalError::Internal(format!("cannot write {}: {e}", csv_path.display())))?;
+    // Kept for a person: passes per kernel, metrics ncu could not collect.
+    let messages_path = dir.join(LOG_NAME);
+    write_new(&messages_path, ncu_messages(&logged).as_bytes())
+        .map_err(|e| EvalError::Internal(format!("cannot write {}: {e}", messages_path.display())))?;
+    let report_path = dir.join(REPORT_NAME);
+    move_file(&report, &report_path).map_err(|e| {
+        EvalError::Internal(format!("cannot move ncu's report {} to {}: {e}", report.display(), report_path.display()))
+    })?;
+    save_s += saving.elapsed().as_secs_f64();
+    timings.add("save", save_s);
+    Ok(Profiled { built, csv_path, report_path, csv, sandbox: run.hosted_layers(), timings })
+}
+
+/// ncu's log in the private folder of one profile; its messages alone in the output
+/// folder.
+const LOG_NAME: &str = "ncu.log";
+/// The raw page and the report, in the output folder.
+const CSV_NAME: &str = "ncu_raw.csv";
+const REPORT_NAME: &str = "profile.ncu-rep";
+
+/// Whether a line opens a raw-page table, as `heuristics::ncu::parse` finds its header.
+fn is_table_header(line: &str) -> bool {
+    line.trim_start().starts_with("\"ID\",")
+}
+
+/// The raw page out of ncu's log: from the table's header on, without ncu's own
+/// `==PROF==` and `==WARNING==` lines (so the saved CSV starts at its header, as
+/// `ncu --import` prints it); None where the log holds no table; an error where it holds
+/// more than the one ncu prints (see the module's notes).
+fn raw_table(log: &str) -> Result<Option<String>, String> {
+    let headers = log.lines().filter(|l| is_table_header(l)).count();
+    if headers > 1 {
+        return Err(format!(
+            "ncu's log holds {headers} raw-page tables where ncu prints one: something besides ncu wrote into it, so none of it is read"
+        ));
+    }
+    let mut lines = log.split_inclusive('\n').skip_while(|l| !is_table_header(l)).peekable();
+    if lines.peek().is_none() {
+        return Ok(None);
+    }
+    Ok(Some(lines.filter(|l| !l.starts_with("==")).collect()))
+}
+
+/// ncu's own lines in its log (`==PROF==`, `==WARNING==`, `==ERROR==`), the table left
+/// out.
+fn ncu_messages(log: &str) -> String {
+    log.split_inclusive('\n').filter(|l| l.starts_with("==")).collect()
+}
+
+/// The raw page of a saved report, printed by a second ncu.
+fn import_raw(ncu: &Path, report: &Path) -> Result<String, EvalError> {
+    let mut import = Command::new(ncu);
+    import.args(["--config-file", "off", "--import"]).arg(report).args([
+        "--csv",
+        "--page",
+        "raw",
+        "--print-units",
+        "base",
+    ]);
+    let out = process::run_captured(&mut import, Duration::from_secs(300))
         .map_err(|e| EvalError::Internal(format!("cannot run ncu --import: {e}")))?;
     if !out.success() {
-        return Err(EvalError::Internal(format!("ncu --import failed: {}", out.stderr.trim())).into());
+        return Err(EvalError::Internal(format!("ncu --import failed: {}", out.stderr.trim())));
     }
-    let csv_path = dir.join("ncu_raw.csv");
-    std::fs::write(&csv_path, &out.stdout)
-        .map_err(|e| EvalError::Internal(format!("cannot write {}: {e}", csv_path.display())))?;
-    Ok(Profiled { built, csv_path, report_path, csv: out.stdout, sandbox: run.hosted_layers(), timings })
+    Ok(out.stdout)
+}
+
+/// Moves `from` to `to`, copying across file systems (the runtime folder is often a
+/// tmpfs), over whatever was at `to` (see [`create_new`]).
+fn move_file(from: &Path, to: &Path) -> std::io::Result<()> {
+    if std::fs::rename(from, to).is_ok() {
+        return Ok(());
+    }
+    std::io::copy(&mut std::fs::File::open(from)?, &mut create_new(to)?).map(|_| ())
+}
+
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::io::Write::write_all(&mut create_new(path)?, bytes)
+}
+
+/// A new file at `path`, what was there removed first: a link there is replaced, never
+/// written through (the module's notes say who could have left one).
+fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new().write(true).create_new(true).open(path)
 }
 
 /// The profiled worker run in steps: waiting for the GPU's lock, ncu's start up to the
 /// worker's first phase, the worker's setup (GPU context, loading the library), the
-/// profiled call (ncu's replays included), and ncu's finish after the worker's report
-/// (writing the report file, exiting).
+/// profiled call's setup (the bench inputs made and uploaded, two warm-up calls ncu does
+/// not profile), the profiled call (ncu's replays included), and ncu's finish after the
+/// worker's report (printing the raw page, writing the report, exiting).
 fn worker_timings(run: &eval::WorkerRun) -> Timings {
     let mut timings = Timings::default();
     if run.gpu_wait_s > 0.0 {
         timings.add("gpu-lock-wait", run.gpu_wait_s);
     }
     let start = run.first_phase_s.unwrap_or(0.0);
-    let profiled_call = run.phase_seconds.get(crate::protocol::Phase::Profile.name()).copied().unwrap_or(0.0);
+    let phase = |p: Phase| run.phase_seconds.get(p.name()).copied().unwrap_or(0.0);
+    let (call_setup, call) = (phase(Phase::ProfileSetup), phase(Phase::Profile));
     let phases: f64 = run.phase_seconds.values().sum();
     timings.add("ncu-start", start);
-    timings.add("worker-setup", phases - profiled_call);
-    timings.add("profiled-call", profiled_call);
+    timings.add("worker-setup", phases - call_setup - call);
+    timings.add("call-setup", call_setup);
+    timings.add("profiled-call", call);
     timings.add("ncu-finish", (run.seconds - start - phases).max(0.0));
     timings
 }
@@ -317,7 +453,7 @@ mod tests {
     use super::*;
 
     fn argv(set: MetricSet) -> Vec<String> {
-        ncu_argv(Path::new("/opt/ncu/ncu"), Path::new("/runs/x/profile"), set)
+        ncu_argv(Path::new("/opt/ncu/ncu"), Path::new("/eval/x/profile"), Path::new("/eval/x/ncu.log"), set)
     }
 
     fn value_of<'a>(argv: &'a [String], flag: &str) -> Vec<&'a str> {
@@ -345,6 +481,22 @@ mod tests {
     }
 
     #[test]
+    fn the_required_set_trims_rules_and_warp_sampling_and_the_full_set_keeps_them() {
+        let reduced = argv(MetricSet::Required);
+        assert_eq!(value_of(&reduced, "--apply-rules"), ["no"]);
+        assert_eq!(value_of(&reduced, "--warp-sampling-max-passes"), ["1"]);
+        assert_eq!(value_of(&reduced, "--warp-sampling-interval"), ["31"], "the sparsest sampling ncu offers");
+        let full = argv(MetricSet::Full);
+        for flag in ["--apply-rules", "--warp-sampling-max-passes", "--warp-sampling-interval"] {
+            assert!(value_of(&full, flag).is_empty(), "--full keeps ncu's default for {flag}");
+        }
+        // The trims hold only while no part of the analysis reads what they cut.
+        for name in heuristics::required_metrics() {
+            assert!(!name.starts_with("smsp__pcsamp"), "{name} is a warp sample: drop the sampling trims");
+        }
+    }
+
+    #[test]
     fn the_full_set_is_ncus_own_and_nothing_else() {
         let argv = argv(MetricSet::Full);
         assert_eq!(value_of(&argv, "--set"), ["full"]);
@@ -352,14 +504,95 @@ mod tests {
     }
 
     #[test]
-    fn both_sets_profile_from_the_marked_call_at_natural_clocks_into_the_report() {
+    fn both_sets_print_the_raw_page_to_the_log_and_save_the_report() {
         for set in [MetricSet::Required, MetricSet::Full] {
             let argv = argv(set);
+            assert_eq!(value_of(&argv, "--config-file"), ["off"]);
             assert_eq!(value_of(&argv, "--profile-from-start"), ["off"]);
             assert_eq!(value_of(&argv, "--clock-control"), ["none"]);
             assert_eq!(value_of(&argv, "--target-processes"), ["all"]);
-            assert_eq!(value_of(&argv, "--export"), ["/runs/x/profile"]);
+            assert!(argv.iter().any(|a| a == "--csv"), "{argv:?}");
+            assert_eq!(value_of(&argv, "--page"), ["raw"], "without --page, --export prints nothing");
+            assert_eq!(value_of(&argv, "--print-units"), ["base"]);
+            assert_eq!(value_of(&argv, "--log-file"), ["/eval/x/ncu.log"]);
+            assert_eq!(value_of(&argv, "--export"), ["/eval/x/profile"]);
             assert_eq!(argv.last().map(String::as_str), Some("--force-overwrite"));
+        }
+    }
+
+    const LOG: &str = "==WARNING== Note: Running with unmodified GPU clocks.\n\
+        ==PROF== Connected to process 7 (/usr/bin/nightshift)\n\
+        ==PROF== Disconnected from process 7\n\
+        \"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\
+        \"\",\"\",\"ns\"\n\
+        \"0\",\"softmax\",\"1,024\"\n\
+        ==PROF== Report: /eval/x/profile.ncu-rep\n";
+
+    #[test]
+    fn the_raw_page_is_cut_out_of_ncus_log_from_its_header_on() {
+        let table = raw_table(LOG).unwrap().expect("a table");
+        assert_eq!(
+            table,
+            "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"\",\"\",\"ns\"\n\"0\",\"softmax\",\"1,024\"\n"
+        );
+        let profile = heuristics::ncu::parse(&table).unwrap();
+        assert_eq!(profile.launches.len(), 1);
+        assert_eq!(profile.launches[0].kernel, "softmax");
+        assert_eq!(raw_table("==PROF== Connected to process 7\n==WARNING== No kernels were profiled.\n"), Ok(None));
+        let messages = ncu_messages(LOG);
+        assert_eq!(messages.lines().count(), 4, "{messages}");
+        assert!(messages.lines().all(|l| l.starts_with("==")) && messages.ends_with("profile.ncu-rep\n"));
+        assert_eq!(raw_table(""), Ok(None));
+    }
+
+    #[test]
+    fn a_capture_cut_to_its_table_reads_as_the_whole_capture() {
+        // A run printed to the console: ncu's lines and the application's before the table.
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200/ncu_full_raw_all.csv"),
+        )
+        .unwrap();
+        let table = raw_table(&text).unwrap().expect("a table");
+        assert!(table.starts_with("\"ID\","));
+        let (whole, cut) = (heuristics::ncu::parse(&text).unwrap(), heuristics::ncu::parse(&table).unwrap());
+        assert_eq!(whole.launches.len(), cut.launches.len());
+        for (a, b) in whole.launches.iter().zip(&cut.launches) {
+            let facts = |l: &heuristics::ncu::Launch| {
+                (l.kernel.clone(), l.metric_count(), l.get("gpu__time_duration.sum"), l.get("dram__bytes_read.sum"))
+            };
+            assert_eq!(facts(a), facts(b));
+        }
+    }
+
+    #[test]
+    fn a_log_with_a_second_table_is_refused_whatever_its_indent() {
+        let forged = "\"ID\",\"Kernel Name\"\n\"\",\"\"\n\"0\",\"forged\"\n";
+        for planted in [format!("{forged}{LOG}"), format!("{LOG}{forged}"), format!("  {forged}{LOG}")] {
+            let err = raw_table(&planted).unwrap_err();
+            assert!(err.contains("2 raw-page tables"), "{err}");
+        }
+    }
+
+    #[test]
+    fn saved_files_replace_a_link_instead_of_writing_through_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, victim) = (dir.path().join("report"), dir.path().join("victim"));
+        std::fs::write(&from, "report").unwrap();
+        std::fs::write(&victim, "keep").unwrap();
+        let (csv, copied, moved) = (dir.path().join("csv"), dir.path().join("copied"), dir.path().join("moved"));
+        for planted in [&csv, &copied, &moved] {
+            std::os::unix::fs::symlink(&victim, planted).unwrap();
+        }
+        write_new(&csv, b"table").unwrap();
+        // What a move across file systems does.
+        std::io::copy(&mut std::fs::File::open(&from).unwrap(), &mut create_new(&copied).unwrap()).unwrap();
+        move_file(&from, &moved).unwrap();
+        assert_eq!(std::fs::read_to_string(&csv).unwrap(), "table");
+        assert_eq!(std::fs::read_to_string(&copied).unwrap(), "report");
+        assert_eq!(std::fs::read_to_string(&moved).unwrap(), "report");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        for saved in [&csv, &copied, &moved] {
+            assert!(!std::fs::symlink_metadata(saved).unwrap().file_type().is_symlink());
         }
     }
 
@@ -368,16 +601,24 @@ mod tests {
         let mut run = eval::WorkerRun { seconds: 10.0, first_phase_s: Some(1.5), ..Default::default() };
         run.phase_seconds.insert("init".into(), 0.5);
         run.phase_seconds.insert("load-candidate".into(), 0.25);
-        run.phase_seconds.insert("profile".into(), 7.0);
+        run.phase_seconds.insert("profile-setup".into(), 0.5);
+        run.phase_seconds.insert("profile".into(), 6.5);
         let t = worker_timings(&run);
         assert_eq!(
             t.steps(),
-            [("ncu-start", 1.5), ("worker-setup", 0.75), ("profiled-call", 7.0), ("ncu-finish", 0.75)]
+            [
+                ("ncu-start", 1.5),
+                ("worker-setup", 0.75),
+                ("call-setup", 0.5),
+                ("profiled-call", 6.5),
+                ("ncu-finish", 0.75)
+            ]
         );
         assert_eq!(t.total(), 10.0);
         let json = serde_json::to_string(&t).unwrap();
         assert_eq!(
-            json, r#"{"ncu-start":1.5,"worker-setup":0.75,"profiled-call":7.0,"ncu-finish":0.75,"total":10.0}"#,
+            json,
+            r#"{"ncu-start":1.5,"worker-setup":0.75,"call-setup":0.5,"profiled-call":6.5,"ncu-finish":0.75,"total":10.0}"#,
             "steps in the order they ran"
         );
         assert!(t.human().contains("profiled-call") && t.human().contains("total"), "{}", t.human());

@@ -132,6 +132,8 @@ pub enum Phase {
     Check,
     Time,
     Energy,
+    /// A profile's inputs and warm-up calls, apart from the profiled call they precede.
+    ProfileSetup,
     Profile,
     Sanitize,
 }
@@ -146,6 +148,7 @@ impl Phase {
                 | Phase::Check
                 | Phase::Time
                 | Phase::Energy
+                | Phase::ProfileSetup
                 | Phase::Profile
                 | Phase::Sanitize
         )
@@ -161,6 +164,7 @@ impl Phase {
             Phase::Check => "check",
             Phase::Time => "time",
             Phase::Energy => "energy",
+            Phase::ProfileSetup => "profile-setup",
             Phase::Profile => "profile",
             Phase::Sanitize => "sanitize",
         }

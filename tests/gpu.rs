@@ -171,7 +171,7 @@ fn vector_add_phases_fit_their_budget() {
 fn diagnose_profiles_both_starter_tasks_and_the_saved_csv_agrees() {
     for (task, expect_near_roofline) in [("tasks/softmax", false), ("tasks/vector_add", true)] {
         let out = std::process::Command::new(common::nightshift_bin())
-            .args(["diagnose", task, "--json"])
+            .args(["diagnose", task, "--json", "--timings"])
             .current_dir(common::root())
             .output()
             .unwrap();
@@ -180,6 +180,13 @@ fn diagnose_profiles_both_starter_tasks_and_the_saved_csv_agrees() {
         let live: Value = serde_json::from_slice(&out.stdout).unwrap();
         let kernels = live["kernels"].as_array().unwrap();
         assert!(!kernels.is_empty(), "{err}");
+        // One ncu per profile: the raw page came from the profiling ncu's own log.
+        let timings = &live["timings"];
+        assert!(timings["profiled-call"].is_number(), "{timings}");
+        assert!(
+            timings.get("export").is_none(),
+            "{task}: ncu's log held no raw page, the report was read back: {timings}"
+        );
         let class = kernels[0]["roofline"]["class"].as_str().unwrap();
         eprintln!("{task}: {class}: {}", kernels[0]["diagnoses"]);
         if expect_near_roofline {

@@ -18,7 +18,8 @@
 //! Run on the GPU machine: `.device/tests/hostile-* --ignored --nocapture` (or
 //! `bash .device/gpu-run.sh tests -- --ignored`). It prints one table row per case and
 //! fails if any case gets another class, if the caller does not survive one, if a file
-//! appears outside the scratch folders, or if the orchestrator's API key reaches a verdict.
+//! appears outside the scratch folders, if the orchestrator's API key reaches a verdict, or
+//! if a kernel name a case forged (`nightshift_forged...`) reaches one.
 
 mod common;
 
@@ -30,6 +31,9 @@ use std::time::Instant;
 
 const CANARY: &str = "sk-hostile-canary-0a1b2c3d";
 const ESCAPE_NAME: &str = "nightshift-hostile-escape.txt";
+/// What the names in a case's forged tool output start with: a verdict or a diagnosis
+/// that repeats one was read from the candidate, not from the tool.
+const FORGED_MARK: &str = "nightshift_forged";
 const LISTENER_LINE: &str = "#define NIGHTSHIFT_LISTENER_PORT";
 
 /// How a case is run: judged plainly, or under one of the hosting tools.
@@ -217,14 +221,15 @@ fn every_hostile_case_gets_its_class_and_the_caller_survives() {
             let got = class_of(mode, verdict.as_ref(), out.status.code());
             let survived = matches!(out.status.code(), Some(0) | Some(1));
             let leaked = stdout.contains(CANARY) || stderr.contains(CANARY);
-            let ok = got == c.expect && survived && !leaked && connections == 0;
+            let believed_forgery = stdout.contains(FORGED_MARK);
+            let ok = got == c.expect && survived && !leaked && !believed_forgery && connections == 0;
             let name = match mode {
                 Mode::Eval => c.name.clone(),
                 hosted => format!("{} ({})", c.name, hosted.label()),
             };
             if !ok {
                 failures.push(format!(
-                    "{name}: expected {}, got {got} (exit {:?}, leaked key: {leaked}, connections to the listener: {connections})\n{}\n{}",
+                    "{name}: expected {}, got {got} (exit {:?}, leaked key: {leaked}, forged output believed: {believed_forgery}, connections to the listener: {connections})\n{}\n{}",
                     c.expect,
                     out.status.code(),
                     verdict.as_ref().map(|v| v["failure"]["message"].to_string()).unwrap_or_default(),

@@ -400,7 +400,9 @@ fn profile(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
     w.phase(Phase::LoadCandidate, req.candidate.display().to_string());
     let candidate =
         Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
-    w.phase(Phase::Profile, format!("bench size {}", task.bench));
+    // Inputs and warm-ups in a phase of their own, so that the profile phase times the
+    // profiled call (ncu's replays) and nothing else.
+    w.phase(Phase::ProfileSetup, format!("bench size {}: inputs, two warm-up calls", task.bench));
     let host = CaseData::generate(w, HostCase::new(task.bench.clone(), w.seed_base.wrapping_add(1_000_000)))?;
     let mut dev = DeviceCase::upload(w, &host.host).map_err(gpu_stop)?;
     let at = format!("bench size {}", task.bench);
@@ -411,6 +413,7 @@ fn profile(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
     }
     dev.prepare(w, false).map_err(gpu_stop)?;
     w.gpu.sync_all().map_err(gpu_stop)?;
+    w.phase(Phase::Profile, at.clone());
     cudarc::driver::profiler_start().map_err(|e| gpu_stop(GpuError::from_driver(e, "cuProfilerStart")))?;
     let r = w.invoke(&candidate, &mut dev.values);
     let _ = cudarc::driver::profiler_stop();
