@@ -181,7 +181,7 @@ impl Gpu {
     }
 
     pub fn download(&self, src: sys::CUdeviceptr, bytes: usize) -> GpuResult<Vec<u8>> {
-        let mut out = vec![0u8; bytes];
+        let mut out = crate::hostmem::zeroed(bytes);
         if bytes > 0 {
             // SAFETY: src points at a live allocation of at least `bytes` bytes.
             unsafe { result::memcpy_dtoh_sync(&mut out, src) }.ctx("copying from the device")?;

@@ -16,6 +16,7 @@ pub mod eval;
 pub mod generate;
 pub mod gpu;
 pub mod gpu_lock;
+pub mod hostmem;
 pub mod nvml;
 pub mod optimize;
 pub mod process;

@@ -28,13 +28,6 @@ pub fn poison(elem: ElemType, second: bool) -> u64 {
     }
 }
 
-fn raw(elem: ElemType, bytes: &[u8], i: usize) -> u64 {
-    let s = elem.size();
-    let mut b = [0u8; 8];
-    b[..s].copy_from_slice(&bytes[i * s..(i + 1) * s]);
-    u64::from_le_bytes(b)
-}
-
 /// Fills `bytes` with the poison pattern (for host-side tests and small buffers).
 pub fn fill_poison(elem: ElemType, bytes: &mut [u8], second: bool) {
     let p = poison(elem, second).to_le_bytes();
@@ -49,18 +42,37 @@ pub struct Unwritten {
     pub first_index: usize,
 }
 
+/// Elements of `bytes` as raw little-endian words of `$n` bytes (`$t`). A loop per size:
+/// a bench-size output is tens of millions of elements, and reading each through a copy
+/// of run-time length cost 9 ns an element, ten times the loop itself.
+macro_rules! words {
+    ($bytes:expr, $t:ty, $n:literal) => {
+        $bytes.chunks_exact($n).map(|c| <$t>::from_le_bytes(c.try_into().expect("whole elements")))
+    };
+}
+
 /// Elements that held poison A after run 1 and poison B after run 2.
 pub fn find_unwritten(elem: ElemType, run1: &[u8], run2: &[u8]) -> Option<Unwritten> {
     let (a, b) = (poison(elem, false), poison(elem, true));
-    let n = run1.len() / elem.size();
     let mut found: Option<Unwritten> = None;
-    for i in 0..n {
-        if raw(elem, run1, i) == a && raw(elem, run2, i) == b {
-            match &mut found {
-                Some(u) => u.count += 1,
-                None => found = Some(Unwritten { count: 1, first_index: i }),
+    let mut note = |i: usize| match &mut found {
+        Some(u) => u.count += 1,
+        None => found = Some(Unwritten { count: 1, first_index: i }),
+    };
+    macro_rules! scan {
+        ($t:ty, $n:literal) => {
+            for (i, (x, y)) in words!(run1, $t, $n).zip(words!(run2, $t, $n)).enumerate() {
+                if x == a as $t && y == b as $t {
+                    note(i);
+                }
             }
-        }
+        };
+    }
+    match elem.size() {
+        1 => scan!(u8, 1),
+        2 => scan!(u16, 2),
+        4 => scan!(u32, 4),
+        _ => scan!(u64, 8),
     }
     found
 }
@@ -68,7 +80,12 @@ pub fn find_unwritten(elem: ElemType, run1: &[u8], run2: &[u8]) -> Option<Unwrit
 /// Elements of `run` that still hold the given poison.
 pub fn count_poison(elem: ElemType, run: &[u8], second: bool) -> usize {
     let p = poison(elem, second);
-    (0..run.len() / elem.size()).filter(|&i| raw(elem, run, i) == p).count()
+    match elem.size() {
+        1 => words!(run, u8, 1).filter(|&x| x == p as u8).count(),
+        2 => words!(run, u16, 2).filter(|&x| x == p as u16).count(),
+        4 => words!(run, u32, 4).filter(|&x| x == p as u32).count(),
+        _ => words!(run, u64, 8).filter(|&x| x == p).count(),
+    }
 }
 
 /// How far an output is from its reference.
@@ -292,6 +309,30 @@ mod tests {
         assert_eq!(find_unwritten(elem, &run1, &run2), Some(Unwritten { count: 1, first_index: 3 }));
         assert_eq!(count_poison(elem, &run2, true), 1);
         assert_eq!(find_unwritten(elem, &run2, &run2), None);
+    }
+
+    #[test]
+    fn poison_scans_read_whole_elements_of_every_size() {
+        for elem in [ElemType::U8, ElemType::Bf16, ElemType::F32, ElemType::F64] {
+            let s = elem.size();
+            let (a, b) = (poison(elem, false).to_le_bytes(), poison(elem, true).to_le_bytes());
+            let n = 40;
+            let mut run1: Vec<u8> = (0..n * s).map(|k| (k % 7) as u8).collect();
+            let mut run2 = run1.clone();
+            for i in [3, 17, 39] {
+                run1[i * s..(i + 1) * s].copy_from_slice(&a[..s]);
+                run2[i * s..(i + 1) * s].copy_from_slice(&b[..s]);
+            }
+            // Poison A in run 1 only, and a pattern that straddles two elements: neither counts.
+            run1[5 * s..6 * s].copy_from_slice(&a[..s]);
+            if s > 1 {
+                run2[8 * s + 1..9 * s + 1].copy_from_slice(&b[..s]);
+            }
+            assert_eq!(find_unwritten(elem, &run1, &run2), Some(Unwritten { count: 3, first_index: 3 }), "{elem}");
+            assert_eq!(count_poison(elem, &run1, false), 4, "{elem}");
+            assert_eq!(count_poison(elem, &run2, true), 3, "{elem}");
+            assert_eq!(count_poison(elem, &run2, false), 0, "{elem}");
+        }
     }
 
     #[test]

@@ -40,11 +40,12 @@ impl Sets {
         reference: &Entry,
         seeds: impl Iterator<Item = u64>,
         per_side: bool,
+        spare: &mut Vec<Option<Vec<u8>>>,
     ) -> Result<Sets, Stop> {
         let task = w.task.clone();
         let mut sets = Sets { dev: [Vec::new(), Vec::new()], hosts: Vec::new(), refs: Vec::new() };
         for seed in seeds {
-            let data = CaseData::generate(w, HostCase::new(task.bench.clone(), seed))?;
+            let data = CaseData::generate_reusing(w, HostCase::new(task.bench.clone(), seed), std::mem::take(spare))?;
             // One host upload: the reference runs on the copy the baseline side keeps,
             // and the candidate's copy is made on the device.
             let mut dev = DeviceCase::upload(w, &data.host).map_err(gpu_stop)?;
@@ -55,7 +56,7 @@ impl Sets {
             sets.dev[0].push(dev);
             // Keep sizes and seeds only: the inputs now live on the device.
             let mut host = data.host;
-            host.inputs.clear();
+            *spare = std::mem::take(&mut host.inputs);
             sets.hosts.push(host);
         }
         Ok(sets)
@@ -93,8 +94,14 @@ impl BenchSets {
             });
         }
         let base = w.seed_base;
-        let warm = Sets::generate(w, reference, (0..k as u64).map(|j| base.wrapping_add(1_000_000 + j)), true)?;
-        let cold = Sets::generate(w, reference, (0..c as u64).map(|j| base.wrapping_add(2_000_000 + j)), false)?;
+        // Each set's host inputs are on the device before the next set is generated, so
+        // one set of host buffers serves them all: a fresh one per set would cost its
+        // page faults again.
+        let mut spare = Vec::new();
+        let warm = (0..k as u64).map(|j| base.wrapping_add(1_000_000 + j));
+        let warm = Sets::generate(w, reference, warm, true, &mut spare)?;
+        let cold = (0..c as u64).map(|j| base.wrapping_add(2_000_000 + j));
+        let cold = Sets::generate(w, reference, cold, false, &mut spare)?;
         Ok(BenchSets { warm, cold })
     }
 
