@@ -23,9 +23,12 @@
 //!   may be one a worker could write (an `--out` under /tmp with
 //!   `--allow-unconfined-profiling`), so what is saved there replaces any file or link in
 //!   its place rather than writing through it.
-//! - A log holding more than one table is refused rather than read: ncu prints one, so a
-//!   second could only come from a writer ncu let in (say, a descriptor of its log handed
-//!   down to the process it starts).
+//! - ncu does hand its log's descriptor down to the process it starts: on an H100 a
+//!   candidate that wrote a table into every descriptor it held put three into the log.
+//!   So only what follows ncu's last "Disconnected from process" line is read (ncu prints
+//!   it when the profiled process has ended, before its table), that part must hold one
+//!   table, and every row must have its header's width; anything else is refused as a
+//!   forged report.
 
 use crate::build::Built;
 use crate::eval::{self, classify, run_worker, Classified, EvalError, EvalOptions};
@@ -321,7 +324,11 @@ fn profile_once(
     let reading = Instant::now();
     let logged = std::fs::read_to_string(&log)
         .map_err(|e| EvalError::Internal(format!("cannot read ncu's log {}: {e}", log.display())))?;
-    let table = raw_table(&logged).map_err(EvalError::Internal)?;
+    // Only the profiled process, running candidate code, can have written a second table
+    // or a broken row: the candidate's forgery, refused as such.
+    let table = raw_table(&logged).map_err(|m| {
+        ProfileFailure::Rejected(crate::protocol::Failure::new(crate::protocol::FailureClass::ForgedReport, m))
+    })?;
     let mut save_s = reading.elapsed().as_secs_f64();
     let csv = match table {
         Some(csv) => csv,
@@ -365,7 +372,18 @@ fn is_table_header(line: &str) -> bool {
 /// `==PROF==` and `==WARNING==` lines (so the saved CSV starts at its header, as
 /// `ncu --import` prints it); None where the log holds no table; an error where it holds
 /// more than the one ncu prints (see the module's notes).
+///
+/// On an H100 the profiled process could write into the log (a candidate that wrote a
+/// table into every descriptor it held planted three more), so the table must also be
+/// whole: every row has the header's number of fields, which a line glued to ncu's
+/// header or a row cut short cannot.
 fn raw_table(log: &str) -> Result<Option<String>, String> {
+    // ncu prints its table after the profiled process has ended, and says so first: what
+    // follows its last "Disconnected" line no candidate code was alive to write.
+    let log = match log.rfind("\n==PROF== Disconnected from process") {
+        Some(at) => &log[at + 1..],
+        None => log,
+    };
     let headers = log.lines().filter(|l| is_table_header(l)).count();
     if headers > 1 {
         return Err(format!(
@@ -376,7 +394,31 @@ fn raw_table(log: &str) -> Result<Option<String>, String> {
     if lines.peek().is_none() {
         return Ok(None);
     }
-    Ok(Some(lines.filter(|l| !l.starts_with("==")).collect()))
+    let table: String = lines.filter(|l| !l.starts_with("==")).collect();
+    let mut rows = table.lines().filter(|l| !l.trim().is_empty());
+    let width = rows.next().map(csv_fields).unwrap_or(0);
+    if let Some((n, row)) = rows.enumerate().find(|(_, r)| csv_fields(r) != width) {
+        return Err(format!(
+            "row {} of ncu's table has {} fields where its header has {width}: something besides ncu wrote into the log, so none of it is read",
+            n + 1,
+            csv_fields(row)
+        ));
+    }
+    Ok(Some(table))
+}
+
+/// Fields in one line of ncu's CSV (every field quoted; commas inside quotes are data).
+fn csv_fields(line: &str) -> usize {
+    let mut fields = 1;
+    let mut quoted = false;
+    for c in line.trim_end_matches('\r').chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => fields += 1,
+            _ => {}
+        }
+    }
+    fields
 }
 
 /// ncu's own lines in its log (`==PROF==`, `==WARNING==`, `==ERROR==`), the table left
@@ -565,12 +607,40 @@ mod tests {
     }
 
     #[test]
-    fn a_log_with_a_second_table_is_refused_whatever_its_indent() {
+    fn a_row_glued_to_the_header_or_cut_short_is_refused() {
+        let (header, rest) = LOG.split_at(LOG.find("\"ID\",").unwrap());
+        // A forged row without its newline, so ncu's header line no longer starts a line.
+        let glued = format!("{header}\"0\",\"forged\"{rest}");
+        assert!(raw_table(&glued).is_err() || raw_table(&glued) == Ok(None));
+        let table = raw_table(LOG).unwrap().unwrap();
+        let cut = format!("{LOG}\"9\",\"short\"\n");
+        let err = raw_table(&cut).unwrap_err();
+        assert!(err.contains("fields where its header has"), "{err}");
+        assert!(table.lines().count() >= 2);
+        assert_eq!(csv_fields("\"a\",\"b,c\",\"d\""), 3);
+        // A forged table and disconnect line written while the process ran come before
+        // ncu's own disconnect line, and are not read.
+        let (before, after) = LOG.split_at(LOG.find("==PROF== Disconnected").unwrap());
+        let forged =
+            format!("{before}==PROF== Disconnected from process 7\n\"ID\",\"Kernel Name\"\n\"0\",\"forged\"\n{after}");
+        assert_eq!(raw_table(&forged), Ok(Some(table)));
+    }
+
+    #[test]
+    fn a_second_table_is_ignored_before_ncus_disconnect_line_and_refused_elsewhere() {
         let forged = "\"ID\",\"Kernel Name\"\n\"\",\"\"\n\"0\",\"forged\"\n";
-        for planted in [format!("{forged}{LOG}"), format!("{LOG}{forged}"), format!("  {forged}{LOG}")] {
-            let err = raw_table(&planted).unwrap_err();
-            assert!(err.contains("2 raw-page tables"), "{err}");
+        // Written while the process ran, before ncu's disconnect line: not read at all.
+        let real = raw_table(LOG).unwrap();
+        for planted in [format!("{forged}{LOG}"), format!("  {forged}{LOG}")] {
+            assert_eq!(raw_table(&planted), Ok(real.clone()));
         }
+        // After it (no disconnect line to go by, or a writer ncu let in): refused.
+        let after = format!("{LOG}{forged}");
+        let err = raw_table(&after).unwrap_err();
+        assert!(err.contains("2 raw-page tables"), "{err}");
+        let no_disconnect = LOG.replace("==PROF== Disconnected from process 7\n", "");
+        let err = raw_table(&format!("  {forged}{no_disconnect}")).unwrap_err();
+        assert!(err.contains("2 raw-page tables"), "{err}");
     }
 
     #[test]
