@@ -337,14 +337,14 @@ pub(super) fn memory_latency_bound(k: &Kernel, r: &Roofline) -> ToolResult {
         }
     }
     let eligible = k.opt(m::ELIGIBLE).unwrap_or(0.0);
-    // With enough bytes in flight the kernel runs at the DRAM roof this GPU reaches (85%
-    // of the datasheet peak when unmeasured), so the time left is the share of that roof
-    // it already uses; the waits on loads bound how much of the rest is latency.
-    // Issue slots already in use (up to the 40% that ends this tool) are work that more
-    // loads in flight would not shorten.
     if k.sass.is_some_and(|s| s.loops.iter().any(|l| l.dependent_loads > 0)) {
         return quiet("the loads in loops wait on each other's results: dependent-loads explains the latency");
     }
+    // With enough bytes in flight the kernel runs at the DRAM roof this GPU reaches (85%
+    // of the datasheet peak when unmeasured), so the time left is the share of that roof
+    // it already uses; the waits on loads bound how much of the rest is latency, and
+    // issue slots already in use (up to the 40% that ends this tool) are work that more
+    // loads in flight would not shorten.
     let roof = r.dram_pct_of_achievable.filter(|a| *a > 0.0).map(|a| 100.0 * dram / a).unwrap_or(85.0);
     let saving = long * (1.0 - dram / roof.max(dram)).max(0.0) * (1.0 - issue / 40.0);
     let lines = k.lines_of(&[Class::GlobalLoad]);
