@@ -395,30 +395,18 @@ fn raw_table(log: &str) -> Result<Option<String>, String> {
         return Ok(None);
     }
     let table: String = lines.filter(|l| !l.starts_with("==")).collect();
-    let mut rows = table.lines().filter(|l| !l.trim().is_empty());
-    let width = rows.next().map(csv_fields).unwrap_or(0);
-    if let Some((n, row)) = rows.enumerate().find(|(_, r)| csv_fields(r) != width) {
-        return Err(format!(
-            "row {} of ncu's table has {} fields where its header has {width}: something besides ncu wrote into the log, so none of it is read",
-            n + 1,
-            csv_fields(row)
-        ));
+    let mut rows = csv::ReaderBuilder::new().has_headers(false).flexible(false).from_reader(table.as_bytes());
+    for row in rows.records() {
+        let Err(e) = row else { continue };
+        return Err(match e.kind() {
+            csv::ErrorKind::UnequalLengths { pos, expected_len, len } => format!(
+                "line {} of ncu's table has {len} fields where its header has {expected_len}: something besides ncu wrote into the log, so none of it is read",
+                pos.as_ref().map_or(0, |p| p.line())
+            ),
+            _ => format!("ncu's table does not read as CSV ({e}), so none of it is read"),
+        });
     }
     Ok(Some(table))
-}
-
-/// Fields in one line of ncu's CSV (every field quoted; commas inside quotes are data).
-fn csv_fields(line: &str) -> usize {
-    let mut fields = 1;
-    let mut quoted = false;
-    for c in line.trim_end_matches('\r').chars() {
-        match c {
-            '"' => quoted = !quoted,
-            ',' if !quoted => fields += 1,
-            _ => {}
-        }
-    }
-    fields
 }
 
 /// ncu's own lines in its log (`==PROF==`, `==WARNING==`, `==ERROR==`), the table left
@@ -617,7 +605,9 @@ mod tests {
         let err = raw_table(&cut).unwrap_err();
         assert!(err.contains("fields where its header has"), "{err}");
         assert!(table.lines().count() >= 2);
-        assert_eq!(csv_fields("\"a\",\"b,c\",\"d\""), 3);
+        // A comma inside a quoted field is data, not a field of its own.
+        let quoted_comma = format!("{LOG}\"9\",\"a, b\",\"7\"\n");
+        assert!(raw_table(&quoted_comma).unwrap().unwrap().contains("a, b"));
         // A forged table and disconnect line written while the process ran come before
         // ncu's own disconnect line, and are not read.
         let (before, after) = LOG.split_at(LOG.find("==PROF== Disconnected").unwrap());

@@ -231,6 +231,8 @@ pub fn analyze(f: &Function) -> FunctionReport {
     }
     let ranges = find_loops(f);
     let mut loops = Vec::new();
+    // Each loop's own dependent loads, by offset, for the whole function's list below.
+    let mut per_loop: Vec<Vec<u32>> = Vec::new();
     for &(start, end) in &ranges {
         let depth = ranges.iter().filter(|(s, e)| *s <= start && end <= *e).count() as u32;
         let mut lm = Mix::default();
@@ -247,6 +249,7 @@ pub fn analyze(f: &Function) -> FunctionReport {
         let body: Vec<&Instruction> = live.iter().copied().filter(|i| i.offset >= start && i.offset <= end).collect();
         let dependent = dataflow::dependent_loads(&body, true);
         let math = dataflow::accurate_math(&body);
+        per_loop.push(dependent.iter().map(|d| d.offset).collect());
         loops.push(Loop {
             start,
             end,
@@ -264,11 +267,6 @@ pub fn analyze(f: &Function) -> FunctionReport {
     // A load inside a loop counts only if that loop's own walk finds it dependent: when
     // its address comes from a load hoisted out of the loop (a row pointer read once, then
     // streamed through), the thread waits for that load once, not once per iteration.
-    let mut per_loop: Vec<Vec<u32>> = Vec::new();
-    for &(start, end) in &ranges {
-        let body: Vec<&Instruction> = live.iter().copied().filter(|i| i.offset >= start && i.offset <= end).collect();
-        per_loop.push(dataflow::dependent_loads(&body, true).into_iter().map(|d| d.offset).collect());
-    }
     let innermost = |offset: u32| -> Option<usize> {
         (0..ranges.len())
             .filter(|&n| ranges[n].0 <= offset && offset <= ranges[n].1)

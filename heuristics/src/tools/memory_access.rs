@@ -61,11 +61,10 @@ pub(super) fn dependent_loads(k: &Kernel, _: &Roofline) -> ToolResult {
     }
     let chain = s.loops.iter().map(|l| l.load_chain).max().unwrap_or(0);
     let in_loops = s.loops.iter().map(|l| l.dependent_loads).sum::<u64>();
-    let loads = s.count(Class::GlobalLoad);
-    let dependent = s.dependent_loads.len() as u64;
     // Outside loops, a few loads behind one index load cost one extra latency per thread;
     // only when they are most of the traffic, or repeat per iteration, is the chain the cost.
-    if in_loops == 0 && 2 * dependent < loads {
+    let (dependent, loads, most) = dependent_share(s);
+    if in_loops == 0 && !most {
         return quiet(format!(
             "{dependent} of {loads} global loads take their address from a loaded value, none of them per loop iteration: one wait per thread, not a chain"
         ));
@@ -116,15 +115,20 @@ pub(super) fn dependent_loads(k: &Kernel, _: &Roofline) -> ToolResult {
 /// Whether most global loads are dependent loads: their scattered sectors are the chain's
 /// cost, not a layout a coalescing fix could repair.
 pub(super) fn mostly_dependent(k: &Kernel) -> Option<String> {
-    let s = k.sass?;
-    let loads = s.count(Class::GlobalLoad);
-    let dependent = s.dependent_loads.len() as u64;
-    (loads > 0 && 2 * dependent >= loads).then(|| {
+    let (dependent, loads, most) = dependent_share(k.sass?);
+    most.then(|| {
         format!(
             "{dependent} of {loads} global loads take their address from a loaded value: the excess sectors ({}) follow from the data, and dependent-loads covers it",
             count(k.opt(m::LD_SECTORS).unwrap_or(0.0))
         )
     })
+}
+
+/// Dependent global loads, all global loads, and whether the first are at least half.
+fn dependent_share(s: &sass::FunctionReport) -> (u64, u64, bool) {
+    let loads = s.count(Class::GlobalLoad);
+    let dependent = s.dependent_loads.len() as u64;
+    (dependent, loads, loads > 0 && 2 * dependent >= loads)
 }
 
 /// Sectors a fully coalesced warp request needs for the access widths the SASS shows
@@ -336,10 +340,10 @@ pub(super) fn memory_latency_bound(k: &Kernel, r: &Roofline) -> ToolResult {
             ));
         }
     }
-    let eligible = k.opt(m::ELIGIBLE).unwrap_or(0.0);
     if k.sass.is_some_and(|s| s.loops.iter().any(|l| l.dependent_loads > 0)) {
         return quiet("the loads in loops wait on each other's results: dependent-loads explains the latency");
     }
+    let eligible = k.opt(m::ELIGIBLE).unwrap_or(0.0);
     // With enough bytes in flight the kernel runs at the DRAM roof this GPU reaches (85%
     // of the datasheet peak when unmeasured), so the time left is the share of that roof
     // it already uses; the waits on loads bound how much of the rest is latency, and
