@@ -60,7 +60,7 @@ for g in sys.argv[2].split():
     per_profile = p.get("profile_s", 0) / max(p.get("profiles", 0), 1)
     print(f"  --guidance {g}: {s.get('judged')} judged in {s.get('search_s', 0)/60:.1f} min = "
           f"{s.get('judged_per_minute', 0):.1f} per minute; {lanes}; {p.get('profiles', 0)} profiles, "
-          f"{per_profile:.1f} s each; builds {p.get('build_s', 0):.0f} s; stopped: {s.get('stop_reason')}")
+          f"{per_profile:.1f} s each, {p.get('profiles_shared', 0)} shared; builds {p.get('build_s', 0):.0f} s; stopped: {s.get('stop_reason')}")
 PY
 fi
 tar czf "$out/$name-bench.tgz" --exclude='*/profile' --exclude='*.so' runs/"$name"-* 2>/dev/null

@@ -423,6 +423,7 @@ pub fn judge(
         sandbox: true,
         sandbox_skip: Vec::new(),
         achievable_dram_gbs: achievable,
+        host_outputs: Vec::new(),
     };
     let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(DEFAULT_TIMEOUT);
     let run = run_worker(&opts.worker_exe, &request, timeout, None)?;
@@ -704,6 +705,9 @@ pub fn run_worker(
         .map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", scratch.display())))?;
     let mut request = request.clone();
     request.deadline_s = timeout.as_secs_f64();
+    if let Some(h) = host {
+        request.host_outputs = h.outputs.clone();
+    }
     let setting = std::env::var("NIGHTSHIFT_SANDBOX").unwrap_or_default();
     request.sandbox = request.sandbox && setting != "off";
     request.sandbox_skip =
@@ -935,6 +939,7 @@ mod tests {
             sandbox: true,
             sandbox_skip: Vec::new(),
             achievable_dram_gbs: None,
+            host_outputs: Vec::new(),
         }
     }
 

@@ -25,10 +25,11 @@
 //!   its place rather than writing through it.
 //! - ncu does hand its log's descriptor down to the process it starts: on an H100 a
 //!   candidate that wrote a table into every descriptor it held put three into the log.
-//!   So only what follows ncu's last "Disconnected from process" line is read (ncu prints
-//!   it when the profiled process has ended, before its table), that part must hold one
-//!   table, and every row must have its header's width; anything else is refused as a
-//!   forged report.
+//!   So the worker closes every descriptor onto the tool's folders before it loads any
+//!   library (`WorkerRequest::host_outputs`). Behind that, the log is still read as if it
+//!   could be written: only what follows ncu's last "Disconnected from process" line
+//!   when ncu prints one (with `--log-file` it may not), one table, every row as wide as
+//!   its header; anything else is refused as a forged report.
 
 use crate::build::Built;
 use crate::eval::{self, classify, run_worker, Classified, EvalError, EvalOptions};
@@ -286,6 +287,7 @@ fn profile_once(
         sandbox: true,
         sandbox_skip: Vec::new(),
         achievable_dram_gbs: opts.achievable_dram_gbs,
+        host_outputs: Vec::new(),
     };
     let argv = ncu_argv(&ncu, &report_base, &log, set);
     let host = eval::HostTool {

@@ -44,6 +44,12 @@ pub struct WorkerRequest {
     /// datasheet one; the worker never measures it (candidate code shares its process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub achievable_dram_gbs: Option<f64>,
+    /// The folders a hosting tool writes (ncu's log and report, the sanitizer's logs).
+    /// The tool hands its open files down to the worker (ncu does, its log), so the worker
+    /// closes every descriptor onto a file in them before it loads any library: no
+    /// candidate can write into what the orchestrator reads as the tool's own output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_outputs: Vec<PathBuf>,
 }
 
 fn default_deadline() -> f64 {

@@ -430,6 +430,7 @@ fn a_hosted_worker_answers_through_the_trampoline_and_its_layers_are_recorded() 
         sandbox: true,
         sandbox_skip: Vec::new(),
         achievable_dram_gbs: None,
+        host_outputs: Vec::new(),
     };
     let argv = stand_in_tool().iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let host = HostTool { argv, outputs: Vec::new(), allow_unconfined: false };

@@ -25,8 +25,12 @@ pub struct ParentProfile {
     pub diagnoses: Option<heuristics::Report>,
     /// A digest of the raw counters (for `--guidance raw`).
     pub raw: Option<String>,
-    /// Why there is no profile, when there is none.
+    /// Why there is no profile, when there is none; where it came from, when shared.
     pub note: String,
+    /// The ancestor whose profile this is, when the node was not profiled itself: its
+    /// time is within the run's `--min-gain` of that ancestor's, so the same bottlenecks
+    /// are taken to hold (the source lines are the ancestor's).
+    pub shared_from: Option<NodeId>,
 }
 
 /// Everything a generator may use to write one child.

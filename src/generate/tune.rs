@@ -498,7 +498,7 @@ mod tests {
             parent_summary: NodeSummary::default(),
             baseline_summary: NodeSummary::default(),
             failure_detail: None,
-            profile: ParentProfile { diagnoses: report, raw: None, note: String::new() },
+            profile: ParentProfile { diagnoses: report, ..Default::default() },
             guidance,
             memory: Default::default(),
             path: Vec::new(),

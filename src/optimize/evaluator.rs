@@ -195,7 +195,7 @@ impl Evaluator {
         let report = heuristics::diagnose_profile(&profile, &sass, Some(&built.ptxas), &hints, None);
         let raw: Vec<String> = profile.launches.iter().map(heuristics::render::raw_counters).collect();
         Profiled {
-            profile: ParentProfile { diagnoses: Some(report), raw: Some(raw.join("\n")), note: String::new() },
+            profile: ParentProfile { diagnoses: Some(report), raw: Some(raw.join("\n")), ..Default::default() },
             csv: Some(profiled.csv),
             seconds: started.elapsed().as_secs_f64(),
             sandbox: profiled.sandbox,

@@ -229,6 +229,10 @@ pub enum Event {
         /// The layers ncu ran in: the hosted arrangement's namespaces, then the worker's.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         sandbox: Vec<crate::sandbox::Layer>,
+        /// Not profiled: the profile of this ancestor used instead
+        /// ([`crate::generate::ParentProfile::shared_from`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shared_from: Option<NodeId>,
     },
     /// The end of the search: why it stopped.
     SearchStopped {

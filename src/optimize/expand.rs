@@ -39,6 +39,9 @@ pub struct Ctx {
     pub seed: u64,
     /// Profiles by node, computed at most once.
     pub profiles: Mutex<HashMap<NodeId, Arc<OnceCell<ParentProfile>>>>,
+    /// Two kernels whose speedups differ by less than this fraction (`--min-gain`) run at
+    /// the same speed: a node that matches its nearest profiled ancestor uses its profile.
+    pub same_speed: f64,
     /// Judged kernels by content key: a repeat is not judged again.
     pub judged: Mutex<HashMap<String, (NodeId, NodeSummary)>>,
     pub times: Mutex<PhaseTimes>,
@@ -52,6 +55,9 @@ pub struct PhaseTimes {
     pub profile_s: f64,
     pub judge_s: f64,
     pub profiles: usize,
+    /// Nodes that used an ancestor's profile instead of their own.
+    #[serde(default)]
+    pub profiles_shared: usize,
     pub judgments: usize,
 }
 
@@ -65,6 +71,8 @@ pub struct Job {
     pub memory: search::memory::Memory,
     /// The techniques from the baseline to the parent.
     pub path: Vec<String>,
+    /// The parent's ancestors, nearest first, with their speedups where they passed.
+    pub ancestors: Vec<(NodeId, Option<f64>)>,
     /// A proposal saved before a resume: build and judge it, no new generation.
     pub redo: Option<(Candidate, String, Option<String>)>,
 }
@@ -100,6 +108,45 @@ fn read_source(store: &RunStore, rel: &str) -> String {
     super::store::unmarked(std::fs::read_to_string(store.dir().join(rel)).unwrap_or_default())
 }
 
+/// The profile of the nearest ancestor that has one, when a parent at `speedup` runs at
+/// the speed of the node that profile was made on (within `same_speed`, a fraction): the
+/// same code, or a change that moved nothing, has the same bottlenecks, and a profile
+/// costs a lane more than a judgment. Compared with the node that was profiled, never with
+/// one that shared, so that small steps cannot drift away from what was measured.
+fn shared_profile(
+    profiles: &HashMap<NodeId, Arc<OnceCell<ParentProfile>>>,
+    speedup: Option<f64>,
+    ancestors: &[(NodeId, Option<f64>)],
+    same_speed: f64,
+) -> Option<ParentProfile> {
+    let speedup = speedup?;
+    let (at, profile) = ancestors.iter().find_map(|(id, _)| profiles.get(id)?.get().map(|p| (*id, p)))?;
+    profile.diagnoses.as_ref()?;
+    let origin = profile.shared_from.unwrap_or(at);
+    let origin_speedup = ancestors.iter().find(|(id, _)| *id == origin)?.1?;
+    let ratio = speedup / origin_speedup;
+    if !ratio.is_finite() || ratio.ln().abs() >= same_speed.ln_1p() {
+        return None;
+    }
+    Some(ParentProfile {
+        note: format!(
+            "the profile of node {origin}: this kernel's speedup ({speedup:.3}x) is within {:.1}% of that node's ({origin_speedup:.3}x), so it was not profiled again (the source lines are node {origin}'s)",
+            100.0 * same_speed
+        ),
+        shared_from: Some(origin),
+        ..profile.clone()
+    })
+}
+
+/// The first three diagnoses of each kernel, as the event log lists them.
+fn top_diagnoses(p: &ParentProfile) -> Vec<String> {
+    p.diagnoses
+        .iter()
+        .flat_map(|r| r.kernels.iter().flat_map(|k| k.diagnoses.iter().take(3)))
+        .map(|d| format!("{} {:.0}%", d.tool, 100.0 * d.score))
+        .collect()
+}
+
 fn log_error(r: Result<impl Sized, String>) {
     if let Err(e) = r {
         tracing::error!("{e}");
@@ -108,12 +155,30 @@ fn log_error(r: Result<impl Sized, String>) {
 }
 
 impl Ctx {
-    /// The parent's profile: computed on the first request, then shared.
-    async fn profile_of(self: &Arc<Self>, parent: NodeId, candidate: &Candidate) -> ParentProfile {
+    /// The parent's profile: computed on the first request, then shared by every
+    /// expansion of the parent. A parent that runs at its nearest profiled ancestor's speed
+    /// is not profiled at all: it uses that ancestor's profile ([`Ctx::same_speed`]).
+    async fn profile_of(self: &Arc<Self>, job: &Job) -> ParentProfile {
+        let parent = job.parent;
         let cell = self.profiles.lock().unwrap().entry(parent).or_default().clone();
         let ctx = self.clone();
-        let candidate = candidate.clone();
+        let candidate = job.parent_candidate.clone();
+        let speedup = job.parent_summary.passed.then_some(job.parent_summary.speedup).flatten();
+        let ancestors = job.ancestors.clone();
         cell.get_or_init(|| async move {
+            if let Some(shared) = ctx.ancestor_profile(speedup, &ancestors) {
+                ctx.times.lock().unwrap().profiles_shared += 1;
+                log_error(ctx.store.append(Event::Profiled {
+                    id: parent,
+                    ok: true,
+                    seconds: 0.0,
+                    top: top_diagnoses(&shared),
+                    note: shared.note.clone(),
+                    sandbox: Vec::new(),
+                    shared_from: shared.shared_from,
+                }));
+                return shared;
+            }
             // The root is the baseline, built once as trusted (it may link cuBLAS).
             let built =
                 if parent == 0 { Ok(ctx.evaluator.trusted.baseline.clone()) } else { ctx.build(&candidate).await };
@@ -135,13 +200,7 @@ impl Ctx {
             if let Some(raw) = &got.profile.raw {
                 log_error(ctx.store.write(&format!("{rel}/counters.txt"), raw.as_bytes()));
             }
-            let top: Vec<String> = got
-                .profile
-                .diagnoses
-                .iter()
-                .flat_map(|r| r.kernels.iter().flat_map(|k| k.diagnoses.iter().take(3)))
-                .map(|d| format!("{} {:.0}%", d.tool, 100.0 * d.score))
-                .collect();
+            let top = top_diagnoses(&got.profile);
             {
                 let mut t = ctx.times.lock().unwrap();
                 t.profile_s += got.seconds;
@@ -154,11 +213,16 @@ impl Ctx {
                 top,
                 note: got.profile.note.clone(),
                 sandbox: got.sandbox.clone(),
+                shared_from: None,
             }));
             got.profile
         })
         .await
         .clone()
+    }
+
+    fn ancestor_profile(&self, speedup: Option<f64>, ancestors: &[(NodeId, Option<f64>)]) -> Option<ParentProfile> {
+        shared_profile(&self.profiles.lock().unwrap(), speedup, ancestors, self.same_speed)
     }
 
     /// Builds a candidate on a CPU slot (cached by content).
@@ -307,7 +371,7 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
         && ctx.guidance != crate::optimize::config::Guidance::None
     {
         let _waiting = ctx.stages.enter(Stage::Profile);
-        ctx.profile_of(job.parent, &job.parent_candidate).await
+        ctx.profile_of(job).await
     } else {
         ParentProfile { note: "not profiled (--guidance none, or a repair)".into(), ..Default::default() }
     };
@@ -403,5 +467,55 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
         }
         Proposal::Nothing(why) => Err(Done::Dropped { id, parent: job.parent, why, stop: false }),
         Proposal::Stop(why) => Err(Done::Dropped { id, parent: job.parent, why, stop: true }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profiles(made: &[(NodeId, Option<NodeId>)]) -> HashMap<NodeId, Arc<OnceCell<ParentProfile>>> {
+        made.iter()
+            .map(|&(id, shared_from)| {
+                let p =
+                    ParentProfile { diagnoses: Some(heuristics::Report::default()), shared_from, ..Default::default() };
+                (id, Arc::new(OnceCell::new_with(Some(p))))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_parent_at_its_profiled_ancestors_speed_shares_that_profile() {
+        let made = profiles(&[(0, None), (1, None)]);
+        // Parent 3 under 2 under 1: 1 was profiled at 1.219x, 2 never was.
+        let ancestors = [(2, Some(1.22)), (1, Some(1.219)), (0, Some(1.0))];
+        let shared = shared_profile(&made, Some(1.224), &ancestors, 0.01).expect("within 1% of node 1");
+        assert_eq!(shared.shared_from, Some(1));
+        assert!(shared.note.contains("node 1"), "{}", shared.note);
+        assert!(shared_profile(&made, Some(1.12), &ancestors, 0.01).is_none(), "8% slower is profiled");
+        assert!(shared_profile(&made, Some(1.30), &ancestors, 0.01).is_none(), "7% faster is profiled");
+        assert!(shared_profile(&made, Some(1.219), &ancestors, 0.0).is_none(), "--min-gain 0 shares nothing");
+        assert!(shared_profile(&made, None, &ancestors, 0.01).is_none(), "a failed parent has no speed");
+    }
+
+    #[test]
+    fn sharing_compares_with_the_node_that_was_profiled_not_one_that_shared() {
+        // Node 2 shared node 1's profile; its parent drifts 0.8% per step.
+        let made = profiles(&[(1, None), (2, Some(1))]);
+        let ancestors = [(2, Some(1.008)), (1, Some(1.0))];
+        assert_eq!(shared_profile(&made, Some(1.009), &ancestors, 0.01).unwrap().shared_from, Some(1));
+        assert!(shared_profile(&made, Some(1.016), &ancestors, 0.01).is_none(), "1.6% from node 1");
+    }
+
+    #[test]
+    fn only_the_nearest_ancestor_with_a_profile_counts() {
+        // Node 2 was profiled and is slower; node 1 matches but is further up.
+        let made = profiles(&[(1, None), (2, None)]);
+        let ancestors = [(2, Some(0.9)), (1, Some(1.0))];
+        assert!(shared_profile(&made, Some(1.0), &ancestors, 0.01).is_none());
+        // A profile that failed (no diagnoses) is nothing to share.
+        let mut failed = profiles(&[]);
+        failed.insert(1, Arc::new(OnceCell::new_with(Some(ParentProfile::default()))));
+        assert!(shared_profile(&failed, Some(1.0), &[(1, Some(1.0))], 0.01).is_none());
     }
 }

@@ -260,6 +260,7 @@ fn prepare(
         floor_ms,
         seed: cfg.seed,
         profiles: Mutex::new(HashMap::new()),
+        same_speed: cfg.min_gain,
         judged: Mutex::new(HashMap::new()),
         times: Mutex::new(PhaseTimes::default()),
     });
@@ -439,7 +440,8 @@ pub fn resume(
                 s.finish(*id, summary.clone(), p.map(|p| p.0), intent, no_kernel, at);
                 finished.insert(*id);
             }
-            Event::Profiled { id, .. } => {
+            // A shared profile is decided again: its ancestor's is read back below.
+            Event::Profiled { id, shared_from: None, .. } => {
                 profiled.insert(*id);
             }
             _ => {}
@@ -475,7 +477,8 @@ pub fn resume(
                 serde_json::from_value::<heuristics::Report>(v).ok()
             });
         let raw = std::fs::read_to_string(node_dir.join("counters.txt")).ok();
-        let p = generate::ParentProfile { diagnoses, raw, note: "read back from an earlier session".into() };
+        let note = "read back from an earlier session".into();
+        let p = generate::ParentProfile { diagnoses, raw, note, shared_from: None };
         ctx.profiles.lock().unwrap().insert(id, Arc::new(tokio::sync::OnceCell::new_with(Some(p))));
     }
 
@@ -493,6 +496,7 @@ pub fn resume(
             parent_summary: search.summaries.get(&parent).cloned().unwrap_or_default(),
             memory: search.tree.memory.clone(),
             path: search.path_to(parent),
+            ancestors: search.ancestors_of(parent),
             redo: proposals.get(&id).cloned(),
         });
     }

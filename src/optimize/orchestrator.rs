@@ -110,8 +110,19 @@ impl Search {
             parent_summary: self.summaries.get(&sel.parent).cloned().unwrap_or_default(),
             memory: self.tree.memory.clone(),
             path: self.path_to(sel.parent),
+            ancestors: self.ancestors_of(sel.parent),
             redo: None,
         }
+    }
+
+    /// The ancestors of `id`, nearest first, with the speedups of those that passed.
+    pub fn ancestors_of(&self, id: NodeId) -> Vec<(NodeId, Option<f64>)> {
+        let mut line = self.tree.lineage(id);
+        line.pop();
+        line.into_iter()
+            .rev()
+            .map(|a| (a, self.summaries.get(&a).filter(|s| s.passed).and_then(|s| s.speedup)))
+            .collect()
     }
 
     /// The techniques on the path from the baseline to `id`, in order.

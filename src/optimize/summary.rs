@@ -172,6 +172,16 @@ impl Summary {
             self.judged_per_minute,
             gpus.join(", ")
         );
+        let p = &self.phases;
+        if p.profiles + p.profiles_shared > 0 {
+            let _ = writeln!(
+                o,
+                "  {} profiles, {:.1} s each; {} nodes used an ancestor's (the same speed within --min-gain)",
+                p.profiles,
+                p.profile_s / p.profiles.max(1) as f64,
+                p.profiles_shared
+            );
+        }
         if let Some(u) = &self.usage {
             let _ = writeln!(
                 o,

@@ -37,7 +37,8 @@ pub struct NodeView {
     pub message: Option<String>,
     /// Seconds since the run started when the node finished.
     pub finished_s: Option<f64>,
-    /// Top diagnoses of this node's own profile, when it was profiled.
+    /// Top diagnoses its children were written from: its own profile's, or those of the
+    /// ancestor whose profile it shared.
     pub diagnoses: Vec<String>,
     pub duplicate_of: Option<usize>,
     /// The node's folder, relative to the run directory.

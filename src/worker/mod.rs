@@ -19,7 +19,7 @@ use cases::{CaseData, DeviceCase, HostCase};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::io::Write;
 use std::os::fd::FromRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 type CallFn = unsafe extern "C" fn(*const *mut c_void, *mut c_void) -> c_int;
@@ -192,6 +192,9 @@ pub fn main(request_path: &Path) -> ! {
             },
         ),
     };
+    // Before the sandbox and before any library: the descriptors are the tool's, and the
+    // reference, baseline and candidate all load after this.
+    close_handed_down(&request.host_outputs);
     if request.sandbox {
         let scratch =
             std::env::current_dir().unwrap_or_else(|_| request_path.parent().unwrap_or(Path::new(".")).into());
@@ -237,6 +240,31 @@ pub fn main(request_path: &Path) -> ! {
     // Skip candidate destructors and atexit handlers: the verdict is already out.
     // SAFETY: terminates the process.
     unsafe { libc::_exit(0) }
+}
+
+/// Closes every descriptor this process inherited onto a file inside `folders` (a hosting
+/// tool's log, handed down by the tool); returns how many it closed. The report channel
+/// is a pipe, never a file in them.
+fn close_handed_down(folders: &[PathBuf]) -> usize {
+    if folders.is_empty() {
+        return 0;
+    }
+    let folders: Vec<PathBuf> = folders.iter().map(|f| f.canonicalize().unwrap_or_else(|_| f.clone())).collect();
+    // Listed first, closed after: the listing holds a descriptor of its own.
+    let fds: Vec<i32> = match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect(),
+        Err(_) => return 0,
+    };
+    let mut closed = 0;
+    for fd in fds.into_iter().filter(|&fd| fd > 2) {
+        let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else { continue };
+        if folders.iter().any(|f| target.starts_with(f)) {
+            // SAFETY: a descriptor this process holds and no Rust object owns (inherited).
+            unsafe { libc::close(fd) };
+            closed += 1;
+        }
+    }
+    closed
 }
 
 /// The evaluation key, from stdin, which is then closed for good.
@@ -453,5 +481,33 @@ pub(crate) fn tolerance_of(task: &Task, role: &ArgRole) -> crate::task::Toleranc
     match role {
         ArgRole::Output { tolerance, .. } | ArgRole::InOut { tolerance, .. } => *tolerance,
         _ => task.tolerance,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::close_handed_down;
+    use std::os::fd::AsRawFd;
+
+    /// Whether `fd` is open onto a file in `folder` (by its target, since another test's
+    /// thread may be handed the same number once it is closed).
+    fn open_in(fd: i32, folder: &std::path::Path) -> bool {
+        let folder = folder.canonicalize().unwrap();
+        std::fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|t| t.starts_with(folder))
+    }
+
+    #[test]
+    fn descriptors_onto_the_tools_folders_are_closed_and_no_others() {
+        let tool = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(tool.path().join("ncu.log")).unwrap();
+        let mine = std::fs::File::create(other.path().join("kept.txt")).unwrap();
+        // Taken from the File: the close under test must be the only one.
+        let (log_fd, mine_fd) = (log.as_raw_fd(), mine.as_raw_fd());
+        std::mem::forget(log);
+        assert!(close_handed_down(&[tool.path().to_path_buf()]) >= 1);
+        assert!(!open_in(log_fd, tool.path()), "the tool's log is still open");
+        assert!(open_in(mine_fd, other.path()), "a file outside the tool's folders was closed");
+        assert_eq!(close_handed_down(&[]), 0);
     }
 }

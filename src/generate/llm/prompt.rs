@@ -135,6 +135,9 @@ pub fn user_message(req: &Request) -> String {
         match req.guidance {
             Guidance::Tools => {
                 let _ = writeln!(m, "\n## What the profile says (Nsight Compute + SASS, most important first)");
+                if req.profile.shared_from.is_some() {
+                    let _ = writeln!(m, "({})", req.profile.note);
+                }
                 match &req.profile.diagnoses {
                     Some(r) if !r.kernels.is_empty() => {
                         for k in &r.kernels {
@@ -211,6 +214,7 @@ mod tests {
                 diagnoses: None,
                 raw: Some("dram__throughput = 70 %".into()),
                 note: "profiling is off".into(),
+                shared_from: None,
             },
             guidance,
             memory: search::memory::Memory {
