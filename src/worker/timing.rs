@@ -316,9 +316,87 @@ pub(crate) fn time(
         }
     };
 
-    // Warm-up, and a host-clock estimate of one call to size the rounds. Heavy kernels
-    // draw enough power to move the clocks; a quarter second of calls lets them settle
-    // before the first sample.
+    let warm = match warm_up(w, bench, entries, &call_failure)? {
+        Ok(warm) => warm,
+        Err(f) => return Ok(Timed { report: None, failure: Some(f) }),
+    };
+    let pairs = pairs_per_round(plan, &warm.estimate_ms);
+    let (sides, repeats, reliable) = sample_until_steady(w, bench, entries, pairs, plan, &call_failure)?;
+    let (mut failure, baseline_ok) = verify_timed(w, bench, candidate, &warm.first_ok_call)?;
+
+    // Inputs never seen before: a cache of results misses here and nowhere else.
+    let ColdTimes { cold: cold_times, warm: warm_times, failure: cold_failure } =
+        time_cold(w, bench, entries, &call_failure)?;
+    if failure.is_none() {
+        failure = cold_failure.map(|f| prefix(f, "on a fresh input set after timing: "));
+    }
+    let others_after = nvml.as_ref().map(|n| n.other_processes()).unwrap_or_default();
+    let (sm_after, mem_mhz, throttle, temperature) = clock_snapshot(&nvml);
+
+    // Host-clock cross-check: work that escapes the stream is invisible to its events.
+    let host_check = host_cross_check(w, bench, candidate, warm.estimate_ms[1]).map_err(|e| call_failure(1, e))?;
+
+    let [baseline_t, candidate_t] = sides;
+    let cold = ColdCheck::new(&cold_times, &warm_times);
+    let floor = floor_ms(&task, &w.gpu.info);
+    let achievable_floor = achievable_floor_ms(&task, &w.gpu.info);
+    let mut other_processes: Vec<u32> = others_before.into_iter().chain(others_after).collect();
+    other_processes.sort_unstable();
+    other_processes.dedup();
+    note_conditions(w, &other_processes, reliable, &baseline_t, &candidate_t);
+    let mut report = TimingReport {
+        speedup: baseline_t.median_ms / candidate_t.median_ms,
+        pct_of_floor: floor.map(|f| 100.0 * f / candidate_t.median_ms),
+        baseline_pct_of_floor: floor.map(|f| 100.0 * f / baseline_t.median_ms),
+        achievable_floor_ms: achievable_floor,
+        pct_of_achievable: achievable_floor.map(|f| 100.0 * f / candidate_t.median_ms),
+        baseline_pct_of_achievable: achievable_floor.map(|f| 100.0 * f / baseline_t.median_ms),
+        baseline: baseline_t,
+        candidate: candidate_t,
+        same_library: std::ptr::eq(baseline, candidate),
+        size: task.bench.to_string(),
+        flush_l2: task.flush_l2,
+        input_sets: bench.len(),
+        host_check,
+        floor_ms: floor,
+        clocks: ClockReport {
+            sm_mhz_before: sm_before,
+            sm_mhz_after: sm_after,
+            memory_mhz: mem_mhz,
+            throttle_reasons: throttle,
+            temperature_c: temperature,
+        },
+        baseline_outputs_ok: baseline_ok,
+        reliable,
+        repeats,
+        other_processes,
+        cold: Some(cold.clone()),
+    };
+    let failure =
+        escaped_stream(&report).or(failure).or_else(|| memoized(&cold)).or_else(|| below_floor(&report, floor));
+    if !report.speedup.is_finite() {
+        report.speedup = 0.0;
+    }
+    Ok(Timed { report: Some(report), failure })
+}
+
+/// What the warm-up learned: a host-clock estimate of one call per side, and the call on
+/// which the candidate first got each input set right.
+struct WarmUp {
+    estimate_ms: [f64; 2],
+    first_ok_call: Vec<Option<u64>>,
+}
+
+/// Warm-up calls, and a host-clock estimate of one call to size the rounds. Heavy kernels
+/// draw enough power to move the clocks; a quarter second of calls lets them settle
+/// before the first sample. The candidate's first call on each set is verified at once:
+/// `Err` names a kernel wrong at the bench size from its first call there.
+fn warm_up(
+    w: &mut Worker,
+    bench: &mut BenchSets,
+    entries: [&Entry; 2],
+    call_failure: &dyn Fn(usize, super::CallError) -> Stop,
+) -> Result<Result<WarmUp, Failure>, Stop> {
     let mut estimate_ms = [f64::INFINITY; 2];
     let mut first_ok_call: Vec<Option<u64>> = vec![None; bench.len()];
     let warm_start = Instant::now();
@@ -336,10 +414,7 @@ pub(crate) fn time(
                 let dev = &bench.warm.dev[1][k];
                 if let Some(f) = verify_outputs(w, "candidate", dev, &bench.warm.refs[k], &bench.warm.hosts[k])? {
                     let f = f.at_call(entry.calls.get());
-                    return Ok(Timed {
-                        report: None,
-                        failure: Some(prefix(f, "at the bench size, on its first call there: ")),
-                    });
+                    return Ok(Err(prefix(f, "at the bench size, on its first call there: ")));
                 }
                 first_ok_call[k] = Some(entry.calls.get());
             }
@@ -349,29 +424,53 @@ pub(crate) fn time(
             break;
         }
     }
+    Ok(Ok(WarmUp { estimate_ms, first_ok_call }))
+}
+
+/// Pairs per side per round: enough for the plan's samples, few enough for its seconds.
+fn pairs_per_round(plan: &TimingPlan, estimate_ms: &[f64; 2]) -> usize {
     let per_pair_ms = estimate_ms.iter().sum::<f64>() + 0.1;
     let rounds_min = plan.rounds.max(2);
     let by_samples = plan.min_samples.div_ceil(rounds_min);
     let by_time = ((plan.max_seconds * 1e3 / rounds_min as f64) / per_pair_ms).floor() as usize;
-    let pairs = by_samples.min(by_time).clamp(2, 200);
+    by_samples.min(by_time).clamp(2, 200)
+}
 
+/// The interleaved timing, taken once more when noisy: both sides' timings, how often it
+/// was repeated, and whether it ended steady.
+fn sample_until_steady(
+    w: &mut Worker,
+    bench: &mut BenchSets,
+    entries: [&Entry; 2],
+    pairs: usize,
+    plan: &TimingPlan,
+    call_failure: &dyn Fn(usize, super::CallError) -> Stop,
+) -> Result<([SideTiming; 2], usize, bool), Stop> {
     let mut next_set = [0usize; 2];
-    let (mut samples, mut rounds) = sample(w, &mut bench.warm, entries, pairs, plan, &mut next_set, &call_failure)?;
-    let mut repeats = 0;
-    let side_timings = |s: &[Vec<f64>; 2], r: &[Vec<Vec<f64>>; 2]| {
+    let side_timings = |(s, r): ([Vec<f64>; 2], [Vec<Vec<f64>>; 2])| {
         [SideTiming::from_samples(&s[0], &r[0]), SideTiming::from_samples(&s[1], &r[1])]
     };
-    let mut sides = side_timings(&samples, &rounds);
+    let mut sides = side_timings(sample(w, &mut bench.warm, entries, pairs, plan, &mut next_set, call_failure)?);
+    let mut repeats = 0;
     if noisy(&sides[0]) || noisy(&sides[1]) {
         let noisy_cv = (sides[0].cv.max(sides[1].cv) * 100.0).round();
         w.notes.push(format!("the first timing was noisy (CV up to {noisy_cv}%): timed again"));
         repeats = 1;
-        (samples, rounds) = sample(w, &mut bench.warm, entries, pairs, plan, &mut next_set, &call_failure)?;
-        sides = side_timings(&samples, &rounds);
+        sides = side_timings(sample(w, &mut bench.warm, entries, pairs, plan, &mut next_set, call_failure)?);
     }
     let reliable = !(noisy(&sides[0]) || noisy(&sides[1]));
+    Ok((sides, repeats, reliable))
+}
 
-    // Verify what the timed calls wrote.
+/// Verifies what the timed calls wrote: the candidate's first failure (told apart as
+/// call-dependent where the same set was right on an earlier call), and whether the
+/// baseline's outputs held.
+fn verify_timed(
+    w: &mut Worker,
+    bench: &BenchSets,
+    candidate: &Entry,
+    first_ok_call: &[Option<u64>],
+) -> Result<(Option<Failure>, bool), Stop> {
     let mut failure = None;
     let mut baseline_ok = true;
     for (k, first_ok) in first_ok_call.iter().enumerate() {
@@ -407,26 +506,12 @@ pub(crate) fn time(
             }
         }
     }
+    Ok((failure, baseline_ok))
+}
 
-    // Inputs never seen before: a cache of results misses here and nowhere else.
-    let ColdTimes { cold: cold_times, warm: warm_times, failure: cold_failure } =
-        time_cold(w, bench, entries, &call_failure)?;
-    if failure.is_none() {
-        failure = cold_failure.map(|f| prefix(f, "on a fresh input set after timing: "));
-    }
-    let others_after = nvml.as_ref().map(|n| n.other_processes()).unwrap_or_default();
-    let (sm_after, mem_mhz, throttle, temperature) = clock_snapshot(&nvml);
-
-    // Host-clock cross-check: work that escapes the stream is invisible to its events.
-    let host_check = host_cross_check(w, bench, candidate, estimate_ms[1]).map_err(|e| call_failure(1, e))?;
-
-    let [baseline_t, candidate_t] = sides;
-    let cold = ColdCheck::new(&cold_times, &warm_times);
-    let floor = floor_ms(&task, &w.gpu.info);
-    let achievable_floor = achievable_floor_ms(&task, &w.gpu.info);
-    let mut other_processes: Vec<u32> = others_before.into_iter().chain(others_after).collect();
-    other_processes.sort_unstable();
-    other_processes.dedup();
+/// Notes on what may have disturbed the timing: other processes on the GPU, a timing
+/// that stayed noisy.
+fn note_conditions(w: &mut Worker, other_processes: &[u32], reliable: bool, base: &SideTiming, cand: &SideTiming) {
     if !other_processes.is_empty() {
         w.notes.push(format!(
             "other processes used this GPU while it was timed (pids {}): times may be inflated",
@@ -436,53 +521,33 @@ pub(crate) fn time(
     if !reliable {
         w.notes.push(format!(
             "the timing stayed noisy when repeated (CV {:.1}% baseline, {:.1}% candidate; round medians spread {:.1}% and {:.1}%): the speedup is unreliable",
-            baseline_t.cv * 100.0,
-            candidate_t.cv * 100.0,
-            baseline_t.median_spread() * 100.0,
-            candidate_t.median_spread() * 100.0
+            base.cv * 100.0,
+            cand.cv * 100.0,
+            base.median_spread() * 100.0,
+            cand.median_spread() * 100.0
         ));
     }
-    let mut report = TimingReport {
-        speedup: baseline_t.median_ms / candidate_t.median_ms,
-        pct_of_floor: floor.map(|f| 100.0 * f / candidate_t.median_ms),
-        baseline_pct_of_floor: floor.map(|f| 100.0 * f / baseline_t.median_ms),
-        achievable_floor_ms: achievable_floor,
-        pct_of_achievable: achievable_floor.map(|f| 100.0 * f / candidate_t.median_ms),
-        baseline_pct_of_achievable: achievable_floor.map(|f| 100.0 * f / baseline_t.median_ms),
-        baseline: baseline_t,
-        candidate: candidate_t,
-        same_library: std::ptr::eq(baseline, candidate),
-        size: task.bench.to_string(),
-        flush_l2: task.flush_l2,
-        input_sets: bench.len(),
-        host_check,
-        floor_ms: floor,
-        clocks: ClockReport {
-            sm_mhz_before: sm_before,
-            sm_mhz_after: sm_after,
-            memory_mhz: mem_mhz,
-            throttle_reasons: throttle,
-            temperature_c: temperature,
-        },
-        baseline_outputs_ok: baseline_ok,
-        reliable,
-        repeats,
-        other_processes,
-        cold: Some(cold.clone()),
-    };
-    // Escaping the stream is the root cause of anything else that looks wrong here
-    // (outputs poisoned while a kernel on another stream still runs, absurd times).
-    if !report.host_check.ok {
-        failure = Some(Failure::new(
+}
+
+/// Work that escapes the timed stream: the root cause of anything else that looks wrong
+/// in a timing (outputs poisoned while a kernel on another stream still runs, absurd
+/// times), so it overrides every other failure.
+fn escaped_stream(report: &TimingReport) -> Option<Failure> {
+    (!report.host_check.ok).then(|| {
+        Failure::new(
             FailureClass::TimingAnomaly,
             format!(
                 "work escapes the timed stream: the host clock, waiting for the whole device, measured {:.4} ms per call but the stream's events {:.4} ms; launch on the stream the entry receives",
                 report.host_check.host_ms_per_call, report.host_check.event_ms_per_call
             ),
-        ));
-    }
-    if failure.is_none() && cold.memoized() {
-        failure = Some(Failure::new(
+        )
+    })
+}
+
+/// Results cached by input content: much faster on sets seen before than on fresh ones.
+fn memoized(cold: &ColdCheck) -> Option<Failure> {
+    cold.memoized().then(|| {
+        Failure::new(
             FailureClass::Memoization,
             format!(
                 "{:.4} ms on input sets it had seen, {:.4} ms on sets it had not, timed the same way ({:.2}x; the baseline {:.2}x): results are cached by input content, so the timing measured the cache",
@@ -491,24 +556,22 @@ pub(crate) fn time(
                 cold.candidate_ratio,
                 cold.baseline_ratio
             ),
-        ));
-    }
-    if let (None, Some(f)) = (&failure, floor) {
-        // The theoretical floor uses peak clocks and bus width: nothing correct beats it.
-        if report.candidate.median_ms < 0.98 * f {
-            failure = Some(Failure::new(
-                FailureClass::TimingAnomaly,
-                format!(
-                    "{:.4} ms is below the physical floor of {:.4} ms at this size: the measurement cannot be trusted",
-                    report.candidate.median_ms, f
-                ),
-            ));
-        }
-    }
-    if !report.speedup.is_finite() {
-        report.speedup = 0.0;
-    }
-    Ok(Timed { report: Some(report), failure })
+        )
+    })
+}
+
+/// The theoretical floor uses peak clocks and bus width: nothing correct beats it.
+fn below_floor(report: &TimingReport, floor: Option<f64>) -> Option<Failure> {
+    let f = floor?;
+    (report.candidate.median_ms < 0.98 * f).then(|| {
+        Failure::new(
+            FailureClass::TimingAnomaly,
+            format!(
+                "{:.4} ms is below the physical floor of {:.4} ms at this size: the measurement cannot be trusted",
+                report.candidate.median_ms, f
+            ),
+        )
+    })
 }
 
 fn prefix(mut f: Failure, p: &str) -> Failure {
