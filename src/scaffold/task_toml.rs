@@ -187,185 +187,255 @@ pub fn draft(
     extents: &[PointerExtent],
     toml_path: &Path,
 ) -> Draft {
-    let mut t = String::new();
-    let mut todos = Vec::new();
-    let mut lengths = Vec::new();
-    let todo =
-        |kind, line, field: String, what: String| Todo { kind, file: toml_path.to_path_buf(), line, field, what };
-    let line = |t: &String| t.lines().count() + 1;
     let sizes: Vec<String> =
         entry.params.iter().filter(|p| p.kind == ParamKind::Integer).map(|p| p.name.clone()).collect();
-    let _ = writeln!(
-        t,
-        "# Written by `nightshift init` from {baseline}:{} ({}). Every guess says so;",
-        entry.line, entry.name
-    );
-    let _ = writeln!(t, "# Run `nightshift validate` on this folder after editing.");
-    let _ = writeln!(t, "[task]");
-    let _ = writeln!(t, "name = {}", toml_str(task_name));
-    let _ = writeln!(t, "summary = \"\"   # one line: what the kernel computes");
-    let _ = writeln!(t, "entry = {}", toml_str(&entry.name));
-    let _ = writeln!(t, "baseline = {}", toml_str(baseline));
-    let _ = writeln!(t, "# reference = \"reference.cu\"");
-    let _ = writeln!(t, "# With no reference, candidates are checked against the baseline itself: a candidate is");
-    let _ = writeln!(t, "# then only as right as the code it replaces. A separate, simple, trusted reference (one");
-    let _ = writeln!(t, "# thread per output, fp32 or fp64 accumulation) catches errors the baseline shares.");
-
-    let mut output_elems = Vec::new();
-    let mut bytes_terms = Vec::new();
+    let mut w = Drafting {
+        t: String::new(),
+        todos: Vec::new(),
+        lengths: Vec::new(),
+        output_elems: Vec::new(),
+        bytes_terms: Vec::new(),
+        toml_path,
+        baseline,
+        sizes,
+    };
+    w.task_table(task_name, entry);
     for p in &entry.params {
-        let _ = writeln!(t, "\n[[arg]]");
-        let _ = writeln!(t, "name = {}", toml_str(&p.name));
-        let _ = writeln!(t, "type = {}", toml_str(&p.spelling));
+        w.arg(p, extents);
+    }
+    w.sizes_table();
+    w.check_table();
+    w.roofline_table();
+    if include_dir {
+        w.build_table();
+    }
+    Draft { text: w.t, todos: w.todos, lengths: w.lengths }
+}
+
+/// A task.toml being written: the text so far and what it left for the user.
+struct Drafting<'a> {
+    t: String,
+    todos: Vec<Todo>,
+    lengths: Vec<Length>,
+    output_elems: Vec<String>,
+    /// Each pointer's bytes, for the roofline's least traffic.
+    bytes_terms: Vec<String>,
+    toml_path: &'a Path,
+    baseline: &'a str,
+    /// The size variables: the launcher's integer parameters.
+    sizes: Vec<String>,
+}
+
+impl Drafting<'_> {
+    /// The line the next write lands on.
+    fn line(&self) -> usize {
+        self.t.lines().count() + 1
+    }
+
+    fn todo(&mut self, kind: TodoKind, field: String, what: String) {
+        let line = self.line();
+        self.todos.push(Todo { kind, file: self.toml_path.to_path_buf(), line, field, what });
+    }
+
+    fn task_table(&mut self, task_name: &str, entry: &Entry) {
+        let (t, baseline) = (&mut self.t, self.baseline);
+        let _ = writeln!(
+            t,
+            "# Written by `nightshift init` from {baseline}:{} ({}). Every guess says so;",
+            entry.line, entry.name
+        );
+        let _ = writeln!(t, "# Run `nightshift validate` on this folder after editing.");
+        let _ = writeln!(t, "[task]");
+        let _ = writeln!(t, "name = {}", toml_str(task_name));
+        let _ = writeln!(t, "summary = \"\"   # one line: what the kernel computes");
+        let _ = writeln!(t, "entry = {}", toml_str(&entry.name));
+        let _ = writeln!(t, "baseline = {}", toml_str(baseline));
+        let _ = writeln!(t, "# reference = \"reference.cu\"");
+        let _ = writeln!(t, "# With no reference, candidates are checked against the baseline itself: a candidate is");
+        let _ = writeln!(t, "# then only as right as the code it replaces. A separate, simple, trusted reference (one");
+        let _ = writeln!(t, "# thread per output, fp32 or fp64 accumulation) catches errors the baseline shares.");
+    }
+
+    fn arg(&mut self, p: &Param, extents: &[PointerExtent]) {
+        let _ = writeln!(self.t, "\n[[arg]]");
+        let _ = writeln!(self.t, "name = {}", toml_str(&p.name));
+        let _ = writeln!(self.t, "type = {}", toml_str(&p.spelling));
         match &p.kind {
             ParamKind::Pointer { elem, constant } => {
                 let extent = extents.iter().find(|e| e.name == p.name).map(|e| &e.extent);
-                let indexing_said = match extent {
-                    Some(Extent::Unknown { why }) => format!("in {baseline}, {why}"),
-                    Some(Extent::Derived { .. }) => String::new(),
-                    None => "the launcher was not found by the CUDA parser".to_string(),
-                };
-                match (extent, infer_len(p, &sizes)) {
-                    (Some(Extent::Derived { len, access, line: at }), _) => {
-                        let len = len.render(&sizes);
-                        let evidence = format!("`{}` ({baseline}:{at})", shortened(access));
-                        let _ = writeln!(t, "len = {}   # from the kernel's indexing: {evidence}", toml_str(&len));
-                        bytes_terms.push(format!("{} * ({len})", elem_bytes(elem)));
-                        lengths.push(Length {
-                            arg: p.name.clone(),
-                            len: Some(len),
-                            from: LengthSource::Indexing,
-                            evidence,
-                        });
-                    }
-                    (_, Some((len, why))) => {
-                        todos.push(todo(
-                            TodoKind::ConfirmGuess,
-                            line(&t),
-                            format!("arg `{}`.len", p.name),
-                            format!(
-                                "`{len}` is a GUESS from the names ({why}); the kernel's indexing did not tell ({indexing_said}): check it"
-                            ),
-                        ));
-                        let _ = writeln!(t, "len = {}   # GUESSED: {why}; check it", toml_str(&len));
-                        bytes_terms.push(format!("{} * ({len})", elem_bytes(elem)));
-                        lengths.push(Length {
-                            arg: p.name.clone(),
-                            len: Some(len),
-                            from: LengthSource::Name,
-                            evidence: format!("{why}; the indexing did not tell: {indexing_said}"),
-                        });
-                    }
-                    (_, None) => {
-                        todos.push(todo(
-                            TodoKind::FillIn,
-                            line(&t),
-                            format!("arg `{}`.len", p.name),
-                            format!(
-                                "the element count of `{}` as an expression over {} (the indexing did not tell: {indexing_said})",
-                                p.name,
-                                if sizes.is_empty() {
-                                    "the size variables (add an integer parameter)".to_string()
-                                } else {
-                                    sizes.join(", ")
-                                }
-                            ),
-                        ));
-                        let _ = writeln!(
-                            t,
-                            "len = \"TODO\"   # elements of {}: an expression over {}",
-                            p.name,
-                            sizes.join(", ")
-                        );
-                        lengths.push(Length {
-                            arg: p.name.clone(),
-                            len: None,
-                            from: LengthSource::Unknown,
-                            evidence: indexing_said,
-                        });
-                    }
-                }
+                self.pointer_len(p, elem, extent);
                 if *constant {
-                    let is_index = ["idx", "index", "indices", "ids", "expert", "offsets", "perm"]
-                        .iter()
-                        .any(|k| lower(&p.name).contains(k));
-                    let is_int = !matches!(
-                        elem.as_str(),
-                        "float" | "double" | "half" | "__half" | "__nv_bfloat16" | "nv_bfloat16"
-                    );
-                    if is_int && is_index {
-                        todos.push(todo(
-                            TodoKind::FillIn,
-                            line(&t),
-                            format!("arg `{}`.init", p.name),
-                            format!("`{}` looks like indices: give the range of valid values (randint(0, BOUND) or randperm)", p.name),
-                        ));
-                        let _ = writeln!(
-                            t,
-                            "init = \"TODO\"   # indices: randint(0, BOUND) with BOUND the indexed size, or randperm"
-                        );
-                    } else if is_int {
-                        let _ = writeln!(t, "init = \"randint(0, 100)\"   # guessed range");
-                    } else {
-                        let _ = writeln!(t, "init = \"normal(0, 1)\"   # guessed: set your production value range");
-                    }
-                    let _ = writeln!(t, "# input: declared const, so the kernel must leave it unchanged");
+                    self.input_init(p, elem);
                 } else {
-                    let (rtol, atol, why) = tolerance_for(elem);
-                    let _ = writeln!(t, "output = true   # guessed: not const, so written (an array read and written needs init = ... instead)");
-                    let _ = writeln!(t, "rtol = {rtol:e}   # {why}");
-                    let _ = writeln!(t, "atol = {atol:e}");
-                    output_elems.push(elem.clone());
+                    self.output(elem);
                 }
             }
             ParamKind::Integer => {
-                let _ = writeln!(t, "# a size variable: takes its value from [sizes]");
+                let _ = writeln!(self.t, "# a size variable: takes its value from [sizes]");
             }
             ParamKind::Float => {
                 let lname = lower(&p.name);
                 let v = if lname.contains("eps") { "1e-5" } else { "1.0" };
-                let _ = writeln!(t, "value = {v}   # guessed: set the value production uses");
+                let _ = writeln!(self.t, "value = {v}   # guessed: set the value production uses");
             }
             ParamKind::Stream => {}
         }
     }
 
-    let _ = writeln!(t, "\n[sizes]");
-    let _ = writeln!(t, "# Proposed: make the bench size your production shape (it should run >= 50 us); the");
-    let _ = writeln!(t, "# check sizes hit one element, primes, one past a tile edge, and multiples of 8.");
-    if sizes.is_empty() {
-        let _ = writeln!(t, "bench = {{}}");
-        let _ = writeln!(t, "check = [{{}}]");
-    } else {
-        let bench: Vec<String> = sizes.iter().map(|s| format!("{s} = {}", bench_value(s, sizes.len()))).collect();
-        let _ = writeln!(t, "bench = {{ {} }}", bench.join(", "));
-        let checks: Vec<String> = check_values(sizes.len())
-            .into_iter()
-            .map(|vals| {
-                let kv: Vec<String> = sizes.iter().zip(vals).map(|(s, v)| format!("{s} = {v}")).collect();
-                format!("{{ {} }}", kv.join(", "))
-            })
-            .collect();
-        let _ = writeln!(t, "check = [{}]", checks.join(", "));
+    /// A pointer's `len`: from the kernels' indexing, else guessed from the names, else
+    /// left as TODO.
+    fn pointer_len(&mut self, p: &Param, elem: &str, extent: Option<&Extent>) {
+        let baseline = self.baseline;
+        let indexing_said = match extent {
+            Some(Extent::Unknown { why }) => format!("in {baseline}, {why}"),
+            Some(Extent::Derived { .. }) => String::new(),
+            None => "the launcher was not found by the CUDA parser".to_string(),
+        };
+        match (extent, infer_len(p, &self.sizes)) {
+            (Some(Extent::Derived { len, access, line: at }), _) => {
+                let len = len.render(&self.sizes);
+                let evidence = format!("`{}` ({baseline}:{at})", shortened(access));
+                let _ = writeln!(self.t, "len = {}   # from the kernel's indexing: {evidence}", toml_str(&len));
+                self.bytes_terms.push(format!("{} * ({len})", elem_bytes(elem)));
+                self.lengths.push(Length {
+                    arg: p.name.clone(),
+                    len: Some(len),
+                    from: LengthSource::Indexing,
+                    evidence,
+                });
+            }
+            (_, Some((len, why))) => {
+                self.todo(
+                    TodoKind::ConfirmGuess,
+                    format!("arg `{}`.len", p.name),
+                    format!(
+                        "`{len}` is a GUESS from the names ({why}); the kernel's indexing did not tell ({indexing_said}): check it"
+                    ),
+                );
+                let _ = writeln!(self.t, "len = {}   # GUESSED: {why}; check it", toml_str(&len));
+                self.bytes_terms.push(format!("{} * ({len})", elem_bytes(elem)));
+                self.lengths.push(Length {
+                    arg: p.name.clone(),
+                    len: Some(len),
+                    from: LengthSource::Name,
+                    evidence: format!("{why}; the indexing did not tell: {indexing_said}"),
+                });
+            }
+            (_, None) => {
+                let over = if self.sizes.is_empty() {
+                    "the size variables (add an integer parameter)".to_string()
+                } else {
+                    self.sizes.join(", ")
+                };
+                self.todo(
+                    TodoKind::FillIn,
+                    format!("arg `{}`.len", p.name),
+                    format!(
+                        "the element count of `{}` as an expression over {over} (the indexing did not tell: {indexing_said})",
+                        p.name
+                    ),
+                );
+                let _ = writeln!(
+                    self.t,
+                    "len = \"TODO\"   # elements of {}: an expression over {}",
+                    p.name,
+                    self.sizes.join(", ")
+                );
+                self.lengths.push(Length {
+                    arg: p.name.clone(),
+                    len: None,
+                    from: LengthSource::Unknown,
+                    evidence: indexing_said,
+                });
+            }
+        }
     }
 
-    let (rtol, atol, _) = output_elems.first().map(|e| tolerance_for(e)).unwrap_or((1e-5, 1e-6, ""));
-    let _ = writeln!(t, "\n[check]");
-    let _ = writeln!(t, "rtol = {rtol:e}   # default for outputs without their own; see each output");
-    let _ = writeln!(t, "atol = {atol:e}");
-    let _ = writeln!(t, "seeds = 2");
+    /// A const pointer is an input: how to fill it (indices need their bound).
+    fn input_init(&mut self, p: &Param, elem: &str) {
+        let is_index =
+            ["idx", "index", "indices", "ids", "expert", "offsets", "perm"].iter().any(|k| lower(&p.name).contains(k));
+        let is_int = !matches!(elem, "float" | "double" | "half" | "__half" | "__nv_bfloat16" | "nv_bfloat16");
+        if is_int && is_index {
+            self.todo(
+                TodoKind::FillIn,
+                format!("arg `{}`.init", p.name),
+                format!(
+                    "`{}` looks like indices: give the range of valid values (randint(0, BOUND) or randperm)",
+                    p.name
+                ),
+            );
+            let _ = writeln!(
+                self.t,
+                "init = \"TODO\"   # indices: randint(0, BOUND) with BOUND the indexed size, or randperm"
+            );
+        } else if is_int {
+            let _ = writeln!(self.t, "init = \"randint(0, 100)\"   # guessed range");
+        } else {
+            let _ = writeln!(self.t, "init = \"normal(0, 1)\"   # guessed: set your production value range");
+        }
+        let _ = writeln!(self.t, "# input: declared const, so the kernel must leave it unchanged");
+    }
 
-    if !bytes_terms.is_empty() && lengths.iter().all(|l| l.len.is_some()) {
-        let _ = writeln!(t, "\n[roofline]");
-        let _ = writeln!(t, "# The least DRAM traffic: every input read once, every output written once.");
-        let _ = writeln!(t, "bytes = {}", toml_str(&bytes_terms.join(" + ")));
-        let _ = writeln!(t, "# flops = \"...\"   # add the arithmetic a correct kernel must do, and flops_kind");
+    /// A pointer that is not const is taken as an output, with its type's tolerance.
+    fn output(&mut self, elem: &str) {
+        let (rtol, atol, why) = tolerance_for(elem);
+        let _ = writeln!(
+            self.t,
+            "output = true   # guessed: not const, so written (an array read and written needs init = ... instead)"
+        );
+        let _ = writeln!(self.t, "rtol = {rtol:e}   # {why}");
+        let _ = writeln!(self.t, "atol = {atol:e}");
+        self.output_elems.push(elem.to_string());
     }
-    if include_dir {
-        let _ = writeln!(t, "\n[build]");
-        let _ = writeln!(t, "# Headers from the -I folders, hashed into the build: a change rebuilds. Generators");
-        let _ = writeln!(t, "# see them as read-only context and rewrite only {baseline}.");
-        let _ = writeln!(t, "include = [{}]", toml_str(super::includes::INCLUDE_DIR));
+
+    fn sizes_table(&mut self) {
+        let t = &mut self.t;
+        let sizes = &self.sizes;
+        let _ = writeln!(t, "\n[sizes]");
+        let _ = writeln!(t, "# Proposed: make the bench size your production shape (it should run >= 50 us); the");
+        let _ = writeln!(t, "# check sizes hit one element, primes, one past a tile edge, and multiples of 8.");
+        if sizes.is_empty() {
+            let _ = writeln!(t, "bench = {{}}");
+            let _ = writeln!(t, "check = [{{}}]");
+        } else {
+            let bench: Vec<String> = sizes.iter().map(|s| format!("{s} = {}", bench_value(s, sizes.len()))).collect();
+            let _ = writeln!(t, "bench = {{ {} }}", bench.join(", "));
+            let checks: Vec<String> = check_values(sizes.len())
+                .into_iter()
+                .map(|vals| {
+                    let kv: Vec<String> = sizes.iter().zip(vals).map(|(s, v)| format!("{s} = {v}")).collect();
+                    format!("{{ {} }}", kv.join(", "))
+                })
+                .collect();
+            let _ = writeln!(t, "check = [{}]", checks.join(", "));
+        }
     }
-    Draft { text: t, todos, lengths }
+
+    fn check_table(&mut self) {
+        let (rtol, atol, _) = self.output_elems.first().map(|e| tolerance_for(e)).unwrap_or((1e-5, 1e-6, ""));
+        let _ = writeln!(self.t, "\n[check]");
+        let _ = writeln!(self.t, "rtol = {rtol:e}   # default for outputs without their own; see each output");
+        let _ = writeln!(self.t, "atol = {atol:e}");
+        let _ = writeln!(self.t, "seeds = 2");
+    }
+
+    /// The least DRAM traffic, where every pointer's length is known.
+    fn roofline_table(&mut self) {
+        if self.bytes_terms.is_empty() || self.lengths.iter().any(|l| l.len.is_none()) {
+            return;
+        }
+        let _ = writeln!(self.t, "\n[roofline]");
+        let _ = writeln!(self.t, "# The least DRAM traffic: every input read once, every output written once.");
+        let _ = writeln!(self.t, "bytes = {}", toml_str(&self.bytes_terms.join(" + ")));
+        let _ = writeln!(self.t, "# flops = \"...\"   # add the arithmetic a correct kernel must do, and flops_kind");
+    }
+
+    fn build_table(&mut self) {
+        let baseline = self.baseline;
+        let _ = writeln!(self.t, "\n[build]");
+        let _ = writeln!(self.t, "# Headers from the -I folders, hashed into the build: a change rebuilds. Generators");
+        let _ = writeln!(self.t, "# see them as read-only context and rewrite only {baseline}.");
+        let _ = writeln!(self.t, "include = [{}]", toml_str(super::includes::INCLUDE_DIR));
+    }
 }
