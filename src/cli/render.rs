@@ -1,7 +1,7 @@
 //! Human-readable renderings of tasks and verdicts: compact, numbers first.
 
-use crate::eval::Verdict;
-use crate::protocol::SideTiming;
+use crate::eval::{BuildSummary, Verdict};
+use crate::protocol::{DeviceInfo, EnergyReport, SideTiming, TimingReport};
 use crate::task::{ArgRole, Task, TaskError};
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -102,6 +102,74 @@ fn side(t: &SideTiming) -> String {
 pub fn verdict(v: &Verdict, task: &Task) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}: {}", task.name, v.candidate.display());
+    outcome(&mut out, v);
+    if let Some(d) = &v.device {
+        let _ = writeln!(
+            out,
+            "  device    {} (sm_{}{}, {} SMs, {:.0} GB/s DRAM peak, driver {}.{})",
+            d.name,
+            d.compute_capability.0,
+            d.compute_capability.1,
+            d.sm_count,
+            d.peak_dram_gbs,
+            d.driver_version / 1000,
+            (d.driver_version % 1000) / 10
+        );
+    }
+    if let Some(c) = &v.check {
+        let _ = writeln!(
+            out,
+            "  check     {} cases, {} calls, {} elements; max abs err {:.2e}, max rel err {:.2e}",
+            c.cases, c.calls, c.elements_compared, c.max_abs_err, c.max_rel_err
+        );
+    }
+    if let Some(t) = &v.timing {
+        timing(&mut out, t, v.device.as_ref());
+    }
+    if let Some(e) = &v.energy {
+        energy(&mut out, e);
+    }
+    for s in &v.sanitizer {
+        let _ = writeln!(
+            out,
+            "  sanitize  {}: {}",
+            s.tool,
+            if s.clean() {
+                "clean".to_string()
+            } else {
+                s.findings.first().cloned().unwrap_or_else(|| s.summary.clone())
+            }
+        );
+    }
+    if let Some(b) = &v.build {
+        build(&mut out, b, &v.arch);
+    }
+    let p = &v.phases;
+    let _ = writeln!(
+        out,
+        "  phases    build {:.2} s | setup {:.2} s (sandbox {:.3} s) | check {:.2} s | time {:.2} s | energy {:.2} s | sanitize {:.2} s | total {:.2} s",
+        p.build, p.setup, p.sandbox, p.check, p.time, p.energy, p.sanitize, p.total
+    );
+    if !v.sandbox.is_empty() {
+        let _ = writeln!(out, "  sandbox   {}", crate::sandbox::summary(&v.sandbox));
+    }
+    if !v.hosted_sandbox.is_empty() {
+        let _ = writeln!(out, "  sanitizer ran in: {}", crate::sandbox::summary(&v.hosted_sandbox));
+    }
+    for n in &v.notes {
+        let _ = writeln!(out, "  note      {n}");
+    }
+    if let Some(t) = &v.stderr_tail {
+        let _ = writeln!(out, "  output of the failing run:");
+        for line in t.lines().take(40) {
+            let _ = writeln!(out, "    | {line}");
+        }
+    }
+    out
+}
+
+/// The headline: passed with the speedup read against the bar, or rejected and where.
+fn outcome(out: &mut String, v: &Verdict) {
     match &v.failure {
         None => {
             let headline = match &v.timing {
@@ -141,164 +209,114 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
             }
         }
     }
-    if let Some(d) = &v.device {
-        let _ = writeln!(
-            out,
-            "  device    {} (sm_{}{}, {} SMs, {:.0} GB/s DRAM peak, driver {}.{})",
-            d.name,
-            d.compute_capability.0,
-            d.compute_capability.1,
-            d.sm_count,
-            d.peak_dram_gbs,
-            d.driver_version / 1000,
-            (d.driver_version % 1000) / 10
-        );
-    }
-    if let Some(c) = &v.check {
-        let _ = writeln!(
-            out,
-            "  check     {} cases, {} calls, {} elements; max abs err {:.2e}, max rel err {:.2e}",
-            c.cases, c.calls, c.elements_compared, c.max_abs_err, c.max_rel_err
-        );
-    }
-    if let Some(t) = &v.timing {
-        let _ = writeln!(out, "  time      baseline {}", side(&t.baseline));
-        let _ = writeln!(out, "            candidate {}", side(&t.candidate));
-        let _ = writeln!(
-            out,
-            "            bench {}; {} input sets rotated; L2 {}; median moved {:.2}% (baseline) {:.2}% (candidate) across {} rounds",
-            t.size,
-            t.input_sets,
-            if t.flush_l2 { "flushed before each call" } else { "not flushed (task setting)" },
-            100.0 * t.baseline.median_spread(),
-            100.0 * t.candidate.median_spread(),
-            t.candidate.round_medians_ms.len()
-        );
-        if let (Some(f), Some(p), Some(bp)) = (t.floor_ms, t.pct_of_floor, t.baseline_pct_of_floor) {
-            let _ =
-                writeln!(out, "            physical floor {f:.4} ms: candidate at {p:.1}% of it, baseline at {bp:.1}%");
-        }
-        if let (Some(f), Some(p), Some(bp), Some(gbs)) = (
-            t.achievable_floor_ms,
-            t.pct_of_achievable,
-            t.baseline_pct_of_achievable,
-            v.device.as_ref().and_then(|d| d.achievable_dram_gbs),
-        ) {
-            let _ = writeln!(
-                out,
-                "            at what this GPU reaches ({:.2} TB/s measured) the floor is {f:.4} ms: candidate at {p:.1}%, baseline at {bp:.1}%",
-                gbs / 1e3
-            );
-        }
-        let _ = writeln!(
-            out,
-            "            host clock {:.4} ms/call vs events {:.4} ms/call over {} calls ({})",
-            t.host_check.host_ms_per_call,
-            t.host_check.event_ms_per_call,
-            t.host_check.calls,
-            if t.host_check.ok { "consistent" } else { "WORK ESCAPES THE STREAM" }
-        );
-        let c = &t.clocks;
-        let fmt = |x: Option<u32>| x.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
-        let _ = writeln!(
-            out,
-            "            clocks SM {} -> {} MHz, memory {} MHz, {}{}",
-            fmt(c.sm_mhz_before),
-            fmt(c.sm_mhz_after),
-            fmt(c.memory_mhz),
-            if c.throttle_reasons.is_empty() {
-                "no throttling".to_string()
-            } else {
-                format!("throttled: {}", c.throttle_reasons.join(", "))
-            },
-            c.temperature_c.map(|t| format!(", {t} C")).unwrap_or_default()
-        );
-        if let Some(cold) = &t.cold {
-            let _ = writeln!(
-                out,
-                "            fresh inputs: {:.2}x the warm median (candidate), {:.2}x (baseline){}",
-                cold.candidate_ratio,
-                cold.baseline_ratio,
-                if t.repeats > 0 { format!("; timed {} times for noise", t.repeats + 1) } else { String::new() }
-            );
-        }
-        if !t.baseline_outputs_ok {
-            let _ = writeln!(out, "            WARNING: the baseline's timed outputs did not match the reference");
-        }
-    }
-    if let Some(e) = &v.energy {
-        for (name, s) in [("baseline", &e.baseline), ("candidate", &e.candidate)] {
-            let _ = writeln!(
-                out,
-                "  energy    {name:<9} {:.4} mJ/call (min {:.4}, max {:.4} over {} runs), {:.0} W mean",
-                1e3 * s.joules_per_call,
-                1e3 * s.joules_per_call_min,
-                1e3 * s.joules_per_call_max,
-                s.samples.len(),
-                s.watts
-            );
-        }
-        let _ = writeln!(out, "            saving {:.3}x; {}", e.saving, e.note);
-    }
-    for s in &v.sanitizer {
-        let _ = writeln!(
-            out,
-            "  sanitize  {}: {}",
-            s.tool,
-            if s.clean() {
-                "clean".to_string()
-            } else {
-                s.findings.first().cloned().unwrap_or_else(|| s.summary.clone())
-            }
-        );
-    }
-    if let Some(b) = &v.build {
-        let kernels: Vec<String> = b
-            .kernels
-            .iter()
-            .map(|k| {
-                let mut s = format!("{} {} regs", sass::short_name(&k.name), k.registers);
-                if k.shared_bytes > 0 {
-                    let _ = write!(s, " {} B smem", k.shared_bytes);
-                }
-                if k.spill_store_bytes + k.spill_load_bytes > 0 {
-                    let _ = write!(s, " SPILLS {}+{} B", k.spill_store_bytes, k.spill_load_bytes);
-                }
-                if k.stack_frame_bytes > 0 {
-                    let _ = write!(s, " {} B stack", k.stack_frame_bytes);
-                }
-                s
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "  build     {} {}; {}",
-            v.arch,
-            if b.cached { "(cached)".to_string() } else { format!("(nvcc {:.2} s)", b.nvcc_seconds) },
-            kernels.join("; ")
-        );
-        let _ = writeln!(out, "            {}", b.dir.display());
-    }
-    let p = &v.phases;
+}
+
+/// The timing: both sides, the bench, the floors, the host-clock check, clocks, cold sets.
+fn timing(out: &mut String, t: &TimingReport, device: Option<&DeviceInfo>) {
+    let _ = writeln!(out, "  time      baseline {}", side(&t.baseline));
+    let _ = writeln!(out, "            candidate {}", side(&t.candidate));
     let _ = writeln!(
         out,
-        "  phases    build {:.2} s | setup {:.2} s (sandbox {:.3} s) | check {:.2} s | time {:.2} s | energy {:.2} s | sanitize {:.2} s | total {:.2} s",
-        p.build, p.setup, p.sandbox, p.check, p.time, p.energy, p.sanitize, p.total
+        "            bench {}; {} input sets rotated; L2 {}; median moved {:.2}% (baseline) {:.2}% (candidate) across {} rounds",
+        t.size,
+        t.input_sets,
+        if t.flush_l2 { "flushed before each call" } else { "not flushed (task setting)" },
+        100.0 * t.baseline.median_spread(),
+        100.0 * t.candidate.median_spread(),
+        t.candidate.round_medians_ms.len()
     );
-    if !v.sandbox.is_empty() {
-        let _ = writeln!(out, "  sandbox   {}", crate::sandbox::summary(&v.sandbox));
+    if let (Some(f), Some(p), Some(bp)) = (t.floor_ms, t.pct_of_floor, t.baseline_pct_of_floor) {
+        let _ = writeln!(out, "            physical floor {f:.4} ms: candidate at {p:.1}% of it, baseline at {bp:.1}%");
     }
-    if !v.hosted_sandbox.is_empty() {
-        let _ = writeln!(out, "  sanitizer ran in: {}", crate::sandbox::summary(&v.hosted_sandbox));
+    if let (Some(f), Some(p), Some(bp), Some(gbs)) = (
+        t.achievable_floor_ms,
+        t.pct_of_achievable,
+        t.baseline_pct_of_achievable,
+        device.and_then(|d| d.achievable_dram_gbs),
+    ) {
+        let _ = writeln!(
+            out,
+            "            at what this GPU reaches ({:.2} TB/s measured) the floor is {f:.4} ms: candidate at {p:.1}%, baseline at {bp:.1}%",
+            gbs / 1e3
+        );
     }
-    for n in &v.notes {
-        let _ = writeln!(out, "  note      {n}");
+    let _ = writeln!(
+        out,
+        "            host clock {:.4} ms/call vs events {:.4} ms/call over {} calls ({})",
+        t.host_check.host_ms_per_call,
+        t.host_check.event_ms_per_call,
+        t.host_check.calls,
+        if t.host_check.ok { "consistent" } else { "WORK ESCAPES THE STREAM" }
+    );
+    let c = &t.clocks;
+    let fmt = |x: Option<u32>| x.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
+    let _ = writeln!(
+        out,
+        "            clocks SM {} -> {} MHz, memory {} MHz, {}{}",
+        fmt(c.sm_mhz_before),
+        fmt(c.sm_mhz_after),
+        fmt(c.memory_mhz),
+        if c.throttle_reasons.is_empty() {
+            "no throttling".to_string()
+        } else {
+            format!("throttled: {}", c.throttle_reasons.join(", "))
+        },
+        c.temperature_c.map(|t| format!(", {t} C")).unwrap_or_default()
+    );
+    if let Some(cold) = &t.cold {
+        let _ = writeln!(
+            out,
+            "            fresh inputs: {:.2}x the warm median (candidate), {:.2}x (baseline){}",
+            cold.candidate_ratio,
+            cold.baseline_ratio,
+            if t.repeats > 0 { format!("; timed {} times for noise", t.repeats + 1) } else { String::new() }
+        );
     }
-    if let Some(t) = &v.stderr_tail {
-        let _ = writeln!(out, "  output of the failing run:");
-        for line in t.lines().take(40) {
-            let _ = writeln!(out, "    | {line}");
-        }
+    if !t.baseline_outputs_ok {
+        let _ = writeln!(out, "            WARNING: the baseline's timed outputs did not match the reference");
     }
-    out
+}
+
+fn energy(out: &mut String, e: &EnergyReport) {
+    for (name, s) in [("baseline", &e.baseline), ("candidate", &e.candidate)] {
+        let _ = writeln!(
+            out,
+            "  energy    {name:<9} {:.4} mJ/call (min {:.4}, max {:.4} over {} runs), {:.0} W mean",
+            1e3 * s.joules_per_call,
+            1e3 * s.joules_per_call_min,
+            1e3 * s.joules_per_call_max,
+            s.samples.len(),
+            s.watts
+        );
+    }
+    let _ = writeln!(out, "            saving {:.3}x; {}", e.saving, e.note);
+}
+
+/// The build: arch, nvcc time or cache, each kernel's registers, shared memory, spills.
+fn build(out: &mut String, b: &BuildSummary, arch: &str) {
+    let kernels: Vec<String> = b
+        .kernels
+        .iter()
+        .map(|k| {
+            let mut s = format!("{} {} regs", sass::short_name(&k.name), k.registers);
+            if k.shared_bytes > 0 {
+                let _ = write!(s, " {} B smem", k.shared_bytes);
+            }
+            if k.spill_store_bytes + k.spill_load_bytes > 0 {
+                let _ = write!(s, " SPILLS {}+{} B", k.spill_store_bytes, k.spill_load_bytes);
+            }
+            if k.stack_frame_bytes > 0 {
+                let _ = write!(s, " {} B stack", k.stack_frame_bytes);
+            }
+            s
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "  build     {} {}; {}",
+        arch,
+        if b.cached { "(cached)".to_string() } else { format!("(nvcc {:.2} s)", b.nvcc_seconds) },
+        kernels.join("; ")
+    );
+    let _ = writeln!(out, "            {}", b.dir.display());
 }
