@@ -371,19 +371,66 @@ pub fn resume(
     let finished_before = records.iter().any(|r| matches!(r.event, Event::RunFinished { .. }));
     let prior = finished_before.then(|| finish::read_best(dir)).flatten();
 
-    // Rebuild the tree, in the order things happened.
+    let Replayed { search, proposals, finished, profiled, usage, active } = replay(&records, &cfg, dir, &generator)?;
+    let mut search = search.ok_or_else(|| {
+        RunError::Usage(format!("{}: the run never judged its baseline; start a new one", dir.display()))
+    })?;
+    if let Generator::Llm(l) = &generator {
+        l.add_spent(&usage);
+    }
+    store.append(Event::Session { resumed: true, pid: std::process::id() }).map_err(RunError::Internal)?;
+    let rt = runtime()?;
+    let progress = progress::Progress::new(cfg.budget(), json);
+    let root_summary = search.summaries.get(&0).cloned().unwrap_or_default();
+    let prepared = prepare(&cfg, &task, toolchain, store.clone(), generator, Some(root_summary), &rt)?;
+    let ctx = prepared.ctx;
+
+    remember_judged(&ctx, &search, &proposals, &finished, dir);
+    read_back_profiles(&ctx, &store, profiled);
+    redo_unfinished(&mut search, &proposals);
+    progress.message(&format!(
+        "resuming {}: {} nodes judged, {} to redo, {:.1} min of search done",
+        dir.display(),
+        search.summaries.len().saturating_sub(1),
+        search.redo.len(),
+        active / 60.0
+    ));
+    drive(&cfg, &task, ctx, &mut search, active, prior, &rt, progress)
+}
+
+/// A run's log replayed: the tree as it stood, and what the new session must know.
+struct Replayed {
+    search: Option<Search>,
+    proposals: HashMap<usize, (Candidate, String, Option<String>)>,
+    /// Nodes that got a verdict (or none to get).
+    finished: BTreeSet<usize>,
+    /// Nodes profiled on their own.
+    profiled: BTreeSet<usize>,
+    usage: Usage,
+    /// Seconds of search before this session.
+    active: f64,
+}
+
+/// Rebuilds the tree from the log, in the order things happened; the generator
+/// remembers every proposal, so it never proposes one again.
+fn replay(
+    records: &[events::Record],
+    cfg: &RunConfig,
+    dir: &Path,
+    generator: &Generator,
+) -> Result<Replayed, RunError> {
     let mut search: Option<Search> = None;
     let mut proposals: HashMap<usize, (Candidate, String, Option<String>)> = HashMap::new();
     let mut finished: BTreeSet<usize> = BTreeSet::new();
     let mut profiled: BTreeSet<usize> = BTreeSet::new();
     let mut usage = Usage::default();
-    let clock = events::active_clock(&records);
+    let clock = events::active_clock(records);
     let active = clock.last().copied().unwrap_or(0.0);
     for (r, &at) in records.iter().zip(&clock) {
         match &r.event {
             Event::Baseline { summary, candidate } => {
                 search = Some(Search {
-                    tree: search::Tree::new(candidate.clone(), search_config(&cfg), cfg.seed),
+                    tree: search::Tree::new(candidate.clone(), search_config(cfg), cfg.seed),
                     summaries: HashMap::from([(0, summary.clone())]),
                     strategy: cfg.strategy,
                     repairs: matches!(cfg.generator, GeneratorSpec::Llm(_)),
@@ -447,26 +494,27 @@ pub fn resume(
             _ => {}
         }
     }
-    let mut search = search.ok_or_else(|| {
-        RunError::Usage(format!("{}: the run never judged its baseline; start a new one", dir.display()))
-    })?;
-    if let Generator::Llm(l) = &generator {
-        l.add_spent(&usage);
-    }
-    store.append(Event::Session { resumed: true, pid: std::process::id() }).map_err(RunError::Internal)?;
-    let rt = runtime()?;
-    let progress = progress::Progress::new(cfg.budget(), json);
-    let root_summary = search.summaries.get(&0).cloned().unwrap_or_default();
-    let prepared = prepare(&cfg, &task, toolchain, store.clone(), generator, Some(root_summary), &rt)?;
-    let ctx = prepared.ctx;
+    Ok(Replayed { search, proposals, finished, profiled, usage, active })
+}
 
-    // What was already judged is never judged again; profiles are read back from disk.
-    for id in &finished {
+/// What was already judged is never judged again.
+fn remember_judged(
+    ctx: &Ctx,
+    search: &Search,
+    proposals: &HashMap<usize, (Candidate, String, Option<String>)>,
+    finished: &BTreeSet<usize>,
+    dir: &Path,
+) {
+    for id in finished {
         if let (Some(s), Some((c, _, _))) = (search.summaries.get(id), proposals.get(id)) {
             let source = store::unmarked(std::fs::read_to_string(dir.join(&c.source)).unwrap_or_default());
             ctx.judged.lock().unwrap().insert(content_key(&source, c), (*id, s.clone()));
         }
     }
+}
+
+/// Profiles taken in earlier sessions, read back from the node folders.
+fn read_back_profiles(ctx: &Ctx, store: &RunStore, profiled: BTreeSet<usize>) {
     for id in profiled {
         let node_dir = store.node_dir(id);
         let diagnoses = std::fs::read(node_dir.join("diagnoses.json"))
@@ -481,8 +529,11 @@ pub fn resume(
         let p = generate::ParentProfile { diagnoses, raw, note, shared_from: None };
         ctx.profiles.lock().unwrap().insert(id, Arc::new(tokio::sync::OnceCell::new_with(Some(p))));
     }
+}
 
-    // Nodes that were in flight when the run stopped are redone.
+/// Nodes that were in flight when the run stopped are redone, their saved proposals
+/// judged without asking the generator again.
+fn redo_unfinished(search: &mut Search, proposals: &HashMap<usize, (Candidate, String, Option<String>)>) {
     let pending: Vec<usize> =
         search.tree.nodes().iter().filter(|n| n.id != 0 && n.outcome.is_none() && !n.cancelled).map(|n| n.id).collect();
     for id in pending {
@@ -500,14 +551,6 @@ pub fn resume(
             redo: proposals.get(&id).cloned(),
         });
     }
-    progress.message(&format!(
-        "resuming {}: {} nodes judged, {} to redo, {:.1} min of search done",
-        dir.display(),
-        search.summaries.len().saturating_sub(1),
-        search.redo.len(),
-        active / 60.0
-    ));
-    drive(&cfg, &task, ctx, &mut search, active, prior, &rt, progress)
 }
 
 /// The search, then the final re-verification and the summary. `prior` is the result an
