@@ -13,7 +13,7 @@ use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
 use crate::source::{Kernel, Source};
 use crate::syntax::{self, binary, descendants, identifiers, strip, text};
 use crate::version::{self, Change};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use tree_sitter::Node;
 
@@ -65,78 +65,135 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, S
         return Err(NotApplicable::new(format!("`{}` contains syntax this parser does not know", k.name)));
     }
     let body = src.node(&k.body, "compound_statement").ok_or_else(|| NotApplicable::new("no body"))?;
-    // Declared types of locals.
-    let mut locals: HashMap<String, String> = HashMap::new();
-    for d in descendants(body) {
-        if d.kind() == "declaration" {
-            if let Some(ty) = syntax::declaration_type(t, d) {
-                for n in syntax::declared_names(t, d) {
-                    locals.insert(n, ty.clone());
+    let names = Names::of(t, k, body);
+    let sites = division_sites(t, k, body, &names);
+    if sites.is_empty() {
+        return Err(NotApplicable::new(format!(
+            "`{}` divides no integer index by a run-time kernel parameter",
+            k.name
+        )));
+    }
+    if sites.len() > MAX_SITES {
+        return Err(NotApplicable::new(format!(
+            "`{}` has {} divisions by run-time values, more than the {MAX_SITES} this recipe rewrites",
+            k.name,
+            sites.len()
+        )));
+    }
+    rewrite(src, facts, k, &sites)
+}
+
+/// What the kernel's names are, as far as dividing by them goes.
+struct Names {
+    /// Declared types of locals.
+    locals: HashMap<String, String>,
+    /// Names assigned anywhere in the body.
+    assigned: Vec<String>,
+    /// Locals that hold the same value in every thread, with how the host computes them.
+    invariant: HashMap<String, String>,
+    /// Integer locals built only from thread coordinates, sizes and other index locals.
+    index_locals: HashSet<String>,
+    /// Index locals whose value multiplies names (bounded by buffer lengths, not by the
+    /// thread count).
+    index_products: HashSet<String>,
+}
+
+impl Names {
+    fn of(t: &str, k: &Kernel, body: Node) -> Names {
+        let mut locals: HashMap<String, String> = HashMap::new();
+        for d in descendants(body) {
+            if d.kind() == "declaration" {
+                if let Some(ty) = syntax::declaration_type(t, d) {
+                    for n in syntax::declared_names(t, d) {
+                        locals.insert(n, ty.clone());
+                    }
                 }
             }
         }
+        let assigned: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
+        let mut names = Names {
+            locals,
+            assigned,
+            invariant: HashMap::new(),
+            index_locals: HashSet::new(),
+            index_products: HashSet::new(),
+        };
+        names.find_invariant(t, k, body);
+        names.find_index_locals(t, k, body);
+        names
     }
-    let assigned: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
-    // A divisor parameter must hold its launch value throughout.
-    let int_param = |name: &str| {
-        k.param(name).is_some_and(|p| !p.pointer && is_int_type(&p.base)) && !assigned.iter().any(|a| a == name)
-    };
-    // Locals that hold the same value in every thread: integer declarations at the top
-    // of the body, never assigned again, computed from parameters and such locals.
-    let mut invariant: HashMap<String, String> = HashMap::new();
-    for s in syntax::statements(body) {
-        let Some((name, Some(init))) = syntax::single_declarator(t, s) else { continue };
-        let ty = syntax::declaration_type(t, s).unwrap_or_default();
-        if !is_int_type(&ty) || assigned.contains(&name) || !divisor_shape(t, init) {
-            continue;
-        }
-        let ids = identifiers(t, init);
-        if ids.iter().all(|n| int_param(n) || invariant.contains_key(*n)) {
-            invariant.insert(name, host_template(t, k, init, &invariant));
-        }
+
+    /// A divisor parameter must hold its launch value throughout.
+    fn int_param(&self, k: &Kernel, name: &str) -> bool {
+        k.param(name).is_some_and(|p| !p.pointer && is_int_type(&p.base)) && !self.assigned.iter().any(|a| a == name)
     }
-    // Index locals: integers every assignment of which is a dividend-shaped expression of
-    // thread coordinates, sizes and other index locals.
-    let updates = syntax::assigned(t, body);
-    // A name in capitals that no local declares: a macro (a compile-time constant).
-    let macro_like = |n: &str| {
-        !locals.contains_key(n) && n.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-    };
-    let mut index_locals: std::collections::HashSet<String> = std::collections::HashSet::new();
-    let mut index_products: std::collections::HashSet<String> = std::collections::HashSet::new();
-    loop {
-        let before = index_locals.len();
-        for d in descendants(body) {
-            let Some((name, Some(init))) = syntax::single_declarator(t, d) else { continue };
-            if index_locals.contains(&name) || !locals.get(&name).is_some_and(|ty| is_int_type(ty)) {
+
+    /// A name in capitals that no local declares: a macro (a compile-time constant).
+    fn macro_like(&self, n: &str) -> bool {
+        !self.locals.contains_key(n) && n.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    }
+
+    /// Locals that hold the same value in every thread: integer declarations at the top
+    /// of the body, never assigned again, computed from parameters and such locals.
+    fn find_invariant(&mut self, t: &str, k: &Kernel, body: Node) {
+        for s in syntax::statements(body) {
+            let Some((name, Some(init))) = syntax::single_declarator(t, s) else { continue };
+            let ty = syntax::declaration_type(t, s).unwrap_or_default();
+            if !is_int_type(&ty) || self.assigned.contains(&name) || !divisor_shape(t, init) {
                 continue;
             }
-            let from_index = |e: Node| {
-                dividend_shape(t, e)
-                    && identifiers(t, e).iter().all(|n| {
-                        index_locals.contains(*n)
-                            || int_param(n)
-                            || matches!(*n, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
-                            || macro_like(n)
-                    })
-            };
-            // Later assignments, e.g. `i += stride`, must keep the shape too.
-            let later_ok = updates.iter().filter(|(n, _)| *n == name).all(|(_, a)| {
-                a.kind() == "assignment_expression"
-                    && a.child_by_field_name("operator").is_some_and(|o| matches!(text(t, o), "=" | "+="))
-                    && a.child_by_field_name("right").is_some_and(&from_index)
-            });
-            if from_index(init) && later_ok {
-                if multiplies_names(t, init) || identifiers(t, init).iter().any(|n| index_products.contains(*n)) {
-                    index_products.insert(name.clone());
-                }
-                index_locals.insert(name);
+            let ids = identifiers(t, init);
+            if ids.iter().all(|n| self.int_param(k, n) || self.invariant.contains_key(*n)) {
+                let template = host_template(t, k, init, &self.invariant);
+                self.invariant.insert(name, template);
             }
         }
-        if index_locals.len() == before {
-            break;
+    }
+
+    /// Index locals: integers every assignment of which is a dividend-shaped expression
+    /// of thread coordinates, sizes and other index locals (to a fixed point).
+    fn find_index_locals(&mut self, t: &str, k: &Kernel, body: Node) {
+        let updates = syntax::assigned(t, body);
+        loop {
+            let before = self.index_locals.len();
+            for d in descendants(body) {
+                let Some((name, Some(init))) = syntax::single_declarator(t, d) else { continue };
+                if self.index_locals.contains(&name) || !self.locals.get(&name).is_some_and(|ty| is_int_type(ty)) {
+                    continue;
+                }
+                let from_index = |e: Node| {
+                    dividend_shape(t, e)
+                        && identifiers(t, e).iter().all(|n| {
+                            self.index_locals.contains(*n)
+                                || self.int_param(k, n)
+                                || matches!(*n, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
+                                || self.macro_like(n)
+                        })
+                };
+                // Later assignments, e.g. `i += stride`, must keep the shape too.
+                let later_ok = updates.iter().filter(|(n, _)| *n == name).all(|(_, a)| {
+                    a.kind() == "assignment_expression"
+                        && a.child_by_field_name("operator").is_some_and(|o| matches!(text(t, o), "=" | "+="))
+                        && a.child_by_field_name("right").is_some_and(&from_index)
+                });
+                if from_index(init) && later_ok {
+                    if multiplies_names(t, init)
+                        || identifiers(t, init).iter().any(|n| self.index_products.contains(*n))
+                    {
+                        self.index_products.insert(name.clone());
+                    }
+                    self.index_locals.insert(name);
+                }
+            }
+            if self.index_locals.len() == before {
+                break;
+            }
         }
     }
+}
+
+/// Every `/` and `%` of an index by a run-time divisor the host knows.
+fn division_sites(t: &str, k: &Kernel, body: Node, names: &Names) -> Vec<Site> {
     let mut sites = Vec::new();
     for d in descendants(body) {
         // Each division once: its parentheses are not a site of their own.
@@ -153,46 +210,47 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, S
             continue;
         }
         let ids = identifiers(t, rs);
-        if ids.is_empty() || !ids.iter().all(|n| int_param(n) || invariant.contains_key(*n)) || !divisor_shape(t, rs) {
+        if ids.is_empty()
+            || !ids.iter().all(|n| names.int_param(k, n) || names.invariant.contains_key(*n))
+            || !divisor_shape(t, rs)
+        {
             continue;
         }
         // The dividend: a non-negative index below 2^31, built from thread coordinates,
         // sizes and index locals by sums, divisions and remainders only (no product that
         // could pass 2^31, no difference that could go negative, nothing loaded).
         let ok = identifiers(t, l).iter().all(|n| {
-            index_locals.contains(*n)
+            names.index_locals.contains(*n)
                 || k.param(n).is_some_and(|p| !p.pointer && is_int_type(&p.base))
                 || matches!(*n, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
-                || macro_like(n)
+                || names.macro_like(n)
         }) && dividend_shape(t, l);
         if !ok {
             continue;
         }
-        let products = multiplies_names(t, l) || identifiers(t, l).iter().any(|n| index_products.contains(*n));
+        let products = multiplies_names(t, l) || identifiers(t, l).iter().any(|n| names.index_products.contains(*n));
         sites.push(Site {
             range: d.byte_range(),
             products,
             op,
             dividend: l.byte_range(),
-            divisor: host_template(t, k, rs, &invariant),
+            divisor: host_template(t, k, rs, &names.invariant),
         });
     }
-    if sites.is_empty() {
-        return Err(NotApplicable::new(format!(
-            "`{}` divides no integer index by a run-time kernel parameter",
-            k.name
-        )));
-    }
-    if sites.len() > MAX_SITES {
-        return Err(NotApplicable::new(format!(
-            "`{}` has {} divisions by run-time values, more than the {MAX_SITES} this recipe rewrites",
-            k.name,
-            sites.len()
-        )));
-    }
-    // One magic-number argument per distinct divisor.
+    sites
+}
+
+/// The sites rewritten with one magic-number argument per distinct divisor, and the
+/// launcher's checks that keep the magic numbers exact.
+fn rewrite<'k>(
+    src: &Source,
+    facts: &Facts,
+    k: &'k Kernel,
+    sites: &[Site],
+) -> Result<(Change<'k>, String), NotApplicable> {
+    let t = src.text();
     let mut divisors: Vec<String> = Vec::new();
-    for s in &sites {
+    for s in sites {
         if !divisors.contains(&s.divisor) {
             divisors.push(s.divisor.clone());
         }
@@ -208,7 +266,7 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, S
         })
         .collect();
     for s in outer {
-        change.edits.replace(s.range.clone(), render(t, s, &sites, &var));
+        change.edits.replace(s.range.clone(), render(t, s, sites, &var));
     }
     let extra: String = divisors.iter().map(|d| format!(", ns_divisor {}", var(d))).collect();
     change.edits.insert(k.params_range.end - 1, extra);
