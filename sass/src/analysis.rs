@@ -312,7 +312,23 @@ pub fn analyze(f: &Function) -> FunctionReport {
 }
 
 fn findings(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Vec<Finding> {
-    let mut out = Vec::new();
+    let checks: [fn(&Function, &FunctionReport, &[&Instruction]) -> Option<Finding>; 10] = [
+        global_width,
+        local_memory,
+        fp64,
+        barriers_in_loops,
+        tensor_instructions,
+        async_copies,
+        atomics,
+        dependent_loads,
+        accurate_math,
+        predication,
+    ];
+    checks.iter().filter_map(|check| check(f, r, live)).collect()
+}
+
+/// Global accesses all 32 bits or narrower, or how many are vector accesses.
+fn global_width(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Option<Finding> {
     let loads = r.count(Class::GlobalLoad);
     let stores = r.count(Class::GlobalStore);
     let (narrow_l, narrow_s) = r.mix.global_accesses(|b| b <= 32);
@@ -323,138 +339,168 @@ fn findings(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Vec<Find
             .filter(|i| matches!(classify(i), Class::GlobalLoad | Class::GlobalStore))
             .map(|i| site(f, i))
             .collect();
-        out.push(Finding {
+        Some(Finding {
             kind: "scalar-global-loads".into(),
             message: format!("all {} global accesses are 32 bits or narrower ({narrow_l} loads, {narrow_s} stores); none is a 64- or 128-bit vector access", loads + stores),
             count: loads + stores,
             lines: lines_by_frequency(&sites),
-        });
+        })
     } else if wide_l + wide_s > 0 {
-        out.push(Finding {
+        Some(Finding {
             kind: "vector-global-access".into(),
             message: format!(
                 "{wide_l} of {loads} global loads and {wide_s} of {stores} stores are 64 or 128 bits wide"
             ),
             count: wide_l + wide_s,
             lines: Vec::new(),
-        });
+        })
+    } else {
+        None
     }
-    if !r.local_memory.is_empty() {
-        let (ld, st) = (r.count(Class::LocalLoad), r.count(Class::LocalStore));
-        out.push(Finding {
-            kind: "local-memory".into(),
-            message: format!("{ld} local loads (LDL) and {st} local stores (STL): an array or spilled registers live in local memory"),
-            count: ld + st,
-            lines: lines_by_frequency(&r.local_memory),
-        });
+}
+
+fn local_memory(_: &Function, r: &FunctionReport, _: &[&Instruction]) -> Option<Finding> {
+    if r.local_memory.is_empty() {
+        return None;
     }
-    if !r.fp64.is_empty() {
-        let ops = r.count(Class::Fp64);
-        let conv = r.fp64.len() as u64 - ops;
-        out.push(Finding {
-            kind: "fp64".into(),
-            message: format!("{ops} fp64 arithmetic instructions and {conv} conversions to or from fp64"),
-            count: r.fp64.len() as u64,
-            lines: lines_by_frequency(&r.fp64),
-        });
+    let (ld, st) = (r.count(Class::LocalLoad), r.count(Class::LocalStore));
+    Some(Finding {
+        kind: "local-memory".into(),
+        message: format!(
+            "{ld} local loads (LDL) and {st} local stores (STL): an array or spilled registers live in local memory"
+        ),
+        count: ld + st,
+        lines: lines_by_frequency(&r.local_memory),
+    })
+}
+
+fn fp64(_: &Function, r: &FunctionReport, _: &[&Instruction]) -> Option<Finding> {
+    if r.fp64.is_empty() {
+        return None;
     }
+    let ops = r.count(Class::Fp64);
+    let conv = r.fp64.len() as u64 - ops;
+    Some(Finding {
+        kind: "fp64".into(),
+        message: format!("{ops} fp64 arithmetic instructions and {conv} conversions to or from fp64"),
+        count: r.fp64.len() as u64,
+        lines: lines_by_frequency(&r.fp64),
+    })
+}
+
+fn barriers_in_loops(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Option<Finding> {
     let in_loop_barriers: Vec<Site> = r
         .loops
         .iter()
         .flat_map(|l| live.iter().filter(move |i| i.offset >= l.start && i.offset <= l.end && i.opcode == "BAR"))
         .map(|i| site(f, i))
         .collect();
-    if !in_loop_barriers.is_empty() {
-        let mut uniq = in_loop_barriers.clone();
-        uniq.sort_by_key(|s| s.offset);
-        uniq.dedup_by_key(|s| s.offset);
-        out.push(Finding {
-            kind: "barrier-in-loop".into(),
-            message: format!(
-                "{} block barriers (BAR) inside loops: every iteration waits for the slowest warp",
-                uniq.len()
-            ),
-            count: uniq.len() as u64,
-            lines: lines_by_frequency(&uniq),
-        });
+    if in_loop_barriers.is_empty() {
+        return None;
     }
+    let mut uniq = in_loop_barriers.clone();
+    uniq.sort_by_key(|s| s.offset);
+    uniq.dedup_by_key(|s| s.offset);
+    Some(Finding {
+        kind: "barrier-in-loop".into(),
+        message: format!(
+            "{} block barriers (BAR) inside loops: every iteration waits for the slowest warp",
+            uniq.len()
+        ),
+        count: uniq.len() as u64,
+        lines: lines_by_frequency(&uniq),
+    })
+}
+
+fn tensor_instructions(_: &Function, r: &FunctionReport, live: &[&Instruction]) -> Option<Finding> {
     let tensor = r.count(Class::Tensor);
-    if tensor > 0 {
-        let kinds: Vec<String> = {
-            let mut k: Vec<String> = live
-                .iter()
-                .filter(|i| classify(i) == Class::Tensor && i.opcode != "WARPGROUP")
-                .map(|i| i.opcode.clone())
-                .collect();
-            k.sort();
-            k.dedup();
-            k
-        };
-        out.push(Finding {
-            kind: "tensor-instructions".into(),
-            message: format!("{tensor} tensor-core instructions ({})", kinds.join(", ")),
-            count: tensor,
-            lines: Vec::new(),
-        });
+    if tensor == 0 {
+        return None;
     }
+    let mut kinds: Vec<String> = live
+        .iter()
+        .filter(|i| classify(i) == Class::Tensor && i.opcode != "WARPGROUP")
+        .map(|i| i.opcode.clone())
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    Some(Finding {
+        kind: "tensor-instructions".into(),
+        message: format!("{tensor} tensor-core instructions ({})", kinds.join(", ")),
+        count: tensor,
+        lines: Vec::new(),
+    })
+}
+
+fn async_copies(_: &Function, r: &FunctionReport, _: &[&Instruction]) -> Option<Finding> {
     let asyncs = r.count(Class::AsyncCopy);
-    if asyncs > 0 {
-        out.push(Finding {
-            kind: "async-copy".into(),
-            message: format!("{asyncs} asynchronous copy instructions (cp.async, bulk or TMA)"),
-            count: asyncs,
-            lines: Vec::new(),
-        });
-    }
+    (asyncs > 0).then(|| Finding {
+        kind: "async-copy".into(),
+        message: format!("{asyncs} asynchronous copy instructions (cp.async, bulk or TMA)"),
+        count: asyncs,
+        lines: Vec::new(),
+    })
+}
+
+fn atomics(f: &Function, _: &FunctionReport, live: &[&Instruction]) -> Option<Finding> {
     let atomics: Vec<Site> = live.iter().filter(|i| classify(i) == Class::Atomic).map(|i| site(f, i)).collect();
-    if !atomics.is_empty() {
-        let global = live.iter().filter(|i| matches!(i.opcode.as_str(), "ATOMG" | "REDG" | "ATOM" | "RED")).count();
-        out.push(Finding {
-            kind: "atomics".into(),
-            message: format!("{} atomic or reduction instructions ({} on global memory)", atomics.len(), global),
-            count: atomics.len() as u64,
-            lines: lines_by_frequency(&atomics),
-        });
+    if atomics.is_empty() {
+        return None;
     }
-    if !r.dependent_loads.is_empty() {
-        let chain = r.loops.iter().map(|l| l.load_chain).max().unwrap_or(2).max(2);
-        out.push(Finding {
-            kind: "dependent-loads".into(),
-            message: format!(
-                "{} global loads take their address from an earlier load's result (chains up to {chain} loads deep): each waits a full memory latency for the one before",
-                r.dependent_loads.len()
-            ),
-            count: r.dependent_loads.len() as u64,
-            lines: lines_by_frequency(&r.dependent_loads),
-        });
+    let global = live.iter().filter(|i| matches!(i.opcode.as_str(), "ATOMG" | "REDG" | "ATOM" | "RED")).count();
+    Some(Finding {
+        kind: "atomics".into(),
+        message: format!("{} atomic or reduction instructions ({} on global memory)", atomics.len(), global),
+        count: atomics.len() as u64,
+        lines: lines_by_frequency(&atomics),
+    })
+}
+
+fn dependent_loads(_: &Function, r: &FunctionReport, _: &[&Instruction]) -> Option<Finding> {
+    if r.dependent_loads.is_empty() {
+        return None;
     }
-    if !r.accurate_math.is_empty() {
-        let mut names: Vec<&str> = r.accurate_math.iter().map(|s| s.opcode.as_str()).collect();
-        names.sort();
-        names.dedup();
-        out.push(Finding {
-            kind: "accurate-math".into(),
-            message: format!(
-                "{} inlined math-library calls on their accurate paths ({}): range reduction and polynomials on the FMA pipe",
-                r.accurate_math.len(),
-                names.join(", ")
-            ),
-            count: r.accurate_math.len() as u64,
-            lines: lines_by_frequency(&r.accurate_math),
-        });
+    let chain = r.loops.iter().map(|l| l.load_chain).max().unwrap_or(2).max(2);
+    Some(Finding {
+        kind: "dependent-loads".into(),
+        message: format!(
+            "{} global loads take their address from an earlier load's result (chains up to {chain} loads deep): each waits a full memory latency for the one before",
+            r.dependent_loads.len()
+        ),
+        count: r.dependent_loads.len() as u64,
+        lines: lines_by_frequency(&r.dependent_loads),
+    })
+}
+
+fn accurate_math(_: &Function, r: &FunctionReport, _: &[&Instruction]) -> Option<Finding> {
+    if r.accurate_math.is_empty() {
+        return None;
     }
-    if r.instructions >= 20 && r.predicated_ratio > 0.3 {
-        out.push(Finding {
-            kind: "high-predication".into(),
-            message: format!(
-                "{:.0}% of instructions are predicated: divergent or guarded code paths",
-                100.0 * r.predicated_ratio
-            ),
-            count: (r.predicated_ratio * r.instructions as f64) as u64,
-            lines: Vec::new(),
-        });
-    }
-    out
+    let mut names: Vec<&str> = r.accurate_math.iter().map(|s| s.opcode.as_str()).collect();
+    names.sort();
+    names.dedup();
+    Some(Finding {
+        kind: "accurate-math".into(),
+        message: format!(
+            "{} inlined math-library calls on their accurate paths ({}): range reduction and polynomials on the FMA pipe",
+            r.accurate_math.len(),
+            names.join(", ")
+        ),
+        count: r.accurate_math.len() as u64,
+        lines: lines_by_frequency(&r.accurate_math),
+    })
+}
+
+fn predication(_: &Function, r: &FunctionReport, _: &[&Instruction]) -> Option<Finding> {
+    (r.instructions >= 20 && r.predicated_ratio > 0.3).then(|| Finding {
+        kind: "high-predication".into(),
+        message: format!(
+            "{:.0}% of instructions are predicated: divergent or guarded code paths",
+            100.0 * r.predicated_ratio
+        ),
+        count: (r.predicated_ratio * r.instructions as f64) as u64,
+        lines: Vec::new(),
+    })
 }
 
 /// Analyzes every function of a listing.
