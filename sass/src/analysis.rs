@@ -311,8 +311,11 @@ pub fn analyze(f: &Function) -> FunctionReport {
     report
 }
 
+/// One finding's check: the function, its report so far, its live instructions.
+type FindingCheck = fn(&Function, &FunctionReport, &[&Instruction]) -> Option<Finding>;
+
 fn findings(f: &Function, r: &FunctionReport, live: &[&Instruction]) -> Vec<Finding> {
-    let checks: [fn(&Function, &FunctionReport, &[&Instruction]) -> Option<Finding>; 10] = [
+    let checks: [FindingCheck; 10] = [
         global_width,
         local_memory,
         fp64,
