@@ -148,18 +148,45 @@ pub fn classify(k: &Kernel) -> Roofline {
     let busiest = k.busiest_pipe();
     let of_achievable =
         pct_of_achievable(dram, dram_gbs, k.device.peak_dram_bytes_per_s.map(|b| b / 1e9), k.hints.achievable_dram_gbs);
-    let memory_limiter = || {
-        let units = [("dram", dram), ("l2", l2), ("l1", l1)];
-        units
-            .iter()
-            .filter_map(|(n, v)| v.map(|v| (*n, v)))
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(n, _)| n.to_string())
-            .unwrap_or_else(|| "memory".into())
-    };
-    let busiest_pipe = || busiest.map(|(n, _)| format!("{n} pipe")).unwrap_or_else(|| "sm".into());
-    // The bytes DRAM moves count only as far as they are used: waste keeps a busy DRAM
-    // off the roofline, and the waste tools then say where it comes from.
+    let (waste, unknown_use) = wasted_bytes(sector_efficiency, useful_dram);
+    let levels = Levels { dram, mem, sm, l1, l2, of_achievable };
+    let (class, limiter, reason) = bound(&levels, k.hints.achievable_dram_gbs, busiest, waste, unknown_use);
+    Roofline {
+        class,
+        limiter,
+        dram_pct: dram.map(r1),
+        memory_pct: mem.map(r1),
+        compute_pct: sm.map(r1),
+        l1_pct: l1.map(r1),
+        l2_pct: l2.map(r1),
+        duration_us: dur.map(|t| (t * 1e6 * 1000.0).round() / 1000.0),
+        dram_gbs: dram_gbs.map(r1),
+        gflops: gflops.map(r1),
+        arithmetic_intensity: ai.map(|x| (x * 100.0).round() / 100.0),
+        floor_us: floor_us.map(|x| (x * 1000.0).round() / 1000.0),
+        dram_pct_of_achievable: of_achievable.map(r1),
+        sector_efficiency: sector_efficiency.map(|x| (x * 1000.0).round() / 1000.0),
+        useful_dram_fraction: useful_dram.map(|x| (x * 1000.0).round() / 1000.0),
+        busiest_pipe: busiest.map(|(n, v)| (n.to_string(), r1(v))),
+        reason,
+    }
+}
+
+/// The speed-of-light percentages a class is read from.
+struct Levels {
+    dram: Option<f64>,
+    mem: Option<f64>,
+    sm: Option<f64>,
+    l1: Option<f64>,
+    l2: Option<f64>,
+    /// DRAM throughput as a share of what this GPU was measured to reach.
+    of_achievable: Option<f64>,
+}
+
+/// The bytes DRAM moves count only as far as they are used: waste keeps a busy DRAM off
+/// the roofline, and the waste tools then say where it comes from. Returns the worst
+/// waste below the useful fraction, and a note where nothing says how much is useful.
+fn wasted_bytes(sector_efficiency: Option<f64>, useful_dram: Option<f64>) -> (Option<String>, &'static str) {
     let waste = [
         sector_efficiency
             .map(|e| (e, format!("only {:.0}% of the bytes in each moved sector are requested", 100.0 * e))),
@@ -175,14 +202,36 @@ pub fn classify(k: &Kernel) -> Roofline {
     } else {
         ""
     };
-    let (class, limiter, reason) = match (dram, mem, sm) {
+    (waste, unknown_use)
+}
+
+/// The class, its limiter and the reason, from the throughputs.
+fn bound(
+    levels: &Levels,
+    achievable_dram_gbs: Option<f64>,
+    busiest: Option<(&str, f64)>,
+    waste: Option<String>,
+    unknown_use: &str,
+) -> (Bound, String, String) {
+    let Levels { dram, mem, sm, l1, l2, of_achievable } = *levels;
+    let memory_limiter = || {
+        let units = [("dram", dram), ("l2", l2), ("l1", l1)];
+        units
+            .iter()
+            .filter_map(|(n, v)| v.map(|v| (*n, v)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(n, _)| n.to_string())
+            .unwrap_or_else(|| "memory".into())
+    };
+    let busiest_pipe = || busiest.map(|(n, _)| format!("{n} pipe")).unwrap_or_else(|| "sm".into());
+    match (dram, mem, sm) {
         (None, None, None) => {
             (Bound::Unknown, String::new(), "no speed-of-light counters: SASS and ptxas facts only".to_string())
         }
         _ => {
             let (d, m, s) = (dram.unwrap_or(0.0), mem.unwrap_or(0.0), sm.unwrap_or(0.0));
             let at_roof = dram_at_roof(d, of_achievable);
-            let measured = match (of_achievable, k.hints.achievable_dram_gbs) {
+            let measured = match (of_achievable, achievable_dram_gbs) {
                 (Some(a), Some(g)) => format!(", {a:.1}% of the {g:.0} GB/s this GPU was measured to reach"),
                 _ => String::new(),
             };
@@ -236,25 +285,6 @@ pub fn classify(k: &Kernel) -> Roofline {
                 )
             }
         }
-    };
-    Roofline {
-        class,
-        limiter,
-        dram_pct: dram.map(r1),
-        memory_pct: mem.map(r1),
-        compute_pct: sm.map(r1),
-        l1_pct: l1.map(r1),
-        l2_pct: l2.map(r1),
-        duration_us: dur.map(|t| (t * 1e6 * 1000.0).round() / 1000.0),
-        dram_gbs: dram_gbs.map(r1),
-        gflops: gflops.map(r1),
-        arithmetic_intensity: ai.map(|x| (x * 100.0).round() / 100.0),
-        floor_us: floor_us.map(|x| (x * 1000.0).round() / 1000.0),
-        dram_pct_of_achievable: of_achievable.map(r1),
-        sector_efficiency: sector_efficiency.map(|x| (x * 1000.0).round() / 1000.0),
-        useful_dram_fraction: useful_dram.map(|x| (x * 1000.0).round() / 1000.0),
-        busiest_pipe: busiest.map(|(n, v)| (n.to_string(), r1(v))),
-        reason,
     }
 }
 
