@@ -170,151 +170,191 @@ fn one_pass(src: &Source, facts: &Facts, params: &Params) -> Result<(Rewrite, Co
     let want = params.get(PARAMS, "fn").to_string();
     let kernels = target_kernels(src, params)?;
     let t = src.text();
-    let rtol = effective_rtol(facts);
-    let admitted = |fam: &str| FAMILIES.iter().any(|f| f.name == fam && rtol >= MARGIN * f.error);
     // Kernels, and the device functions of this file (shared by every kernel).
-    let mut scopes: Vec<(std::ops::Range<usize>, &crate::source::Kernel)> = Vec::new();
-    for k in &kernels {
-        scopes.push((k.body.clone(), k));
-    }
     let devices: Vec<_> = src.host_functions().into_iter().filter(|f| f.is_device).collect();
     let Some(first) = kernels.first() else { return Err(NotApplicable::new("no kernel")) };
-    let mut change = Change::new(first);
-    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut refused: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut taken: Vec<std::ops::Range<usize>> = Vec::new();
-    let mut ranges: Vec<std::ops::Range<usize>> = scopes.iter().map(|(r, _)| r.clone()).collect();
+    let mut pass = Pass {
+        t,
+        want: &want,
+        rtol: effective_rtol(facts),
+        change: Change::new(first),
+        counts: BTreeMap::new(),
+        refused: BTreeMap::new(),
+        taken: Vec::new(),
+    };
+    let mut ranges: Vec<std::ops::Range<usize>> = kernels.iter().map(|k| k.body.clone()).collect();
     ranges.extend(devices.iter().map(|d| d.body.clone()));
     for r in &ranges {
         let Some(body) = src.node(r, "compound_statement") else { continue };
-        // Which names are float (declared float, or float parameters of the function).
-        let mut floats: HashMap<String, String> = HashMap::new();
-        if let Some(f) = body.parent() {
-            for d in descendants(f) {
-                if matches!(d.kind(), "declaration" | "parameter_declaration") {
-                    let ty = d.child_by_field_name("type").map(|x| text(t, x)).unwrap_or("");
-                    let names = if d.kind() == "declaration" {
-                        syntax::declared_names(t, d)
-                    } else {
-                        d.child_by_field_name("declarator")
-                            .filter(|x| x.kind() == "identifier")
-                            .map(|x| vec![text(t, x).to_string()])
-                            .unwrap_or_default()
-                    };
-                    // A name declared with two types in one function (in separate scopes)
-                    // is of unknown type here: never taken for a float.
-                    for n in names {
-                        match floats.get(&n) {
-                            Some(prev) if prev != ty => {
-                                floats.insert(n, "?".into());
-                            }
-                            Some(_) => {}
-                            None => {
-                                floats.insert(n, ty.to_string());
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let floats = float_names(t, body);
         // Calls first, so a division around a rewritten call waits for the next pass.
         let mut nodes = descendants(body);
         nodes.sort_by_key(|n| n.kind() != "call_expression");
         for d in nodes {
-            // Calls of accurate functions.
             if d.kind() == "call_expression" {
-                let Some(f) = d.child_by_field_name("function") else { continue };
-                let Some((fam, fast)) = family_of(text(t, f)) else { continue };
-                if want != "all" && want != fam {
-                    continue;
-                }
-                if !admitted(fam) {
-                    *refused.entry(fam).or_default() += 1;
-                    continue;
-                }
-                change.edits.replace(f.byte_range(), fast);
-                taken.push(f.byte_range());
-                *counts.entry(fam).or_default() += 1;
-                if fast.starts_with("ns_") {
-                    change.helpers.push(&helpers::FAST_MATH);
-                }
-                continue;
+                pass.call(d);
+            } else {
+                pass.division(d, &floats);
             }
-            // 1 / sqrtf(x) and float divisions.
-            let Some((op, l, r)) = binary(t, d) else { continue };
-            if op != "/" {
-                continue;
-            }
-            let rs = strip_parens(r);
-            let is_rsqrt = matches!(text(t, strip(l)).trim(), "1.0f" | "1.f" | "1.0F")
-                && rs.kind() == "call_expression"
-                && rs.child_by_field_name("function").is_some_and(|f| text(t, f) == "sqrtf");
-            if is_rsqrt {
-                if want != "all" && want != "rsqrt" {
-                    continue;
-                }
-                if !admitted("rsqrt") {
-                    *refused.entry("rsqrt").or_default() += 1;
-                    continue;
-                }
-                let arg = rs.child_by_field_name("arguments").map(|a| text(t, a)).unwrap_or("()");
-                if overlaps(&taken, d) {
-                    continue;
-                }
-                change.edits.replace(d.byte_range(), format!("rsqrtf{arg}"));
-                taken.push(d.byte_range());
-                *counts.entry("rsqrt").or_default() += 1;
-                continue;
-            }
-            if want != "all" && want != "div" {
-                continue;
-            }
-            // Both sides float, neither a compile-time constant.
-            if !(is_float(t, l, &floats) && is_float(t, r, &floats)) || strip(r).kind() == "number_literal" {
-                continue;
-            }
-            // Nested divisions are rewritten at the outermost site only.
-            if descendants(d).iter().skip(1).any(|x| binary(t, *x).is_some_and(|(o, _, _)| o == "/")) {
-                continue;
-            }
-            if !admitted("div") {
-                *refused.entry("div").or_default() += 1;
-                continue;
-            }
-            // A division holding another edit waits for the next pass.
-            if overlaps(&taken, d) {
-                continue;
-            }
-            change.edits.replace(d.byte_range(), format!("__fdividef({}, {})", text(t, l), text(t, r)));
-            taken.push(d.byte_range());
-            *counts.entry("div").or_default() += 1;
         }
     }
+    let Pass { change, counts, refused, .. } = pass;
     if counts.is_empty() {
-        if !refused.is_empty() {
-            let needs: Vec<String> = refused
-                .keys()
-                .map(|fam| {
-                    let e = FAMILIES.iter().find(|f| f.name == *fam).map_or(0.0, |f| f.error);
-                    format!("{fam} (needs rtol >= {:.0e})", MARGIN * e)
-                })
-                .collect();
-            return Err(NotApplicable::new(format!(
-                "the task's tolerance (rtol {:.0e}{}) admits no fast form of {}",
-                facts.rtol,
-                if facts.outputs_16bit { ", 16-bit outputs" } else { "" },
-                needs.join(", ")
-            )));
-        }
-        return Err(NotApplicable::new(format!(
-            "no accurate math call (expf, logf, sinf, cosf, powf, tanhf, erff, 1/sqrtf) or float division{} in the kernels or their device functions",
-            if want == "all" { String::new() } else { format!(" of kind `{want}`") }
-        )));
+        return Err(nothing_rewritten(&refused, facts, &want));
     }
     // Device function edits lie outside the kernel: applied as the kernel's change (in
     // place, no versioning), which takes edits anywhere in the file.
     let source = version::apply(src, vec![change])?;
     Ok((Rewrite { source, description: String::new(), guards: Vec::new() }, counts))
+}
+
+/// Which names are float in the function around `body` (declared float, or float
+/// parameters), by their declared type.
+fn float_names(t: &str, body: Node) -> HashMap<String, String> {
+    let mut floats: HashMap<String, String> = HashMap::new();
+    let Some(f) = body.parent() else { return floats };
+    for d in descendants(f) {
+        if !matches!(d.kind(), "declaration" | "parameter_declaration") {
+            continue;
+        }
+        let ty = d.child_by_field_name("type").map(|x| text(t, x)).unwrap_or("");
+        let names = if d.kind() == "declaration" {
+            syntax::declared_names(t, d)
+        } else {
+            d.child_by_field_name("declarator")
+                .filter(|x| x.kind() == "identifier")
+                .map(|x| vec![text(t, x).to_string()])
+                .unwrap_or_default()
+        };
+        // A name declared with two types in one function (in separate scopes) is of
+        // unknown type here: never taken for a float.
+        for n in names {
+            match floats.get(&n) {
+                Some(prev) if prev != ty => {
+                    floats.insert(n, "?".into());
+                }
+                Some(_) => {}
+                None => {
+                    floats.insert(n, ty.to_string());
+                }
+            }
+        }
+    }
+    floats
+}
+
+/// One pass over the kernels and device functions: the edits so far, per family.
+struct Pass<'a, 'k> {
+    t: &'a str,
+    want: &'a str,
+    rtol: f64,
+    change: Change<'k>,
+    counts: Counts,
+    /// Sites whose family the tolerance does not admit.
+    refused: Counts,
+    /// Sites already rewritten in this pass.
+    taken: Vec<std::ops::Range<usize>>,
+}
+
+impl Pass<'_, '_> {
+    fn admitted(&self, fam: &str) -> bool {
+        FAMILIES.iter().any(|f| f.name == fam && self.rtol >= MARGIN * f.error)
+    }
+
+    /// A call of an accurate function becomes its fast form.
+    fn call(&mut self, d: Node) {
+        let t = self.t;
+        let Some(f) = d.child_by_field_name("function") else { return };
+        let Some((fam, fast)) = family_of(text(t, f)) else { return };
+        if self.want != "all" && self.want != fam {
+            return;
+        }
+        if !self.admitted(fam) {
+            *self.refused.entry(fam).or_default() += 1;
+            return;
+        }
+        self.change.edits.replace(f.byte_range(), fast);
+        self.taken.push(f.byte_range());
+        *self.counts.entry(fam).or_default() += 1;
+        if fast.starts_with("ns_") {
+            self.change.helpers.push(&helpers::FAST_MATH);
+        }
+    }
+
+    /// `1 / sqrtf(x)` becomes `rsqrtf(x)`; a float division `__fdividef`.
+    fn division(&mut self, d: Node, floats: &HashMap<String, String>) {
+        let t = self.t;
+        let Some((op, l, r)) = binary(t, d) else { return };
+        if op != "/" {
+            return;
+        }
+        let rs = strip_parens(r);
+        let is_rsqrt = matches!(text(t, strip(l)).trim(), "1.0f" | "1.f" | "1.0F")
+            && rs.kind() == "call_expression"
+            && rs.child_by_field_name("function").is_some_and(|f| text(t, f) == "sqrtf");
+        if is_rsqrt {
+            if self.want != "all" && self.want != "rsqrt" {
+                return;
+            }
+            if !self.admitted("rsqrt") {
+                *self.refused.entry("rsqrt").or_default() += 1;
+                return;
+            }
+            let arg = rs.child_by_field_name("arguments").map(|a| text(t, a)).unwrap_or("()");
+            if overlaps(&self.taken, d) {
+                return;
+            }
+            self.change.edits.replace(d.byte_range(), format!("rsqrtf{arg}"));
+            self.taken.push(d.byte_range());
+            *self.counts.entry("rsqrt").or_default() += 1;
+            return;
+        }
+        if self.want != "all" && self.want != "div" {
+            return;
+        }
+        // Both sides float, neither a compile-time constant.
+        if !(is_float(t, l, floats) && is_float(t, r, floats)) || strip(r).kind() == "number_literal" {
+            return;
+        }
+        // Nested divisions are rewritten at the outermost site only.
+        if descendants(d).iter().skip(1).any(|x| binary(t, *x).is_some_and(|(o, _, _)| o == "/")) {
+            return;
+        }
+        if !self.admitted("div") {
+            *self.refused.entry("div").or_default() += 1;
+            return;
+        }
+        // A division holding another edit waits for the next pass.
+        if overlaps(&self.taken, d) {
+            return;
+        }
+        self.change.edits.replace(d.byte_range(), format!("__fdividef({}, {})", text(t, l), text(t, r)));
+        self.taken.push(d.byte_range());
+        *self.counts.entry("div").or_default() += 1;
+    }
+}
+
+/// Why nothing was rewritten: the tolerance refused every family found, or none was there.
+fn nothing_rewritten(refused: &Counts, facts: &Facts, want: &str) -> NotApplicable {
+    if !refused.is_empty() {
+        let needs: Vec<String> = refused
+            .keys()
+            .map(|fam| {
+                let e = FAMILIES.iter().find(|f| f.name == *fam).map_or(0.0, |f| f.error);
+                format!("{fam} (needs rtol >= {:.0e})", MARGIN * e)
+            })
+            .collect();
+        return NotApplicable::new(format!(
+            "the task's tolerance (rtol {:.0e}{}) admits no fast form of {}",
+            facts.rtol,
+            if facts.outputs_16bit { ", 16-bit outputs" } else { "" },
+            needs.join(", ")
+        ));
+    }
+    NotApplicable::new(format!(
+        "no accurate math call (expf, logf, sinf, cosf, powf, tanhf, erff, 1/sqrtf) or float division{} in the kernels or their device functions",
+        if want == "all" { String::new() } else { format!(" of kind `{want}`") }
+    ))
 }
 
 #[cfg(test)]
