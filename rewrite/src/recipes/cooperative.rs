@@ -245,6 +245,42 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, lanes: u32) -> Result<(C
         ));
     }
     let stmts = syntax::statements(body);
+    let (at, flat, rest) = per_output_statements(t, k, &stmts)?;
+    let mut change = Change::new(k);
+    let flat_text = text(t, flat);
+    change.edits.replace(flat.byte_range(), format!("({flat_text}) / {lanes}"));
+    let decl = stmts[at];
+    let ind = indent_at(t, decl.start_byte());
+    let mask = if lanes == 32 {
+        "0xffffffffu".to_string()
+    } else {
+        format!("(((1u << {lanes}) - 1u) << (threadIdx.x & 31u & ~{}u))", lanes - 1)
+    };
+    change.edits.insert(
+        decl.end_byte(),
+        format!(
+            "\n{ind}// nightshift: {lanes} lanes per output; loops strided across them, results combined with shuffles.\n{ind}const int ns_lane = (int)(threadIdx.x % {lanes}u);\n{ind}const unsigned ns_mask = {mask};"
+        ),
+    );
+    let (loops, reduced) = share_loops(src, facts, k, &rest, lanes, &mut change)?;
+    if loops == 0 {
+        return Err(decline(k, "has no inner loop to share between lanes"));
+    }
+    change.guards.push(format!("{{@block}} % {lanes} == 0"));
+    change.guards.push(format!("(long long){{@grid}} * {lanes} <= 2147483647LL"));
+    change.grid = Some(Box::new(move |g: &str| format!("({g}) * {lanes}")));
+    let what =
+        if reduced.is_empty() { String::new() } else { format!(", `{}` combined with shuffles", reduced.join("`, `")) };
+    Ok((change, format!("`{}`: {lanes} lanes per output, {loops} loop(s) strided across them{what}", k.name)))
+}
+
+/// The statement that computes the output index (its place and its expression), and the
+/// statements that run for one output once the bounds check passed.
+fn per_output_statements<'t>(
+    t: &str,
+    k: &Kernel,
+    stmts: &[Node<'t>],
+) -> Result<(usize, Node<'t>, Vec<Node<'t>>), NotApplicable> {
     let (at, out_index, flat) = stmts
         .iter()
         .enumerate()
@@ -289,25 +325,24 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, lanes: u32) -> Result<(C
     if !found {
         return Err(decline(k, format!("never checks `{out_index}` against a bound")));
     }
-    let mut change = Change::new(k);
-    let flat_text = text(t, flat);
-    change.edits.replace(flat.byte_range(), format!("({flat_text}) / {lanes}"));
-    let decl = stmts[at];
-    let ind = indent_at(t, decl.start_byte());
-    let mask = if lanes == 32 {
-        "0xffffffffu".to_string()
-    } else {
-        format!("(((1u << {lanes}) - 1u) << (threadIdx.x & 31u & ~{}u))", lanes - 1)
-    };
-    change.edits.insert(
-        decl.end_byte(),
-        format!(
-            "\n{ind}// nightshift: {lanes} lanes per output; loops strided across them, results combined with shuffles.\n{ind}const int ns_lane = (int)(threadIdx.x % {lanes}u);\n{ind}const unsigned ns_mask = {mask};"
-        ),
-    );
+    Ok((at, flat, rest))
+}
+
+/// Each unit-stride loop strided across the lanes (reductions combined with shuffles
+/// after it); memory writes by lane 0. Returns the loops shared and the accumulators
+/// combined.
+fn share_loops(
+    src: &Source,
+    facts: &Facts,
+    k: &Kernel,
+    rest: &[Node],
+    lanes: u32,
+    change: &mut Change,
+) -> Result<(usize, Vec<String>), NotApplicable> {
+    let t = src.text();
     let mut reduced = Vec::new();
     let mut loops = 0;
-    for s in &rest {
+    for s in rest {
         if s.kind() == "for_statement" {
             if let Some((j, start, upd)) = unit_loop(t, *s) {
                 let kind = classify_loop(t, k, *s, &j)?;
@@ -363,15 +398,7 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, lanes: u32) -> Result<(C
             change.edits.replace(s.byte_range(), format!("if (ns_lane == 0) {{ {} }}", text(t, *s)));
         }
     }
-    if loops == 0 {
-        return Err(decline(k, "has no inner loop to share between lanes"));
-    }
-    change.guards.push(format!("{{@block}} % {lanes} == 0"));
-    change.guards.push(format!("(long long){{@grid}} * {lanes} <= 2147483647LL"));
-    change.grid = Some(Box::new(move |g: &str| format!("({g}) * {lanes}")));
-    let what =
-        if reduced.is_empty() { String::new() } else { format!(", `{}` combined with shuffles", reduced.join("`, `")) };
-    Ok((change, format!("`{}`: {lanes} lanes per output, {loops} loop(s) strided across them{what}", k.name)))
+    Ok((loops, reduced))
 }
 
 #[cfg(test)]
