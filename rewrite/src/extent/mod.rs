@@ -1,0 +1,336 @@
+//! How many elements each pointer argument of a launcher spans, read from the kernels'
+//! own indexing: the largest subscript each launched kernel can reach, as a polynomial
+//! over the launcher's integer parameters, plus one.
+//!
+//! An index is bounded by what the code says about each name in it: the checks that
+//! guard the access (`if (row >= rows) return;`, `if (i < n)`, a loop's `c < cols`), the
+//! declaration of a local (`int c = i % cols;`), the launch configuration for
+//! `blockIdx`/`threadIdx` when the grid is a plain expression, and the launch arguments
+//! for the kernel's parameters. `x[row * cols + c]` with `row < rows` and `c < cols` gives
+//! `rows * cols`. Local pointers (`const float* p = x + row * cols;`) carry their offset;
+//! a pointer handed to a device function of the file counts what that function touches
+//! when it is a fixed number of elements (`load(x + i)` reading `p[0]`).
+//!
+//! Anything the analysis cannot follow (a cast to another element type, a pointer passed
+//! to an unknown function or moved, an index it cannot bound) makes that argument
+//! [`Extent::Unknown`] with the reason; it never guesses. Pure: text in, data out.
+
+use crate::pattern::{condition, int_literal, subscript_index};
+use crate::poly::Poly;
+use crate::source::Source;
+use crate::syntax::{self, builtin, children, descendants, named_children, strip, strip_parens, text};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use tree_sitter::Node;
+
+mod body;
+mod bounds;
+mod launcher;
+mod names;
+mod reach;
+
+use body::*;
+use bounds::*;
+use launcher::*;
+use names::*;
+use reach::*;
+
+/// What the kernels say about one pointer argument of the launcher.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Extent {
+    /// The element count the kernels reach, over the launcher's integer parameters.
+    Derived {
+        len: Poly,
+        /// The access that reaches furthest, as written, and its line (1-based).
+        access: String,
+        line: usize,
+    },
+    /// Why the indexing does not tell.
+    Unknown { why: String },
+}
+
+/// One pointer parameter of the launcher and its extent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointerExtent {
+    pub name: String,
+    pub extent: Extent,
+}
+
+/// Recursion past which an expression is not bounded (a real index is far shallower).
+const MAX_DEPTH: u32 = 48;
+/// Device-function calls followed from a kernel.
+const MAX_CALL_DEPTH: u32 = 3;
+
+/// The extents of every pointer parameter of `entry` in `src`, in parameter order.
+/// `headers` are other parsed files whose device functions and macros the kernels use.
+/// Empty when `entry` is not a function of `src`.
+pub fn pointer_extents(src: &Source, headers: &[Source], entry: &str) -> Vec<PointerExtent> {
+    let files: Vec<&Source> = std::iter::once(src).chain(headers).collect();
+    if files.iter().any(|f| f.max_depth() > crate::source::MAX_DEPTH) {
+        return Vec::new();
+    }
+    let consts = constants(&files);
+    let Some(host) = src.host_functions().into_iter().find(|h| h.name == entry) else { return Vec::new() };
+    let Some(body) = src.node(&host.body, "compound_statement") else { return Vec::new() };
+    let Some(func) = body.parent() else { return Vec::new() };
+    let t = src.text();
+    let params = parameters(t, func);
+    let sizes: Vec<String> = params.iter().filter(|p| !p.pointer).map(|p| p.name.clone()).collect();
+    let launcher = Launcher { t, body, sizes: &sizes, consts: &consts, depth: Cell::new(0) };
+    let launches: Vec<crate::source::Launch> =
+        src.launches().into_iter().filter(|l| l.host == entry && !l.fallback).collect();
+    let kernels = src.kernels();
+    let mut out = Vec::new();
+    for p in params.iter().filter(|p| p.pointer) {
+        let extent = match launcher_pointer(&launcher, src, &files, &kernels, &launches, &p.name) {
+            Ok((hi, node_text, line)) => match hi.add(&Poly::constant(1)) {
+                Some(len) => Extent::Derived { len, access: node_text, line },
+                None => Extent::Unknown { why: "the largest index overflows".into() },
+            },
+            Err(why) => Extent::Unknown { why },
+        };
+        out.push(PointerExtent { name: p.name.clone(), extent });
+    }
+    out
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The extents of `entry`'s pointers, rendered over the launcher's parameter order.
+    fn lens(src: &str, entry: &str) -> Vec<(String, String)> {
+        let s = Source::parse(src);
+        let order: Vec<String> =
+            s.host_functions().into_iter().find(|h| h.name == entry).map(|h| h.params).unwrap_or_default();
+        pointer_extents(&s, &[], entry)
+            .into_iter()
+            .map(|p| {
+                let shown = match p.extent {
+                    Extent::Derived { len, .. } => len.render(&order),
+                    Extent::Unknown { why } => format!("? {why}"),
+                };
+                (p.name, shown)
+            })
+            .collect()
+    }
+
+    fn derived(src: &str, entry: &str) -> Vec<String> {
+        lens(src, entry).into_iter().map(|(n, l)| format!("{n}: {l}")).collect()
+    }
+
+    #[test]
+    fn a_row_major_matrix_and_a_per_column_vector() {
+        let src = r#"
+__global__ void k(const float* x, const float* bias, float* y, int rows, int cols) {
+  int row = blockIdx.x;
+  if (row >= rows) return;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x)
+    y[row * cols + c] = x[row * cols + c] + bias[c];
+}
+extern "C" void launch(const float* x, const float* bias, float* y, int rows, int cols, cudaStream_t s) {
+  k<<<rows, 256, 0, s>>>(x, bias, y, rows, cols);
+}
+"#;
+        assert_eq!(derived(src, "launch"), ["x: rows * cols", "bias: cols", "y: rows * cols"]);
+    }
+
+    #[test]
+    fn a_flat_index_with_division_and_remainder() {
+        let src = r#"
+#define BLOCK 256
+__global__ void k(const float* x, const float* b, float* y, int n, int cols) {
+  size_t i = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (i < n) {
+    int r = i / cols;
+    int c = i % cols;
+    y[r * cols + c] = x[i] + b[c];
+  }
+}
+extern "C" void f(const float* x, const float* b, float* y, int rows, int cols, cudaStream_t s) {
+  const int n = rows * cols;
+  k<<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, s>>>(x, b, y, n, cols);
+}
+"#;
+        assert_eq!(derived(src, "f"), ["x: rows * cols", "b: cols", "y: rows * cols"]);
+    }
+
+    #[test]
+    fn a_local_row_pointer_and_a_loop() {
+        let src = r#"
+__global__ void k(const float* logits, float* lse, int rows, int cols) {
+  int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const float* p = logits + (size_t)row * cols;
+  float m = -1e30f;
+  for (int c = 0; c < cols; ++c) m = fmaxf(m, p[c]);
+  lse[row] = m;
+}
+extern "C" void run(const float* logits, float* lse, int rows, int cols, cudaStream_t stream) {
+  k<<<(rows + 255) / 256, 256, 0, stream>>>(logits, lse, rows, cols);
+}
+"#;
+        assert_eq!(derived(src, "run"), ["logits: rows * cols", "lse: rows"]);
+    }
+
+    #[test]
+    fn a_3d_grid_from_dim3() {
+        let src = r#"
+__global__ void k(const float* q, float* o, int B, int H, int D) {
+  int b = blockIdx.y, h = blockIdx.x;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    size_t at = ((size_t)b * H + h) * D + d;
+    o[at] = q[at] * 2.0f;
+  }
+}
+extern "C" void go(const float* q, float* o, int B, int H, int D, cudaStream_t s) {
+  dim3 grid(H, B);
+  k<<<grid, 128, 0, s>>>(q, o, B, H, D);
+}
+"#;
+        assert_eq!(derived(src, "go"), ["q: B * H * D", "o: B * H * D"]);
+    }
+
+    #[test]
+    fn a_device_helper_that_reads_one_element() {
+        let src = r#"
+__device__ float load(const float* p) { return *p; }
+__device__ void store(float* p, float v) { p[0] = v; }
+__global__ void k(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  store(y + i, load(x + i) * 2.0f);
+}
+extern "C" void h(const float* x, float* y, int n, cudaStream_t s) { k<<<(n + 127) / 128, 128, 0, s>>>(x, y, n); }
+"#;
+        assert_eq!(derived(src, "h"), ["x: n", "y: n"]);
+    }
+
+    #[test]
+    fn a_single_output_written_by_atomics() {
+        let src = r#"
+__global__ void sum(const float* x, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(out, x[i]);
+}
+extern "C" void s(const float* x, float* out, int n, cudaStream_t st) { sum<<<(n + 255) / 256, 256, 0, st>>>(x, out, n); }
+"#;
+        assert_eq!(derived(src, "s"), ["x: n", "out: 1"]);
+    }
+
+    #[test]
+    fn what_cannot_be_followed_says_why() {
+        let src = r#"
+__global__ void k(const float* x, float* y, const int* idx, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n / 4) reinterpret_cast<float4*>(y)[i] = reinterpret_cast<const float4*>(x)[i];
+  y[idx[0]] = 0;
+}
+extern "C" void v(const float* x, float* y, const int* idx, const float* unused, int n, cudaStream_t s) {
+  cudaMemsetAsync(y, 0, n * sizeof(float), s);
+  k<<<n / 1024, 256, 0, s>>>(x, y, idx, n);
+}
+"#;
+        let got = lens(src, "v");
+        assert!(got[0].1.starts_with("? in `k`"), "{got:?}");
+        assert!(got[1].1.contains("outside a kernel launch"), "{got:?}");
+        assert_eq!(got[2].1, "1", "idx[0] only: {got:?}");
+        assert!(got[3].1.contains("passed to no kernel"), "{got:?}");
+    }
+
+    #[test]
+    fn an_unguarded_thread_index_has_no_bound() {
+        let src = r#"
+__global__ void k(float* y) { y[blockIdx.x * blockDim.x + threadIdx.x] = 0; }
+extern "C" void z(float* y, int n, cudaStream_t s) { k<<<(n + 255) / 256, 256, 0, s>>>(y); }
+"#;
+        let got = lens(src, "z");
+        assert!(got[0].1.starts_with("? in `k`, nothing bounds `blockIdx.x * blockDim.x + threadIdx.x`"), "{got:?}");
+    }
+
+    #[test]
+    fn a_guard_on_a_variable_the_loop_changes_does_not_count() {
+        let src = r#"
+__global__ void k(float* y, int n) {
+  int i = threadIdx.x;
+  if (i < n) {
+    while (true) { y[i] = 0; i += 7; if (i > 1000) break; }
+  }
+}
+extern "C" void w(float* y, int n, cudaStream_t s) { k<<<1, 256, 0, s>>>(y, n); }
+"#;
+        let got = lens(src, "w");
+        assert!(got[0].1.starts_with('?'), "i changes after the check: {got:?}");
+    }
+
+    #[test]
+    fn a_check_on_two_terms_of_a_sum_bounds_them_together() {
+        // A tile loop: `k0 + threadIdx.x < K` keeps the sum below K, not K - 1 + 15.
+        let src = r#"
+#define TILE 16
+__global__ void g(const float* A, float* C, int M, int K) {
+  const int row = blockIdx.y * TILE + threadIdx.y;
+  float acc = 0.f;
+  for (int k0 = 0; k0 < K; k0 += TILE)
+    acc += (row < M && k0 + threadIdx.x < K) ? A[(size_t)row * K + k0 + threadIdx.x] : 0.f;
+  if (row < M && threadIdx.x == 0) C[row] = acc;
+}
+extern "C" void gemv(const float* A, float* C, int M, int K, cudaStream_t s) {
+  g<<<dim3(1, (M + TILE - 1) / TILE), dim3(TILE, TILE), 0, s>>>(A, C, M, K);
+}
+"#;
+        assert_eq!(derived(src, "gemv"), ["A: M * K", "C: M"]);
+    }
+
+    #[test]
+    fn a_pointer_a_macro_names_is_not_counted() {
+        let src = r#"
+#define LOAD(i) x[(i) + 1]
+__global__ void k(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] + LOAD(i);
+}
+extern "C" void m(const float* x, float* y, int n, cudaStream_t s) { k<<<(n + 255) / 256, 256, 0, s>>>(x, y, n); }
+"#;
+        let got = lens(src, "m");
+        assert!(got[0].1.contains("the macro `LOAD` names `x`"), "{got:?}");
+        assert_eq!(got[1].1, "n");
+    }
+
+    #[test]
+    fn a_bound_no_thread_reaches_is_no_length() {
+        // `i - i % L` is below i, but the bound `i`'s maximum minus 0 is not reached; a
+        // check on `2 * i + j` says nothing about how far `i + j` goes.
+        let src = r#"
+__global__ void k(const float* x, float* y, int n, int L) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n * L) return;
+  int l = i % L;
+  y[i] = x[i - l];
+}
+__global__ void k2(const float* x, float* y, int n) {
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      if (2 * i + j < n) y[i + j] = x[0];
+}
+extern "C" void a(const float* x, float* y, int n, int L, cudaStream_t s) { k<<<(n * L + 255) / 256, 256, 0, s>>>(x, y, n, L); }
+extern "C" void b(const float* x, float* y, int n, cudaStream_t s) { k2<<<1, 1, 0, s>>>(x, y, n); }
+"#;
+        let got = lens(src, "a");
+        assert!(got[0].1.contains("stays below n * L elements, but no thread need reach that far"), "{got:?}");
+        assert_eq!(got[1].1, "n * L");
+        let got = lens(src, "b");
+        assert!(got[1].1.contains("no thread need reach"), "{got:?}");
+    }
+
+    #[test]
+    fn a_grid_of_exactly_rows_blocks_bounds_block_idx() {
+        let src = r#"
+__global__ void k(const float* x, float* y, int cols) {
+  const float* row = x + blockIdx.x * cols;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) y[blockIdx.x * cols + c] = row[c];
+}
+extern "C" void g(const float* x, float* y, int rows, int cols, cudaStream_t s) { k<<<rows, 128, 0, s>>>(x, y, cols); }
+"#;
+        assert_eq!(derived(src, "g"), ["x: rows * cols", "y: rows * cols"]);
+    }
+}
