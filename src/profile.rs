@@ -32,9 +32,9 @@
 //!   its header; anything else is refused as a forged report.
 
 use crate::build::Built;
-use crate::eval::{self, classify, run_worker, Classified, EvalError, EvalOptions};
+use crate::wall::eval::{self, classify, run_worker, Classified, EvalError, EvalOptions};
 use crate::process;
-use crate::protocol::{Mode, Outcome, Phase, WorkerRequest};
+use crate::wall::protocol::{Mode, Outcome, Phase, WorkerRequest};
 use crate::task::Task;
 use crate::toolchain::{find_profiler, EnvError, Toolchain};
 use serde::ser::SerializeMap;
@@ -112,7 +112,7 @@ pub struct Profiled {
     pub report_path: PathBuf,
     pub csv: String,
     /// The hosted arrangement's namespaces around ncu, then the worker's own layers.
-    pub sandbox: Vec<crate::sandbox::Layer>,
+    pub sandbox: Vec<crate::wall::sandbox::Layer>,
     /// The build (when this call built), ncu's start, the worker's setup, the profiled
     /// call's setup, the profiled call, ncu's finish, and saving the CSV, ncu's messages and
     /// the report.
@@ -122,7 +122,7 @@ pub struct Profiled {
 /// Why profiling produced no counters.
 pub enum ProfileFailure {
     /// The candidate failed while being profiled (it would fail eval too).
-    Rejected(crate::protocol::Failure),
+    Rejected(crate::wall::protocol::Failure),
     Error(EvalError),
 }
 
@@ -165,7 +165,7 @@ pub fn profile(
     let built = match eval::build_one(&tc, opts, task, source, trusted, &arch) {
         Ok(b) => b,
         Err(crate::build::BuildError::Rejected { failure, dir, .. }) => {
-            let mut f = crate::protocol::Failure::new(crate::protocol::FailureClass::BuildError, failure.summary());
+            let mut f = crate::wall::protocol::Failure::new(crate::wall::protocol::FailureClass::BuildError, failure.summary());
             f.message.push_str(&format!(" (build folder {})", dir.display()));
             return Err(ProfileFailure::Rejected(f));
         }
@@ -270,7 +270,7 @@ fn profile_once(
     let dir = dir.canonicalize().unwrap_or(dir.to_path_buf());
     // Where ncu writes, out of every worker's reach (see the module's notes); the output
     // folder is not handed to the hosted arrangement at all.
-    let private = crate::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
+    let private = crate::wall::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
     let report_base = private.path().join("profile");
     let log = private.path().join(LOG_NAME);
     let request = WorkerRequest {
@@ -329,7 +329,7 @@ fn profile_once(
     // Only the profiled process, running candidate code, can have written a second table
     // or a broken row: the candidate's forgery, refused as such.
     let table = raw_table(&logged).map_err(|m| {
-        ProfileFailure::Rejected(crate::protocol::Failure::new(crate::protocol::FailureClass::ForgedReport, m))
+        ProfileFailure::Rejected(crate::wall::protocol::Failure::new(crate::wall::protocol::FailureClass::ForgedReport, m))
     })?;
     let mut save_s = reading.elapsed().as_secs_f64();
     let csv = match table {

@@ -2,7 +2,7 @@
 //! candidate through the worker; anywhere, it diagnoses a saved raw CSV.
 
 use super::{fail, print_json, read_sass, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
-use crate::eval::{EvalError, EvalOptions};
+use crate::wall::eval::{EvalError, EvalOptions};
 use crate::profile::{self, MetricSet, ProfileFailure, Timings};
 use crate::task::Task;
 use heuristics::{Hints, Report};
@@ -168,7 +168,7 @@ pub fn run(a: Args) -> ExitCode {
     // this process loads none) and cached per device; without it the datasheet rule holds.
     let mut hints = hints;
     let mut notes = Vec::new();
-    hints.achievable_dram_gbs = crate::bandwidth::achievable_or_note(a.opts.device, &mut notes);
+    hints.achievable_dram_gbs = crate::wall::bandwidth::achievable_or_note(a.opts.device, &mut notes);
     for n in &notes {
         eprintln!("note: {n}");
     }
@@ -176,7 +176,7 @@ pub fn run(a: Args) -> ExitCode {
     if code != ExitCode::from(EXIT_PASSED) {
         return code;
     }
-    eprintln!("ncu ran in: {}", crate::sandbox::summary(&profiled.sandbox));
+    eprintln!("ncu ran in: {}", crate::wall::sandbox::summary(&profiled.sandbox));
     eprintln!(
         "profile saved: {}\n  (Nsight Compute report {}; offline: nightshift diagnose {} --ncu {}{} --ptxas {})",
         profiled.csv_path.display(),

@@ -7,7 +7,7 @@ mod optimize;
 mod render;
 mod rewrite;
 
-use crate::eval::{self, EvalError, EvalOptions};
+use crate::wall::eval::{self, EvalError, EvalOptions};
 use crate::task::{self, Task, TaskError};
 use crate::toolchain::EnvError;
 use clap::{Parser, Subcommand};
@@ -280,7 +280,7 @@ enum Cmd {
         /// Which arrangement to probe: the worker's strict policy, the hosted one, or the
         /// private namespaces alone.
         #[arg(long, value_enum, default_value = "strict")]
-        policy: crate::sandbox::probe::ProbePolicy,
+        policy: crate::wall::sandbox::probe::ProbePolicy,
     },
     /// Internal: runs a hosting tool (ncu, compute-sanitizer) in private user, mount,
     /// network and PID namespaces (spawned by eval and profile).
@@ -320,14 +320,14 @@ pub fn main() -> ExitCode {
         }
     }
     match cli.command {
-        Cmd::Worker { request } => crate::worker::main(&request),
+        Cmd::Worker { request } => crate::wall::worker::main(&request),
         Cmd::SandboxProbe { scratch, outside, port, signal_pid, policy } => {
-            let targets = crate::sandbox::probe::Targets { scratch, outside, port, signal_pid, policy };
-            print_json(&crate::sandbox::probe::run(&targets));
+            let targets = crate::wall::sandbox::probe::Targets { scratch, outside, port, signal_pid, policy };
+            print_json(&crate::wall::sandbox::probe::run(&targets));
             ExitCode::from(EXIT_PASSED)
         }
         Cmd::Hosted { report, keep, allow_unconfined, command } => {
-            crate::sandbox::hosted::main(&crate::sandbox::hosted::Args { report, keep, allow_unconfined, command })
+            crate::wall::sandbox::hosted::main(&crate::wall::sandbox::hosted::Args { report, keep, allow_unconfined, command })
         }
         Cmd::Optimize(args) => optimize::run(*args),
         Cmd::CheckEnv { json } => envcheck::run(json),

@@ -3,7 +3,7 @@
 //! so a user sees what the tuner will try before a night is spent on it.
 
 use super::{fail, load_task, print_json, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
-use crate::eval;
+use crate::wall::eval;
 use rewrite::{Application, Params};
 use serde::Serialize;
 use std::path::{Path, PathBuf};

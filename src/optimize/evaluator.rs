@@ -12,9 +12,9 @@
 use super::config::{RunConfig, SimSettings};
 use super::events::Candidate;
 use crate::build::Built;
-use crate::eval::{self, EvalError, EvalOptions, TrustedBuilds, Verdict};
+use crate::wall::eval::{self, EvalError, EvalOptions, TrustedBuilds, Verdict};
 use crate::generate::ParentProfile;
-use crate::protocol::*;
+use crate::wall::protocol::*;
 use crate::task::Task;
 use regex::Regex;
 use sha2::{Digest, Sha256};
@@ -30,7 +30,7 @@ pub struct Profiled {
     pub csv: Option<String>,
     pub seconds: f64,
     /// The layers ncu ran in (empty when it did not run).
-    pub sandbox: Vec<crate::sandbox::Layer>,
+    pub sandbox: Vec<crate::wall::sandbox::Layer>,
 }
 
 pub struct Evaluator {
@@ -119,8 +119,8 @@ impl Evaluator {
             verdict.notes = notes;
             if unreliable(&verdict) {
                 verdict.status = eval::Status::Rejected;
-                verdict.failure = Some(crate::protocol::Failure::new(
-                    crate::protocol::FailureClass::NoisyTiming,
+                verdict.failure = Some(crate::wall::protocol::Failure::new(
+                    crate::wall::protocol::FailureClass::NoisyTiming,
                     "correct, but its timing stayed too noisy in two workers to count as a measurement (another job on the GPU?)",
                 ));
             }
@@ -220,8 +220,8 @@ fn simulated_report(speedup: f64, cv: f64, energy: bool) -> WorkerReport {
     let mut r = WorkerReport::of(Outcome::Passed);
     r.check = Some(CheckSummary {
         cases: 3,
-        calls: 6 + crate::worker::REPEAT_CALLS,
-        repeat_calls: crate::worker::REPEAT_CALLS,
+        calls: 6 + crate::wall::worker::REPEAT_CALLS,
+        repeat_calls: crate::wall::worker::REPEAT_CALLS,
         elements_compared: 1000,
         max_abs_err: 0.0,
         max_rel_err: 0.0,

@@ -9,7 +9,7 @@ use super::lanes::Lanes;
 use super::store::{node_rel, RunStore};
 use super::waits::Stage;
 use crate::build::{self, BuildSpec};
-use crate::eval::{EvalError, Verdict};
+use crate::wall::eval::{EvalError, Verdict};
 use crate::generate::{Generator, ParentProfile, Proposal, Request};
 use crate::task::Task;
 use crate::toolchain::Toolchain;

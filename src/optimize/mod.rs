@@ -20,7 +20,7 @@ pub mod store;
 pub mod summary;
 pub mod waits;
 
-use crate::eval::{self, EvalError, EvalOptions};
+use crate::wall::eval::{self, EvalError, EvalOptions};
 use crate::generate::{self, Generator};
 use crate::stats::Bar;
 use crate::task::Task;
@@ -64,7 +64,7 @@ pub struct RunFile {
     pub nvcc: String,
     pub started_at: String,
     #[serde(default)]
-    pub devices: Vec<crate::protocol::DeviceInfo>,
+    pub devices: Vec<crate::wall::protocol::DeviceInfo>,
 }
 
 /// How to start a run, as the command line says.

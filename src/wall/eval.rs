@@ -7,11 +7,12 @@
 //! an infrastructure failure.
 
 use crate::build::{self, BuildError, BuildFailure, BuildSpec, Built};
-use crate::protocol::*;
-use crate::sanitizer::{parse_sanitizer, SanitizerReport};
+use crate::wall::protocol::*;
+use crate::wall::sanitizer::{parse_sanitizer, SanitizerReport};
 use crate::task::Task;
 use crate::toolchain::{EnvError, Toolchain};
-use crate::{gpu, process};
+use crate::process;
+use crate::wall::gpu;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
@@ -145,11 +146,11 @@ pub struct Verdict {
     pub phases: Phases,
     pub notes: Vec<String>,
     /// The sandbox layers the worker put up, as it announced them.
-    pub sandbox: Vec<crate::sandbox::Layer>,
+    pub sandbox: Vec<crate::wall::sandbox::Layer>,
     /// Under compute-sanitizer: the hosted arrangement's namespaces, then the layers the
     /// worker under the tool put up.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub hosted_sandbox: Vec<crate::sandbox::Layer>,
+    pub hosted_sandbox: Vec<crate::wall::sandbox::Layer>,
     /// The end of what candidate code and the worker printed, when something went wrong.
     pub stderr_tail: Option<String>,
 }
@@ -309,7 +310,7 @@ pub struct HostTool {
 }
 
 /// Why a hosted run is refused: what the hosted arrangement lacks, and the ways out.
-pub fn unconfined_refusal(arrangement: &crate::sandbox::hosted::Arrangement) -> EnvError {
+pub fn unconfined_refusal(arrangement: &crate::wall::sandbox::hosted::Arrangement) -> EnvError {
     EnvError {
         what: "private namespaces for ncu and compute-sanitizer".into(),
         hint: format!(
@@ -322,15 +323,15 @@ pub fn unconfined_refusal(arrangement: &crate::sandbox::hosted::Arrangement) -> 
 /// Checks, with a trivial tool, that hosted runs can be confined here (or are allowed not
 /// to be), before any work that a refusal would waste. The arrangement says which layers
 /// hold.
-pub fn check_hosting(exe: &Path, allow_unconfined: bool) -> Result<crate::sandbox::hosted::Arrangement, EvalError> {
-    let dir = crate::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
+pub fn check_hosting(exe: &Path, allow_unconfined: bool) -> Result<crate::wall::sandbox::hosted::Arrangement, EvalError> {
+    let dir = crate::wall::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
     let report = dir.path().join("hosting.json");
-    let line = crate::sandbox::hosted::command_line(exe, &report, &[dir.path().to_path_buf()], allow_unconfined);
+    let line = crate::wall::sandbox::hosted::command_line(exe, &report, &[dir.path().to_path_buf()], allow_unconfined);
     let mut cmd = Command::new(&line[0]);
     cmd.args(&line[1..]).arg(exe).arg("--version");
     let got = process::run_captured(&mut cmd, Duration::from_secs(30))
         .map_err(|e| EvalError::Internal(format!("cannot run {} hosted: {e}", exe.display())))?;
-    let arrangement = crate::sandbox::hosted::read_report(&report).map_err(|e| {
+    let arrangement = crate::wall::sandbox::hosted::read_report(&report).map_err(|e| {
         EvalError::Internal(format!(
             "the hosted trampoline said nothing of its arrangement ({e}); it ended with {}: {}",
             got.describe_end(Duration::from_secs(30)),
@@ -405,7 +406,7 @@ pub fn judge(
     // a failure is a note, never the evaluation's.
     let achievable = match mode {
         Mode::Evaluate { time: true, .. } => {
-            opts.achievable_dram_gbs.or_else(|| crate::bandwidth::achievable_or_note(opts.device, &mut verdict.notes))
+            opts.achievable_dram_gbs.or_else(|| crate::wall::bandwidth::achievable_or_note(opts.device, &mut verdict.notes))
         }
         _ => None,
     };
@@ -521,7 +522,7 @@ pub fn sanitize(
     request: &WorkerRequest,
     opts: &EvalOptions,
     timeout: Duration,
-) -> Result<(Vec<SanitizerReport>, Vec<crate::sandbox::Layer>), EvalError> {
+) -> Result<(Vec<SanitizerReport>, Vec<crate::wall::sandbox::Layer>), EvalError> {
     let tool = crate::toolchain::find_profiler("compute-sanitizer").ok_or_else(|| EnvError {
         what: "compute-sanitizer".into(),
         hint: "install the CUDA toolkit's compute-sanitizer (it ships with CUDA 13.0), or leave out --sanitize".into(),
@@ -532,7 +533,7 @@ pub fn sanitize(
     let mut layers = Vec::new();
     // Outside the shared /tmp and outside the worker's scratch folder: nothing the
     // candidate runs can rewrite a log before it is read.
-    let logs = crate::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
+    let logs = crate::wall::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
     for check in SANITIZER_TOOLS {
         // The tool's report goes to a file: the worker's stdout carries the protocol.
         let log = logs.path().join(format!("{check}.log"));
@@ -577,7 +578,7 @@ pub struct WorkerRun {
     /// a hosting tool the trampoline's namespaces and the tool's own start.
     pub first_phase_s: Option<f64>,
     pub device: Option<DeviceInfo>,
-    pub sandbox: Vec<crate::sandbox::Layer>,
+    pub sandbox: Vec<crate::wall::sandbox::Layer>,
     /// Seconds the worker took to put its sandbox up.
     pub sandbox_s: f64,
     /// Whether the worker was asked to sandbox itself (NIGHTSHIFT_SANDBOX=off says no).
@@ -594,12 +595,12 @@ pub struct WorkerRun {
     /// Seconds spent waiting for another process to finish with the GPU.
     pub gpu_wait_s: f64,
     /// Under a hosting tool: the arrangement the trampoline made around it.
-    pub hosting: Option<crate::sandbox::hosted::Arrangement>,
+    pub hosting: Option<crate::wall::sandbox::hosted::Arrangement>,
 }
 
 impl WorkerRun {
     /// The hosted arrangement's layers, then the worker's own (empty when not hosted).
-    pub fn hosted_layers(&self) -> Vec<crate::sandbox::Layer> {
+    pub fn hosted_layers(&self) -> Vec<crate::wall::sandbox::Layer> {
         match &self.hosting {
             Some(a) => a.layers.iter().chain(&self.sandbox).cloned().collect(),
             None => Vec::new(),
@@ -612,9 +613,9 @@ const MAX_CHANNEL_LINE: usize = 4 << 20;
 
 /// Follows the report channel: opens each sealed line, notes the first that is not the
 /// worker's, and times the phases as they are announced (the first one from `spawned`).
-fn follow_channel(stdout: impl Read, key: crate::channel::Key, hosted: bool, spawned: Instant) -> WorkerRun {
+fn follow_channel(stdout: impl Read, key: crate::wall::channel::Key, hosted: bool, spawned: Instant) -> WorkerRun {
     let mut run = WorkerRun::default();
-    let mut opener = crate::channel::Opener::new(key);
+    let mut opener = crate::wall::channel::Opener::new(key);
     let mut current: Option<(Phase, Instant)> = None;
     let close = |run: &mut WorkerRun, current: &mut Option<(Phase, Instant)>| {
         if let Some((p, t)) = current.take() {
@@ -647,7 +648,7 @@ fn follow_channel(stdout: impl Read, key: crate::channel::Key, hosted: bool, spa
         let body = match opener.open(line) {
             Ok(body) => body.to_string(),
             // A hosting tool (ncu, compute-sanitizer) prints its own lines on this pipe.
-            Err(crate::channel::Tamper::Malformed) if hosted && !line.trim_start().starts_with('{') => continue,
+            Err(crate::wall::channel::Tamper::Malformed) if hosted && !line.trim_start().starts_with('{') => continue,
             Err(t) => {
                 if run.tampering.is_none() {
                     let excerpt: String = line.chars().take(160).collect();
@@ -699,7 +700,7 @@ pub fn run_worker(
 ) -> Result<WorkerRun, EvalError> {
     // Not in the shared /tmp: a hosted candidate run unconfined, or another user, could
     // write there (a request swapped before the worker reads it).
-    let dir = crate::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
+    let dir = crate::wall::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
     let scratch = dir.path().join("scratch");
     std::fs::create_dir(&scratch)
         .map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", scratch.display())))?;
@@ -721,7 +722,7 @@ pub fn run_worker(
         Some(h) => {
             let keep: Vec<PathBuf> =
                 std::iter::once(dir.path().to_path_buf()).chain(h.outputs.iter().cloned()).collect();
-            let line = crate::sandbox::hosted::command_line(exe, &hosting_report, &keep, h.allow_unconfined);
+            let line = crate::wall::sandbox::hosted::command_line(exe, &hosting_report, &keep, h.allow_unconfined);
             let mut c = Command::new(&line[0]);
             c.args(&line[1..]).args(&h.argv).arg(exe);
             c
@@ -739,13 +740,13 @@ pub fn run_worker(
     {
         None
     } else {
-        let path = crate::gpu_lock::lock_path(request.device).map_err(EvalError::Internal)?;
+        let path = crate::wall::gpu_lock::lock_path(request.device).map_err(EvalError::Internal)?;
         Some(
-            crate::gpu_lock::acquire(&path)
+            crate::wall::gpu_lock::acquire(&path)
                 .map_err(|e| EvalError::Internal(format!("cannot take the GPU lock {}: {e}", path.display())))?,
         )
     };
-    let key = crate::channel::Key::fresh();
+    let key = crate::wall::channel::Key::fresh();
     let started = Instant::now();
     let mut child =
         cmd.spawn().map_err(|e| EvalError::Internal(format!("cannot start the worker {}: {e}", exe.display())))?;
@@ -788,7 +789,7 @@ pub fn run_worker(
     if hosted {
         // The trampoline writes its arrangement before it starts the tool: no report, no
         // tool run.
-        let arrangement = crate::sandbox::hosted::read_report(&hosting_report).map_err(|e| {
+        let arrangement = crate::wall::sandbox::hosted::read_report(&hosting_report).map_err(|e| {
             EvalError::Internal(format!(
                 "the hosted trampoline said nothing of its arrangement ({e}): {}",
                 tail(&run.stderr, 2000)
@@ -833,7 +834,7 @@ pub fn classify(run: &WorkerRun, request: &WorkerRequest, timeout: Duration) -> 
         ));
     }
     if let Some(report) = &run.report {
-        return match crate::report_check::check(request, run, report) {
+        return match crate::wall::report_check::check(request, run, report) {
             Ok(()) => Classified::Report(report.clone()),
             Err(why) => Classified::Rejected(Failure::new(
                 FailureClass::ForgedReport,
@@ -872,7 +873,7 @@ pub fn classify(run: &WorkerRun, request: &WorkerRequest, timeout: Duration) -> 
         };
     }
     let code = status.code().unwrap_or(-1);
-    if untrusted && code == crate::worker::CHANNEL_LOST_EXIT {
+    if untrusted && code == crate::wall::worker::CHANNEL_LOST_EXIT {
         return Classified::Rejected(Failure::new(
             FailureClass::ForgedReport,
             format!("the worker's report channel was closed or replaced under it {where_}: candidate code must not touch file descriptors it did not open"),
@@ -951,8 +952,8 @@ mod tests {
         let mut report = WorkerReport::of(Outcome::Passed);
         report.check = Some(CheckSummary {
             cases,
-            calls: 2 * cases + crate::worker::REPEAT_CALLS,
-            repeat_calls: crate::worker::REPEAT_CALLS,
+            calls: 2 * cases + crate::wall::worker::REPEAT_CALLS,
+            repeat_calls: crate::wall::worker::REPEAT_CALLS,
             elements_compared: 1000,
             ..Default::default()
         });
@@ -976,7 +977,7 @@ mod tests {
             ],
             last_phase: Some((Phase::Time, String::new())),
             device: Some(DeviceInfo::default()),
-            sandbox: vec![crate::sandbox::Layer { name: "seccomp".into(), active: true, detail: String::new() }],
+            sandbox: vec![crate::wall::sandbox::Layer { name: "seccomp".into(), active: true, detail: String::new() }],
             sandbox_requested: true,
             report: Some(Box::new(report)),
             status: exit(0),
@@ -1024,7 +1025,7 @@ mod tests {
 
     #[test]
     fn a_broken_channel_and_an_unparseable_report_are_told_apart() {
-        let r = run(Some(Phase::Check), exit(crate::worker::CHANNEL_LOST_EXIT), false);
+        let r = run(Some(Phase::Check), exit(crate::wall::worker::CHANNEL_LOST_EXIT), false);
         assert_eq!(rejected_class(classify(&r, &request(), T)), FailureClass::ForgedReport);
         let mut r = run(Some(Phase::Time), exit(0), false);
         r.unreadable = Some("invalid type: null, expected f64".into());
@@ -1033,8 +1034,8 @@ mod tests {
 
     #[test]
     fn the_channel_follower_reads_sealed_lines_and_flags_the_rest() {
-        let key = crate::channel::Key::fresh();
-        let mut sealer = crate::channel::Sealer::new(key.clone());
+        let key = crate::wall::channel::Key::fresh();
+        let mut sealer = crate::wall::channel::Sealer::new(key.clone());
         let mut text = String::new();
         let msg = |m: &WorkerMessage| serde_json::to_string(m).unwrap();
         text += &sealer.seal(&msg(&WorkerMessage::Phase { phase: Phase::Check, detail: String::new() }));
@@ -1045,7 +1046,7 @@ mod tests {
         assert!(got.report.is_none(), "the forged report was not taken");
         assert_eq!(got.phases_seen, vec![Phase::Check]);
         // Under a tool, its own chatter is not tampering.
-        let mut sealer = crate::channel::Sealer::new(key.clone());
+        let mut sealer = crate::wall::channel::Sealer::new(key.clone());
         let text = format!(
             "==PROF== Connected to process 12\n{}",
             sealer.seal(&msg(&WorkerMessage::Phase { phase: Phase::Profile, detail: String::new() }))
@@ -1060,8 +1061,8 @@ mod tests {
 
     #[test]
     fn an_endless_line_on_the_channel_is_cut_and_counted_as_tampering() {
-        let key = crate::channel::Key::fresh();
-        let mut sealer = crate::channel::Sealer::new(key.clone());
+        let key = crate::wall::channel::Key::fresh();
+        let mut sealer = crate::wall::channel::Sealer::new(key.clone());
         let mut text = vec![b'x'; 3 * MAX_CHANNEL_LINE];
         text.push(b'\n');
         let phase =
@@ -1075,10 +1076,10 @@ mod tests {
     #[test]
     fn reports_with_nan_errors_survive_the_channel() {
         let mut f = Failure::new(FailureClass::WrongAnswer, "NaN everywhere");
-        f.comparison = Some(Box::new(crate::verify::Comparison {
+        f.comparison = Some(Box::new(crate::wall::verify::Comparison {
             elements: 4,
             mismatches: 4,
-            first_mismatch: Some(crate::verify::Mismatch { index: 0, got: f64::NAN, expected: 1.0 }),
+            first_mismatch: Some(crate::wall::verify::Mismatch { index: 0, got: f64::NAN, expected: 1.0 }),
             max_abs_err: f64::INFINITY,
             max_rel_err: f64::NAN,
         }));
@@ -1152,7 +1153,7 @@ mod tests {
 
     #[test]
     fn a_refused_hosted_run_names_what_is_missing_and_the_waiver() {
-        use crate::sandbox::{hosted, Layer};
+        use crate::wall::sandbox::{hosted, Layer};
         let why =
             "cannot be made (unshare: No space left on device) (user.max_user_namespaces = 0 forbids user namespaces)";
         let layers = [hosted::USER, hosted::MOUNT, hosted::NETWORK, hosted::PID]

@@ -271,7 +271,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Runs `exe sandbox-probe` under the strict policy in a fresh scratch folder as a child
 /// of this process and reads its report.
 pub fn spawn(exe: &Path, port: Option<u16>) -> Result<ProbeReport, String> {
-    let root = crate::runtime_dir::evaluation_dir()?;
+    let root = crate::wall::runtime_dir::evaluation_dir()?;
     let scratch = root.path().join("scratch");
     std::fs::create_dir(&scratch).map_err(|e| e.to_string())?;
     let targets = Targets {
@@ -334,7 +334,7 @@ pub struct HostedProbe {
 /// Runs `exe sandbox-probe` the way a hosted worker runs: through `exe hosted`, below a
 /// stand-in tool when one is given. Its write outside goes to the shared /tmp.
 pub fn spawn_hosted(exe: &Path, spec: &HostedSpec) -> Result<HostedProbe, String> {
-    let root = crate::runtime_dir::evaluation_dir()?;
+    let root = crate::wall::runtime_dir::evaluation_dir()?;
     let scratch = root.path().join("scratch");
     std::fs::create_dir(&scratch).map_err(|e| e.to_string())?;
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);

@@ -1,0 +1,27 @@
+//! The trust wall: a candidate goes in, a verdict comes out.
+//!
+//! Everything that stands between a generated kernel and a believed result lives here: the
+//! orchestrator's side (`eval`: trusted builds, judging with a worker under a deadline,
+//! classifying; `report_check`: whether a sealed report fits its request; `sanitizer`;
+//! `gpu_lock`), the wire between the two sides (`protocol`, `channel`), and the worker's
+//! side (`worker`, `sandbox`, `verify`). The invariant: only the worker process, sandboxed
+//! by itself, ever maps candidate code; nothing outside `worker` loads or runs it, and
+//! nothing outside this folder believes a pass that `report_check` has not checked.
+//!
+//! GPU access lives here too, because the worker is what uses it: `gpu` (cudarc's driver
+//! API, guarded buffers, the L2 flush), `nvml` (clocks, throttling, energy), `bandwidth`
+//! (the stream triad, run under the GPU lock in a process that loads no candidate code),
+//! and `runtime_dir` (the private folder holding the GPU locks and evaluation folders).
+pub mod bandwidth;
+pub mod channel;
+pub mod eval;
+pub mod gpu;
+pub mod gpu_lock;
+pub mod nvml;
+pub mod protocol;
+pub mod report_check;
+pub mod runtime_dir;
+pub mod sandbox;
+pub mod sanitizer;
+pub mod verify;
+pub mod worker;
