@@ -1,6 +1,6 @@
 //! nightshift: unattended optimization of production CUDA kernels.
 //!
-//! The orchestrator (`cli`, `optimize`, `eval`, `generate`) never maps kernel code: each
+//! The orchestrator (`cli`, `optimize`, `wall`, `generate`) never maps kernel code: each
 //! evaluation is a fresh `worker` process that sandboxes itself (`sandbox`), computes the
 //! trusted reference's outputs, then checks and times the candidate against the baseline,
 //! answering on a sealed channel (`channel`) that the orchestrator checks against the

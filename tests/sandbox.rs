@@ -410,8 +410,8 @@ fn node_classes(run: &Path) -> Vec<(String, String)> {
 
 #[test]
 fn a_hosted_worker_answers_through_the_trampoline_and_its_layers_are_recorded() {
-    use nightshift::wall::eval::{run_worker, EvalError, HostTool};
     use nightshift::wall::protocol::{FailureClass, Mode, Outcome, WorkerReport, WorkerRequest};
+    use nightshift::wall::{run_worker, EvalError, HostTool};
     let task = nightshift::task::Task::load(&common::root().join("tasks/vector_add")).unwrap();
     // A simulated request for a library that does not exist: the worker answers at once,
     // on its sealed channel, with a rejection, whatever hosts it.

@@ -2,9 +2,9 @@
 //! candidate through the worker; anywhere, it diagnoses a saved raw CSV.
 
 use super::{fail, print_json, read_sass, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
-use crate::wall::eval::{EvalError, EvalOptions};
 use crate::profile::{self, MetricSet, ProfileFailure, Timings};
 use crate::task::Task;
+use crate::wall::{EvalError, EvalOptions};
 use heuristics::{Hints, Report};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

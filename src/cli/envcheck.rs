@@ -37,7 +37,7 @@ fn tool(name: &'static str, essential: bool, path: Option<std::path::PathBuf>, h
 
 pub fn run(json: bool) -> ExitCode {
     let mut items = Vec::new();
-    let gpu = crate::wall::eval::require_gpu(0);
+    let gpu = crate::wall::require_gpu(0);
     items.push(item(
         "gpu",
         true,

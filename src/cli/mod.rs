@@ -7,9 +7,9 @@ mod optimize;
 mod render;
 mod rewrite;
 
-use crate::wall::eval::{self, EvalError, EvalOptions};
 use crate::task::{self, Task, TaskError};
 use crate::toolchain::EnvError;
+use crate::wall::{self, EvalError, EvalOptions};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -327,7 +327,12 @@ pub fn main() -> ExitCode {
             ExitCode::from(EXIT_PASSED)
         }
         Cmd::Hosted { report, keep, allow_unconfined, command } => {
-            crate::wall::sandbox::hosted::main(&crate::wall::sandbox::hosted::Args { report, keep, allow_unconfined, command })
+            crate::wall::sandbox::hosted::main(&crate::wall::sandbox::hosted::Args {
+                report,
+                keep,
+                allow_unconfined,
+                command,
+            })
         }
         Cmd::Optimize(args) => optimize::run(*args),
         Cmd::CheckEnv { json } => envcheck::run(json),
@@ -535,7 +540,7 @@ pub(crate) fn build_target(
     let tc = crate::toolchain::Toolchain::find().map_err(|e| fail(EXIT_ENV, &e.to_string()))?;
     let mut opts = EvalOptions::new(PathBuf::new());
     opts.arch = arch;
-    match eval::resolve_arch(&opts) {
+    match wall::resolve_arch(&opts) {
         Ok(a) => Ok((tc, opts, a)),
         // Building alone needs no GPU, only a target: say how to name one.
         Err(EvalError::Env(e)) => Err(fail(
@@ -565,7 +570,7 @@ fn validate(dir: &Path, build: bool, arch: Option<String>, json: bool) -> ExitCo
             sources.push(("reference", task.reference.clone()));
         }
         for (what, src) in sources {
-            match eval::build_one(&tc, &opts, &task, &src, true, &arch) {
+            match wall::build_one(&tc, &opts, &task, &src, true, &arch) {
                 Ok(b) => builds.push(serde_json::json!({"what": what, "ok": true, "cached": b.cached, "seconds": b.seconds, "kernels": b.ptxas.kernels, "dir": b.dir})),
                 Err(crate::build::BuildError::Rejected { failure, dir, .. }) => {
                     return fail(EXIT_USAGE, &format!("{}: the {what} does not build: {} (log in {})", task.dir.display(), failure.summary(), dir.join(crate::build::LOG_NAME).display()));
@@ -601,7 +606,7 @@ fn eval_cmd(dir: &Path, candidate: Option<&Path>, opts: &EvalOptions, json: bool
             return fail(EXIT_USAGE, &format!("{}: no such candidate file", c.display()));
         }
     }
-    match eval::evaluate(&task, candidate, opts) {
+    match wall::evaluate(&task, candidate, opts) {
         Ok(v) => {
             if json {
                 print_json(&v);

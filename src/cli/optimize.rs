@@ -215,7 +215,7 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
         }
         (None, Some(_)) => "sm_90a".into(),
         (None, None) => {
-            let (_, cc, _) = crate::wall::eval::require_gpu(gpus[0])
+            let (_, cc, _) = crate::wall::require_gpu(gpus[0])
                 .map_err(|e| fail(EXIT_ENV, &format!("optimize judges every kernel on a GPU: {e}")))?;
             crate::build::arch_for_capability(cc.0, cc.1)
         }
@@ -238,7 +238,7 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
         final_seeds: a.final_seeds.unwrap_or(8),
         final_sanitize: !a.no_final_sanitize,
         simulated,
-        input_seed_base: crate::wall::eval::fresh_seed_base(),
+        input_seed_base: crate::wall::fresh_seed_base(),
         min_gain: match &a.min_gain {
             Some(g) => config::parse_min_gain(g).map_err(usage)?,
             None => crate::stats::DEFAULT_MIN_GAIN,

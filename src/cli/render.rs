@@ -1,8 +1,8 @@
 //! Human-readable renderings of tasks and verdicts: compact, numbers first.
 
-use crate::wall::eval::Verdict;
-use crate::wall::protocol::SideTiming;
 use crate::task::{ArgRole, Task, TaskError};
+use crate::wall::protocol::SideTiming;
+use crate::wall::Verdict;
 use std::fmt::Write;
 use std::path::PathBuf;
 

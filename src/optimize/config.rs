@@ -176,7 +176,7 @@ pub struct RunConfig {
     pub simulated: Option<SimSettings>,
     /// Where the run's input seeds start: drawn fresh for each run (kept for resume), so
     /// no candidate can know its inputs or their outputs in advance.
-    #[serde(default = "crate::wall::eval::fresh_seed_base")]
+    #[serde(default = "crate::wall::fresh_seed_base")]
     pub input_seed_base: u64,
     /// The gain a kernel must show beyond its speedup interval to be called faster, as a
     /// fraction (0.01: the interval's lower end must clear 1.01x).

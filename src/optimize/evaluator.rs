@@ -12,10 +12,13 @@
 use super::config::{RunConfig, SimSettings};
 use super::events::Candidate;
 use crate::build::Built;
-use crate::wall::eval::{self, EvalError, EvalOptions, TrustedBuilds, Verdict};
 use crate::generate::ParentProfile;
-use crate::wall::protocol::*;
 use crate::task::Task;
+use crate::wall::protocol::{
+    CheckSummary, EnergyReport, Failure, FailureClass, HostCheck, Mode, Outcome, SideEnergy, SideTiming, TimingReport,
+    WorkerReport,
+};
+use crate::wall::{self, EvalError, EvalOptions, TrustedBuilds, Verdict};
 use regex::Regex;
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -81,7 +84,7 @@ impl Evaluator {
     pub fn baseline(&self, device: usize) -> Result<Verdict, EvalError> {
         let b = &self.trusted.baseline;
         let sim = self.sim.as_ref().map(|_| simulated_report(1.0, SIM_CV / 2.0, self.energy));
-        eval::judge(
+        wall::judge(
             &self.task,
             &self.trusted,
             b,
@@ -104,7 +107,7 @@ impl Evaluator {
         let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy, false));
         let opts = self.opts_for(device);
         let judge = || {
-            eval::judge(&self.task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim.clone(), false))
+            wall::judge(&self.task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim.clone(), false))
         };
         let mut verdict = judge()?;
         // A timing that stayed noisy within the worker gets one more worker (the disturbance
@@ -118,7 +121,7 @@ impl Evaluator {
             notes.append(&mut verdict.notes);
             verdict.notes = notes;
             if unreliable(&verdict) {
-                verdict.status = eval::Status::Rejected;
+                verdict.status = wall::Status::Rejected;
                 verdict.failure = Some(crate::wall::protocol::Failure::new(
                     crate::wall::protocol::FailureClass::NoisyTiming,
                     "correct, but its timing stayed too noisy in two workers to count as a measurement (another job on the GPU?)",
@@ -141,10 +144,10 @@ impl Evaluator {
         let mut task = self.task.clone();
         task.seeds = seeds.max(task.seeds);
         let mut opts = self.opts_for(device);
-        opts.seed_base = eval::fresh_seed_base();
+        opts.seed_base = wall::fresh_seed_base();
         opts.sanitize = sanitize && self.sim.is_none();
         let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy, true));
-        eval::judge(&task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim, true))
+        wall::judge(&task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim, true))
     }
 
     /// ncu + SASS + diagnoses of a built kernel; files go to `dir`.

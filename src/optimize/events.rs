@@ -2,8 +2,8 @@
 //! things happen. It is the source of truth: `--resume` rebuilds the search tree, the
 //! tuner's memory of what it tried and the replay position from it alone.
 
-use crate::wall::eval::Verdict;
 use crate::stats::Speedup;
+use crate::wall::Verdict;
 use search::{Expansion, NodeId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

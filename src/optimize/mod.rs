@@ -20,11 +20,11 @@ pub mod store;
 pub mod summary;
 pub mod waits;
 
-use crate::wall::eval::{self, EvalError, EvalOptions};
 use crate::generate::{self, Generator};
 use crate::stats::Bar;
 use crate::task::Task;
 use crate::toolchain::Toolchain;
+use crate::wall::{self, EvalError, EvalOptions};
 use config::{GeneratorSpec, RunConfig};
 use events::{Candidate, Event, NodeSummary, Usage};
 use expand::{content_key, Ctx, Job, PhaseTimes};
@@ -154,7 +154,7 @@ fn preflight(cfg: &RunConfig, api_key: Option<String>) -> Result<Ready, RunError
         // hosted arrangement would otherwise stop the run at its final check.
         let exe = std::env::current_exe()
             .map_err(|e| RunError::Env(format!("cannot find the nightshift executable: {e}")))?;
-        let arrangement = eval::check_hosting(&exe, cfg.allow_unconfined_profiling)?;
+        let arrangement = wall::check_hosting(&exe, cfg.allow_unconfined_profiling)?;
         if !arrangement.confined {
             eprintln!(
                 "warning: ncu and compute-sanitizer run unconfined (--allow-unconfined-profiling): {}",
@@ -164,7 +164,7 @@ fn preflight(cfg: &RunConfig, api_key: Option<String>) -> Result<Ready, RunError
     }
     if cfg.simulated.is_none() {
         for &device in &cfg.gpus {
-            eval::require_gpu(device).map_err(|e| RunError::Env(e.to_string()))?;
+            wall::require_gpu(device).map_err(|e| RunError::Env(e.to_string()))?;
         }
     }
     let generator = make_generator(cfg, &task, api_key)?;
@@ -207,7 +207,7 @@ impl Drop for Unstarted {
 /// The shared context and the trusted builds; the baseline judged when `judge_root`.
 struct Prepared {
     ctx: Arc<Ctx>,
-    root: Option<(NodeSummary, eval::Verdict)>,
+    root: Option<(NodeSummary, wall::Verdict)>,
 }
 
 fn prepare(
@@ -220,7 +220,7 @@ fn prepare(
     rt: &tokio::runtime::Runtime,
 ) -> Result<Prepared, RunError> {
     let opts = eval_options(cfg)?;
-    let trusted = eval::build_trusted(&tc, &opts, task, &cfg.arch)?;
+    let trusted = wall::build_trusted(&tc, &opts, task, &cfg.arch)?;
     let evaluator = Arc::new(evaluator::Evaluator::new(task, trusted, &cfg.arch, opts.clone(), cfg));
     let stages = Arc::new(waits::Stages::default());
     let lanes = {

@@ -173,7 +173,10 @@ pub fn achievable(ordinal: usize) -> Result<Achievable, String> {
         None
     } else {
         let lock = crate::wall::gpu_lock::lock_path(ordinal)?;
-        Some(crate::wall::gpu_lock::acquire(&lock).map_err(|e| format!("cannot take the GPU lock {}: {e}", lock.display()))?)
+        Some(
+            crate::wall::gpu_lock::acquire(&lock)
+                .map_err(|e| format!("cannot take the GPU lock {}: {e}", lock.display()))?,
+        )
     };
     // Another process may have measured while we waited for the lock.
     if let Some(a) = cached(Source::Cached) {

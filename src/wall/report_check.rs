@@ -4,7 +4,7 @@
 //! samples on both sides and a speedup that follows from them. A key stolen from the
 //! worker's memory still has to forge a report that passes all of this.
 
-use crate::wall::eval::WorkerRun;
+use crate::wall::client::WorkerRun;
 use crate::wall::protocol::{Mode, Outcome, Phase, WorkerReport, WorkerRequest};
 
 /// Ok, or what does not fit. Only passing reports are held to the request: a rejection

@@ -2,10 +2,10 @@
 //! of one library against the reference outputs.
 
 use super::{is_output, pointer_args, tolerance_of, CallError, Entry, Stop, Worker};
-use crate::wall::gpu::{DeviceBuffer, GpuResult, GuardedBuffer};
-use crate::wall::protocol::{CaseRef, CheckSummary, Failure, FailureClass, Outcome};
 use crate::task::types::{ElemType, ParamType, ScalarType};
 use crate::task::{ArgRole, ScalarValue, Size, Task};
+use crate::wall::gpu::{DeviceBuffer, GpuResult, GuardedBuffer};
+use crate::wall::protocol::{CaseRef, CheckSummary, Failure, FailureClass, Outcome};
 use crate::wall::verify::{self, Comparison};
 
 /// Inputs of one (size, seed), generated on the host.

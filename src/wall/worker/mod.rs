@@ -11,10 +11,10 @@ mod cases;
 pub use cases::REPEAT_CALLS;
 mod timing;
 
-use crate::wall::gpu::{Gpu, GpuError};
-use crate::wall::protocol::*;
 use crate::task::types::ParamType;
 use crate::task::{ArgRole, Task};
+use crate::wall::gpu::{Gpu, GpuError};
+use crate::wall::protocol::{Failure, FailureClass, Mode, Outcome, Phase, WorkerMessage, WorkerReport, WorkerRequest};
 use cases::{CaseData, DeviceCase, HostCase};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::io::Write;

@@ -6,8 +6,11 @@
 
 use super::cases::{self, CaseData, DeviceCase, HostCase};
 use super::{gpu_stop, Entry, Stop, Worker};
-use crate::wall::protocol::*;
 use crate::task::Task;
+use crate::wall::protocol::{
+    median, ClockReport, ColdCheck, DeviceInfo, EnergyReport, EnergySample, Failure, FailureClass, HostCheck, Outcome,
+    SideEnergy, SideTiming, TimingPlan, TimingReport,
+};
 use std::time::Instant;
 
 const SIDES: [&str; 2] = ["baseline", "candidate"];
@@ -163,7 +166,9 @@ fn floor_ms_at(task: &Task, info: &DeviceInfo, dram_gbs: f64) -> Option<f64> {
     device.floor_seconds(Some(work.bytes), Some(work.flops), &task.accuracy()).map(|t| t * 1e3)
 }
 
-fn clock_snapshot(nvml: &Option<crate::wall::nvml::NvmlDevice>) -> (Option<u32>, Option<u32>, Vec<String>, Option<u32>) {
+fn clock_snapshot(
+    nvml: &Option<crate::wall::nvml::NvmlDevice>,
+) -> (Option<u32>, Option<u32>, Vec<String>, Option<u32>) {
     match nvml {
         Some(n) => {
             (n.sm_clock_mhz(), n.memory_clock_mhz(), n.throttle_reasons().unwrap_or_default(), n.temperature_c())
@@ -177,7 +182,9 @@ fn record(ev: &cudarc::driver::CudaEvent, w: &Worker) -> Result<(), Stop> {
 }
 
 fn elapsed(a: &cudarc::driver::CudaEvent, b: &cudarc::driver::CudaEvent) -> Result<f64, Stop> {
-    a.elapsed_ms(b).map(|ms| ms as f64).map_err(|e| gpu_stop(crate::wall::gpu::GpuError::from_driver(e, "reading an event")))
+    a.elapsed_ms(b)
+        .map(|ms| ms as f64)
+        .map_err(|e| gpu_stop(crate::wall::gpu::GpuError::from_driver(e, "reading an event")))
 }
 
 /// Samples per side, all and by round.
@@ -538,8 +545,8 @@ fn host_cross_check(
     b.record(&w.gpu.stream).map_err(|e| gpu_err(crate::wall::gpu::GpuError::from_driver(e, "event")))?;
     w.gpu.sync_all().map_err(gpu_err)?;
     let host_ms = t0.elapsed().as_secs_f64() * 1e3 / calls as f64;
-    let event_ms =
-        a.elapsed_ms(&b).map_err(|e| gpu_err(crate::wall::gpu::GpuError::from_driver(e, "event")))? as f64 / calls as f64;
+    let event_ms = a.elapsed_ms(&b).map_err(|e| gpu_err(crate::wall::gpu::GpuError::from_driver(e, "event")))? as f64
+        / calls as f64;
     Ok(HostCheck {
         calls,
         host_ms_per_call: host_ms,
