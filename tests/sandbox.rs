@@ -156,7 +156,7 @@ fn the_trampoline_ends_as_its_tool_did_and_takes_everything_inside_with_it() {
     // orchestrator kills the trampoline's group at the deadline.
     let marker = format!("{}", 900_000 + std::process::id() % 90_000);
     let mut cmd = hosted(&format!("setsid sleep {marker} & sleep {marker}"));
-    let got = nightshift::process::run_captured(&mut cmd, std::time::Duration::from_millis(1500)).unwrap();
+    let got = nightshift::toolkit::process::run_captured(&mut cmd, std::time::Duration::from_millis(1500)).unwrap();
     assert!(got.timed_out);
     let gone = (0..100).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(50));

@@ -2,8 +2,8 @@
 //! candidate through the worker; anywhere, it diagnoses a saved raw CSV.
 
 use super::{fail, print_json, read_sass, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
-use crate::profile::{self, MetricSet, ProfileFailure, Timings};
 use crate::task::Task;
+use crate::toolkit::profile::{self, MetricSet, ProfileFailure, Timings};
 use crate::wall::{EvalError, EvalOptions};
 use heuristics::{Hints, Report};
 use std::path::{Path, PathBuf};
@@ -184,7 +184,7 @@ pub fn run(a: Args) -> ExitCode {
         task.dir.display(),
         profiled.csv_path.display(),
         sass_path.map(|p| format!(" --sass {}", p.display())).unwrap_or_default(),
-        profiled.built.dir.join(crate::build::LOG_NAME).display()
+        profiled.built.dir.join(crate::toolkit::build::LOG_NAME).display()
     );
     ExitCode::from(EXIT_PASSED)
 }

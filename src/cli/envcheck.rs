@@ -1,7 +1,7 @@
 //! `nightshift check-env`: everything the verifier and the profilers need, found or not.
 
 use super::{print_json, EXIT_ENV, EXIT_PASSED};
-use crate::toolchain::{self, Toolchain};
+use crate::toolkit::toolchain::{self, Toolchain};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -45,7 +45,7 @@ pub fn run(json: bool) -> ExitCode {
             .map(|(name, (ma, mi), _)| {
                 format!(
                     "{name}, compute capability {ma}.{mi}, builds for {}",
-                    crate::build::arch_for_capability(*ma, *mi)
+                    crate::toolkit::build::arch_for_capability(*ma, *mi)
                 )
             })
             .map_err(|e| format!("{e}")),

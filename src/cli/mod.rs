@@ -8,7 +8,7 @@ mod render;
 mod rewrite;
 
 use crate::task::{self, Task, TaskError};
-use crate::toolchain::EnvError;
+use crate::toolkit::toolchain::EnvError;
 use crate::wall::{self, EvalError, EvalOptions};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -536,8 +536,8 @@ fn init(args: &crate::scaffold::Args, json: bool) -> ExitCode {
 /// else the GPU's own); a missing tool or GPU is the environment's exit code.
 pub(crate) fn build_target(
     arch: Option<String>,
-) -> Result<(crate::toolchain::Toolchain, EvalOptions, String), ExitCode> {
-    let tc = crate::toolchain::Toolchain::find().map_err(|e| fail(EXIT_ENV, &e.to_string()))?;
+) -> Result<(crate::toolkit::toolchain::Toolchain, EvalOptions, String), ExitCode> {
+    let tc = crate::toolkit::toolchain::Toolchain::find().map_err(|e| fail(EXIT_ENV, &e.to_string()))?;
     let mut opts = EvalOptions::new(PathBuf::new());
     opts.arch = arch;
     match wall::resolve_arch(&opts) {
@@ -572,11 +572,11 @@ fn validate(dir: &Path, build: bool, arch: Option<String>, json: bool) -> ExitCo
         for (what, src) in sources {
             match wall::build_one(&tc, &opts, &task, &src, true, &arch) {
                 Ok(b) => builds.push(serde_json::json!({"what": what, "ok": true, "cached": b.cached, "seconds": b.seconds, "kernels": b.ptxas.kernels, "dir": b.dir})),
-                Err(crate::build::BuildError::Rejected { failure, dir, .. }) => {
-                    return fail(EXIT_USAGE, &format!("{}: the {what} does not build: {} (log in {})", task.dir.display(), failure.summary(), dir.join(crate::build::LOG_NAME).display()));
+                Err(crate::toolkit::build::BuildError::Rejected { failure, dir, .. }) => {
+                    return fail(EXIT_USAGE, &format!("{}: the {what} does not build: {} (log in {})", task.dir.display(), failure.summary(), dir.join(crate::toolkit::build::LOG_NAME).display()));
                 }
-                Err(crate::build::BuildError::Env(e)) => return fail(EXIT_ENV, &e.to_string()),
-                Err(crate::build::BuildError::Io(m)) => return fail(EXIT_USAGE, &m),
+                Err(crate::toolkit::build::BuildError::Env(e)) => return fail(EXIT_ENV, &e.to_string()),
+                Err(crate::toolkit::build::BuildError::Io(m)) => return fail(EXIT_USAGE, &m),
             }
         }
     }
@@ -636,14 +636,18 @@ pub(crate) fn read_sass(file: &Path) -> Result<String, ExitCode> {
     if !binary {
         return Ok(String::from_utf8_lossy(&bytes).into_owned());
     }
-    let (cuobjdump, nvdisasm) = match crate::toolchain::Toolchain::find() {
+    let (cuobjdump, nvdisasm) = match crate::toolkit::toolchain::Toolchain::find() {
         Ok(tc) => (tc.cuobjdump.clone(), tc.nvdisasm.clone()),
-        Err(_) => (crate::toolchain::find_profiler("cuobjdump"), crate::toolchain::find_profiler("nvdisasm")),
+        Err(_) => (
+            crate::toolkit::toolchain::find_profiler("cuobjdump"),
+            crate::toolkit::toolchain::find_profiler("nvdisasm"),
+        ),
     };
     let Some(cuobjdump) = cuobjdump else {
         return Err(fail(EXIT_ENV, &format!("{} is a binary and cuobjdump was not found: install the CUDA toolkit or the wheel nvidia-cuda-cuobjdump==13.2.86, or pass SASS text", file.display())));
     };
-    let d = crate::disasm::disassemble(&cuobjdump, nvdisasm.as_deref(), file).map_err(|e| fail(EXIT_USAGE, &e))?;
+    let d =
+        crate::toolkit::disasm::disassemble(&cuobjdump, nvdisasm.as_deref(), file).map_err(|e| fail(EXIT_USAGE, &e))?;
     for n in &d.notes {
         eprintln!("note: {n}");
     }

@@ -210,14 +210,14 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
     let simulated = a.simulate_gpu.map(|delay_ms| SimSettings { delay_ms });
     let arch = match (&a.arch, &simulated) {
         (Some(arch), _) => {
-            crate::build::gencode(arch).map_err(usage)?;
+            crate::toolkit::build::gencode(arch).map_err(usage)?;
             arch.clone()
         }
         (None, Some(_)) => "sm_90a".into(),
         (None, None) => {
             let (_, cc, _) = crate::wall::require_gpu(gpus[0])
                 .map_err(|e| fail(EXIT_ENV, &format!("optimize judges every kernel on a GPU: {e}")))?;
-            crate::build::arch_for_capability(cc.0, cc.1)
+            crate::toolkit::build::arch_for_capability(cc.0, cc.1)
         }
     };
     let task_dir = task_dir.canonicalize().unwrap_or(task_dir);

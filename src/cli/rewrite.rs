@@ -130,16 +130,16 @@ pub fn run(a: Args) -> ExitCode {
                     if let Some((tc, opts, arch)) = &build_env {
                         match wall::build_one(tc, opts, &task, &path, false, arch) {
                             Ok(_) => row.built = Some(true),
-                            Err(crate::build::BuildError::Rejected { failure, dir, .. }) => {
+                            Err(crate::toolkit::build::BuildError::Rejected { failure, dir, .. }) => {
                                 row.built = Some(false);
                                 row.build_error = Some(format!(
                                     "{} (log in {})",
                                     failure.summary(),
-                                    dir.join(crate::build::LOG_NAME).display()
+                                    dir.join(crate::toolkit::build::LOG_NAME).display()
                                 ));
                             }
-                            Err(crate::build::BuildError::Env(e)) => return fail(EXIT_ENV, &e.to_string()),
-                            Err(crate::build::BuildError::Io(m)) => return fail(EXIT_USAGE, &m),
+                            Err(crate::toolkit::build::BuildError::Env(e)) => return fail(EXIT_ENV, &e.to_string()),
+                            Err(crate::toolkit::build::BuildError::Io(m)) => return fail(EXIT_USAGE, &m),
                         }
                     }
                     if a.out.is_some() {

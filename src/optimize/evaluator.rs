@@ -11,9 +11,9 @@
 
 use super::config::{RunConfig, SimSettings};
 use super::events::Candidate;
-use crate::build::Built;
 use crate::generate::ParentProfile;
 use crate::task::Task;
+use crate::toolkit::build::Built;
 use crate::wall::protocol::{
     CheckSummary, EnergyReport, Failure, FailureClass, HostCheck, Mode, Outcome, SideEnergy, SideTiming, TimingReport,
     WorkerReport,
@@ -170,18 +170,18 @@ impl Evaluator {
             seconds: started.elapsed().as_secs_f64(),
             sandbox: Vec::new(),
         };
-        let profiled = match crate::profile::profile_built(
+        let profiled = match crate::toolkit::profile::profile_built(
             &self.task,
             built.clone(),
             &self.opts_for(device),
-            crate::profile::MetricSet::Required,
+            crate::toolkit::profile::MetricSet::Required,
             dir,
         ) {
             Ok(p) => p,
-            Err(crate::profile::ProfileFailure::Rejected(f)) => {
+            Err(crate::toolkit::profile::ProfileFailure::Rejected(f)) => {
                 return fail(format!("the kernel failed under ncu: {}: {}", f.class, f.message))
             }
-            Err(crate::profile::ProfileFailure::Error(e)) => return fail(format!("profiling failed: {e}")),
+            Err(crate::toolkit::profile::ProfileFailure::Error(e)) => return fail(format!("profiling failed: {e}")),
         };
         let profile = match heuristics::ncu::parse(&profiled.csv) {
             Ok(p) => p,

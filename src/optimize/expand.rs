@@ -8,10 +8,10 @@ use super::events::{Candidate, Event, NodeSummary};
 use super::lanes::Lanes;
 use super::store::{node_rel, RunStore};
 use super::waits::Stage;
-use crate::build::{self, BuildSpec};
 use crate::generate::{Generator, ParentProfile, Proposal, Request};
 use crate::task::Task;
-use crate::toolchain::Toolchain;
+use crate::toolkit::build::{self, BuildSpec};
+use crate::toolkit::toolchain::Toolchain;
 use crate::wall::{EvalError, Verdict};
 use search::{Expansion, NodeId};
 use sha2::{Digest, Sha256};
@@ -226,7 +226,7 @@ impl Ctx {
     }
 
     /// Builds a candidate on a CPU slot (cached by content).
-    async fn build(self: &Arc<Self>, c: &Candidate) -> Result<crate::build::Built, String> {
+    async fn build(self: &Arc<Self>, c: &Candidate) -> Result<crate::toolkit::build::Built, String> {
         match self.build_verdict(c).await {
             Ok((b, _)) => Ok(b),
             Err(Ok(v)) => Err(v.failure.map(|f| f.message).unwrap_or_default()),
@@ -239,7 +239,7 @@ impl Ctx {
     async fn build_verdict(
         self: &Arc<Self>,
         c: &Candidate,
-    ) -> Result<(crate::build::Built, f64), Result<Box<Verdict>, String>> {
+    ) -> Result<(crate::toolkit::build::Built, f64), Result<Box<Verdict>, String>> {
         let _building = self.stages.enter(Stage::Build);
         let _slot = self.builds.acquire().await.map_err(|e| Err(e.to_string()))?;
         let ctx = self.clone();

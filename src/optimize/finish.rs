@@ -13,8 +13,8 @@ use super::events::{Event, NodeSummary};
 use super::expand::Ctx;
 use super::orchestrator::Search;
 use super::store::{node_rel, RunStore};
-use crate::build::{self, BuildError, BuildSpec};
 use crate::stats::{Bar, Speedup};
+use crate::toolkit::build::{self, BuildError, BuildSpec};
 use crate::wall::protocol::TimingReport;
 use crate::wall::{EvalError, Verdict};
 use search::NodeId;
@@ -224,7 +224,7 @@ pub async fn verify_best(
     seeds: u32,
     sanitize: bool,
 ) -> Result<Final, EnvFailure> {
-    let sanitizer_found = crate::toolchain::find_profiler("compute-sanitizer").is_some();
+    let sanitizer_found = crate::toolkit::toolchain::find_profiler("compute-sanitizer").is_some();
     let sanitize = sanitize && sanitizer_found && !ctx.store.simulated();
     let baseline = search.summaries.get(&0).cloned().unwrap_or_default();
     let ranking: Vec<NodeId> = search

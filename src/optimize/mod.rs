@@ -23,7 +23,7 @@ pub mod waits;
 use crate::generate::{self, Generator};
 use crate::stats::Bar;
 use crate::task::Task;
-use crate::toolchain::Toolchain;
+use crate::toolkit::toolchain::Toolchain;
 use crate::wall::{self, EvalError, EvalOptions};
 use config::{GeneratorSpec, RunConfig};
 use events::{Candidate, Event, NodeSummary, Usage};

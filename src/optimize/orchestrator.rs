@@ -252,7 +252,7 @@ pub async fn run(
             _ = async { match sigint.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
                 interrupts += 1;
                 if interrupts >= 2 {
-                    crate::process::kill_live_groups();
+                    crate::toolkit::process::kill_live_groups();
                     progress.message("second Ctrl-C: abandoning the work in flight (--resume redoes it)");
                     let _ = ctx.store.append(Event::SearchStopped { why: "abandoned by a second Ctrl-C".into() });
                     reports.settle().await;

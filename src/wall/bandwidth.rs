@@ -161,7 +161,7 @@ pub fn identity(ordinal: usize) -> Result<Identity, String> {
 /// a second, under the GPU's lock) and cached.
 pub fn achievable(ordinal: usize) -> Result<Achievable, String> {
     let id = identity(ordinal)?;
-    let path = cache_path(&crate::build::cache_root(), &id.uuid);
+    let path = cache_path(&crate::toolkit::build::cache_root(), &id.uuid);
     let cached = |source| {
         let text = std::fs::read_to_string(&path).ok()?;
         usable(&text, &id).map(|gbs| Achievable { gbs, datasheet_gbs: id.datasheet_gbs, source, path: path.clone() })

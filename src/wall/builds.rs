@@ -1,9 +1,9 @@
 //! Trusted builds: the reference and the baseline, built once and reused by every
 //! evaluation of a task; one candidate's build, with its failure as a verdict's.
 
-use crate::build::{self, BuildError, BuildSpec, Built};
 use crate::task::Task;
-use crate::toolchain::Toolchain;
+use crate::toolkit::build::{self, BuildError, BuildSpec, Built};
+use crate::toolkit::toolchain::Toolchain;
 use crate::wall::options::EvalOptions;
 use crate::wall::verdict::EvalError;
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! Classification: what a worker run amounts to against its request; tampering first,
 //! then a sealed report that fits, then the deadline, signals and exit codes by phase.
 
-use crate::process;
+use crate::toolkit::process;
 use crate::wall::client::WorkerRun;
 use crate::wall::protocol::{Failure, FailureClass, Phase, WorkerReport, WorkerRequest};
 use std::os::unix::process::ExitStatusExt;

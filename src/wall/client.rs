@@ -1,8 +1,8 @@
 //! The worker client: spawns one worker (hosted under a tool or not) holding the GPU's lock,
 //! hands it a fresh evaluation key, and follows its sealed report channel to the end.
 
-use crate::process;
-use crate::toolchain::EnvError;
+use crate::toolkit::process;
+use crate::toolkit::toolchain::EnvError;
 use crate::wall::protocol::{DeviceInfo, Mode, Phase, WorkerMessage, WorkerReport, WorkerRequest};
 use crate::wall::verdict::{tail, EvalError};
 use std::collections::BTreeMap;

@@ -6,9 +6,9 @@
 //! deadline, using the last phase the worker announced to tell a candidate's crash from
 //! an infrastructure failure.
 
-use crate::build::{BuildError, Built};
 use crate::task::Task;
-use crate::toolchain::{EnvError, Toolchain};
+use crate::toolkit::build::{BuildError, Built};
+use crate::toolkit::toolchain::{EnvError, Toolchain};
 use crate::wall::builds::{build_one, build_trusted, TrustedBuilds};
 use crate::wall::classify::{classify, Classified};
 use crate::wall::client::{check_hosting, run_worker, HostTool, WorkerRun};
@@ -198,7 +198,7 @@ pub fn sanitize(
     opts: &EvalOptions,
     timeout: Duration,
 ) -> Result<(Vec<SanitizerReport>, Vec<crate::wall::sandbox::Layer>), EvalError> {
-    let tool = crate::toolchain::find_profiler("compute-sanitizer").ok_or_else(|| EnvError {
+    let tool = crate::toolkit::toolchain::find_profiler("compute-sanitizer").ok_or_else(|| EnvError {
         what: "compute-sanitizer".into(),
         hint: "install the CUDA toolkit's compute-sanitizer (it ships with CUDA 13.0), or leave out --sanitize".into(),
     })?;

@@ -1,7 +1,7 @@
 //! What an evaluation is asked to do (`EvalOptions`), the build target, and the GPU it needs.
 
-use crate::build;
-use crate::toolchain::EnvError;
+use crate::toolkit::build;
+use crate::toolkit::toolchain::EnvError;
 use crate::wall::gpu;
 use crate::wall::protocol::TimingPlan;
 use crate::wall::verdict::EvalError;

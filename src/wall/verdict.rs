@@ -1,9 +1,9 @@
 //! The verdict model: what one evaluation of a candidate found, as printed and stored,
 //! and the errors that are not the candidate's fault.
 
-use crate::build::{BuildFailure, Built};
 use crate::task::Task;
-use crate::toolchain::EnvError;
+use crate::toolkit::build::{BuildFailure, Built};
+use crate::toolkit::toolchain::EnvError;
 use crate::wall::protocol::{CheckSummary, DeviceInfo, EnergyReport, Failure, FailureClass, TimingReport};
 use crate::wall::sanitizer::SanitizerReport;
 use serde::Serialize;

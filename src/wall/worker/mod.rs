@@ -46,11 +46,11 @@ impl Entry {
             .map_err(|e| format!("cannot load the {role} library {}: {e}", path.display()))?;
         let lib: libloading::Library = lib.into();
         // SAFETY: symbol types match the generated shim (shim.rs).
-        let call = unsafe { lib.get::<CallFn>(crate::build::shim::CALL_SYMBOL.as_bytes()) }
+        let call = unsafe { lib.get::<CallFn>(crate::toolkit::build::shim::CALL_SYMBOL.as_bytes()) }
             .map(|s| *s)
             .map_err(|e| format!("the {role} library has no shim entry: {e}"))?;
         // SAFETY: as above.
-        let error_name = unsafe { lib.get::<ErrorNameFn>(crate::build::shim::ERROR_NAME_SYMBOL.as_bytes()) }
+        let error_name = unsafe { lib.get::<ErrorNameFn>(crate::toolkit::build::shim::ERROR_NAME_SYMBOL.as_bytes()) }
             .map(|s| *s)
             .map_err(|e| format!("the {role} library has no shim error function: {e}"))?;
         Ok(Entry { _lib: std::mem::ManuallyDrop::new(lib), call, error_name, role, calls: std::cell::Cell::new(0) })

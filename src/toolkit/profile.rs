@@ -31,10 +31,10 @@
 //!   when ncu prints one (with `--log-file` it may not), one table, every row as wide as
 //!   its header; anything else is refused as a forged report.
 
-use crate::build::Built;
-use crate::process;
 use crate::task::Task;
-use crate::toolchain::{find_profiler, EnvError, Toolchain};
+use crate::toolkit::build::Built;
+use crate::toolkit::process;
+use crate::toolkit::toolchain::{find_profiler, EnvError, Toolchain};
 use crate::wall::protocol::{Mode, Outcome, Phase, WorkerRequest};
 use crate::wall::{self, classify, run_worker, Classified, EvalError, EvalOptions};
 use serde::ser::SerializeMap;
@@ -164,14 +164,14 @@ pub fn profile(
     let build_started = Instant::now();
     let built = match wall::build_one(&tc, opts, task, source, trusted, &arch) {
         Ok(b) => b,
-        Err(crate::build::BuildError::Rejected { failure, dir, .. }) => {
+        Err(crate::toolkit::build::BuildError::Rejected { failure, dir, .. }) => {
             let mut f =
                 crate::wall::protocol::Failure::new(crate::wall::protocol::FailureClass::BuildError, failure.summary());
             f.message.push_str(&format!(" (build folder {})", dir.display()));
             return Err(ProfileFailure::Rejected(f));
         }
-        Err(crate::build::BuildError::Env(e)) => return Err(e.into()),
-        Err(crate::build::BuildError::Io(m)) => return Err(EvalError::Internal(m).into()),
+        Err(crate::toolkit::build::BuildError::Env(e)) => return Err(e.into()),
+        Err(crate::toolkit::build::BuildError::Io(m)) => return Err(EvalError::Internal(m).into()),
     };
     let build_s = build_started.elapsed().as_secs_f64();
     let dir = out.map(Path::to_path_buf).unwrap_or_else(|| built.dir.join("profile"));
