@@ -12,6 +12,7 @@ pub mod generate;
 pub mod hostmem;
 pub mod optimize;
 pub mod report;
+pub mod run;
 pub mod scaffold;
 pub mod stats;
 pub mod task;

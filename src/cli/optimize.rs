@@ -4,8 +4,8 @@
 //! environment (GPU, driver, tools, endpoint).
 
 use super::{fail, print_json, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
-use crate::optimize::config::{self, GeneratorSpec, Guidance, LlmSettings, RunConfig, SimSettings, Strategy};
 use crate::optimize::{self, RunError, Start};
+use crate::run::config::{self, GeneratorSpec, Guidance, LlmSettings, RunConfig, SimSettings, Strategy};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

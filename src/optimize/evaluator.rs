@@ -9,9 +9,9 @@
 //! check meet a broken environment), else a deterministic speedup from a
 //! hash of its source and build configuration.
 
-use super::config::{RunConfig, SimSettings};
-use super::events::Candidate;
 use crate::generate::ParentProfile;
+use crate::run::config::{RunConfig, SimSettings};
+use crate::run::events::Candidate;
 use crate::task::Task;
 use crate::toolkit::build::Built;
 use crate::wall::protocol::{
@@ -255,7 +255,7 @@ fn simulated_report(speedup: f64, cv: f64, energy: bool) -> WorkerReport {
         r.energy =
             Some(EnergyReport { baseline: side(0.5), candidate: side(0.5 / saving), saving, note: "simulated".into() });
     }
-    r.notes.push(crate::optimize::store::SIMULATED_NOTE.into());
+    r.notes.push(crate::run::store::SIMULATED_NOTE.into());
     r
 }
 

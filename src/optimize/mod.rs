@@ -8,32 +8,29 @@
 //! kernel is re-verified with more seeds and the sanitizers ([`finish`]) and the result
 //! summarized ([`summary`]).
 
-pub mod config;
 pub mod evaluator;
-pub mod events;
 pub mod expand;
 pub mod finish;
 pub mod lanes;
 pub mod orchestrator;
 pub mod progress;
-pub mod store;
 pub mod summary;
 pub mod waits;
 
 use crate::generate::{self, Generator};
+use crate::run::config::{self, GeneratorSpec, RunConfig, RunFile};
+use crate::run::events::{self, Candidate, Event, NodeSummary, Usage};
+use crate::run::store::{self, node_rel, RunStore};
 use crate::stats::Bar;
 use crate::task::Task;
 use crate::toolkit::toolchain::Toolchain;
 use crate::wall::{self, EvalError, EvalOptions};
-use config::{GeneratorSpec, RunConfig};
-use events::{Candidate, Event, NodeSummary, Usage};
 use expand::{content_key, Ctx, Job, PhaseTimes};
 use orchestrator::Search;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use store::{node_rel, RunStore};
 
 /// Why a run could not start or go on; maps to exit codes 2 (usage, task) and 3 (environment).
 #[derive(Debug, thiserror::Error)]
@@ -54,17 +51,6 @@ impl From<EvalError> for RunError {
             EvalError::Internal(m) => RunError::Internal(m),
         }
     }
-}
-
-/// Everything about the machine and tools a run was made with, next to its config.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct RunFile {
-    pub config: RunConfig,
-    pub nightshift: String,
-    pub nvcc: String,
-    pub started_at: String,
-    #[serde(default)]
-    pub devices: Vec<crate::wall::protocol::DeviceInfo>,
 }
 
 /// How to start a run, as the command line says.

@@ -5,10 +5,10 @@
 //! to expand; in-flight work then finishes, unless a second Ctrl-C abandons it (the
 //! workers are killed; `--resume` redoes those nodes).
 
-use super::config::Strategy;
-use super::events::{Candidate, Event, NodeSummary};
 use super::expand::{expand, Ctx, Done, Job};
 use super::progress::Progress;
+use crate::run::config::Strategy;
+use crate::run::events::{Candidate, Event, NodeSummary};
 use search::{Expansion, Intent, NodeId, Selection, Tree};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

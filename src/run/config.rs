@@ -247,3 +247,14 @@ mod tests {
         assert!(parse_min_gain("lots").is_err());
     }
 }
+
+/// Everything about the machine and tools a run was made with, next to its config.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RunFile {
+    pub config: RunConfig,
+    pub nightshift: String,
+    pub nvcc: String,
+    pub started_at: String,
+    #[serde(default)]
+    pub devices: Vec<crate::wall::protocol::DeviceInfo>,
+}
