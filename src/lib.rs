@@ -1,35 +1,20 @@
 //! nightshift: unattended optimization of production CUDA kernels.
 //!
-//! The orchestrator (`cli`, `optimize`, `eval`, `generate`) never maps kernel code: each
+//! The orchestrator (`cli`, `optimize`, `wall`, `generate`) never maps kernel code: each
 //! evaluation is a fresh `worker` process that sandboxes itself (`sandbox`), computes the
 //! trusted reference's outputs, then checks and times the candidate against the baseline,
 //! answering on a sealed channel (`channel`) that the orchestrator checks against the
-//! request (`report_check`) before it believes a pass. Building (`build`, `toolchain`)
+//! request (`report_check`) before it believes a pass. Building (`toolkit`)
 //! and the pure analysis crates (`sass`, `heuristics`, `search`) need no GPU; only the
 //! worker, the profilers and NVML do.
-pub mod bandwidth;
-pub mod build;
-pub mod channel;
 pub mod cli;
-pub mod disasm;
-pub mod eval;
 pub mod generate;
-pub mod gpu;
-pub mod gpu_lock;
 pub mod hostmem;
-pub mod nvml;
 pub mod optimize;
-pub mod process;
-pub mod profile;
-pub mod protocol;
 pub mod report;
-pub mod report_check;
-pub mod runtime_dir;
-pub mod sandbox;
-pub mod sanitizer;
+pub mod run;
 pub mod scaffold;
 pub mod stats;
 pub mod task;
-pub mod toolchain;
-pub mod verify;
-pub mod worker;
+pub mod toolkit;
+pub mod wall;

@@ -3,8 +3,8 @@
 
 mod common;
 
-use nightshift::build::{build, BuildError, BuildFailure, BuildSpec, Built};
 use nightshift::task::Task;
+use nightshift::toolkit::build::{build, BuildError, BuildFailure, BuildSpec, Built};
 use std::collections::BTreeMap;
 use std::path::Path;
 

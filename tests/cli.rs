@@ -95,7 +95,7 @@ fn diagnose_full_is_for_profiling_a_task() {
     let (code, out, err) = common::run(&["diagnose", "--ncu", &csv, "--full"]);
     assert_eq!(code, 2, "a saved profile is not profiled again: {out}");
     assert!(err.contains("--full") && err.contains("saved --ncu CSV"), "{err}");
-    if nightshift::gpu::driver_present() {
+    if nightshift::wall::gpu::driver_present() {
         return;
     }
     // With a task but no GPU (nor ncu), an environment error, not a usage one.
@@ -108,7 +108,7 @@ fn check_env_says_what_is_missing_without_a_gpu() {
     let (code, out, _) = common::run(&["check-env", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();
     let gpu = v["items"].as_array().unwrap().iter().find(|i| i["name"] == "gpu").unwrap().clone();
-    if nightshift::gpu::driver_present() {
+    if nightshift::wall::gpu::driver_present() {
         assert_eq!(gpu["found"], true);
     } else {
         assert_eq!(code, 3, "no GPU: exit 3");
@@ -122,7 +122,7 @@ fn check_env_says_what_is_missing_without_a_gpu() {
 
 #[test]
 fn eval_without_a_gpu_exits_3_after_building() {
-    if nightshift::gpu::driver_present() {
+    if nightshift::wall::gpu::driver_present() {
         return;
     }
     common::require_toolchain();
@@ -260,7 +260,7 @@ fn validate_speaks_task_toml_not_rust() {
 
 #[test]
 fn without_a_gpu_the_hints_lead_to_commands_that_work() {
-    if nightshift::gpu::driver_present() {
+    if nightshift::wall::gpu::driver_present() {
         return;
     }
     // eval and optimize need a GPU; their hint must not send the user to `--arch`, which

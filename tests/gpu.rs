@@ -122,7 +122,7 @@ fn sanitizer_catches_an_out_of_bounds_read_the_check_cannot_see() {
     let (code, v, _) = eval(&["tasks/softmax", "tests/candidates/softmax/fast.cu", "--sanitize", "--no-time"]);
     assert_eq!(code, 0, "{v}");
     let tools: Vec<&str> = v["sanitizer"].as_array().unwrap().iter().map(|r| r["tool"].as_str().unwrap()).collect();
-    assert_eq!(tools, nightshift::eval::SANITIZER_TOOLS, "{v}");
+    assert_eq!(tools, nightshift::wall::SANITIZER_TOOLS, "{v}");
 }
 
 #[test]

@@ -180,8 +180,9 @@ fn class_of(mode: Mode, verdict: Option<&Value>, exit: Option<i32>) -> String {
 #[test]
 #[ignore = "needs a GPU"]
 fn every_hostile_case_gets_its_class_and_the_caller_survives() {
-    let cache =
-        std::env::var_os("NIGHTSHIFT_CACHE_DIR").map(PathBuf::from).unwrap_or_else(nightshift::build::cache_root);
+    let cache = std::env::var_os("NIGHTSHIFT_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(nightshift::toolkit::build::cache_root);
     for old in escapes(&cache) {
         let _ = std::fs::remove_file(old);
     }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use nightshift::sandbox::probe::{self, HostedSpec, ProbePolicy, ProbeReport};
+use nightshift::wall::sandbox::probe::{self, HostedSpec, ProbePolicy, ProbeReport};
 use serde_json::Value;
 use std::ffi::OsString;
 use std::path::Path;
@@ -142,10 +142,10 @@ fn the_trampoline_ends_as_its_tool_did_and_takes_everything_inside_with_it() {
         cmd
     };
     let out = hosted("exit 7").output().unwrap();
-    let arrangement = nightshift::sandbox::hosted::read_report(&report).unwrap();
+    let arrangement = nightshift::wall::sandbox::hosted::read_report(&report).unwrap();
     if !arrangement.confined {
         eprintln!("no hosted arrangement here ({}): its exit is the refusal's", arrangement.shortfall());
-        assert_eq!(out.status.code(), Some(nightshift::sandbox::hosted::REFUSED_EXIT as i32));
+        assert_eq!(out.status.code(), Some(nightshift::wall::sandbox::hosted::REFUSED_EXIT as i32));
         return;
     }
     assert_eq!(out.status.code(), Some(7), "{}", String::from_utf8_lossy(&out.stderr));
@@ -156,7 +156,7 @@ fn the_trampoline_ends_as_its_tool_did_and_takes_everything_inside_with_it() {
     // orchestrator kills the trampoline's group at the deadline.
     let marker = format!("{}", 900_000 + std::process::id() % 90_000);
     let mut cmd = hosted(&format!("setsid sleep {marker} & sleep {marker}"));
-    let got = nightshift::process::run_captured(&mut cmd, std::time::Duration::from_millis(1500)).unwrap();
+    let got = nightshift::toolkit::process::run_captured(&mut cmd, std::time::Duration::from_millis(1500)).unwrap();
     assert!(got.timed_out);
     let gone = (0..100).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -410,8 +410,8 @@ fn node_classes(run: &Path) -> Vec<(String, String)> {
 
 #[test]
 fn a_hosted_worker_answers_through_the_trampoline_and_its_layers_are_recorded() {
-    use nightshift::eval::{run_worker, EvalError, HostTool};
-    use nightshift::protocol::{FailureClass, Mode, Outcome, WorkerReport, WorkerRequest};
+    use nightshift::wall::protocol::{FailureClass, Mode, Outcome, WorkerReport, WorkerRequest};
+    use nightshift::wall::{run_worker, EvalError, HostTool};
     let task = nightshift::task::Task::load(&common::root().join("tasks/vector_add")).unwrap();
     // A simulated request for a library that does not exist: the worker answers at once,
     // on its sealed channel, with a rejection, whatever hosts it.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use nightshift::disasm::disassemble;
+use nightshift::toolkit::disasm::disassemble;
 use std::process::Command;
 
 fn probe_cubin() -> (tempfile::TempDir, std::path::PathBuf) {

@@ -69,7 +69,7 @@ fn hashes(dir: &Path) -> BTreeMap<PathBuf, String> {
 }
 
 fn gpu_here() -> bool {
-    let gpu = nightshift::gpu::driver_present();
+    let gpu = nightshift::wall::gpu::driver_present();
     if gpu {
         eprintln!("skipped: this machine has a CUDA driver; the case is about a machine without one");
     }

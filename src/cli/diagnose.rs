@@ -2,9 +2,9 @@
 //! candidate through the worker; anywhere, it diagnoses a saved raw CSV.
 
 use super::{fail, print_json, read_sass, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
-use crate::eval::{EvalError, EvalOptions};
-use crate::profile::{self, MetricSet, ProfileFailure, Timings};
 use crate::task::Task;
+use crate::toolkit::profile::{self, MetricSet, ProfileFailure, Timings};
+use crate::wall::{EvalError, EvalOptions};
 use heuristics::{Hints, Report};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -168,7 +168,7 @@ pub fn run(a: Args) -> ExitCode {
     // this process loads none) and cached per device; without it the datasheet rule holds.
     let mut hints = hints;
     let mut notes = Vec::new();
-    hints.achievable_dram_gbs = crate::bandwidth::achievable_or_note(a.opts.device, &mut notes);
+    hints.achievable_dram_gbs = crate::wall::bandwidth::achievable_or_note(a.opts.device, &mut notes);
     for n in &notes {
         eprintln!("note: {n}");
     }
@@ -176,7 +176,7 @@ pub fn run(a: Args) -> ExitCode {
     if code != ExitCode::from(EXIT_PASSED) {
         return code;
     }
-    eprintln!("ncu ran in: {}", crate::sandbox::summary(&profiled.sandbox));
+    eprintln!("ncu ran in: {}", crate::wall::sandbox::summary(&profiled.sandbox));
     eprintln!(
         "profile saved: {}\n  (Nsight Compute report {}; offline: nightshift diagnose {} --ncu {}{} --ptxas {})",
         profiled.csv_path.display(),
@@ -184,7 +184,7 @@ pub fn run(a: Args) -> ExitCode {
         task.dir.display(),
         profiled.csv_path.display(),
         sass_path.map(|p| format!(" --sass {}", p.display())).unwrap_or_default(),
-        profiled.built.dir.join(crate::build::LOG_NAME).display()
+        profiled.built.dir.join(crate::toolkit::build::LOG_NAME).display()
     );
     ExitCode::from(EXIT_PASSED)
 }

@@ -1,7 +1,7 @@
 //! `nightshift check-env`: everything the verifier and the profilers need, found or not.
 
 use super::{print_json, EXIT_ENV, EXIT_PASSED};
-use crate::toolchain::{self, Toolchain};
+use crate::toolkit::toolchain::{self, Toolchain};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -37,7 +37,7 @@ fn tool(name: &'static str, essential: bool, path: Option<std::path::PathBuf>, h
 
 pub fn run(json: bool) -> ExitCode {
     let mut items = Vec::new();
-    let gpu = crate::eval::require_gpu(0);
+    let gpu = crate::wall::require_gpu(0);
     items.push(item(
         "gpu",
         true,
@@ -45,7 +45,7 @@ pub fn run(json: bool) -> ExitCode {
             .map(|(name, (ma, mi), _)| {
                 format!(
                     "{name}, compute capability {ma}.{mi}, builds for {}",
-                    crate::build::arch_for_capability(*ma, *mi)
+                    crate::toolkit::build::arch_for_capability(*ma, *mi)
                 )
             })
             .map_err(|e| format!("{e}")),
@@ -67,7 +67,7 @@ pub fn run(json: bool) -> ExitCode {
             .map_err(|_| "install the NVIDIA driver (580 or newer for CUDA 13.0)".to_string()),
     ));
     if gpu.is_ok() {
-        items.push(item("dram bandwidth", false, crate::bandwidth::achievable(0).map(|a| a.describe())));
+        items.push(item("dram bandwidth", false, crate::wall::bandwidth::achievable(0).map(|a| a.describe())));
     }
     let tc = Toolchain::find();
     items.push(item(
@@ -150,7 +150,7 @@ fn sandbox_items(items: &mut Vec<Item>) {
         Ok(exe) => exe,
         Err(e) => return items.push(item("sandbox probe", false, Err(e.to_string()))),
     };
-    match crate::sandbox::probe::spawn(&exe, None) {
+    match crate::wall::sandbox::probe::spawn(&exe, None) {
         Ok(report) => {
             for layer in &report.layers {
                 let name = match layer.name.as_str() {
@@ -169,14 +169,14 @@ fn sandbox_items(items: &mut Vec<Item>) {
         }
         Err(e) => items.push(item("sandbox probe", false, Err(e))),
     }
-    match crate::sandbox::probe::spawn_hosted(&exe, &crate::sandbox::probe::HostedSpec::worker()) {
+    match crate::wall::sandbox::probe::spawn_hosted(&exe, &crate::wall::sandbox::probe::HostedSpec::worker()) {
         Ok(hosted) => {
             let a = &hosted.arrangement;
             for layer in &a.layers {
                 let name = match layer.name.as_str() {
-                    crate::sandbox::hosted::USER => "hosted user ns",
-                    crate::sandbox::hosted::MOUNT => "hosted mount ns",
-                    crate::sandbox::hosted::NETWORK => "hosted network ns",
+                    crate::wall::sandbox::hosted::USER => "hosted user ns",
+                    crate::wall::sandbox::hosted::MOUNT => "hosted mount ns",
+                    crate::wall::sandbox::hosted::NETWORK => "hosted network ns",
                     _ => "hosted pid ns",
                 };
                 let found = if a.holds(layer) { Ok(layer.detail.clone()) } else { Err(layer.detail.clone()) };
@@ -196,7 +196,7 @@ fn sandbox_items(items: &mut Vec<Item>) {
 }
 
 /// What a probe's attempts amount to.
-fn probe_verdict(report: &crate::sandbox::probe::ProbeReport) -> Result<String, String> {
+fn probe_verdict(report: &crate::wall::sandbox::probe::ProbeReport) -> Result<String, String> {
     let breaches: Vec<String> = report.breaches().iter().map(|a| a.action.clone()).collect();
     if !breaches.is_empty() {
         return Err(format!("a sandboxed worker could: {}", breaches.join("; ")));

@@ -7,9 +7,9 @@ mod optimize;
 mod render;
 mod rewrite;
 
-use crate::eval::{self, EvalError, EvalOptions};
 use crate::task::{self, Task, TaskError};
-use crate::toolchain::EnvError;
+use crate::toolkit::toolchain::EnvError;
+use crate::wall::{self, EvalError, EvalOptions};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -280,7 +280,7 @@ enum Cmd {
         /// Which arrangement to probe: the worker's strict policy, the hosted one, or the
         /// private namespaces alone.
         #[arg(long, value_enum, default_value = "strict")]
-        policy: crate::sandbox::probe::ProbePolicy,
+        policy: crate::wall::sandbox::probe::ProbePolicy,
     },
     /// Internal: runs a hosting tool (ncu, compute-sanitizer) in private user, mount,
     /// network and PID namespaces (spawned by eval and profile).
@@ -320,14 +320,19 @@ pub fn main() -> ExitCode {
         }
     }
     match cli.command {
-        Cmd::Worker { request } => crate::worker::main(&request),
+        Cmd::Worker { request } => crate::wall::worker::main(&request),
         Cmd::SandboxProbe { scratch, outside, port, signal_pid, policy } => {
-            let targets = crate::sandbox::probe::Targets { scratch, outside, port, signal_pid, policy };
-            print_json(&crate::sandbox::probe::run(&targets));
+            let targets = crate::wall::sandbox::probe::Targets { scratch, outside, port, signal_pid, policy };
+            print_json(&crate::wall::sandbox::probe::run(&targets));
             ExitCode::from(EXIT_PASSED)
         }
         Cmd::Hosted { report, keep, allow_unconfined, command } => {
-            crate::sandbox::hosted::main(&crate::sandbox::hosted::Args { report, keep, allow_unconfined, command })
+            crate::wall::sandbox::hosted::main(&crate::wall::sandbox::hosted::Args {
+                report,
+                keep,
+                allow_unconfined,
+                command,
+            })
         }
         Cmd::Optimize(args) => optimize::run(*args),
         Cmd::CheckEnv { json } => envcheck::run(json),
@@ -531,11 +536,11 @@ fn init(args: &crate::scaffold::Args, json: bool) -> ExitCode {
 /// else the GPU's own); a missing tool or GPU is the environment's exit code.
 pub(crate) fn build_target(
     arch: Option<String>,
-) -> Result<(crate::toolchain::Toolchain, EvalOptions, String), ExitCode> {
-    let tc = crate::toolchain::Toolchain::find().map_err(|e| fail(EXIT_ENV, &e.to_string()))?;
+) -> Result<(crate::toolkit::toolchain::Toolchain, EvalOptions, String), ExitCode> {
+    let tc = crate::toolkit::toolchain::Toolchain::find().map_err(|e| fail(EXIT_ENV, &e.to_string()))?;
     let mut opts = EvalOptions::new(PathBuf::new());
     opts.arch = arch;
-    match eval::resolve_arch(&opts) {
+    match wall::resolve_arch(&opts) {
         Ok(a) => Ok((tc, opts, a)),
         // Building alone needs no GPU, only a target: say how to name one.
         Err(EvalError::Env(e)) => Err(fail(
@@ -565,13 +570,13 @@ fn validate(dir: &Path, build: bool, arch: Option<String>, json: bool) -> ExitCo
             sources.push(("reference", task.reference.clone()));
         }
         for (what, src) in sources {
-            match eval::build_one(&tc, &opts, &task, &src, true, &arch) {
+            match wall::build_one(&tc, &opts, &task, &src, true, &arch) {
                 Ok(b) => builds.push(serde_json::json!({"what": what, "ok": true, "cached": b.cached, "seconds": b.seconds, "kernels": b.ptxas.kernels, "dir": b.dir})),
-                Err(crate::build::BuildError::Rejected { failure, dir, .. }) => {
-                    return fail(EXIT_USAGE, &format!("{}: the {what} does not build: {} (log in {})", task.dir.display(), failure.summary(), dir.join(crate::build::LOG_NAME).display()));
+                Err(crate::toolkit::build::BuildError::Rejected { failure, dir, .. }) => {
+                    return fail(EXIT_USAGE, &format!("{}: the {what} does not build: {} (log in {})", task.dir.display(), failure.summary(), dir.join(crate::toolkit::build::LOG_NAME).display()));
                 }
-                Err(crate::build::BuildError::Env(e)) => return fail(EXIT_ENV, &e.to_string()),
-                Err(crate::build::BuildError::Io(m)) => return fail(EXIT_USAGE, &m),
+                Err(crate::toolkit::build::BuildError::Env(e)) => return fail(EXIT_ENV, &e.to_string()),
+                Err(crate::toolkit::build::BuildError::Io(m)) => return fail(EXIT_USAGE, &m),
             }
         }
     }
@@ -601,7 +606,7 @@ fn eval_cmd(dir: &Path, candidate: Option<&Path>, opts: &EvalOptions, json: bool
             return fail(EXIT_USAGE, &format!("{}: no such candidate file", c.display()));
         }
     }
-    match eval::evaluate(&task, candidate, opts) {
+    match wall::evaluate(&task, candidate, opts) {
         Ok(v) => {
             if json {
                 print_json(&v);
@@ -631,14 +636,18 @@ pub(crate) fn read_sass(file: &Path) -> Result<String, ExitCode> {
     if !binary {
         return Ok(String::from_utf8_lossy(&bytes).into_owned());
     }
-    let (cuobjdump, nvdisasm) = match crate::toolchain::Toolchain::find() {
+    let (cuobjdump, nvdisasm) = match crate::toolkit::toolchain::Toolchain::find() {
         Ok(tc) => (tc.cuobjdump.clone(), tc.nvdisasm.clone()),
-        Err(_) => (crate::toolchain::find_profiler("cuobjdump"), crate::toolchain::find_profiler("nvdisasm")),
+        Err(_) => (
+            crate::toolkit::toolchain::find_profiler("cuobjdump"),
+            crate::toolkit::toolchain::find_profiler("nvdisasm"),
+        ),
     };
     let Some(cuobjdump) = cuobjdump else {
         return Err(fail(EXIT_ENV, &format!("{} is a binary and cuobjdump was not found: install the CUDA toolkit or the wheel nvidia-cuda-cuobjdump==13.2.86, or pass SASS text", file.display())));
     };
-    let d = crate::disasm::disassemble(&cuobjdump, nvdisasm.as_deref(), file).map_err(|e| fail(EXIT_USAGE, &e))?;
+    let d =
+        crate::toolkit::disasm::disassemble(&cuobjdump, nvdisasm.as_deref(), file).map_err(|e| fail(EXIT_USAGE, &e))?;
     for n in &d.notes {
         eprintln!("note: {n}");
     }

@@ -4,8 +4,8 @@
 //! environment (GPU, driver, tools, endpoint).
 
 use super::{fail, print_json, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
-use crate::optimize::config::{self, GeneratorSpec, Guidance, LlmSettings, RunConfig, SimSettings, Strategy};
 use crate::optimize::{self, RunError, Start};
+use crate::run::config::{self, GeneratorSpec, Guidance, LlmSettings, RunConfig, SimSettings, Strategy};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -210,14 +210,14 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
     let simulated = a.simulate_gpu.map(|delay_ms| SimSettings { delay_ms });
     let arch = match (&a.arch, &simulated) {
         (Some(arch), _) => {
-            crate::build::gencode(arch).map_err(usage)?;
+            crate::toolkit::build::gencode(arch).map_err(usage)?;
             arch.clone()
         }
         (None, Some(_)) => "sm_90a".into(),
         (None, None) => {
-            let (_, cc, _) = crate::eval::require_gpu(gpus[0])
+            let (_, cc, _) = crate::wall::require_gpu(gpus[0])
                 .map_err(|e| fail(EXIT_ENV, &format!("optimize judges every kernel on a GPU: {e}")))?;
-            crate::build::arch_for_capability(cc.0, cc.1)
+            crate::toolkit::build::arch_for_capability(cc.0, cc.1)
         }
     };
     let task_dir = task_dir.canonicalize().unwrap_or(task_dir);
@@ -238,7 +238,7 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
         final_seeds: a.final_seeds.unwrap_or(8),
         final_sanitize: !a.no_final_sanitize,
         simulated,
-        input_seed_base: crate::eval::fresh_seed_base(),
+        input_seed_base: crate::wall::fresh_seed_base(),
         min_gain: match &a.min_gain {
             Some(g) => config::parse_min_gain(g).map_err(usage)?,
             None => crate::stats::DEFAULT_MIN_GAIN,

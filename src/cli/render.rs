@@ -1,8 +1,8 @@
 //! Human-readable renderings of tasks and verdicts: compact, numbers first.
 
-use crate::eval::{BuildSummary, Verdict};
-use crate::protocol::{DeviceInfo, EnergyReport, SideTiming, TimingReport};
 use crate::task::{ArgRole, Task, TaskError};
+use crate::wall::protocol::{DeviceInfo, EnergyReport, SideTiming, TimingReport};
+use crate::wall::{BuildSummary, Verdict};
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -151,10 +151,10 @@ pub fn verdict(v: &Verdict, task: &Task) -> String {
         p.build, p.setup, p.sandbox, p.check, p.time, p.energy, p.sanitize, p.total
     );
     if !v.sandbox.is_empty() {
-        let _ = writeln!(out, "  sandbox   {}", crate::sandbox::summary(&v.sandbox));
+        let _ = writeln!(out, "  sandbox   {}", crate::wall::sandbox::summary(&v.sandbox));
     }
     if !v.hosted_sandbox.is_empty() {
-        let _ = writeln!(out, "  sanitizer ran in: {}", crate::sandbox::summary(&v.hosted_sandbox));
+        let _ = writeln!(out, "  sanitizer ran in: {}", crate::wall::sandbox::summary(&v.hosted_sandbox));
     }
     for n in &v.notes {
         let _ = writeln!(out, "  note      {n}");

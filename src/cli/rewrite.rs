@@ -3,7 +3,7 @@
 //! so a user sees what the tuner will try before a night is spent on it.
 
 use super::{fail, load_task, print_json, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
-use crate::eval;
+use crate::wall;
 use rewrite::{Application, Params};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -128,18 +128,18 @@ pub fn run(a: Args) -> ExitCode {
                         return fail(EXIT_USAGE, &format!("{}: cannot write: {e}", path.display()));
                     }
                     if let Some((tc, opts, arch)) = &build_env {
-                        match eval::build_one(tc, opts, &task, &path, false, arch) {
+                        match wall::build_one(tc, opts, &task, &path, false, arch) {
                             Ok(_) => row.built = Some(true),
-                            Err(crate::build::BuildError::Rejected { failure, dir, .. }) => {
+                            Err(crate::toolkit::build::BuildError::Rejected { failure, dir, .. }) => {
                                 row.built = Some(false);
                                 row.build_error = Some(format!(
                                     "{} (log in {})",
                                     failure.summary(),
-                                    dir.join(crate::build::LOG_NAME).display()
+                                    dir.join(crate::toolkit::build::LOG_NAME).display()
                                 ));
                             }
-                            Err(crate::build::BuildError::Env(e)) => return fail(EXIT_ENV, &e.to_string()),
-                            Err(crate::build::BuildError::Io(m)) => return fail(EXIT_USAGE, &m),
+                            Err(crate::toolkit::build::BuildError::Env(e)) => return fail(EXIT_ENV, &e.to_string()),
+                            Err(crate::toolkit::build::BuildError::Io(m)) => return fail(EXIT_USAGE, &m),
                         }
                     }
                     if a.out.is_some() {

@@ -11,8 +11,8 @@ pub mod llm;
 pub mod replay;
 pub mod tune;
 
-use crate::optimize::config::Guidance;
-use crate::optimize::events::{Candidate, NodeSummary, Usage};
+use crate::run::config::Guidance;
+use crate::run::events::{Candidate, NodeSummary, Usage};
 use crate::task::Task;
 use search::{Expansion, NodeId};
 use std::collections::BTreeMap;

@@ -7,8 +7,8 @@
 
 use super::llm::reply;
 use super::{Kernel, Proposal, Request};
-use crate::optimize::events::{parse_log, Event};
-use crate::optimize::store::{node_rel, unmarked};
+use crate::run::events::{parse_log, Event};
+use crate::run::store::{node_rel, unmarked};
 use regex::Regex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,11 +37,8 @@ fn kernel_file(path: &Path) -> Result<Kernel, String> {
 
 impl Replay {
     pub fn load(dir: &Path) -> Result<Replay, String> {
-        let items = if dir.join(crate::optimize::store::EVENTS).is_file() {
-            Self::from_run(dir)?
-        } else {
-            Self::from_folder(dir)?
-        };
+        let items =
+            if dir.join(crate::run::store::EVENTS).is_file() { Self::from_run(dir)? } else { Self::from_folder(dir)? };
         if items.is_empty() {
             return Err(format!(
                 "{}: no replies to replay (expected .cu, .md or .txt files, or a run directory)",
@@ -71,7 +68,7 @@ impl Replay {
     }
 
     fn from_run(dir: &Path) -> Result<Vec<Item>, String> {
-        let text = std::fs::read_to_string(dir.join(crate::optimize::store::EVENTS)).map_err(|e| e.to_string())?;
+        let text = std::fs::read_to_string(dir.join(crate::run::store::EVENTS)).map_err(|e| e.to_string())?;
         let mut items = Vec::new();
         for r in parse_log(&text)? {
             if let Event::NodeProposed { id, candidate, technique, tool, .. } = r.event {

@@ -19,8 +19,8 @@
 //! which of them claims a move first depends on timing.
 
 use super::{Kernel, Proposal, Request};
-use crate::optimize::config::Guidance;
-use crate::optimize::events::Candidate;
+use crate::run::config::Guidance;
+use crate::run::events::Candidate;
 use crate::task::Task;
 use rewrite::{Application, Source};
 use search::memory::Stats;
@@ -474,7 +474,7 @@ pub fn recipes_on_path(path: &[String]) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::generate::ParentProfile;
-    use crate::optimize::events::NodeSummary;
+    use crate::run::events::NodeSummary;
     use std::sync::Arc;
 
     fn task(name: &str) -> Task {

@@ -9,13 +9,16 @@
 //! check meet a broken environment), else a deterministic speedup from a
 //! hash of its source and build configuration.
 
-use super::config::{RunConfig, SimSettings};
-use super::events::Candidate;
-use crate::build::Built;
-use crate::eval::{self, EvalError, EvalOptions, TrustedBuilds, Verdict};
 use crate::generate::ParentProfile;
-use crate::protocol::*;
+use crate::run::config::{RunConfig, SimSettings};
+use crate::run::events::Candidate;
 use crate::task::Task;
+use crate::toolkit::build::Built;
+use crate::wall::protocol::{
+    CheckSummary, EnergyReport, Failure, FailureClass, HostCheck, Mode, Outcome, SideEnergy, SideTiming, TimingReport,
+    WorkerReport,
+};
+use crate::wall::{self, EvalError, EvalOptions, TrustedBuilds, Verdict};
 use regex::Regex;
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -30,7 +33,7 @@ pub struct Profiled {
     pub csv: Option<String>,
     pub seconds: f64,
     /// The layers ncu ran in (empty when it did not run).
-    pub sandbox: Vec<crate::sandbox::Layer>,
+    pub sandbox: Vec<crate::wall::sandbox::Layer>,
 }
 
 pub struct Evaluator {
@@ -81,7 +84,7 @@ impl Evaluator {
     pub fn baseline(&self, device: usize) -> Result<Verdict, EvalError> {
         let b = &self.trusted.baseline;
         let sim = self.sim.as_ref().map(|_| simulated_report(1.0, SIM_CV / 2.0, self.energy));
-        eval::judge(
+        wall::judge(
             &self.task,
             &self.trusted,
             b,
@@ -104,7 +107,7 @@ impl Evaluator {
         let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy, false));
         let opts = self.opts_for(device);
         let judge = || {
-            eval::judge(&self.task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim.clone(), false))
+            wall::judge(&self.task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim.clone(), false))
         };
         let mut verdict = judge()?;
         // A timing that stayed noisy within the worker gets one more worker (the disturbance
@@ -118,9 +121,9 @@ impl Evaluator {
             notes.append(&mut verdict.notes);
             verdict.notes = notes;
             if unreliable(&verdict) {
-                verdict.status = eval::Status::Rejected;
-                verdict.failure = Some(crate::protocol::Failure::new(
-                    crate::protocol::FailureClass::NoisyTiming,
+                verdict.status = wall::Status::Rejected;
+                verdict.failure = Some(crate::wall::protocol::Failure::new(
+                    crate::wall::protocol::FailureClass::NoisyTiming,
                     "correct, but its timing stayed too noisy in two workers to count as a measurement (another job on the GPU?)",
                 ));
             }
@@ -141,10 +144,10 @@ impl Evaluator {
         let mut task = self.task.clone();
         task.seeds = seeds.max(task.seeds);
         let mut opts = self.opts_for(device);
-        opts.seed_base = eval::fresh_seed_base();
+        opts.seed_base = wall::fresh_seed_base();
         opts.sanitize = sanitize && self.sim.is_none();
         let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy, true));
-        eval::judge(&task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim, true))
+        wall::judge(&task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim, true))
     }
 
     /// ncu + SASS + diagnoses of a built kernel; files go to `dir`.
@@ -167,18 +170,18 @@ impl Evaluator {
             seconds: started.elapsed().as_secs_f64(),
             sandbox: Vec::new(),
         };
-        let profiled = match crate::profile::profile_built(
+        let profiled = match crate::toolkit::profile::profile_built(
             &self.task,
             built.clone(),
             &self.opts_for(device),
-            crate::profile::MetricSet::Required,
+            crate::toolkit::profile::MetricSet::Required,
             dir,
         ) {
             Ok(p) => p,
-            Err(crate::profile::ProfileFailure::Rejected(f)) => {
+            Err(crate::toolkit::profile::ProfileFailure::Rejected(f)) => {
                 return fail(format!("the kernel failed under ncu: {}: {}", f.class, f.message))
             }
-            Err(crate::profile::ProfileFailure::Error(e)) => return fail(format!("profiling failed: {e}")),
+            Err(crate::toolkit::profile::ProfileFailure::Error(e)) => return fail(format!("profiling failed: {e}")),
         };
         let profile = match heuristics::ncu::parse(&profiled.csv) {
             Ok(p) => p,
@@ -220,8 +223,8 @@ fn simulated_report(speedup: f64, cv: f64, energy: bool) -> WorkerReport {
     let mut r = WorkerReport::of(Outcome::Passed);
     r.check = Some(CheckSummary {
         cases: 3,
-        calls: 6 + crate::worker::REPEAT_CALLS,
-        repeat_calls: crate::worker::REPEAT_CALLS,
+        calls: 6 + crate::wall::worker::REPEAT_CALLS,
+        repeat_calls: crate::wall::worker::REPEAT_CALLS,
         elements_compared: 1000,
         max_abs_err: 0.0,
         max_rel_err: 0.0,
@@ -252,7 +255,7 @@ fn simulated_report(speedup: f64, cv: f64, energy: bool) -> WorkerReport {
         r.energy =
             Some(EnergyReport { baseline: side(0.5), candidate: side(0.5 / saving), saving, note: "simulated".into() });
     }
-    r.notes.push(crate::optimize::store::SIMULATED_NOTE.into());
+    r.notes.push(crate::run::store::SIMULATED_NOTE.into());
     r
 }
 

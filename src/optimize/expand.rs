@@ -4,15 +4,15 @@
 //! back to the orchestrator with one [`Done`] message; the tree is only touched there.
 
 use super::evaluator::{Evaluator, Profiled};
-use super::events::{Candidate, Event, NodeSummary};
 use super::lanes::Lanes;
-use super::store::{node_rel, RunStore};
 use super::waits::Stage;
-use crate::build::{self, BuildSpec};
-use crate::eval::{EvalError, Verdict};
 use crate::generate::{Generator, ParentProfile, Proposal, Request};
+use crate::run::events::{Candidate, Event, NodeSummary};
+use crate::run::store::{node_rel, RunStore};
 use crate::task::Task;
-use crate::toolchain::Toolchain;
+use crate::toolkit::build::{self, BuildSpec};
+use crate::toolkit::toolchain::Toolchain;
+use crate::wall::{EvalError, Verdict};
 use search::{Expansion, NodeId};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -33,7 +33,7 @@ pub struct Ctx {
     pub builds: Semaphore,
     /// Where the expansions are, for what an idle lane waits for.
     pub stages: Arc<super::waits::Stages>,
-    pub guidance: crate::optimize::config::Guidance,
+    pub guidance: crate::run::config::Guidance,
     pub baseline: NodeSummary,
     pub floor_ms: Option<f64>,
     pub seed: u64,
@@ -105,7 +105,7 @@ pub fn content_key(source: &str, c: &Candidate) -> String {
 }
 
 fn read_source(store: &RunStore, rel: &str) -> String {
-    super::store::unmarked(std::fs::read_to_string(store.dir().join(rel)).unwrap_or_default())
+    crate::run::store::unmarked(std::fs::read_to_string(store.dir().join(rel)).unwrap_or_default())
 }
 
 /// The profile of the nearest ancestor that has one, when a parent at `speedup` runs at
@@ -226,7 +226,7 @@ impl Ctx {
     }
 
     /// Builds a candidate on a CPU slot (cached by content).
-    async fn build(self: &Arc<Self>, c: &Candidate) -> Result<crate::build::Built, String> {
+    async fn build(self: &Arc<Self>, c: &Candidate) -> Result<crate::toolkit::build::Built, String> {
         match self.build_verdict(c).await {
             Ok((b, _)) => Ok(b),
             Err(Ok(v)) => Err(v.failure.map(|f| f.message).unwrap_or_default()),
@@ -239,7 +239,7 @@ impl Ctx {
     async fn build_verdict(
         self: &Arc<Self>,
         c: &Candidate,
-    ) -> Result<(crate::build::Built, f64), Result<Box<Verdict>, String>> {
+    ) -> Result<(crate::toolkit::build::Built, f64), Result<Box<Verdict>, String>> {
         let _building = self.stages.enter(Stage::Build);
         let _slot = self.builds.acquire().await.map_err(|e| Err(e.to_string()))?;
         let ctx = self.clone();
@@ -368,7 +368,7 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
     let parent_source = read_source(&ctx.store, &job.parent_candidate.source);
     let profile = if job.kind == Expansion::Improve
         && job.parent_summary.passed
-        && ctx.guidance != crate::optimize::config::Guidance::None
+        && ctx.guidance != crate::run::config::Guidance::None
     {
         let _waiting = ctx.stages.enter(Stage::Profile);
         ctx.profile_of(job).await

@@ -9,14 +9,14 @@
 //! a failure of the kernel: the check stops there with [`EnvFailure`] and nothing in the
 //! run directory is touched, so an earlier session's `best.cu` and `best.json` survive.
 
-use super::events::{Event, NodeSummary};
 use super::expand::Ctx;
 use super::orchestrator::Search;
-use super::store::{node_rel, RunStore};
-use crate::build::{self, BuildError, BuildSpec};
-use crate::eval::{EvalError, Verdict};
-use crate::protocol::TimingReport;
+use crate::run::events::{Event, NodeSummary};
+use crate::run::store::{node_rel, RunStore};
 use crate::stats::{Bar, Speedup};
+use crate::toolkit::build::{self, BuildError, BuildSpec};
+use crate::wall::protocol::TimingReport;
+use crate::wall::{EvalError, Verdict};
 use search::NodeId;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -122,7 +122,7 @@ struct BestFile<'a> {
     #[serde(flatten)]
     best: &'a Best,
     folder: String,
-    candidate: Option<&'a super::events::Candidate>,
+    candidate: Option<&'a crate::run::events::Candidate>,
     final_verdict: Option<&'a Verdict>,
     tried: &'a [Tried],
     /// The result this one replaced, when an earlier session had confirmed another.
@@ -151,7 +151,7 @@ pub struct EnvFailure(pub String);
 /// `best.json` as JSON, without a simulated run's marker (None when there is none).
 fn read_best_json(dir: &Path) -> Option<serde_json::Value> {
     let text = std::fs::read_to_string(dir.join(BEST_JSON)).ok()?;
-    serde_json::from_str(&super::store::unmarked(text)).ok()
+    serde_json::from_str(&crate::run::store::unmarked(text)).ok()
 }
 
 /// Reads the result an earlier session wrote (None when there is none).
@@ -169,7 +169,7 @@ pub fn best_of_json(v: &serde_json::Value) -> Option<Best> {
     let verified = v["verified"].as_bool().unwrap_or(false);
     let timing = serde_json::from_value::<TimingReport>(v["final_verdict"]["timing"].clone()).ok();
     let technique = v["technique"].as_str().unwrap_or_default().to_string();
-    let config = serde_json::from_value::<super::events::Candidate>(v["candidate"].clone())
+    let config = serde_json::from_value::<crate::run::events::Candidate>(v["candidate"].clone())
         .map(|c| c.config_label())
         .unwrap_or_default();
     let note = v["final_check"].as_str().or(v["note"].as_str()).unwrap_or_default().to_string();
@@ -184,7 +184,7 @@ fn write_best(
     store: &RunStore,
     best: &Best,
     source: Option<&[u8]>,
-    candidate: Option<&super::events::Candidate>,
+    candidate: Option<&crate::run::events::Candidate>,
     verdict: Option<&Verdict>,
     tried: &[Tried],
 ) -> Result<(), String> {
@@ -224,7 +224,7 @@ pub async fn verify_best(
     seeds: u32,
     sanitize: bool,
 ) -> Result<Final, EnvFailure> {
-    let sanitizer_found = crate::toolchain::find_profiler("compute-sanitizer").is_some();
+    let sanitizer_found = crate::toolkit::toolchain::find_profiler("compute-sanitizer").is_some();
     let sanitize = sanitize && sanitizer_found && !ctx.store.simulated();
     let baseline = search.summaries.get(&0).cloned().unwrap_or_default();
     let ranking: Vec<NodeId> = search
@@ -305,7 +305,7 @@ pub async fn verify_best(
             let best = Best::confirmed(id, t, node.intent.technique.clone(), candidate.config_label(), note, bar);
             let source =
                 std::fs::read(&path).map_err(|e| EnvFailure(format!("cannot read {}: {e}", path.display())))?;
-            let source = super::store::unmarked(String::from_utf8_lossy(&source).into_owned());
+            let source = crate::run::store::unmarked(String::from_utf8_lossy(&source).into_owned());
             write_best(&ctx.store, &best, Some(source.as_bytes()), Some(&candidate), Some(&verdict), &tried)
                 .map_err(EnvFailure)?;
             return Ok(Final { best, tried });

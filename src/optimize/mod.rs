@@ -8,32 +8,29 @@
 //! kernel is re-verified with more seeds and the sanitizers ([`finish`]) and the result
 //! summarized ([`summary`]).
 
-pub mod config;
 pub mod evaluator;
-pub mod events;
 pub mod expand;
 pub mod finish;
 pub mod lanes;
 pub mod orchestrator;
 pub mod progress;
-pub mod store;
 pub mod summary;
 pub mod waits;
 
-use crate::eval::{self, EvalError, EvalOptions};
 use crate::generate::{self, Generator};
+use crate::run::config::{self, GeneratorSpec, RunConfig, RunFile};
+use crate::run::events::{self, Candidate, Event, NodeSummary, Usage};
+use crate::run::store::{self, node_rel, RunStore};
 use crate::stats::Bar;
 use crate::task::Task;
-use crate::toolchain::Toolchain;
-use config::{GeneratorSpec, RunConfig};
-use events::{Candidate, Event, NodeSummary, Usage};
+use crate::toolkit::toolchain::Toolchain;
+use crate::wall::{self, EvalError, EvalOptions};
 use expand::{content_key, Ctx, Job, PhaseTimes};
 use orchestrator::Search;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use store::{node_rel, RunStore};
 
 /// Why a run could not start or go on; maps to exit codes 2 (usage, task) and 3 (environment).
 #[derive(Debug, thiserror::Error)]
@@ -54,17 +51,6 @@ impl From<EvalError> for RunError {
             EvalError::Internal(m) => RunError::Internal(m),
         }
     }
-}
-
-/// Everything about the machine and tools a run was made with, next to its config.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct RunFile {
-    pub config: RunConfig,
-    pub nightshift: String,
-    pub nvcc: String,
-    pub started_at: String,
-    #[serde(default)]
-    pub devices: Vec<crate::protocol::DeviceInfo>,
 }
 
 /// How to start a run, as the command line says.
@@ -154,7 +140,7 @@ fn preflight(cfg: &RunConfig, api_key: Option<String>) -> Result<Ready, RunError
         // hosted arrangement would otherwise stop the run at its final check.
         let exe = std::env::current_exe()
             .map_err(|e| RunError::Env(format!("cannot find the nightshift executable: {e}")))?;
-        let arrangement = eval::check_hosting(&exe, cfg.allow_unconfined_profiling)?;
+        let arrangement = wall::check_hosting(&exe, cfg.allow_unconfined_profiling)?;
         if !arrangement.confined {
             eprintln!(
                 "warning: ncu and compute-sanitizer run unconfined (--allow-unconfined-profiling): {}",
@@ -164,7 +150,7 @@ fn preflight(cfg: &RunConfig, api_key: Option<String>) -> Result<Ready, RunError
     }
     if cfg.simulated.is_none() {
         for &device in &cfg.gpus {
-            eval::require_gpu(device).map_err(|e| RunError::Env(e.to_string()))?;
+            wall::require_gpu(device).map_err(|e| RunError::Env(e.to_string()))?;
         }
     }
     let generator = make_generator(cfg, &task, api_key)?;
@@ -207,7 +193,7 @@ impl Drop for Unstarted {
 /// The shared context and the trusted builds; the baseline judged when `judge_root`.
 struct Prepared {
     ctx: Arc<Ctx>,
-    root: Option<(NodeSummary, eval::Verdict)>,
+    root: Option<(NodeSummary, wall::Verdict)>,
 }
 
 fn prepare(
@@ -220,7 +206,7 @@ fn prepare(
     rt: &tokio::runtime::Runtime,
 ) -> Result<Prepared, RunError> {
     let opts = eval_options(cfg)?;
-    let trusted = eval::build_trusted(&tc, &opts, task, &cfg.arch)?;
+    let trusted = wall::build_trusted(&tc, &opts, task, &cfg.arch)?;
     let evaluator = Arc::new(evaluator::Evaluator::new(task, trusted, &cfg.arch, opts.clone(), cfg));
     let stages = Arc::new(waits::Stages::default());
     let lanes = {

@@ -5,10 +5,10 @@
 //! to expand; in-flight work then finishes, unless a second Ctrl-C abandons it (the
 //! workers are killed; `--resume` redoes those nodes).
 
-use super::config::Strategy;
-use super::events::{Candidate, Event, NodeSummary};
 use super::expand::{expand, Ctx, Done, Job};
 use super::progress::Progress;
+use crate::run::config::Strategy;
+use crate::run::events::{Candidate, Event, NodeSummary};
 use search::{Expansion, Intent, NodeId, Selection, Tree};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -252,7 +252,7 @@ pub async fn run(
             _ = async { match sigint.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
                 interrupts += 1;
                 if interrupts >= 2 {
-                    crate::process::kill_live_groups();
+                    crate::toolkit::process::kill_live_groups();
                     progress.message("second Ctrl-C: abandoning the work in flight (--resume redoes it)");
                     let _ = ctx.store.append(Event::SearchStopped { why: "abandoned by a second Ctrl-C".into() });
                     reports.settle().await;

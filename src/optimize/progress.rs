@@ -2,9 +2,9 @@
 //! nodes judged / failed / in flight, best speedup, what each GPU lane is doing) with one
 //! line per finished node above it; elsewhere (a log file, CI), just the node lines.
 
-use super::events::NodeSummary;
 use super::lanes::Lanes;
 use super::orchestrator::Search;
+use crate::run::events::NodeSummary;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use search::NodeId;
 use std::io::IsTerminal;

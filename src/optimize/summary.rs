@@ -1,11 +1,11 @@
 //! The result of a run, for people (a few lines on stdout) and scripts (`--json`, and
 //! `summary.json` in the run directory).
 
-use super::events::Usage;
 use super::expand::PhaseTimes;
 use super::finish::{Best, Final, Tried};
 use super::lanes::LaneStats;
 use super::orchestrator::Search;
+use crate::run::events::Usage;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -238,7 +238,7 @@ mod tests {
     #[test]
     fn the_measured_floor_follows_the_datasheet_one_where_it_is_known() {
         let bar = crate::stats::Bar::new(0.01, None);
-        let mut b = Best::none(bar, &crate::optimize::events::NodeSummary::default(), String::new());
+        let mut b = Best::none(bar, &crate::run::events::NodeSummary::default(), String::new());
         assert_eq!(floors(&b), "");
         (b.pct_of_floor, b.baseline_pct_of_floor) = (Some(62.71), Some(59.0));
         assert_eq!(floors(&b), "; 62.7% of the physical floor (baseline 59.0%)");

@@ -124,7 +124,7 @@ pub struct Change {
 /// flags. From its candidate.json; from the node's label when that file is missing.
 fn build_options(run: &RunView, node: &NodeView) -> Vec<String> {
     let candidate = read_text(&run.dir.join(&node.dir).join("candidate.json"))
-        .and_then(|t| serde_json::from_str::<crate::optimize::events::Candidate>(&t).ok());
+        .and_then(|t| serde_json::from_str::<crate::run::events::Candidate>(&t).ok());
     match candidate {
         Some(c) => c.defines.iter().map(|(k, v)| format!("-D {k}={v}")).chain(c.flags).collect(),
         None if node.config.is_empty() || node.config == "defaults" => Vec::new(),

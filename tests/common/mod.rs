@@ -29,14 +29,14 @@ pub fn nightshift_bin() -> PathBuf {
 
 /// Makes the wheel toolchain in `.cuda/` (installed by .ci/run) visible, unless a CUDA
 /// home is already configured. Fails loudly when there is none: CI must build for real.
-pub fn require_toolchain() -> nightshift::toolchain::Toolchain {
+pub fn require_toolchain() -> nightshift::toolkit::toolchain::Toolchain {
     if std::env::var_os("NIGHTSHIFT_CUDA_HOME").is_none() {
-        if let Some(home) = nightshift::toolchain::wheel_homes(&root().join(".cuda")).into_iter().next() {
+        if let Some(home) = nightshift::toolkit::toolchain::wheel_homes(&root().join(".cuda")).into_iter().next() {
             // SAFETY: set before any thread of this test reads the environment for tools.
             unsafe { std::env::set_var("NIGHTSHIFT_CUDA_HOME", home) };
         }
     }
-    nightshift::toolchain::Toolchain::find()
+    nightshift::toolkit::toolchain::Toolchain::find()
         .unwrap_or_else(|e| panic!("these tests build real kernels and need nvcc: {e}\n(run .ci/run once to install the CUDA wheels into .cuda/)"))
 }
 

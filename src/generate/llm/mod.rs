@@ -8,8 +8,8 @@ pub mod prompt;
 pub mod reply;
 
 use super::{Attempt, Generated, Kernel, Proposal, Request};
-use crate::optimize::config::LlmSettings;
-use crate::optimize::events::Usage;
+use crate::run::config::LlmSettings;
+use crate::run::events::Usage;
 use client::{ChatClient, ClientSettings};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

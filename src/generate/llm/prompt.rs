@@ -5,7 +5,7 @@
 //! repair, what went wrong.
 
 use crate::generate::Request;
-use crate::optimize::config::Guidance;
+use crate::run::config::Guidance;
 use crate::task::{ArgRole, Task};
 use search::Expansion;
 use std::fmt::Write;
@@ -181,7 +181,7 @@ pub fn user_message(req: &Request) -> String {
 mod tests {
     use super::*;
     use crate::generate::ParentProfile;
-    use crate::optimize::events::{Candidate, NodeSummary};
+    use crate::run::events::{Candidate, NodeSummary};
     use std::sync::Arc;
 
     fn request(kind: Expansion, guidance: Guidance) -> Request {

@@ -260,7 +260,7 @@ fn judge_outside_write(report: &mut ProbeReport, outside: &Path) {
     }
 }
 
-fn parse_report(got: &crate::process::Captured, timeout: Duration) -> Result<ProbeReport, String> {
+fn parse_report(got: &crate::toolkit::process::Captured, timeout: Duration) -> Result<ProbeReport, String> {
     serde_json::from_str(&got.stdout).map_err(|e| {
         format!("the sandbox probe ended with {} and no report ({e}): {}", got.describe_end(timeout), got.stderr.trim())
     })
@@ -271,7 +271,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Runs `exe sandbox-probe` under the strict policy in a fresh scratch folder as a child
 /// of this process and reads its report.
 pub fn spawn(exe: &Path, port: Option<u16>) -> Result<ProbeReport, String> {
-    let root = crate::runtime_dir::evaluation_dir()?;
+    let root = crate::wall::runtime_dir::evaluation_dir()?;
     let scratch = root.path().join("scratch");
     std::fs::create_dir(&scratch).map_err(|e| e.to_string())?;
     let targets = Targets {
@@ -283,7 +283,7 @@ pub fn spawn(exe: &Path, port: Option<u16>) -> Result<ProbeReport, String> {
     };
     let mut cmd = std::process::Command::new(exe);
     cmd.args(targets.args());
-    let got = crate::process::run_captured(&mut cmd, PROBE_TIMEOUT)
+    let got = crate::toolkit::process::run_captured(&mut cmd, PROBE_TIMEOUT)
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
     let mut report = parse_report(&got, PROBE_TIMEOUT)?;
     judge_outside_write(&mut report, &targets.outside);
@@ -334,7 +334,7 @@ pub struct HostedProbe {
 /// Runs `exe sandbox-probe` the way a hosted worker runs: through `exe hosted`, below a
 /// stand-in tool when one is given. Its write outside goes to the shared /tmp.
 pub fn spawn_hosted(exe: &Path, spec: &HostedSpec) -> Result<HostedProbe, String> {
-    let root = crate::runtime_dir::evaluation_dir()?;
+    let root = crate::wall::runtime_dir::evaluation_dir()?;
     let scratch = root.path().join("scratch");
     std::fs::create_dir(&scratch).map_err(|e| e.to_string())?;
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
@@ -358,7 +358,7 @@ pub fn spawn_hosted(exe: &Path, spec: &HostedSpec) -> Result<HostedProbe, String
         .collect();
     let mut cmd = std::process::Command::new(&line[0]);
     cmd.args(&line[1..]).current_dir(&targets.scratch);
-    let got = crate::process::run_captured(&mut cmd, PROBE_TIMEOUT)
+    let got = crate::toolkit::process::run_captured(&mut cmd, PROBE_TIMEOUT)
         .map_err(|e| format!("cannot run {}: {e}", line[0].to_string_lossy()))?;
     let arrangement = hosted::read_report(&report_path).map_err(|e| {
         format!(

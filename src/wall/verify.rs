@@ -94,18 +94,18 @@ pub struct Comparison {
     pub elements: usize,
     pub mismatches: usize,
     pub first_mismatch: Option<Mismatch>,
-    #[serde(deserialize_with = "crate::protocol::lenient_f64::deserialize")]
+    #[serde(deserialize_with = "crate::wall::protocol::lenient_f64::deserialize")]
     pub max_abs_err: f64,
-    #[serde(deserialize_with = "crate::protocol::lenient_f64::deserialize")]
+    #[serde(deserialize_with = "crate::wall::protocol::lenient_f64::deserialize")]
     pub max_rel_err: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Mismatch {
     pub index: usize,
-    #[serde(deserialize_with = "crate::protocol::lenient_f64::deserialize")]
+    #[serde(deserialize_with = "crate::wall::protocol::lenient_f64::deserialize")]
     pub got: f64,
-    #[serde(deserialize_with = "crate::protocol::lenient_f64::deserialize")]
+    #[serde(deserialize_with = "crate::wall::protocol::lenient_f64::deserialize")]
     pub expected: f64,
 }
 

@@ -3,7 +3,7 @@
 //! user on the machine. A worker that checks, times or profiles holds it from start to
 //! end; two `eval`s started together run one after the other instead of timing each other.
 //!
-//! The file lives in the user's own runtime folder ([`crate::runtime_dir`]), not in /tmp:
+//! The file lives in the user's own runtime folder ([`crate::wall::runtime_dir`]), not in /tmp:
 //! there nothing else (another user, a candidate run with `--allow-unconfined-profiling`)
 //! can remove, replace or pre-create it, which would let two measurements overlap or
 //! block every run. The price: two users on one machine no longer wait for each other;
@@ -25,9 +25,9 @@ pub struct GpuLock {
 /// The lock file for a device: by UUID where the driver answers, else by ordinal.
 pub fn lock_path(device: usize) -> Result<PathBuf, String> {
     // Without a driver there is nothing to ask (and cudarc would panic trying).
-    let uuid = crate::gpu::driver_present().then(|| crate::gpu::device_uuid(device).ok()).flatten();
+    let uuid = crate::wall::gpu::driver_present().then(|| crate::wall::gpu::device_uuid(device).ok()).flatten();
     let id = uuid.unwrap_or_else(|| format!("ordinal-{device}"));
-    Ok(crate::runtime_dir::locks()?.join(format!("nightshift-{id}.lock")))
+    Ok(crate::wall::runtime_dir::locks()?.join(format!("nightshift-{id}.lock")))
 }
 
 /// Blocks until this process holds `path` exclusively.

@@ -3,8 +3,8 @@
 //! guard zones, events, an L2 flush kernel, and device facts. Built on cudarc's
 //! `result` layer so that nothing is enqueued behind our back between timed calls.
 
-use crate::protocol::DeviceInfo;
-use crate::verify::{GUARD_BYTE, GUARD_BYTES};
+use crate::wall::protocol::DeviceInfo;
+use crate::wall::verify::{GUARD_BYTE, GUARD_BYTES};
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use std::ffi::{c_void, CString};
 use std::sync::Arc;

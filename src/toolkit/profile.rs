@@ -31,12 +31,12 @@
 //!   when ncu prints one (with `--log-file` it may not), one table, every row as wide as
 //!   its header; anything else is refused as a forged report.
 
-use crate::build::Built;
-use crate::eval::{self, classify, run_worker, Classified, EvalError, EvalOptions};
-use crate::process;
-use crate::protocol::{Mode, Outcome, Phase, WorkerRequest};
 use crate::task::Task;
-use crate::toolchain::{find_profiler, EnvError, Toolchain};
+use crate::toolkit::build::Built;
+use crate::toolkit::process;
+use crate::toolkit::toolchain::{find_profiler, EnvError, Toolchain};
+use crate::wall::protocol::{Mode, Outcome, Phase, WorkerRequest};
+use crate::wall::{self, classify, run_worker, Classified, EvalError, EvalOptions};
 use serde::ser::SerializeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -112,7 +112,7 @@ pub struct Profiled {
     pub report_path: PathBuf,
     pub csv: String,
     /// The hosted arrangement's namespaces around ncu, then the worker's own layers.
-    pub sandbox: Vec<crate::sandbox::Layer>,
+    pub sandbox: Vec<crate::wall::sandbox::Layer>,
     /// The build (when this call built), ncu's start, the worker's setup, the profiled
     /// call's setup, the profiled call, ncu's finish, and saving the CSV, ncu's messages and
     /// the report.
@@ -122,7 +122,7 @@ pub struct Profiled {
 /// Why profiling produced no counters.
 pub enum ProfileFailure {
     /// The candidate failed while being profiled (it would fail eval too).
-    Rejected(crate::protocol::Failure),
+    Rejected(crate::wall::protocol::Failure),
     Error(EvalError),
 }
 
@@ -155,22 +155,23 @@ pub fn profile(
     out: Option<&Path>,
 ) -> Result<Profiled, ProfileFailure> {
     // A refusal would otherwise come after the build: say so first.
-    eval::check_hosting(&opts.worker_exe, opts.allow_unconfined_profiling)?;
+    wall::check_hosting(&opts.worker_exe, opts.allow_unconfined_profiling)?;
     find_ncu()?;
     let tc = Toolchain::find()?;
-    let arch = eval::resolve_arch(opts)?;
+    let arch = wall::resolve_arch(opts)?;
     let source = candidate.unwrap_or(&task.baseline);
     let trusted = source == task.baseline.as_path();
     let build_started = Instant::now();
-    let built = match eval::build_one(&tc, opts, task, source, trusted, &arch) {
+    let built = match wall::build_one(&tc, opts, task, source, trusted, &arch) {
         Ok(b) => b,
-        Err(crate::build::BuildError::Rejected { failure, dir, .. }) => {
-            let mut f = crate::protocol::Failure::new(crate::protocol::FailureClass::BuildError, failure.summary());
+        Err(crate::toolkit::build::BuildError::Rejected { failure, dir, .. }) => {
+            let mut f =
+                crate::wall::protocol::Failure::new(crate::wall::protocol::FailureClass::BuildError, failure.summary());
             f.message.push_str(&format!(" (build folder {})", dir.display()));
             return Err(ProfileFailure::Rejected(f));
         }
-        Err(crate::build::BuildError::Env(e)) => return Err(e.into()),
-        Err(crate::build::BuildError::Io(m)) => return Err(EvalError::Internal(m).into()),
+        Err(crate::toolkit::build::BuildError::Env(e)) => return Err(e.into()),
+        Err(crate::toolkit::build::BuildError::Io(m)) => return Err(EvalError::Internal(m).into()),
     };
     let build_s = build_started.elapsed().as_secs_f64();
     let dir = out.map(Path::to_path_buf).unwrap_or_else(|| built.dir.join("profile"));
@@ -270,7 +271,7 @@ fn profile_once(
     let dir = dir.canonicalize().unwrap_or(dir.to_path_buf());
     // Where ncu writes, out of every worker's reach (see the module's notes); the output
     // folder is not handed to the hosted arrangement at all.
-    let private = crate::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
+    let private = crate::wall::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
     let report_base = private.path().join("profile");
     let log = private.path().join(LOG_NAME);
     let request = WorkerRequest {
@@ -290,17 +291,17 @@ fn profile_once(
         host_outputs: Vec::new(),
     };
     let argv = ncu_argv(&ncu, &report_base, &log, set);
-    let host = eval::HostTool {
+    let host = wall::HostTool {
         argv,
         outputs: vec![private.path().to_path_buf()],
         allow_unconfined: opts.allow_unconfined_profiling,
     };
     // A full-set profile replays each kernel some 40 times.
-    let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(eval::DEFAULT_TIMEOUT) * 10;
+    let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(wall::DEFAULT_TIMEOUT) * 10;
     let run = run_worker(&opts.worker_exe, &request, timeout, Some(&host))?;
     let mut timings = worker_timings(&run);
     // ncu's own messages (an unknown metric, a refused counter) are in its log now.
-    let log_tail = || eval::tail(std::fs::read_to_string(&log).unwrap_or_default().trim(), 2000);
+    let log_tail = || wall::tail(std::fs::read_to_string(&log).unwrap_or_default().trim(), 2000);
     match classify(&run, &request, timeout) {
         Classified::Report(r) => match r.outcome {
             Outcome::Passed => {}
@@ -329,7 +330,10 @@ fn profile_once(
     // Only the profiled process, running candidate code, can have written a second table
     // or a broken row: the candidate's forgery, refused as such.
     let table = raw_table(&logged).map_err(|m| {
-        ProfileFailure::Rejected(crate::protocol::Failure::new(crate::protocol::FailureClass::ForgedReport, m))
+        ProfileFailure::Rejected(crate::wall::protocol::Failure::new(
+            crate::wall::protocol::FailureClass::ForgedReport,
+            m,
+        ))
     })?;
     let mut save_s = reading.elapsed().as_secs_f64();
     let csv = match table {
@@ -463,7 +467,7 @@ fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
 /// profiled call's setup (the bench inputs made and uploaded, two warm-up calls ncu does
 /// not profile), the profiled call (ncu's replays included), and ncu's finish after the
 /// worker's report (printing the raw page, writing the report, exiting).
-fn worker_timings(run: &eval::WorkerRun) -> Timings {
+fn worker_timings(run: &wall::WorkerRun) -> Timings {
     let mut timings = Timings::default();
     if run.gpu_wait_s > 0.0 {
         timings.add("gpu-lock-wait", run.gpu_wait_s);
@@ -660,7 +664,7 @@ mod tests {
 
     #[test]
     fn worker_steps_add_up_to_the_run() {
-        let mut run = eval::WorkerRun { seconds: 10.0, first_phase_s: Some(1.5), ..Default::default() };
+        let mut run = wall::WorkerRun { seconds: 10.0, first_phase_s: Some(1.5), ..Default::default() };
         run.phase_seconds.insert("init".into(), 0.5);
         run.phase_seconds.insert("load-candidate".into(), 0.25);
         run.phase_seconds.insert("profile-setup".into(), 0.5);

@@ -4,8 +4,8 @@
 //! samples on both sides and a speedup that follows from them. A key stolen from the
 //! worker's memory still has to forge a report that passes all of this.
 
-use crate::eval::WorkerRun;
-use crate::protocol::{Mode, Outcome, Phase, WorkerReport, WorkerRequest};
+use crate::wall::client::WorkerRun;
+use crate::wall::protocol::{Mode, Outcome, Phase, WorkerReport, WorkerRequest};
 
 /// Ok, or what does not fit. Only passing reports are held to the request: a rejection
 /// or an error never helps a candidate.
@@ -31,7 +31,7 @@ pub fn check(request: &WorkerRequest, run: &WorkerRun, report: &WorkerReport) ->
             require(positions.windows(2).all(|w| w[0] < w[1]), "phases out of order")?;
             let check = report.check.as_ref().ok_or("a pass without a check summary")?;
             let cases = request.task.checks.len() * request.task.seeds as usize;
-            let repeats = crate::worker::REPEAT_CALLS;
+            let repeats = crate::wall::worker::REPEAT_CALLS;
             if check.cases != cases || check.repeat_calls != repeats || check.calls != 2 * cases + repeats {
                 return Err(format!(
                     "the check covered {} cases in {} calls ({} repeats); the task has {cases} cases of 2 calls each and {repeats} repeats",

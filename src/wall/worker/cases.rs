@@ -2,11 +2,11 @@
 //! of one library against the reference outputs.
 
 use super::{is_output, pointer_args, tolerance_of, CallError, Entry, Stop, Worker};
-use crate::gpu::{DeviceBuffer, GpuResult, GuardedBuffer};
-use crate::protocol::{CaseRef, CheckSummary, Failure, FailureClass, Outcome};
 use crate::task::types::{ElemType, ParamType, ScalarType};
 use crate::task::{ArgRole, ScalarValue, Size, Task};
-use crate::verify::{self, Comparison};
+use crate::wall::gpu::{DeviceBuffer, GpuResult, GuardedBuffer};
+use crate::wall::protocol::{CaseRef, CheckSummary, Failure, FailureClass, Outcome};
+use crate::wall::verify::{self, Comparison};
 
 /// Inputs of one (size, seed), generated on the host.
 pub(crate) struct HostCase {
@@ -172,7 +172,7 @@ impl DeviceCase {
         let d2d = |dst: u64, src: u64, bytes: usize| {
             // SAFETY: both allocations hold `bytes`; the legacy stream, waited on below.
             unsafe { cudarc::driver::result::memcpy_dtod_sync(dst, src, bytes) }
-                .map_err(|e| crate::gpu::GpuError::from_driver(e, "copying inputs on the device"))
+                .map_err(|e| crate::wall::gpu::GpuError::from_driver(e, "copying inputs on the device"))
         };
         for i in 0..n {
             let Some(buf) = &self.buffers[i] else { continue };
@@ -216,7 +216,7 @@ impl DeviceCase {
             };
             // SAFETY: both allocations hold len_bytes; same stream as the call.
             unsafe { cudarc::driver::result::memcpy_dtod_async(buf.ptr(), p.ptr, buf.len_bytes, w.gpu.raw_stream()) }
-                .map_err(|e| crate::gpu::GpuError::from_driver(e, "restoring an in-out buffer"))?;
+                .map_err(|e| crate::wall::gpu::GpuError::from_driver(e, "restoring an in-out buffer"))?;
         }
         Ok(())
     }
@@ -333,7 +333,7 @@ impl DeviceCase {
     }
 }
 
-fn device_failure(role: &str, e: crate::gpu::GpuError, host: &HostCase) -> Failure {
+fn device_failure(role: &str, e: crate::wall::gpu::GpuError, host: &HostCase) -> Failure {
     let mut f = CallError::Device(e).failure(role, &host.label());
     f.at = Some(host.case_ref(None));
     f
@@ -419,7 +419,7 @@ fn repeat_check(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Result<usize, 
     let reference = case.reference.as_ref().expect("reference computed before checks");
     // This process's own GPU memory where NVML sees it: free memory is device-wide, and
     // another process allocating meanwhile must not look like our leak.
-    let nvml = crate::nvml::NvmlDevice::open(&w.gpu.info.uuid).ok();
+    let nvml = crate::wall::nvml::NvmlDevice::open(&w.gpu.info.uuid).ok();
     let held = |w: &Worker| -> Result<(u64, bool), Failure> {
         if let Some(b) = nvml.as_ref().and_then(|n| n.own_memory_bytes()) {
             return Ok((b, true));

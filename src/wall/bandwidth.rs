@@ -6,7 +6,7 @@
 //! runs in a process that never loads candidate code (check-env, eval, diagnose before
 //! their workers), under the GPU's lock like every other measurement.
 
-use crate::gpu::{Gpu, GpuError};
+use crate::wall::gpu::{Gpu, GpuError};
 use serde::{Deserialize, Serialize};
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
@@ -141,11 +141,11 @@ impl Achievable {
 /// The device's identity, without creating a context.
 pub fn identity(ordinal: usize) -> Result<Identity, String> {
     use cudarc::driver::{result, sys::CUdevice_attribute as A};
-    if !crate::gpu::driver_present() {
+    if !crate::wall::gpu::driver_present() {
         return Err("no CUDA driver (libcuda.so) found".into());
     }
-    let (name, _, driver_version) = crate::gpu::query_device(ordinal).map_err(|e| e.to_string())?;
-    let uuid = crate::gpu::device_uuid(ordinal).map_err(|e| e.to_string())?;
+    let (name, _, driver_version) = crate::wall::gpu::query_device(ordinal).map_err(|e| e.to_string())?;
+    let uuid = crate::wall::gpu::device_uuid(ordinal).map_err(|e| e.to_string())?;
     let dev = result::device::get(ordinal as i32).map_err(|e| GpuError::from_driver(e, "cuDeviceGet").to_string())?;
     // SAFETY: dev is a valid device handle from cuDeviceGet.
     let attr = |a| {
@@ -161,7 +161,7 @@ pub fn identity(ordinal: usize) -> Result<Identity, String> {
 /// a second, under the GPU's lock) and cached.
 pub fn achievable(ordinal: usize) -> Result<Achievable, String> {
     let id = identity(ordinal)?;
-    let path = cache_path(&crate::build::cache_root(), &id.uuid);
+    let path = cache_path(&crate::toolkit::build::cache_root(), &id.uuid);
     let cached = |source| {
         let text = std::fs::read_to_string(&path).ok()?;
         usable(&text, &id).map(|gbs| Achievable { gbs, datasheet_gbs: id.datasheet_gbs, source, path: path.clone() })
@@ -172,8 +172,11 @@ pub fn achievable(ordinal: usize) -> Result<Achievable, String> {
     let _lock = if std::env::var_os("NIGHTSHIFT_GPU_LOCK").is_some_and(|v| v == "off") {
         None
     } else {
-        let lock = crate::gpu_lock::lock_path(ordinal)?;
-        Some(crate::gpu_lock::acquire(&lock).map_err(|e| format!("cannot take the GPU lock {}: {e}", lock.display()))?)
+        let lock = crate::wall::gpu_lock::lock_path(ordinal)?;
+        Some(
+            crate::wall::gpu_lock::acquire(&lock)
+                .map_err(|e| format!("cannot take the GPU lock {}: {e}", lock.display()))?,
+        )
     };
     // Another process may have measured while we waited for the lock.
     if let Some(a) = cached(Source::Cached) {

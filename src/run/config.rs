@@ -176,7 +176,7 @@ pub struct RunConfig {
     pub simulated: Option<SimSettings>,
     /// Where the run's input seeds start: drawn fresh for each run (kept for resume), so
     /// no candidate can know its inputs or their outputs in advance.
-    #[serde(default = "crate::eval::fresh_seed_base")]
+    #[serde(default = "crate::wall::fresh_seed_base")]
     pub input_seed_base: u64,
     /// The gain a kernel must show beyond its speedup interval to be called faster, as a
     /// fraction (0.01: the interval's lower end must clear 1.01x).
@@ -246,4 +246,15 @@ mod tests {
         assert!(parse_min_gain("-1%").unwrap_err().contains("from 0 to below 100"));
         assert!(parse_min_gain("lots").is_err());
     }
+}
+
+/// Everything about the machine and tools a run was made with, next to its config.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RunFile {
+    pub config: RunConfig,
+    pub nightshift: String,
+    pub nvcc: String,
+    pub started_at: String,
+    #[serde(default)]
+    pub devices: Vec<crate::wall::protocol::DeviceInfo>,
 }

@@ -6,8 +6,11 @@
 
 use super::cases::{self, CaseData, DeviceCase, HostCase};
 use super::{gpu_stop, Entry, Stop, Worker};
-use crate::protocol::*;
 use crate::task::Task;
+use crate::wall::protocol::{
+    median, ClockReport, ColdCheck, DeviceInfo, EnergyReport, EnergySample, Failure, FailureClass, HostCheck, Outcome,
+    SideEnergy, SideTiming, TimingPlan, TimingReport,
+};
 use std::time::Instant;
 
 const SIDES: [&str; 2] = ["baseline", "candidate"];
@@ -163,7 +166,9 @@ fn floor_ms_at(task: &Task, info: &DeviceInfo, dram_gbs: f64) -> Option<f64> {
     device.floor_seconds(Some(work.bytes), Some(work.flops), &task.accuracy()).map(|t| t * 1e3)
 }
 
-fn clock_snapshot(nvml: &Option<crate::nvml::NvmlDevice>) -> (Option<u32>, Option<u32>, Vec<String>, Option<u32>) {
+fn clock_snapshot(
+    nvml: &Option<crate::wall::nvml::NvmlDevice>,
+) -> (Option<u32>, Option<u32>, Vec<String>, Option<u32>) {
     match nvml {
         Some(n) => {
             (n.sm_clock_mhz(), n.memory_clock_mhz(), n.throttle_reasons().unwrap_or_default(), n.temperature_c())
@@ -173,11 +178,13 @@ fn clock_snapshot(nvml: &Option<crate::nvml::NvmlDevice>) -> (Option<u32>, Optio
 }
 
 fn record(ev: &cudarc::driver::CudaEvent, w: &Worker) -> Result<(), Stop> {
-    ev.record(&w.gpu.stream).map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "recording an event")))
+    ev.record(&w.gpu.stream).map_err(|e| gpu_stop(crate::wall::gpu::GpuError::from_driver(e, "recording an event")))
 }
 
 fn elapsed(a: &cudarc::driver::CudaEvent, b: &cudarc::driver::CudaEvent) -> Result<f64, Stop> {
-    a.elapsed_ms(b).map(|ms| ms as f64).map_err(|e| gpu_stop(crate::gpu::GpuError::from_driver(e, "reading an event")))
+    a.elapsed_ms(b)
+        .map(|ms| ms as f64)
+        .map_err(|e| gpu_stop(crate::wall::gpu::GpuError::from_driver(e, "reading an event")))
 }
 
 /// Samples per side, all and by round.
@@ -302,7 +309,7 @@ pub(crate) fn time(
     if task.flush_l2 {
         w.gpu.enable_l2_flush().map_err(gpu_stop)?;
     }
-    let nvml = crate::nvml::NvmlDevice::open(&w.gpu.info.uuid).map_err(|e| w.notes.push(e)).ok();
+    let nvml = crate::wall::nvml::NvmlDevice::open(&w.gpu.info.uuid).map_err(|e| w.notes.push(e)).ok();
     let others_before = nvml.as_ref().map(|n| n.other_processes()).unwrap_or_default();
     let (sm_before, _, _, _) = clock_snapshot(&nvml);
     let entries = [baseline, candidate];
@@ -591,18 +598,18 @@ fn host_cross_check(
     let a = w.gpu.event().map_err(gpu_err)?;
     let b = w.gpu.event().map_err(gpu_err)?;
     let t0 = Instant::now();
-    a.record(&w.gpu.stream).map_err(|e| gpu_err(crate::gpu::GpuError::from_driver(e, "event")))?;
+    a.record(&w.gpu.stream).map_err(|e| gpu_err(crate::wall::gpu::GpuError::from_driver(e, "event")))?;
     for j in 0..calls {
         let k = j % bench.len();
         let dev = &mut bench.warm.dev[1][k];
         dev.restore(w).map_err(gpu_err)?;
         w.invoke_async(candidate, &mut dev.values)?;
     }
-    b.record(&w.gpu.stream).map_err(|e| gpu_err(crate::gpu::GpuError::from_driver(e, "event")))?;
+    b.record(&w.gpu.stream).map_err(|e| gpu_err(crate::wall::gpu::GpuError::from_driver(e, "event")))?;
     w.gpu.sync_all().map_err(gpu_err)?;
     let host_ms = t0.elapsed().as_secs_f64() * 1e3 / calls as f64;
-    let event_ms =
-        a.elapsed_ms(&b).map_err(|e| gpu_err(crate::gpu::GpuError::from_driver(e, "event")))? as f64 / calls as f64;
+    let event_ms = a.elapsed_ms(&b).map_err(|e| gpu_err(crate::wall::gpu::GpuError::from_driver(e, "event")))? as f64
+        / calls as f64;
     Ok(HostCheck {
         calls,
         host_ms_per_call: host_ms,
@@ -621,7 +628,7 @@ pub(crate) fn energy(
     candidate: &Entry,
     plan: &TimingPlan,
 ) -> Result<EnergyReport, Stop> {
-    let nvml = crate::nvml::NvmlDevice::open(&w.gpu.info.uuid)
+    let nvml = crate::wall::nvml::NvmlDevice::open(&w.gpu.info.uuid)
         .map_err(|e| Outcome::EnvError { message: format!("--energy needs NVML: {e}") })?;
     let device = nvml.device().ok_or_else(|| Outcome::EnvError { message: "NVML lost the device".into() })?;
     let read = || device.total_energy_consumption().ok();
@@ -686,7 +693,7 @@ impl Pipeline {
         if self.queued.len() > 2 {
             let (ev, calls) = self.queued.pop_front().expect("three batches queued");
             ev.synchronize().map_err(|e| Outcome::Rejected {
-                failure: super::CallError::Device(crate::gpu::GpuError::from_driver(e, "energy measurement"))
+                failure: super::CallError::Device(crate::wall::gpu::GpuError::from_driver(e, "energy measurement"))
                     .failure(SIDES[self.side], "energy measurement"),
             })?;
             self.completed = calls;

@@ -11,10 +11,10 @@ mod cases;
 pub use cases::REPEAT_CALLS;
 mod timing;
 
-use crate::gpu::{Gpu, GpuError};
-use crate::protocol::*;
 use crate::task::types::ParamType;
 use crate::task::{ArgRole, Task};
+use crate::wall::gpu::{Gpu, GpuError};
+use crate::wall::protocol::{Failure, FailureClass, Mode, Outcome, Phase, WorkerMessage, WorkerReport, WorkerRequest};
 use cases::{CaseData, DeviceCase, HostCase};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::io::Write;
@@ -46,11 +46,11 @@ impl Entry {
             .map_err(|e| format!("cannot load the {role} library {}: {e}", path.display()))?;
         let lib: libloading::Library = lib.into();
         // SAFETY: symbol types match the generated shim (shim.rs).
-        let call = unsafe { lib.get::<CallFn>(crate::build::shim::CALL_SYMBOL.as_bytes()) }
+        let call = unsafe { lib.get::<CallFn>(crate::toolkit::build::shim::CALL_SYMBOL.as_bytes()) }
             .map(|s| *s)
             .map_err(|e| format!("the {role} library has no shim entry: {e}"))?;
         // SAFETY: as above.
-        let error_name = unsafe { lib.get::<ErrorNameFn>(crate::build::shim::ERROR_NAME_SYMBOL.as_bytes()) }
+        let error_name = unsafe { lib.get::<ErrorNameFn>(crate::toolkit::build::shim::ERROR_NAME_SYMBOL.as_bytes()) }
             .map(|s| *s)
             .map_err(|e| format!("the {role} library has no shim error function: {e}"))?;
         Ok(Entry { _lib: std::mem::ManuallyDrop::new(lib), call, error_name, role, calls: std::cell::Cell::new(0) })
@@ -101,7 +101,7 @@ pub const CHANNEL_LOST_EXIT: i32 = 86;
 
 /// The sealed report channel, shared with the panic hook.
 #[derive(Clone)]
-pub(crate) struct Channel(std::sync::Arc<std::sync::Mutex<(std::fs::File, crate::channel::Sealer)>>);
+pub(crate) struct Channel(std::sync::Arc<std::sync::Mutex<(std::fs::File, crate::wall::channel::Sealer)>>);
 
 impl Channel {
     pub fn send(&self, msg: &WorkerMessage) {
@@ -178,7 +178,7 @@ pub fn main(request_path: &Path) -> ! {
         }
         std::fs::File::from_raw_fd(fd)
     };
-    let proto = Channel(std::sync::Arc::new(std::sync::Mutex::new((proto, crate::channel::Sealer::new(key)))));
+    let proto = Channel(std::sync::Arc::new(std::sync::Mutex::new((proto, crate::wall::channel::Sealer::new(key)))));
     install_panic_report(&proto);
     let request: WorkerRequest = match std::fs::read(request_path)
         .map_err(|e| e.to_string())
@@ -199,11 +199,11 @@ pub fn main(request_path: &Path) -> ! {
         let scratch =
             std::env::current_dir().unwrap_or_else(|_| request_path.parent().unwrap_or(Path::new(".")).into());
         let libraries = [request.reference.clone(), request.baseline.clone(), request.candidate.clone()];
-        let mut policy = crate::sandbox::Policy::strict(scratch, &libraries, request.cpu_seconds());
+        let mut policy = crate::wall::sandbox::Policy::strict(scratch, &libraries, request.cpu_seconds());
         policy.hosted = matches!(request.mode, Mode::Profile | Mode::Sanitize);
         policy.skip = request.sandbox_skip.clone();
         let started = Instant::now();
-        let layers = crate::sandbox::apply(&policy);
+        let layers = crate::wall::sandbox::apply(&policy);
         proto.send(&WorkerMessage::Sandbox { layers, seconds: started.elapsed().as_secs_f64() });
     }
     if let Mode::Simulate { delay_ms, outcome } = &request.mode {
@@ -268,7 +268,7 @@ fn close_handed_down(folders: &[PathBuf]) -> usize {
 }
 
 /// The evaluation key, from stdin, which is then closed for good.
-fn read_key() -> crate::channel::Key {
+fn read_key() -> crate::wall::channel::Key {
     let mut text = String::new();
     let _ = std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text);
     // SAFETY: fd juggling at process start, before any other thread exists.
@@ -279,7 +279,7 @@ fn read_key() -> crate::channel::Key {
             libc::close(null);
         }
     }
-    match crate::channel::Key::from_hex(&text) {
+    match crate::wall::channel::Key::from_hex(&text) {
         Some(k) => k,
         None => {
             eprintln!("worker: no evaluation key on stdin (the worker is started by nightshift, not by hand)");
@@ -291,7 +291,7 @@ fn read_key() -> crate::channel::Key {
 
 fn open_gpu(request: &WorkerRequest, proto: &Channel) -> Result<Gpu, Outcome> {
     proto.send(&WorkerMessage::Phase { phase: Phase::Init, detail: "opening the GPU".into() });
-    if !crate::gpu::driver_present() {
+    if !crate::wall::gpu::driver_present() {
         return Err(Outcome::EnvError { message: "no CUDA driver: libcuda.so could not be loaded (is this a GPU machine with the NVIDIA driver installed?)".into() });
     }
     Gpu::open(request.device)

@@ -2,8 +2,8 @@
 //! things happen. It is the source of truth: `--resume` rebuilds the search tree, the
 //! tuner's memory of what it tried and the replay position from it alone.
 
-use crate::eval::Verdict;
 use crate::stats::Speedup;
+use crate::wall::Verdict;
 use search::{Expansion, NodeId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -228,7 +228,7 @@ pub enum Event {
         note: String,
         /// The layers ncu ran in: the hosted arrangement's namespaces, then the worker's.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        sandbox: Vec<crate::sandbox::Layer>,
+        sandbox: Vec<crate::wall::sandbox::Layer>,
         /// Not profiled: the profile of this ancestor used instead
         /// ([`crate::generate::ParentProfile::shared_from`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -2,7 +2,7 @@
 //! shared library, object, executable), plus nvdisasm's line-annotated SASS when the
 //! code carries line info. The text goes to the pure `sass` crate.
 
-use crate::process;
+use crate::toolkit::process;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //! very numbers that explain a rejection.
 
 use crate::task::Task;
-use crate::verify::Comparison;
+use crate::wall::verify::Comparison;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
@@ -189,7 +189,7 @@ pub enum WorkerMessage {
     },
     /// The sandbox layers the worker put up, before anything untrusted was loaded.
     Sandbox {
-        layers: Vec<crate::sandbox::Layer>,
+        layers: Vec<crate::wall::sandbox::Layer>,
         /// Seconds the worker spent putting them up.
         #[serde(default)]
         seconds: f64,

@@ -9,9 +9,9 @@
 pub mod imports;
 pub mod shim;
 
-use crate::process;
 use crate::task::Task;
-use crate::toolchain::{EnvError, Toolchain};
+use crate::toolkit::process;
+use crate::toolkit::toolchain::{EnvError, Toolchain};
 use imports::{ForbiddenImport, LinkFacts};
 use sass::ptxas::{parse_ptxas, PtxasReport};
 use serde::{Deserialize, Serialize};
@@ -161,7 +161,7 @@ fn find_library(tc: &Toolchain, name: &str) -> Option<PathBuf> {
     if plain.exists() {
         return Some(plain);
     }
-    crate::toolchain::versioned_library(dir, name)
+    crate::toolkit::toolchain::versioned_library(dir, name)
 }
 
 fn nvcc_command(tc: &Toolchain, spec: &BuildSpec, gencode: &str) -> Result<Vec<String>, BuildError> {
@@ -332,7 +332,7 @@ fn dump_sass(tc: &Toolchain, work: &Path, record: &mut BuildRecord) {
         record.notes.push("cuobjdump not found: no SASS kept".into());
         return;
     };
-    match crate::disasm::disassemble(cuobjdump, tc.nvdisasm.as_deref(), &work.join(LIBRARY_NAME)) {
+    match crate::toolkit::disasm::disassemble(cuobjdump, tc.nvdisasm.as_deref(), &work.join(LIBRARY_NAME)) {
         Ok(d) => {
             record.has_sass = std::fs::write(work.join(SASS_NAME), d.sass).is_ok();
             if let Some(lines) = d.lines {

@@ -1,0 +1,88 @@
+//! What an evaluation is asked to do (`EvalOptions`), the build target, and the GPU it needs.
+
+use crate::toolkit::build;
+use crate::toolkit::toolchain::EnvError;
+use crate::wall::gpu;
+use crate::wall::protocol::TimingPlan;
+use crate::wall::verdict::EvalError;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    pub arch: Option<String>,
+    pub extra_flags: Vec<String>,
+    pub defines: BTreeMap<String, String>,
+    pub device: usize,
+    pub timeout: Option<Duration>,
+    pub time: bool,
+    pub energy: bool,
+    pub sanitize: bool,
+    pub timing: TimingPlan,
+    pub cache: PathBuf,
+    /// The executable that provides `worker` (this binary, unless a test says otherwise).
+    pub worker_exe: PathBuf,
+    pub threads: usize,
+    /// Where input seeds start: random per `eval`, per run for `optimize`, so that no
+    /// candidate can know its inputs (or their outputs) in advance.
+    pub seed_base: u64,
+    /// `--allow-unconfined-profiling`: run ncu and compute-sanitizer even where the hosted
+    /// arrangement's namespaces cannot be made (the worker's own hosted sandbox only).
+    pub allow_unconfined_profiling: bool,
+    /// The measured DRAM bandwidth, when the caller already has it; timed judgments
+    /// otherwise read it from the cache (measuring once per device when missing).
+    pub achievable_dram_gbs: Option<f64>,
+}
+
+impl EvalOptions {
+    pub fn new(worker_exe: PathBuf) -> EvalOptions {
+        EvalOptions {
+            arch: None,
+            extra_flags: Vec::new(),
+            defines: BTreeMap::new(),
+            device: 0,
+            timeout: None,
+            time: true,
+            energy: false,
+            sanitize: false,
+            timing: TimingPlan::default(),
+            cache: build::cache_root(),
+            worker_exe,
+            threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(4).min(16),
+            seed_base: fresh_seed_base(),
+            allow_unconfined_profiling: false,
+            achievable_dram_gbs: None,
+        }
+    }
+}
+
+/// A seed base nobody can predict; below 2^62 so that offsets never wrap.
+pub fn fresh_seed_base() -> u64 {
+    rand::random::<u64>() >> 2
+}
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The build target: `--arch`, else the device's own.
+pub fn resolve_arch(opts: &EvalOptions) -> Result<String, EvalError> {
+    if let Some(a) = &opts.arch {
+        build::gencode(a).map_err(EvalError::Task)?;
+        return Ok(a.clone());
+    }
+    let (_, cc, _) = require_gpu(opts.device)?;
+    Ok(build::arch_for_capability(cc.0, cc.1))
+}
+
+/// What to do on a machine without a GPU: the commands that need one cannot run, but the
+/// task can still be checked and built (no `--arch` hint here: `eval --arch` would build
+/// and then stop at the same missing GPU).
+pub const NO_GPU_HINT: &str = "eval, optimize, diagnose and profiling run kernels on an NVIDIA GPU: run them on a machine with one and its driver. Without a GPU, `nightshift validate TASK --build --arch sm_90a` checks the task and builds its kernels";
+
+/// The device's name, capability and driver version, or a clear environment error.
+pub fn require_gpu(device: usize) -> Result<(String, (i32, i32), i32), EnvError> {
+    if !gpu::driver_present() {
+        return Err(EnvError { what: "a CUDA driver (libcuda.so)".into(), hint: NO_GPU_HINT.into() });
+    }
+    gpu::query_device(device)
+        .map_err(|e| EnvError { what: format!("GPU {device}"), hint: format!("the driver answered {e}") })
+}
