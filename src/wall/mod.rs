@@ -4,8 +4,8 @@
 //! orchestrator's side (`options`, `verdict`, `builds`: the trusted builds, `judge`: the
 //! `eval` command and judging with a worker under a deadline, `client`: spawning the worker
 //! and reading its sealed channel, `classify`, `report_check`: whether a sealed report fits
-//! its request, `sanitizer`, `gpu_lock`), the wire between the two sides (`protocol`, `channel`), and the worker's
-//! side (`worker`, `sandbox`, `verify`). The invariant: only the worker process, sandboxed
+//! its request, `sanitizer`, `gpu_lock`), the wire between the two sides (`protocol`,
+//! `channel`), and the worker's side (`worker`, `sandbox`, `verify`). The invariant: only the worker process, sandboxed
 //! by itself, ever maps candidate code; nothing outside `worker` loads or runs it, and
 //! nothing outside this folder believes a pass that `report_check` has not checked.
 //!
