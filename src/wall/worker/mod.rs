@@ -9,6 +9,7 @@
 
 mod cases;
 pub use cases::REPEAT_CALLS;
+mod energy;
 mod timing;
 
 use crate::task::types::ParamType;
@@ -417,7 +418,7 @@ fn evaluate(
         }
         if energy {
             w.phase(Phase::Energy, "NVML energy counter");
-            report.energy = Some(timing::energy(w, &mut bench, baseline_ref, &candidate, &req.timing)?);
+            report.energy = Some(energy::energy(w, &mut bench, baseline_ref, &candidate, &req.timing)?);
         }
     }
     Ok(())
