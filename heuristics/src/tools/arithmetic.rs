@@ -9,6 +9,7 @@ use crate::diagnosis::{Diagnosis, Severity, ToolResult};
 use crate::facts::{metric as m, Kernel};
 use crate::precision::fast_math_verdict;
 use crate::roofline::Roofline;
+use crate::tool_id::ToolId;
 use sass::analysis::Loop;
 use sass::{Class, FunctionReport};
 
@@ -49,7 +50,7 @@ pub(super) fn register_tiling(k: &Kernel, r: &Roofline) -> ToolResult {
     let per_fma = shared_values(lp) / lp.mix.count(Class::Fp32).max(1) as f64;
     let line = lp.line.clone().map(|l| vec![l]).unwrap_or_default();
     fired(
-        Diagnosis::new("register-tiling", saving)
+        Diagnosis::new(ToolId::RegisterTiling, saving)
             .ev("shared_values_per_fp32_instruction", per_fma)
             .ev("loop_fp32_instructions", lp.mix.count(Class::Fp32) as f64)
             .ev("loop_shared_values", shared_values(lp))
@@ -105,7 +106,7 @@ pub(super) fn accurate_math(k: &Kernel, _: &Roofline) -> ToolResult {
         ),
     };
     let lines = sass::analysis::lines_by_frequency(&s.accurate_math);
-    let d = Diagnosis::new("accurate-math", saving)
+    let d = Diagnosis::new(ToolId::AccurateMath, saving)
         .ev("accurate_calls", names.len() as f64)
         .ev("extra_instructions", extra)
         .ev("share_of_hot_code", share)
@@ -132,7 +133,7 @@ pub(super) fn fp64_in_fp32(k: &Kernel, _: &Roofline) -> ToolResult {
         }
         let pipe = k.opt(m::FP64_PIPE_PCT).unwrap_or(0.0);
         return fired(
-            Diagnosis::new("fp64-in-fp32", (pipe / 100.0).max(0.05))
+            Diagnosis::new(ToolId::Fp64InFp32, (pipe / 100.0).max(0.05))
                 .ev("fp64_pipe_pct", pipe)
                 .analysis(format!("fp64 instructions run ({fp64:.1} per cycle across the GPU); pass --sass to see where and whether floats are promoted."))
                 .prescription("If the data is float, keep the arithmetic in float: float literals (0.5f), float math functions (sinf, expf)."),
@@ -158,7 +159,7 @@ pub(super) fn fp64_in_fp32(k: &Kernel, _: &Roofline) -> ToolResult {
     let lines = s.finding("fp64").map(|f| f.lines.clone()).unwrap_or_default();
     let at = lines.first().map(|l| format!(" at {l}")).unwrap_or_default();
     fired(
-        Diagnosis::new("fp64-in-fp32", saving)
+        Diagnosis::new(ToolId::Fp64InFp32, saving)
             .ev("fp64_instructions", fp64_ops)
             .ev("fp64_conversions", conversions)
             .ev("float_promotions", promotions as f64)
@@ -189,7 +190,7 @@ pub(super) fn warp_divergence(k: &Kernel, _: &Roofline) -> ToolResult {
     let saving = (1.0 - efficiency) * k.issue_weight().max(0.3);
     let lines = k.lines_of_sites(&["branch"]);
     fired(
-        Diagnosis::new("warp-divergence", saving)
+        Diagnosis::new(ToolId::WarpDivergence, saving)
             .ev("threads_per_instruction", ratio)
             .ev("simt_efficiency", efficiency)
             .ev("divergent_branch_targets", divergent)
@@ -273,7 +274,7 @@ pub(super) fn no_tensor_cores(k: &Kernel, _: &Roofline) -> ToolResult {
         _ => "Use mma.sync / wmma (TF32 for float data, or bf16/fp16 inputs with fp32 accumulation). TF32 keeps 10 mantissa bits (~5e-4 relative): check the task's tolerance, or split into 3xTF32 for fp32 accuracy.".to_string(),
     };
     let first = if needs_tiling { "After register tiling (register-tiling), move" } else { "Move" };
-    let d = Diagnosis::new("no-tensor-cores", saving)
+    let d = Diagnosis::new(ToolId::NoTensorCores, saving)
         .ev("achieved_gflops", flops.unwrap_or(0.0) / 1e9)
         .ev("admissible_path", path.name())
         .ev("admissible_peak_tflops", peak.unwrap_or(0.0) / 1e12)
@@ -308,7 +309,7 @@ pub(super) fn special_function_bound(k: &Kernel, _: &Roofline) -> ToolResult {
     }
     let lines = k.lines_of(&[Class::Mufu]);
     fired(
-        Diagnosis::new("special-function-bound", 0.5 * xu / 100.0)
+        Diagnosis::new(ToolId::SpecialFunctionBound, 0.5 * xu / 100.0)
             .ev("mufu_instructions", mufu as f64)
             .ev("xu_pipe_pct", xu)
             .analysis(format!("The special-function pipe (XU: exp, log, sin, reciprocal, sqrt at 16 per SM per clock) is {xu:.0}% busy with {mufu} MUFU instructions in the code."))
@@ -340,7 +341,7 @@ pub(super) fn integer_overhead(k: &Kernel, _: &Roofline) -> ToolResult {
         (share - 0.4) * k.issue_weight()
     };
     fired(
-        Diagnosis::new("integer-overhead", saving)
+        Diagnosis::new(ToolId::IntegerOverhead, saving)
             .ev("integer_share", share)
             .ev("integer_instructions", s.count(Class::Int) as f64)
             .ev("instructions", s.instructions as f64)
@@ -360,7 +361,7 @@ pub(super) fn conversion_overhead(k: &Kernel, _: &Roofline) -> ToolResult {
     }
     let lines = k.lines_of(&[Class::Conversion]);
     fired(
-        Diagnosis::new("conversion-overhead", share * k.issue_weight())
+        Diagnosis::new(ToolId::ConversionOverhead, share * k.issue_weight())
             .ev("conversions", conv as f64)
             .ev("share", share)
             .analysis(format!("{conv} type conversions (I2F, F2I, F2F) are {} of the instructions; they issue at a quarter of the FP32 rate or less.", pct(share)))

@@ -5,6 +5,7 @@ use super::{count, fired, pct, quiet};
 use crate::diagnosis::{Diagnosis, ToolResult};
 use crate::facts::{metric as m, Kernel, Missing};
 use crate::roofline::Roofline;
+use crate::tool_id::ToolId;
 use sass::Class;
 
 pub(super) fn atomic_contention(k: &Kernel, r: &Roofline) -> ToolResult {
@@ -35,7 +36,7 @@ pub(super) fn global_atomic_contention(k: &Kernel) -> Result<Option<Diagnosis>, 
     }
     let lines = k.lines_of(&[Class::Atomic]);
     Ok(Some(
-        Diagnosis::new("atomic-contention", saving)
+        Diagnosis::new(ToolId::AtomicContention, saving)
             .ev("global_atomic_requests", atomics)
             .ev("share_of_global_requests", share)
             .ev("memory_wait_stall_share", waits)
@@ -86,7 +87,7 @@ pub(super) fn shared_atomic_contention(k: &Kernel, _: &Roofline) -> Option<Diagn
         None => format!("Lanes of a warp that hit the same shared address are replayed: {replays:.1} wavefronts per atomic instruction"),
     };
     Some(
-        Diagnosis::new("atomic-contention", saving)
+        Diagnosis::new(ToolId::AtomicContention, saving)
             .ev("shared_atomic_instructions", executed)
             .ev("shared_atomic_wavefronts", wavefronts)
             .ev("wavefronts_per_instruction", replays)

@@ -6,6 +6,7 @@ use super::{count, fired, pct, quiet};
 use crate::diagnosis::{Diagnosis, ToolResult};
 use crate::facts::{metric as m, Kernel, Missing};
 use crate::roofline::{Bound, Roofline};
+use crate::tool_id::ToolId;
 use sass::Class;
 
 /// DRAM throughput a well-fed streaming kernel reaches on Hopper (practical peak).
@@ -35,7 +36,7 @@ pub(super) fn narrow_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
         .collect();
     let lines = k.lines_of(&[Class::GlobalLoad, Class::GlobalStore]);
     fired(
-        Diagnosis::new("narrow-global-access", saving)
+        Diagnosis::new(ToolId::NarrowGlobalAccess, saving)
             .ev("narrow_loads", nl as f64)
             .ev("narrow_stores", ns as f64)
             .ev("narrow_share", share)
@@ -90,7 +91,7 @@ pub(super) fn dependent_loads(k: &Kernel, _: &Roofline) -> ToolResult {
     let issue = k.opt(m::ISSUE_ACTIVE).unwrap_or(0.0);
     let lines = sass::analysis::lines_by_frequency(&s.dependent_loads);
     fired(
-        Diagnosis::new("dependent-loads", saving)
+        Diagnosis::new(ToolId::DependentLoads, saving)
             .ev("dependent_loads", s.dependent_loads.len() as f64)
             .ev("dependent_loads_in_loops", in_loops as f64)
             .ev("longest_chain", chain as f64)
@@ -187,7 +188,7 @@ pub(super) fn uncoalesced_global(k: &Kernel, r: &Roofline) -> ToolResult {
     };
     let lines = k.lines_of(&[Class::GlobalLoad, Class::GlobalStore]);
     fired(
-        Diagnosis::new("uncoalesced-global", saving)
+        Diagnosis::new(ToolId::UncoalescedGlobal, saving)
             .ev("sector_efficiency", efficiency.unwrap_or(-1.0))
             .ev("load_sectors_per_request", spr_ld)
             .ev("store_sectors_per_request", spr_st)
@@ -251,7 +252,7 @@ pub(super) fn scalar_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
     let saving = bandwidth_saving.max(lsu_saving);
     let lines = k.lines_of(&[Class::GlobalLoad, Class::GlobalStore]);
     fired(
-        Diagnosis::new("scalar-global-access", saving)
+        Diagnosis::new(ToolId::ScalarGlobalAccess, saving)
             .ev("global_loads", loads as f64)
             .ev("global_stores", stores as f64)
             .ev("widest_access_bits", 32.0)
@@ -298,7 +299,7 @@ pub(super) fn local_memory(k: &Kernel, _: &Roofline) -> ToolResult {
         "Keep the array in registers: index it only with compile-time constants (make loop bounds constexpr and #pragma unroll every loop that indexes it); a run-time index such as buf[(k * sel + i) & 63] forces the whole array into local memory. If the index must stay dynamic, hold the array in shared memory, one slice per thread.".to_string()
     };
     fired(
-        Diagnosis::new("local-memory", saving)
+        Diagnosis::new(ToolId::LocalMemory, saving)
             .ev("ldl", ldl)
             .ev("stl", stl)
             .ev("local_instructions_executed", executed)
@@ -353,7 +354,7 @@ pub(super) fn memory_latency_bound(k: &Kernel, r: &Roofline) -> ToolResult {
     let saving = long * (1.0 - dram / roof.max(dram)).max(0.0) * (1.0 - issue / 40.0);
     let lines = k.lines_of(&[Class::GlobalLoad]);
     fired(
-        Diagnosis::new("memory-latency-bound", saving)
+        Diagnosis::new(ToolId::MemoryLatencyBound, saving)
             .ev("dram_pct", dram)
             .ev("issue_active_pct", issue)
             .ev("long_scoreboard_stall_share", long)
@@ -379,7 +380,7 @@ pub(super) fn redundant_dram_traffic(k: &Kernel, r: &Roofline) -> ToolResult {
     let weight = if matches!(r.class, Bound::AtRoofline) || r.limiter == "dram" { 1.0 } else { k.memory_weight() };
     let saving = (1.0 - 1.0 / ratio) * weight;
     fired(
-        Diagnosis::new("redundant-dram-traffic", saving)
+        Diagnosis::new(ToolId::RedundantDramTraffic, saving)
             .ev("dram_bytes", bytes)
             .ev("min_bytes", min)
             .ev("ratio", ratio)
@@ -407,7 +408,7 @@ pub(super) fn redundant_l2_traffic(k: &Kernel, _: &Roofline) -> ToolResult {
     let saving = (1.0 - 1.0 / ratio) * (l2_pct / 100.0) * 0.5;
     let lines = k.lines_of(&[Class::GlobalLoad]);
     fired(
-        Diagnosis::new("redundant-l2-traffic", saving)
+        Diagnosis::new(ToolId::RedundantL2Traffic, saving)
             .ev("l2_read_sectors", l2_read)
             .ev("dram_read_sectors", dram_read)
             .ev("reads_per_dram_read", ratio)
@@ -436,7 +437,7 @@ pub(super) fn async_copy_opportunity(k: &Kernel, _: &Roofline) -> ToolResult {
     };
     let line = lp.line.clone().map(|l| vec![l]).unwrap_or_default();
     fired(
-        Diagnosis::new("async-copy-opportunity", 0.15 * k.memory_weight())
+        Diagnosis::new(ToolId::AsyncCopyOpportunity, 0.15 * k.memory_weight())
             .ev("loop_global_loads", lp.mix.count(Class::GlobalLoad) as f64)
             .ev("loop_shared_stores", lp.mix.count(Class::SharedStore) as f64)
             .ev("loop_barriers", lp.barriers as f64)

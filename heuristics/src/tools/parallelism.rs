@@ -5,6 +5,7 @@ use super::{fired, pct, quiet};
 use crate::diagnosis::{Diagnosis, Severity, ToolResult};
 use crate::facts::{metric as m, Kernel, Missing};
 use crate::roofline::{Bound, Roofline};
+use crate::tool_id::ToolId;
 
 pub(super) fn register_pressure(k: &Kernel, _: &Roofline) -> ToolResult {
     let regs = k.opt(m::REGS).or(k.ptxas.map(|p| p.registers as f64));
@@ -27,7 +28,7 @@ pub(super) fn register_pressure(k: &Kernel, _: &Roofline) -> ToolResult {
     }
     let saving = if spills > 0 { 0.15 } else { 0.1 };
     fired(
-        Diagnosis::new("register-pressure", saving)
+        Diagnosis::new(ToolId::RegisterPressure, saving)
             .ev("registers_per_thread", regs)
             .ev("spill_bytes", spills as f64)
             .ev("blocks_per_sm_by_registers", limit_regs.unwrap_or(0.0))
@@ -69,7 +70,7 @@ pub(super) fn low_occupancy(k: &Kernel, r: &Roofline) -> ToolResult {
         _ => "larger blocks (too few threads per block to fill the SM's block slots)",
     };
     fired(
-        Diagnosis::new("low-occupancy", saving)
+        Diagnosis::new(ToolId::LowOccupancy, saving)
             .ev("theoretical_occupancy", theoretical)
             .ev("achieved_occupancy_pct", achieved)
             .ev("blocks_per_sm", blocks)
@@ -92,7 +93,7 @@ pub(super) fn under_filled_grid(k: &Kernel, _: &Roofline) -> ToolResult {
     if grid < sms {
         let saving = (1.0 - grid / sms).min(0.95);
         return fired(
-            Diagnosis::new("under-filled-grid", saving)
+            Diagnosis::new(ToolId::UnderFilledGrid, saving)
                 .ev("blocks", grid)
                 .ev("sms", sms)
                 .ev("block_size", block)
@@ -108,7 +109,7 @@ pub(super) fn under_filled_grid(k: &Kernel, _: &Roofline) -> ToolResult {
         let tail = (w.ceil() - w) / w.ceil();
         if tail >= 0.2 {
             return fired(
-                Diagnosis::new("under-filled-grid", tail * 0.3)
+                Diagnosis::new(ToolId::UnderFilledGrid, tail * 0.3)
                     .ev("blocks", grid)
                     .ev("waves", w)
                     .ev("idle_fraction_of_last_wave", 1.0 - w.fract())
@@ -138,7 +139,7 @@ pub(super) fn launch_overhead(k: &Kernel, _: &Roofline) -> ToolResult {
         let saving = (1.0 - merged / now).max(0.0);
         if saving >= 0.1 {
             return fired(
-                Diagnosis::new("launch-overhead", saving.min(0.98))
+                Diagnosis::new(ToolId::LaunchOverhead, saving.min(0.98))
                     .ev("duration_us", dur * 1e6)
                     .ev("launches", n)
                     .ev("waves_per_launch", waves)
@@ -157,7 +158,7 @@ pub(super) fn launch_overhead(k: &Kernel, _: &Roofline) -> ToolResult {
         return quiet(format!("{:.1} us per launch", dur * 1e6));
     }
     fired(
-        Diagnosis::new("launch-overhead", 0.5 * (limit - dur) / limit)
+        Diagnosis::new(ToolId::LaunchOverhead, 0.5 * (limit - dur) / limit)
             .ev("duration_us", dur * 1e6)
             .analysis(format!("The kernel runs {:.2} us, about as long as launching it (2-4 us of host and front-end work): launch latency, not the kernel, sets the pace.", dur * 1e6))
             .prescription("Fuse it with the kernels before or after it, capture the sequence in a CUDA graph, or make one persistent kernel process several batches.")

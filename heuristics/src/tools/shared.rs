@@ -6,6 +6,7 @@ use super::{count, fired, pct, quiet};
 use crate::diagnosis::{Diagnosis, Severity, ToolResult};
 use crate::facts::{metric as m, Kernel, Missing};
 use crate::roofline::Roofline;
+use crate::tool_id::ToolId;
 use sass::Class;
 
 /// How much a register-resident rewrite typically cuts shared-memory instructions per
@@ -50,7 +51,7 @@ pub(super) fn shared_memory_bound(k: &Kernel, r: &Roofline) -> ToolResult {
     let barriers = k.stall_share(&["barrier"]).unwrap_or(0.0);
     let lines = k.lines_of(&[Class::SharedLoad, Class::SharedStore]);
     fired(
-        Diagnosis::new("shared-memory-bound", saving)
+        Diagnosis::new(ToolId::SharedMemoryBound, saving)
             .ev("l1_pct", l1)
             .ev("lsu_pipe_pct", lsu)
             .ev("shared_wavefronts", shared)
@@ -90,7 +91,7 @@ pub(super) fn shared_bank_conflicts(k: &Kernel, _: &Roofline) -> ToolResult {
     let lines = k.lines_of(&[Class::SharedLoad, Class::SharedStore]);
     let ways_text = ways.map(|w| format!("{w:.0}-way")).unwrap_or_else(|| "multi-way".into());
     fired(
-        Diagnosis::new("shared-bank-conflicts", saving)
+        Diagnosis::new(ToolId::SharedBankConflicts, saving)
             .ev("conflict_ways", ways.unwrap_or(0.0))
             .ev("excess_wavefronts", excess)
             .ev("shared_wavefronts", waves)
@@ -118,7 +119,7 @@ pub(super) fn barrier_stalls(k: &Kernel, _: &Roofline) -> ToolResult {
     let lines =
         k.sass.map(|s| s.finding("barrier-in-loop").map(|f| f.lines.clone()).unwrap_or_default()).unwrap_or_default();
     let lines = if lines.is_empty() { k.lines_of(&[Class::Barrier]) } else { lines };
-    let d = Diagnosis::new("barrier-stalls", 0.5 * share)
+    let d = Diagnosis::new(ToolId::BarrierStalls, 0.5 * share)
         .ev("barrier_stall_share", share)
         .ev("barriers_per_block", k.opt(m::BARRIER_COUNT).unwrap_or(0.0))
         .analysis(format!("Warps spend {} of their stall time waiting at block barriers (__syncthreads): every barrier waits for the block's slowest warp, and little work happens between barriers.", pct(share)))

@@ -4,6 +4,7 @@ use super::{fired, quiet};
 use crate::diagnosis::{Diagnosis, Severity, ToolResult};
 use crate::facts::Kernel;
 use crate::roofline::{Bound, Roofline};
+use crate::tool_id::ToolId;
 
 pub(super) fn at_roofline(_: &Kernel, r: &Roofline) -> ToolResult {
     if r.class != Bound::AtRoofline {
@@ -14,7 +15,7 @@ pub(super) fn at_roofline(_: &Kernel, r: &Roofline) -> ToolResult {
         Some(a) => format!(", {a:.0}% of what this GPU was measured to reach"),
         None => ", within reach of the ~90% that is attainable in practice".to_string(),
     };
-    let mut d = Diagnosis::new("at-roofline", 0.0);
+    let mut d = Diagnosis::new(ToolId::AtRoofline, 0.0);
     if let Some(a) = r.dram_pct_of_achievable {
         d = d.ev("dram_pct_of_achievable", a);
     }
@@ -46,7 +47,7 @@ pub(super) fn roofline(_: &Kernel, r: &Roofline) -> ToolResult {
         Bound::Unknown => "Profile with ncu for a bottleneck classification.",
     };
     fired(
-        Diagnosis::new("roofline", 0.0)
+        Diagnosis::new(ToolId::Roofline, 0.0)
             .ev("class", r.class.name())
             .ev("limiter", r.limiter.clone())
             .ev("dram_pct", r.dram_pct.unwrap_or(0.0))
