@@ -11,6 +11,7 @@ use super::waits::Stage;
 use crate::build::{self, BuildSpec};
 use crate::eval::{EvalError, Verdict};
 use crate::generate::{Generator, ParentProfile, Proposal, Request};
+use crate::protocol::FailureClass;
 use crate::task::Task;
 use crate::toolchain::Toolchain;
 use search::{Expansion, NodeId};
@@ -380,7 +381,7 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
             let dir = ctx.store.node_dir(job.parent);
             let log = std::fs::read_to_string(dir.join("build.log")).ok();
             let tail = |s: &str| s.chars().rev().take(3000).collect::<Vec<_>>().into_iter().rev().collect::<String>();
-            log.filter(|_| job.parent_summary.failure_class.as_deref() == Some("build-error"))
+            log.filter(|_| job.parent_summary.failure_class.as_deref() == Some(FailureClass::BuildError.name()))
                 .map(|l| tail(&l))
                 .or_else(|| job.parent_summary.failure_message.clone())
         }

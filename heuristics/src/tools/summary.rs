@@ -20,8 +20,7 @@ pub(super) fn at_roofline(_: &Kernel, r: &Roofline) -> ToolResult {
         d = d.ev("dram_pct_of_achievable", a);
     }
     fired(
-        d
-            .ev("dram_pct", dram)
+        d.ev("dram_pct", dram)
             .ev("dram_gbs", r.dram_gbs.unwrap_or(0.0))
             .ev("duration_us", r.duration_us.unwrap_or(0.0))
             .ev("floor_us", r.floor_us.unwrap_or(0.0))
@@ -33,7 +32,10 @@ pub(super) fn at_roofline(_: &Kernel, r: &Roofline) -> ToolResult {
                     _ => String::new(),
                 }
             ))
-            .prescription("Little is left in this kernel as written: only moving fewer bytes helps now (fuse it with its producer or consumer, narrower data types, avoid re-reading).")
+            .prescription(
+                "Little is left in this kernel as written: only moving fewer bytes helps now (fuse it with \
+                its producer or consumer, narrower data types, avoid re-reading).",
+            )
             .cap(Severity::Info),
     )
 }
@@ -41,9 +43,18 @@ pub(super) fn at_roofline(_: &Kernel, r: &Roofline) -> ToolResult {
 pub(super) fn roofline(_: &Kernel, r: &Roofline) -> ToolResult {
     let advice = match r.class {
         Bound::AtRoofline => "Cut the bytes, not the instructions.",
-        Bound::MemoryBound => "Cut the bytes moved through the busiest memory unit, or move them more efficiently (coalesced, wide, reused from shared memory).",
-        Bound::ComputeBound => "Cut instructions on the busiest pipe, or move the work to a faster unit (tensor cores, fast intrinsics).",
-        Bound::LatencyBound => "Put more independent work in flight: more resident warps, more loads per thread before first use, fewer barriers.",
+        Bound::MemoryBound => {
+            "Cut the bytes moved through the busiest memory unit, or move them more efficiently \
+            (coalesced, wide, reused from shared memory)."
+        }
+        Bound::ComputeBound => {
+            "Cut instructions on the busiest pipe, or move the work to a faster unit (tensor cores, \
+            fast intrinsics)."
+        }
+        Bound::LatencyBound => {
+            "Put more independent work in flight: more resident warps, more loads per thread before \
+            first use, fewer barriers."
+        }
         Bound::Unknown => "Profile with ncu for a bottleneck classification.",
     };
     fired(
