@@ -84,7 +84,7 @@ fn entries() -> Vec<Entry> {
 }
 
 fn tool_ids() -> Vec<&'static str> {
-    heuristics::tools::ALL.iter().map(|t| t.id).collect()
+    heuristics::tools::ALL.iter().map(|t| t.id.as_str()).collect()
 }
 
 /// Kernel names defined in a .cu file (`__global__ void NAME(`, launch bounds allowed).
@@ -212,8 +212,8 @@ fn score(e: &Entry) -> Option<Scored> {
     let top2: Vec<String> = k.top(2).iter().map(|s| s.to_string()).collect();
     let expected = e.expect.expected.clone();
     let hit = top2.iter().any(|t| expected.contains(t));
-    let high = k.diagnoses.iter().filter(|d| d.severity == Severity::High).map(|d| d.tool.clone()).collect();
-    let estimate = k.diagnoses.iter().take(2).find(|d| expected.contains(&d.tool)).map(|d| d.score);
+    let high = k.diagnoses.iter().filter(|d| d.severity == Severity::High).map(|d| d.tool.to_string()).collect();
+    let estimate = k.diagnoses.iter().take(2).find(|d| expected.contains(&d.tool.to_string())).map(|d| d.score);
     let measured = measured_speedup(e).map(|s| (1.0 - 1.0 / s).max(0.0));
     Some(Scored {
         name: e.name.clone(),

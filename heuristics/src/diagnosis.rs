@@ -3,6 +3,7 @@
 
 use crate::facts::{Hints, Kernel, Missing};
 use crate::roofline::{classify, Bound, Roofline};
+use crate::tool_id::ToolId;
 use crate::tools::{self, Gate};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -44,7 +45,7 @@ impl Severity {
 /// One expert finding: what is wrong, the evidence, how much it costs, what to change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Diagnosis {
-    pub tool: String,
+    pub tool: ToolId,
     pub severity: Severity,
     /// Estimated share of the kernel's time the prescription saves (0..1); ranks diagnoses.
     pub score: f64,
@@ -55,10 +56,10 @@ pub struct Diagnosis {
 }
 
 impl Diagnosis {
-    pub fn new(tool: &str, saving: f64) -> Diagnosis {
+    pub fn new(tool: ToolId, saving: f64) -> Diagnosis {
         let score = (saving.clamp(0.0, 0.99) * 1000.0).round() / 1000.0;
         Diagnosis {
-            tool: tool.to_string(),
+            tool,
             severity: Severity::from_saving(score),
             score,
             evidence: BTreeMap::new(),
@@ -115,7 +116,7 @@ pub type ToolResult = Result<Verdict, Missing>;
 /// Whether each tool ran, and what came of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolRun {
-    pub tool: String,
+    pub tool: ToolId,
     /// fired, quiet, missing-evidence, or skipped.
     pub outcome: String,
     pub why: String,
@@ -133,11 +134,11 @@ pub struct KernelDiagnosis {
 }
 
 impl KernelDiagnosis {
-    pub fn top(&self, n: usize) -> Vec<&str> {
-        self.diagnoses.iter().take(n).map(|d| d.tool.as_str()).collect()
+    pub fn top(&self, n: usize) -> Vec<ToolId> {
+        self.diagnoses.iter().take(n).map(|d| d.tool).collect()
     }
 
-    pub fn get(&self, tool: &str) -> Option<&Diagnosis> {
+    pub fn get(&self, tool: ToolId) -> Option<&Diagnosis> {
         self.diagnoses.iter().find(|d| d.tool == tool)
     }
 }
@@ -181,29 +182,29 @@ pub fn diagnose_kernel(k: &Kernel) -> KernelDiagnosis {
     let mut runs = Vec::new();
     for tool in tools::ALL {
         if let Err(why) = gate_allows(tool.gate, &roofline) {
-            runs.push(ToolRun { tool: tool.id.into(), outcome: "skipped".into(), why });
+            runs.push(ToolRun { tool: tool.id, outcome: "skipped".into(), why });
             continue;
         }
         match (tool.run)(k, &roofline) {
             Ok(Verdict::Fired(d)) => {
                 runs.push(ToolRun {
-                    tool: tool.id.into(),
+                    tool: tool.id,
                     outcome: "fired".into(),
                     why: format!("{} (saves ~{:.0}%)", d.severity.name(), 100.0 * d.score),
                 });
                 diagnoses.push(d);
             }
-            Ok(Verdict::Quiet(why)) => runs.push(ToolRun { tool: tool.id.into(), outcome: "quiet".into(), why }),
+            Ok(Verdict::Quiet(why)) => runs.push(ToolRun { tool: tool.id, outcome: "quiet".into(), why }),
             Err(Missing(m)) => runs.push(ToolRun {
-                tool: tool.id.into(),
+                tool: tool.id,
                 outcome: "missing-evidence".into(),
                 why: format!("needs {}", m.join(", ")),
             }),
         }
     }
-    let order = |id: &str| tools::ALL.iter().position(|t| t.id == id).unwrap_or(usize::MAX);
+    let order = |id: ToolId| tools::ALL.iter().position(|t| t.id == id).unwrap_or(usize::MAX);
     diagnoses.sort_by(|a, b| {
-        b.score.total_cmp(&a.score).then(b.severity.cmp(&a.severity)).then(order(&a.tool).cmp(&order(&b.tool)))
+        b.score.total_cmp(&a.score).then(b.severity.cmp(&a.severity)).then(order(a.tool).cmp(&order(b.tool)))
     });
     KernelDiagnosis { name: k.name.clone(), launch: k.launch.map(|l| l.id.clone()), roofline, diagnoses, tools: runs }
 }
@@ -329,7 +330,7 @@ mod tests {
         assert_eq!(Severity::from_saving(0.2), Severity::Medium);
         assert_eq!(Severity::from_saving(0.05), Severity::Low);
         assert_eq!(Severity::from_saving(0.0), Severity::Info);
-        assert_eq!(Diagnosis::new("x", 0.9).cap(Severity::Medium).severity, Severity::Medium);
-        assert_eq!(Diagnosis::new("x", 2.0).score, 0.99);
+        assert_eq!(Diagnosis::new(ToolId::Roofline, 0.9).cap(Severity::Medium).severity, Severity::Medium);
+        assert_eq!(Diagnosis::new(ToolId::Roofline, 2.0).score, 0.99);
     }
 }

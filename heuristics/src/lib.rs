@@ -26,8 +26,10 @@ pub mod precision;
 pub mod render;
 pub mod request;
 pub mod roofline;
+pub mod tool_id;
 pub mod tools;
 
 pub use diagnosis::{diagnose_kernel, diagnose_profile, diagnose_sass, Diagnosis, KernelDiagnosis, Report, Severity};
 pub use facts::{Hints, Kernel};
 pub use request::{required_metrics, required_sections};
+pub use tool_id::ToolId;

@@ -33,7 +33,7 @@ pub fn parts() -> impl Iterator<Item = (&'static str, Needs)> {
         ("raw counters", crate::render::RAW_COUNTERS),
     ]
     .into_iter()
-    .chain(crate::tools::ALL.iter().map(|t| (t.id, t.needs)))
+    .chain(crate::tools::ALL.iter().map(|t| (t.id.as_str(), t.needs)))
 }
 
 /// Every metric the analysis reads, sorted, each once.

@@ -1,6 +1,6 @@
 //! Diagnoses of the probe kernels profiled on an H200 (and an H100 kernel), pinned.
 
-use heuristics::{diagnose_profile, ncu, Hints, Report, Severity};
+use heuristics::{diagnose_profile, ncu, Hints, Report, Severity, ToolId};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(format!("{}/../tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
@@ -26,18 +26,18 @@ fn ranking(report: &Report) -> String {
 }
 
 /// The planted problem of each probe kernel (fixtures/README.md).
-const EXPECTED: &[(&str, &str)] = &[
-    ("copy_scalar", "scalar-global-access"),
-    ("copy_vec4", "at-roofline"),
-    ("copy_strided", "uncoalesced-global"),
-    ("matmul_naive", "no-tensor-cores"),
-    ("spill_local", "local-memory"),
-    ("transpose_conflict", "shared-bank-conflicts"),
-    ("fp64_accident", "fp64-in-fp32"),
-    ("divergent", "warp-divergence"),
-    ("histogram_atomic", "atomic-contention"),
-    ("softmax_naive", "uncoalesced-global"),
-    ("tiny_grid", "under-filled-grid"),
+const EXPECTED: &[(&str, ToolId)] = &[
+    ("copy_scalar", ToolId::ScalarGlobalAccess),
+    ("copy_vec4", ToolId::AtRoofline),
+    ("copy_strided", ToolId::UncoalescedGlobal),
+    ("matmul_naive", ToolId::NoTensorCores),
+    ("spill_local", ToolId::LocalMemory),
+    ("transpose_conflict", ToolId::SharedBankConflicts),
+    ("fp64_accident", ToolId::Fp64InFp32),
+    ("divergent", ToolId::WarpDivergence),
+    ("histogram_atomic", ToolId::AtomicContention),
+    ("softmax_naive", ToolId::UncoalescedGlobal),
+    ("tiny_grid", ToolId::UnderFilledGrid),
 ];
 
 #[test]
@@ -60,17 +60,16 @@ fn every_planted_problem_is_in_the_top_two() {
 fn no_high_severity_false_alarms() {
     let report = h200("h200/nvdisasm.txt");
     let get = |n: &str| report.kernels.iter().find(|k| k.name == n).unwrap();
-    let highs = |n: &str| {
-        get(n).diagnoses.iter().filter(|d| d.severity == Severity::High).map(|d| d.tool.clone()).collect::<Vec<_>>()
-    };
-    assert_eq!(highs("copy_vec4"), Vec::<String>::new());
-    assert_eq!(highs("transpose_padded"), Vec::<String>::new());
-    assert!(get("transpose_padded").get("shared-bank-conflicts").is_none());
+    let highs =
+        |n: &str| get(n).diagnoses.iter().filter(|d| d.severity == Severity::High).map(|d| d.tool).collect::<Vec<_>>();
+    assert_eq!(highs("copy_vec4"), Vec::<ToolId>::new());
+    assert_eq!(highs("transpose_padded"), Vec::<ToolId>::new());
+    assert!(get("transpose_padded").get(ToolId::SharedBankConflicts).is_none());
     let wmma = get("wmma_gemm");
-    assert!(wmma.get("no-tensor-cores").is_none(), "wmma_gemm uses HMMA");
+    assert!(wmma.get(ToolId::NoTensorCores).is_none(), "wmma_gemm uses HMMA");
     // Its one high finding is the 8-sectors-per-request fragment loads that Nsight Compute
     // also reports (UncoalescedGlobalAccess, 49% estimated speedup).
-    assert_eq!(highs("wmma_gemm"), vec!["uncoalesced-global".to_string()]);
+    assert_eq!(highs("wmma_gemm"), vec![ToolId::UncoalescedGlobal]);
 }
 
 #[test]
@@ -90,14 +89,14 @@ fn every_diagnosis_carries_its_evidence_numbers() {
 #[test]
 fn source_lines_come_from_nvdisasm_line_info() {
     let report = h200("generated/probe_nvdisasm_lines.txt");
-    let diag = |k: &str, t: &str| report.kernels.iter().find(|x| x.name == k).unwrap().get(t).unwrap().clone();
-    assert_eq!(diag("fp64_accident", "fp64-in-fp32").location.as_deref(), Some("probe_kernels.cu:49"));
-    let local = diag("spill_local", "local-memory").location.unwrap();
+    let diag = |k: &str, t: ToolId| report.kernels.iter().find(|x| x.name == k).unwrap().get(t).unwrap().clone();
+    assert_eq!(diag("fp64_accident", ToolId::Fp64InFp32).location.as_deref(), Some("probe_kernels.cu:49"));
+    let local = diag("spill_local", ToolId::LocalMemory).location.unwrap();
     assert!(local == "probe_kernels.cu:28" || local == "probe_kernels.cu:29", "{local}");
-    assert_eq!(diag("copy_scalar", "scalar-global-access").location.as_deref(), Some("probe_kernels.cu:13"));
-    assert_eq!(diag("copy_strided", "uncoalesced-global").location.as_deref(), Some("probe_kernels.cu:19"));
-    assert_eq!(diag("histogram_atomic", "atomic-contention").location.as_deref(), Some("probe_kernels.cu:59"));
-    assert!(diag("fp64_accident", "fp64-in-fp32").prescription.contains("probe_kernels.cu:49"));
+    assert_eq!(diag("copy_scalar", ToolId::ScalarGlobalAccess).location.as_deref(), Some("probe_kernels.cu:13"));
+    assert_eq!(diag("copy_strided", ToolId::UncoalescedGlobal).location.as_deref(), Some("probe_kernels.cu:19"));
+    assert_eq!(diag("histogram_atomic", ToolId::AtomicContention).location.as_deref(), Some("probe_kernels.cu:59"));
+    assert!(diag("fp64_accident", ToolId::Fp64InFp32).prescription.contains("probe_kernels.cu:49"));
 }
 
 #[test]
@@ -112,8 +111,8 @@ fn h100_k_misc_and_sparse_profiles_do_not_break() {
     let report = diagnose_profile(&profile, &sass, None, &Hints::default(), None);
     assert_eq!(report.kernels.len(), 1);
     let k = &report.kernels[0];
-    assert!(k.get("fp64-in-fp32").is_some(), "k_misc has DMUL and F2F.F64: {:?}", k.top(5));
-    assert!(k.get("atomic-contention").is_some());
+    assert!(k.get(ToolId::Fp64InFp32).is_some(), "k_misc has DMUL and F2F.F64: {:?}", k.top(5));
+    assert!(k.get(ToolId::AtomicContention).is_some());
 
     // A Triton GEMM profiled with a small metric set: most counters missing.
     let triton = diagnose_profile(
@@ -126,7 +125,7 @@ fn h100_k_misc_and_sparse_profiles_do_not_break() {
     assert_eq!(triton.kernels.len(), 2);
     for k in &triton.kernels {
         assert!(k.tools.iter().any(|t| t.outcome == "missing-evidence"), "missing counters are reported");
-        assert!(k.get("roofline").is_some());
+        assert!(k.get(ToolId::Roofline).is_some());
     }
     insta::assert_snapshot!("sparse_profiles", ranking(&report) + "\n" + &ranking(&triton));
 }
@@ -135,11 +134,17 @@ fn h100_k_misc_and_sparse_profiles_do_not_break() {
 fn the_roofline_report_says_which_tools_ran_and_why() {
     let report = h200("h200/nvdisasm.txt");
     let vec4 = report.kernels.iter().find(|k| k.name == "copy_vec4").unwrap();
-    let skipped: Vec<&str> = vec4.tools.iter().filter(|t| t.outcome == "skipped").map(|t| t.tool.as_str()).collect();
-    assert!(skipped.contains(&"scalar-global-access") && skipped.contains(&"warp-divergence"), "{skipped:?}");
-    assert!(vec4.tools.iter().find(|t| t.tool == "scalar-global-access").unwrap().why.contains("at-roofline kernel"));
+    let skipped: Vec<ToolId> = vec4.tools.iter().filter(|t| t.outcome == "skipped").map(|t| t.tool).collect();
+    assert!(skipped.contains(&ToolId::ScalarGlobalAccess) && skipped.contains(&ToolId::WarpDivergence), "{skipped:?}");
+    assert!(vec4
+        .tools
+        .iter()
+        .find(|t| t.tool == ToolId::ScalarGlobalAccess)
+        .unwrap()
+        .why
+        .contains("at-roofline kernel"));
     // Waste tools run at the roofline too: busy DRAM is not proof of useful bytes.
-    assert_eq!(vec4.tools.iter().find(|t| t.tool == "uncoalesced-global").unwrap().outcome, "quiet");
+    assert_eq!(vec4.tools.iter().find(|t| t.tool == ToolId::UncoalescedGlobal).unwrap().outcome, "quiet");
     assert_eq!(vec4.tools.len(), heuristics::tools::ALL.len());
     assert!(heuristics::tools::ALL.len() >= 21);
 }
@@ -164,14 +169,14 @@ fn probes2(sass_file: &str, hints: &Hints) -> Report {
     diagnose_profile(&profile, &sass, Some(&ptxas), hints, None)
 }
 
-const EXPECTED_2: &[(&str, &str)] = &[
-    ("field_of_record", "uncoalesced-global"),
-    ("copy_bytes", "narrow-global-access"),
-    ("smem_stencil_rounds", "shared-memory-bound"),
-    ("accurate_math", "accurate-math"),
-    ("shared_hist_hot", "atomic-contention"),
-    ("pointer_chase", "dependent-loads"),
-    ("gemm_tiled_1x1", "register-tiling"),
+const EXPECTED_2: &[(&str, ToolId)] = &[
+    ("field_of_record", ToolId::UncoalescedGlobal),
+    ("copy_bytes", ToolId::NarrowGlobalAccess),
+    ("smem_stencil_rounds", ToolId::SharedMemoryBound),
+    ("accurate_math", ToolId::AccurateMath),
+    ("shared_hist_hot", ToolId::AtomicContention),
+    ("pointer_chase", ToolId::DependentLoads),
+    ("gemm_tiled_1x1", ToolId::RegisterTiling),
 ];
 
 fn fp32_task(rtol: f64) -> Hints {
@@ -211,7 +216,7 @@ fn busy_dram_moving_unused_bytes_is_not_the_roofline() {
     // Loads use 4 of 32 bytes per sector (32 sectors a request), stores all 32 (4 a request).
     assert_eq!(k.roofline.sector_efficiency, Some(0.222));
     assert!(k.roofline.reason.contains("of the bytes in each moved sector are requested"), "{}", k.roofline.reason);
-    let d = k.get("uncoalesced-global").unwrap();
+    let d = k.get(ToolId::UncoalescedGlobal).unwrap();
     assert!(d.prescription.contains("structure of arrays"), "{}", d.prescription);
     // The same busy DRAM with every byte used is the roofline.
     let clean = report.kernels.iter().find(|k| k.name == "clean_copy_vec4").unwrap();
@@ -222,7 +227,7 @@ fn busy_dram_moving_unused_bytes_is_not_the_roofline() {
 fn prescriptions_offer_only_what_the_task_tolerance_admits() {
     let gemm = |hints: &Hints| {
         let r = probes2("nvdisasm.txt", hints);
-        r.kernels.iter().find(|k| k.name == "gemm_tiled_1x1").unwrap().get("no-tensor-cores").unwrap().clone()
+        r.kernels.iter().find(|k| k.name == "gemm_tiled_1x1").unwrap().get(ToolId::NoTensorCores).unwrap().clone()
     };
     let tight = gemm(&fp32_task(1e-4));
     assert!(tight.prescription.contains("3xTF32"), "{}", tight.prescription);
@@ -236,11 +241,11 @@ fn prescriptions_offer_only_what_the_task_tolerance_admits() {
     assert!(loose.prescription.contains("Use TF32 tensor cores"), "{}", loose.prescription);
     // Exact to the last bits: no tensor-core path passes, so none is offered.
     let exact = probes2("nvdisasm.txt", &fp32_task(1e-7));
-    assert!(exact.kernels.iter().find(|k| k.name == "gemm_tiled_1x1").unwrap().get("no-tensor-cores").is_none());
+    assert!(exact.kernels.iter().find(|k| k.name == "gemm_tiled_1x1").unwrap().get(ToolId::NoTensorCores).is_none());
 
     let math = |hints: &Hints| {
         let r = probes2("nvdisasm.txt", hints);
-        r.kernels.iter().find(|k| k.name == "accurate_math").unwrap().get("accurate-math").unwrap().clone()
+        r.kernels.iter().find(|k| k.name == "accurate_math").unwrap().get(ToolId::AccurateMath).unwrap().clone()
     };
     let allowed = math(&fp32_task(1e-4));
     assert!(allowed.prescription.contains("__expf") && allowed.evidence["fast_math_allowed"] == "yes");
@@ -278,8 +283,8 @@ fn an_issue_bound_epilogue_is_sized_by_its_instruction_count() {
     let ptxas = sass::ptxas::parse_ptxas(&read("h100/example_bgr/ptxas.txt"));
     let report = diagnose_profile(&profile, &sass, Some(&ptxas), &Hints::default(), None);
     let k = &report.kernels[0];
-    assert_eq!(k.top(1), vec!["integer-overhead"], "{:?}", k.top(3));
-    let d = k.get("integer-overhead").unwrap();
+    assert_eq!(k.top(1), vec![ToolId::IntegerOverhead], "{:?}", k.top(3));
+    let d = k.get(ToolId::IntegerOverhead).unwrap();
     assert!((0.25..=1.0).contains(&d.score), "estimate {} against a measured 0.50", d.score);
     assert!(d.prescription.contains("several elements per thread"), "{}", d.prescription);
 }
@@ -300,9 +305,9 @@ fn a_measured_roof_decides_the_roofline() {
     // 95% of what the GPU was measured to reach: at the roofline, and it says so.
     let near = clean(&probes2("nvdisasm.txt", &hints(Some(gbs / 0.95))));
     assert_eq!(near.roofline.class, heuristics::roofline::Bound::AtRoofline);
-    assert!(near.get("at-roofline").unwrap().analysis.contains("measured"), "{:?}", near.get("at-roofline"));
+    assert!(near.get(ToolId::AtRoofline).unwrap().analysis.contains("measured"), "{:?}", near.get(ToolId::AtRoofline));
     // 70% of a higher measured roof: not there, and at-roofline no longer speaks.
     let far = clean(&probes2("nvdisasm.txt", &hints(Some(gbs / 0.70))));
     assert_ne!(far.roofline.class, heuristics::roofline::Bound::AtRoofline);
-    assert!(far.get("at-roofline").is_none());
+    assert!(far.get(ToolId::AtRoofline).is_none());
 }

@@ -169,7 +169,7 @@ fn reads_beyond_declarations(launch: &Launch, v: &Variant) -> (Vec<String>, BTre
     check("the roofline", heuristics::roofline::NEEDS);
     for tool in heuristics::tools::ALL {
         let _ = (tool.run)(&kernel, &roofline);
-        check(tool.id, tool.needs);
+        check(tool.id.as_str(), tool.needs);
     }
     let _ = heuristics::render::raw_counters(&launch);
     check("the raw counters", heuristics::render::RAW_COUNTERS);

@@ -3,6 +3,7 @@
 
 use crate::facts::Facts;
 use crate::source::Source;
+use heuristics::ToolId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -197,9 +198,9 @@ pub struct Recipe {
     pub id: RecipeId,
     /// What it does, in one line.
     pub summary: &'static str,
-    /// The diagnosis tools (ids of `heuristics::tools::ALL`) whose prescription it
+    /// The diagnosis tools whose prescription it
     /// carries out, most direct first.
-    pub answers: &'static [&'static str],
+    pub answers: &'static [ToolId],
     /// It needs a run-time check in the launcher (and keeps the original kernel as the
     /// fallback).
     pub versioned: bool,

@@ -22,6 +22,7 @@ use super::{Kernel, Proposal, Request};
 use crate::run::config::Guidance;
 use crate::run::events::Candidate;
 use crate::task::Task;
+use heuristics::ToolId;
 use rewrite::{Application, Source};
 use search::memory::Stats;
 use search::rng::SplitMix64;
@@ -278,15 +279,15 @@ impl Tuner {
     }
 
     /// How much the diagnoses favour a move, and the tool that favours it most.
-    fn vote(m: &Move, diagnoses: &BTreeMap<String, f64>) -> (f64, Option<String>) {
+    fn vote(m: &Move, diagnoses: &BTreeMap<ToolId, f64>) -> (f64, Option<ToolId>) {
         let mut total = 0.0;
-        let mut best: Option<(f64, String)> = None;
-        let mut add = |tool: &str, weight: f64| {
-            if let Some(score) = diagnoses.get(tool) {
+        let mut best: Option<(f64, ToolId)> = None;
+        let mut add = |tool: ToolId, weight: f64| {
+            if let Some(score) = diagnoses.get(&tool) {
                 let v = weight * score;
                 total += v;
                 if v > 0.0 && best.as_ref().is_none_or(|(b, _)| v > *b) {
-                    best = Some((v, tool.to_string()));
+                    best = Some((v, tool));
                 }
             }
         };
@@ -295,7 +296,7 @@ impl Tuner {
                 let r = rewrite::recipes::get(app.recipe);
                 // The first two tools are what the recipe is for; the rest it helps with.
                 for (i, tool) in r.answers.iter().enumerate() {
-                    add(tool, if i < 2 { 1.0 } else { 0.6 });
+                    add(*tool, if i < 2 { 1.0 } else { 0.6 });
                 }
             }
             Move::Knob { from, to, block_size, .. } => {
@@ -304,23 +305,28 @@ impl Tuner {
                     _ => 0.0,
                 };
                 if *block_size {
-                    for t in ["low-occupancy", "under-filled-grid", "barrier-stalls", "shared-bank-conflicts"] {
+                    for t in [
+                        ToolId::LowOccupancy,
+                        ToolId::UnderFilledGrid,
+                        ToolId::BarrierStalls,
+                        ToolId::SharedBankConflicts,
+                    ] {
                         add(t, -dir);
                     }
-                    for t in ["register-pressure", "local-memory"] {
+                    for t in [ToolId::RegisterPressure, ToolId::LocalMemory] {
                         add(t, -0.5 * dir);
                     }
                 }
                 // Only a block size has a known direction for memory access.
                 let dir = if *block_size { dir } else { 0.0 };
                 for t in [
-                    "memory-latency-bound",
-                    "launch-overhead",
-                    "scalar-global-access",
-                    "narrow-global-access",
-                    "uncoalesced-global",
-                    "redundant-dram-traffic",
-                    "redundant-l2-traffic",
+                    ToolId::MemoryLatencyBound,
+                    ToolId::LaunchOverhead,
+                    ToolId::ScalarGlobalAccess,
+                    ToolId::NarrowGlobalAccess,
+                    ToolId::UncoalescedGlobal,
+                    ToolId::RedundantDramTraffic,
+                    ToolId::RedundantL2Traffic,
                 ] {
                     // Larger blocks put more loads in flight per SM; a weaker fix than the
                     // rewrites that answer these tools.
@@ -336,22 +342,30 @@ impl Tuner {
                         (Some(a), Some(b)) => (a - b).signum(),
                         _ => 0.0,
                     };
-                    for t in ["register-pressure", "low-occupancy"] {
+                    for t in [ToolId::RegisterPressure, ToolId::LowOccupancy] {
                         add(t, tighter);
                     }
-                    add("local-memory", -tighter);
+                    add(ToolId::LocalMemory, -tighter);
                 }
                 FlagKind::Vectorize => {
                     let on = if to.is_some() { 1.0 } else { -1.0 };
-                    for t in
-                        ["scalar-global-access", "narrow-global-access", "memory-latency-bound", "uncoalesced-global"]
-                    {
+                    for t in [
+                        ToolId::ScalarGlobalAccess,
+                        ToolId::NarrowGlobalAccess,
+                        ToolId::MemoryLatencyBound,
+                        ToolId::UncoalescedGlobal,
+                    ] {
                         add(t, 0.5 * on);
                     }
                 }
                 FlagKind::FastMath => {
                     let on = if to.is_some() { 1.0 } else { -1.0 };
-                    for t in ["special-function-bound", "accurate-math", "conversion-overhead", "fp64-in-fp32"] {
+                    for t in [
+                        ToolId::SpecialFunctionBound,
+                        ToolId::AccurateMath,
+                        ToolId::ConversionOverhead,
+                        ToolId::Fp64InFp32,
+                    ] {
                         add(t, on);
                     }
                 }
@@ -413,12 +427,12 @@ impl Tuner {
                  (--generator llm) can write a library-free kernel instead"
             ));
         }
-        let diagnoses: BTreeMap<String, f64> = match (self.guidance, &req.profile.diagnoses) {
+        let diagnoses: BTreeMap<ToolId, f64> = match (self.guidance, &req.profile.diagnoses) {
             (Guidance::Tools, Some(report)) => {
-                let mut by_tool: BTreeMap<String, f64> = BTreeMap::new();
+                let mut by_tool: BTreeMap<ToolId, f64> = BTreeMap::new();
                 for k in &report.kernels {
                     for d in &k.diagnoses {
-                        let e = by_tool.entry(d.tool.clone()).or_default();
+                        let e = by_tool.entry(d.tool).or_default();
                         *e = e.max(d.score);
                     }
                 }
@@ -429,7 +443,7 @@ impl Tuner {
         let mut rng =
             SplitMix64::new(self.seed ^ (req.parent as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ req.node as u64);
         let parent = &req.parent_candidate;
-        let mut scored: Vec<(f64, Option<String>, Move)> = self
+        let mut scored: Vec<(f64, Option<ToolId>, Move)> = self
             .moves(&parsed, parent)
             .into_iter()
             .map(|m| {
@@ -459,7 +473,13 @@ impl Tuner {
             if !tried.insert(key) {
                 continue;
             }
-            return Proposal::Kernel(Kernel { source, defines, flags, technique: m.technique(), tool });
+            return Proposal::Kernel(Kernel {
+                source,
+                defines,
+                flags,
+                technique: m.technique(),
+                tool: tool.map(|t| t.to_string()),
+            });
         }
         Proposal::Nothing("every recipe, knob and flag move from this kernel has been tried".into())
     }
@@ -507,7 +527,7 @@ mod tests {
         }
     }
 
-    fn report(tool: &str, score: f64) -> heuristics::Report {
+    fn report(tool: ToolId, score: f64) -> heuristics::Report {
         let mut k: heuristics::KernelDiagnosis = serde_json::from_value(serde_json::json!({
             "name": "k", "roofline": {"class": "latency-bound", "limiter": "", "reason": "", "duration_us": null,
             "dram_pct": null, "memory_pct": null, "compute_pct": null}, "diagnoses": [], "tools": []
@@ -549,7 +569,13 @@ mod tests {
         let t = task("softmax");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
         let tuner = Tuner::new(&t, &src, 1, Guidance::Tools);
-        let k = kernel(tuner.propose(&request(&t, base(), &src, Some(report("barrier-stalls", 0.4)), Guidance::Tools)));
+        let k = kernel(tuner.propose(&request(
+            &t,
+            base(),
+            &src,
+            Some(report(ToolId::BarrierStalls, 0.4)),
+            Guidance::Tools,
+        )));
         assert_eq!(family(&k.technique), "shuffle-reduce", "{}", k.technique);
         assert_eq!(k.tool.as_deref(), Some("barrier-stalls"));
         assert!(k.source.contains("__shfl_xor_sync"));
@@ -558,13 +584,18 @@ mod tests {
             &t,
             base(),
             &src,
-            Some(report("scalar-global-access", 0.4)),
+            Some(report(ToolId::ScalarGlobalAccess, 0.4)),
             Guidance::Tools,
         )));
         assert_eq!(family(&k.technique), "vectorize", "{}", k.technique);
         let tuner = Tuner::new(&t, &src, 1, Guidance::Tools);
-        let k =
-            kernel(tuner.propose(&request(&t, base(), &src, Some(report("register-pressure", 0.5)), Guidance::Tools)));
+        let k = kernel(tuner.propose(&request(
+            &t,
+            base(),
+            &src,
+            Some(report(ToolId::RegisterPressure, 0.5)),
+            Guidance::Tools,
+        )));
         assert!(
             k.flags.iter().any(|f| f.starts_with("-maxrregcount")) || family(&k.technique) == "launch-bounds",
             "{k:?}"

@@ -12,6 +12,7 @@ use crate::run::store::{node_rel, RunStore};
 use crate::task::Task;
 use crate::toolkit::build::{self, BuildSpec};
 use crate::toolkit::toolchain::Toolchain;
+use crate::wall::protocol::FailureClass;
 use crate::wall::{EvalError, Verdict};
 use search::{Expansion, NodeId};
 use sha2::{Digest, Sha256};
@@ -380,7 +381,7 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
             let dir = ctx.store.node_dir(job.parent);
             let log = std::fs::read_to_string(dir.join("build.log")).ok();
             let tail = |s: &str| s.chars().rev().take(3000).collect::<Vec<_>>().into_iter().rev().collect::<String>();
-            log.filter(|_| job.parent_summary.failure_class.as_deref() == Some("build-error"))
+            log.filter(|_| job.parent_summary.failure_class.as_deref() == Some(FailureClass::BuildError.name()))
                 .map(|l| tail(&l))
                 .or_else(|| job.parent_summary.failure_message.clone())
         }

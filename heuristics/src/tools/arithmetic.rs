@@ -9,6 +9,7 @@ use crate::diagnosis::{Diagnosis, Severity, ToolResult};
 use crate::facts::{metric as m, Kernel};
 use crate::precision::fast_math_verdict;
 use crate::roofline::Roofline;
+use crate::tool_id::ToolId;
 use sass::analysis::Loop;
 use sass::{Class, FunctionReport};
 
@@ -38,7 +39,8 @@ pub(super) fn register_tiling(k: &Kernel, r: &Roofline) -> ToolResult {
     let busy = l1.max(lsu) / 100.0;
     if busy < 0.3 {
         return quiet(format!(
-            "a loop reads shared operands per FMA, but L1 and the LSU pipe run at only {}: shared traffic is not what limits",
+            "a loop reads shared operands per FMA, but L1 and the LSU pipe run at only {}: shared traffic is not what \
+                limits",
             pct(busy)
         ));
     }
@@ -49,20 +51,28 @@ pub(super) fn register_tiling(k: &Kernel, r: &Roofline) -> ToolResult {
     let per_fma = shared_values(lp) / lp.mix.count(Class::Fp32).max(1) as f64;
     let line = lp.line.clone().map(|l| vec![l]).unwrap_or_default();
     fired(
-        Diagnosis::new("register-tiling", saving)
+        Diagnosis::new(ToolId::RegisterTiling, saving)
             .ev("shared_values_per_fp32_instruction", per_fma)
             .ev("loop_fp32_instructions", lp.mix.count(Class::Fp32) as f64)
             .ev("loop_shared_values", shared_values(lp))
             .ev("l1_pct", 100.0 * busy)
             .ev("fma_pipe_pct", 100.0 * fma)
             .analysis(format!(
-                "The multiply-accumulate loop{} reads {per_fma:.2} shared-memory values per FP32 instruction: each thread computes one output, so every FMA waits on its own shared loads. {} limits at {:.0}% while the FMA pipe runs at {:.0}%.",
+                "The multiply-accumulate loop{} reads {per_fma:.2} shared-memory values per FP32 instruction: each \
+                    thread computes one output, so every FMA waits on its own shared loads. {} limits at {:.0}% while \
+                    the FMA pipe runs at {:.0}%.",
                 lp.line.as_ref().map(|l| format!(" at {l}")).unwrap_or_default(),
                 r.limiter,
                 100.0 * busy,
                 100.0 * fma
             ))
-            .prescription("Tile in registers first: give each thread a micro-tile of outputs (4x4 or 8x8 accumulators), load a column of A and a row of B from shared memory into registers once per k step (float4 loads from a transposed, padded A tile), and do all TM x TN FMAs from registers; a 64x64 or 128x128 block tile of 256 threads keeps enough reuse. This is the change that pays first: tensor cores need the same staging and come after.")
+            .prescription(
+                "Tile in registers first: give each thread a micro-tile of outputs (4x4 or 8x8 \
+                accumulators), load a column of A and a row of B from shared memory into registers once per k step \
+                (float4 loads from a transposed, padded A tile), and do all TM x TN FMAs from registers; a 64x64 or \
+                128x128 block tile of 256 threads keeps enough reuse. This is the change that pays first: tensor cores \
+                need the same staging and come after.",
+            )
             .at(&line),
     )
 }
@@ -97,15 +107,20 @@ pub(super) fn accurate_math(k: &Kernel, _: &Roofline) -> ToolResult {
     let xu = k.opt(m::XU_PCT).unwrap_or(0.0);
     let prescription = match allowed {
         Some(false) => format!(
-            "Keep the accurate functions ({why}), but call them less: hoist invariant calls out of loops, use exp2f/log2f with the constants folded into neighbouring multiplies, replace powf(x, 1.25f) by x * sqrtf(sqrtf(x)) where x > 0, and reuse expf results across iterations."
+            "Keep the accurate functions ({why}), but call them less: hoist invariant calls out of loops, use \
+                exp2f/log2f with the constants folded into neighbouring multiplies, replace powf(x, 1.25f) by x * \
+                sqrtf(sqrtf(x)) where x > 0, and reuse expf results across iterations."
         ),
         _ => format!(
-            "Use the fast intrinsics: __expf, __logf, __powf, __sinf, __fdividef(a, b) or a * __frcp_rn(b) for division, rsqrtf(x) for 1 / sqrtf(x) (or compile with --use_fast_math, which also flushes denormals and uses approximate division and square root). They run on the XU pipe (MUFU.EX2/LG2) in 2-4 instructions instead of {:.0} on the FMA pipe; {why}.",
+            "Use the fast intrinsics: __expf, __logf, __powf, __sinf, __fdividef(a, b) or a * __frcp_rn(b) for \
+                division, rsqrtf(x) for 1 / sqrtf(x) (or compile with --use_fast_math, which also flushes denormals \
+                and uses approximate division and square root). They run on the XU pipe (MUFU.EX2/LG2) in 2-4 \
+                instructions instead of {:.0} on the FMA pipe; {why}.",
             extra / names.len().max(1) as f64
         ),
     };
     let lines = sass::analysis::lines_by_frequency(&s.accurate_math);
-    let d = Diagnosis::new("accurate-math", saving)
+    let d = Diagnosis::new(ToolId::AccurateMath, saving)
         .ev("accurate_calls", names.len() as f64)
         .ev("extra_instructions", extra)
         .ev("share_of_hot_code", share)
@@ -113,7 +128,9 @@ pub(super) fn accurate_math(k: &Kernel, _: &Roofline) -> ToolResult {
         .ev("xu_pipe_pct", xu)
         .ev("fast_math_allowed", allowed.map(|a| if a { "yes" } else { "no" }).unwrap_or("unknown"))
         .analysis(format!(
-            "The hot code inlines accurate math-library paths ({}): range reduction, special-case checks and polynomials on the FMA and ALU pipes cost ~{extra:.0} instructions beyond the fast intrinsics, {} of the code that runs, while the special-function (XU) pipe sits {xu:.0}% busy.",
+            "The hot code inlines accurate math-library paths ({}): range reduction, special-case checks and \
+                polynomials on the FMA and ALU pipes cost ~{extra:.0} instructions beyond the fast intrinsics, {} of \
+                the code that runs, while the special-function (XU) pipe sits {xu:.0}% busy.",
             uniq.join(", "),
             pct(share)
         ))
@@ -132,10 +149,16 @@ pub(super) fn fp64_in_fp32(k: &Kernel, _: &Roofline) -> ToolResult {
         }
         let pipe = k.opt(m::FP64_PIPE_PCT).unwrap_or(0.0);
         return fired(
-            Diagnosis::new("fp64-in-fp32", (pipe / 100.0).max(0.05))
+            Diagnosis::new(ToolId::Fp64InFp32, (pipe / 100.0).max(0.05))
                 .ev("fp64_pipe_pct", pipe)
-                .analysis(format!("fp64 instructions run ({fp64:.1} per cycle across the GPU); pass --sass to see where and whether floats are promoted."))
-                .prescription("If the data is float, keep the arithmetic in float: float literals (0.5f), float math functions (sinf, expf)."),
+                .analysis(format!(
+                    "fp64 instructions run ({fp64:.1} per cycle across the GPU); pass --sass to see \
+                    where and whether floats are promoted."
+                ))
+                .prescription(
+                    "If the data is float, keep the arithmetic in float: float literals (0.5f), float math \
+                    functions (sinf, expf).",
+                ),
         );
     };
     let fp64_ops = s.count(Class::Fp64) as f64;
@@ -158,7 +181,7 @@ pub(super) fn fp64_in_fp32(k: &Kernel, _: &Roofline) -> ToolResult {
     let lines = s.finding("fp64").map(|f| f.lines.clone()).unwrap_or_default();
     let at = lines.first().map(|l| format!(" at {l}")).unwrap_or_default();
     fired(
-        Diagnosis::new("fp64-in-fp32", saving)
+        Diagnosis::new(ToolId::Fp64InFp32, saving)
             .ev("fp64_instructions", fp64_ops)
             .ev("fp64_conversions", conversions)
             .ev("float_promotions", promotions as f64)
@@ -166,10 +189,16 @@ pub(super) fn fp64_in_fp32(k: &Kernel, _: &Roofline) -> ToolResult {
             .ev("fp64_pipe_pct", k.opt(m::FP64_PIPE_PCT).unwrap_or(0.0))
             .ev("xu_pipe_pct", k.opt(m::XU_PCT).unwrap_or(0.0))
             .analysis(format!(
-                "{fp64_ops:.0} fp64 instructions and {conversions:.0} conversions to or from fp64{at} in a kernel whose data is float: a double literal or a double math call promotes the expression. They take {} of the issue cost (DFMA at half rate, F2F.F64 at an eighth) and lengthen every dependency chain.",
+                "{fp64_ops:.0} fp64 instructions and {conversions:.0} conversions to or from fp64{at} in a kernel \
+                    whose data is float: a double literal or a double math call promotes the expression. They take {} \
+                    of the issue cost (DFMA at half rate, F2F.F64 at an eighth) and lengthen every dependency chain.",
                 pct(share)
             ))
-            .prescription(format!("Keep the arithmetic in float: write float literals (0.5f, 1.0001f), call float math (sinf, expf, or __sinf/__expf when the tolerance allows) instead of sin/exp on a promoted value, and keep intermediates in float variables{at}."))
+            .prescription(format!(
+                "Keep the arithmetic in float: write float literals (0.5f, 1.0001f), call float math \
+                (sinf, expf, or __sinf/__expf when the tolerance allows) instead of sin/exp on a promoted value, and \
+                keep intermediates in float variables{at}."
+            ))
             .at(&lines),
     )
 }
@@ -189,17 +218,23 @@ pub(super) fn warp_divergence(k: &Kernel, _: &Roofline) -> ToolResult {
     let saving = (1.0 - efficiency) * k.issue_weight().max(0.3);
     let lines = k.lines_of_sites(&["branch"]);
     fired(
-        Diagnosis::new("warp-divergence", saving)
+        Diagnosis::new(ToolId::WarpDivergence, saving)
             .ev("threads_per_instruction", ratio)
             .ev("simt_efficiency", efficiency)
             .ev("divergent_branch_targets", divergent)
             .ev("issue_active_pct", k.opt(m::ISSUE_ACTIVE).unwrap_or(0.0))
             .analysis(format!(
-                "Warps execute {ratio:.1} of 32 threads per instruction ({} SIMT efficiency); {} branch targets diverged: lanes of one warp take different paths, and each path runs with the other lanes masked off.",
+                "Warps execute {ratio:.1} of 32 threads per instruction ({} SIMT efficiency); {} branch targets \
+                    diverged: lanes of one warp take different paths, and each path runs with the other lanes masked \
+                    off.",
                 pct(efficiency),
                 count(divergent)
             ))
-            .prescription("Make the branch uniform within a warp: branch on the warp index (threadIdx.x / 32) or on data sorted so a warp shares one path, not on lane parity; for short bodies compute both sides and select without branching.")
+            .prescription(
+                "Make the branch uniform within a warp: branch on the warp index (threadIdx.x / 32) or on \
+                data sorted so a warp shares one path, not on lane parity; for short bodies compute both sides and \
+                select without branching.",
+            )
             .at(&lines),
     )
 }
@@ -260,40 +295,56 @@ pub(super) fn no_tensor_cores(k: &Kernel, _: &Roofline) -> ToolResult {
     let at = lp.line.as_ref().map(|l| format!(" at {l}")).unwrap_or_default();
     let how = match (path, accuracy) {
         (crate::precision::MathPath::ThreeTf32, Some(a)) => format!(
-            "Use 3xTF32: split each fp32 operand into a TF32 high part and a TF32 remainder (hi = tf32(x), lo = tf32(x - hi)) and accumulate lo*hi + hi*lo + hi*hi with mma.sync m16n8k8 TF32 in fp32; it keeps fp32 accuracy (~{:.0e}) at up to 8/3 the FFMA peak. Tensor cores do not round their accumulation to nearest, so over a long K the error drifts one way: accumulate each k tile in fresh fragments and add them to the running sum with FADD (on an H100 at K = 4096 that took gemm_f32's max error from 7e-3 to 1.2e-4). Plain TF32 (~{:.0e} relative) fails this task's rtol {:.0e}.",
+            "Use 3xTF32: split each fp32 operand into a TF32 high part and a TF32 remainder (hi = tf32(x), lo = tf32(x \
+                - hi)) and accumulate lo*hi + hi*lo + hi*hi with mma.sync m16n8k8 TF32 in fp32; it keeps fp32 accuracy \
+                (~{:.0e}) at up to 8/3 the FFMA peak. Tensor cores do not round their accumulation to nearest, so over \
+                a long K the error drifts one way: accumulate each k tile in fresh fragments and add them to the \
+                running sum with FADD (on an H100 at K = 4096 that took gemm_f32's max error from 7e-3 to 1.2e-4). \
+                Plain TF32 (~{:.0e} relative) fails this task's rtol {:.0e}.",
             crate::precision::MathPath::ThreeTf32.unit_roundoff(),
             crate::precision::MathPath::Tf32.unit_roundoff(),
             a.rtol
         ),
         (crate::precision::MathPath::Tf32, Some(a)) => format!(
-            "Use TF32 tensor cores (mma.sync m16n8k8 .tf32, or wmma with precision::tf32): the task's rtol {:.0e} admits TF32's ~5e-4 relative rounding.",
+            "Use TF32 tensor cores (mma.sync m16n8k8 .tf32, or wmma with precision::tf32): the task's rtol {:.0e} \
+                admits TF32's ~5e-4 relative rounding.",
             a.rtol
         ),
-        (crate::precision::MathPath::Half, _) => "Use 16-bit tensor cores with fp32 accumulation (mma.sync / wmma on half or bf16 fragments; wgmma on sm_90a).".to_string(),
-        _ => "Use mma.sync / wmma (TF32 for float data, or bf16/fp16 inputs with fp32 accumulation). TF32 keeps 10 mantissa bits (~5e-4 relative): check the task's tolerance, or split into 3xTF32 for fp32 accuracy.".to_string(),
+        (crate::precision::MathPath::Half, _) => "Use 16-bit tensor cores with fp32 accumulation (mma.sync / wmma on \
+            half or bf16 fragments; wgmma on sm_90a)."
+            .to_string(),
+        _ => "Use mma.sync / wmma (TF32 for float data, or bf16/fp16 inputs with fp32 accumulation). TF32 keeps 10 \
+            mantissa bits (~5e-4 relative): check the task's tolerance, or split into 3xTF32 for fp32 \
+            accuracy."
+            .to_string(),
     };
     let first = if needs_tiling { "After register tiling (register-tiling), move" } else { "Move" };
-    let d = Diagnosis::new("no-tensor-cores", saving)
-        .ev("achieved_gflops", flops.unwrap_or(0.0) / 1e9)
-        .ev("admissible_path", path.name())
-        .ev("admissible_peak_tflops", peak.unwrap_or(0.0) / 1e12)
-        .ev("flop_per_dram_byte", ai.unwrap_or(0.0))
-        .ev("tensor_pipe_pct", k.opt(m::TENSOR_PCT).unwrap_or(0.0))
-        .ev("fma_pipe_pct", k.opt(m::FMA_PIPE_PCT).unwrap_or(0.0))
-        .ev("loop_fp_instructions", (lp.mix.count(Class::Fp32) + lp.mix.count(Class::Fp16)) as f64)
-        .ev("loop_loads", (lp.mix.count(Class::GlobalLoad) + lp.mix.count(Class::SharedLoad)) as f64)
-        .analysis(format!(
-            "The multiply-accumulate loop{at} runs on the FMA pipe at {:.0} GFLOP/s while the tensor pipe is idle; {} offer ~{:.0} TFLOP/s here{}{}.",
+    let d =
+        Diagnosis::new(ToolId::NoTensorCores, saving)
+            .ev("achieved_gflops", flops.unwrap_or(0.0) / 1e9)
+            .ev("admissible_path", path.name())
+            .ev("admissible_peak_tflops", peak.unwrap_or(0.0) / 1e12)
+            .ev("flop_per_dram_byte", ai.unwrap_or(0.0))
+            .ev("tensor_pipe_pct", k.opt(m::TENSOR_PCT).unwrap_or(0.0))
+            .ev("fma_pipe_pct", k.opt(m::FMA_PIPE_PCT).unwrap_or(0.0))
+            .ev("loop_fp_instructions", (lp.mix.count(Class::Fp32) + lp.mix.count(Class::Fp16)) as f64)
+            .ev("loop_loads", (lp.mix.count(Class::GlobalLoad) + lp.mix.count(Class::SharedLoad)) as f64)
+            .analysis(format!(
+            "The multiply-accumulate loop{at} runs on the FMA pipe at {:.0} GFLOP/s while the tensor pipe is idle; {} \
+                offer ~{:.0} TFLOP/s here{}{}.",
             flops.unwrap_or(0.0) / 1e9,
             path.name(),
             peak.unwrap_or(0.0) / 1e12,
-            if accuracy.is_some() { " within the task's tolerance" } else { " (the task's tolerance is unknown: TF32 assumed)" },
+            if accuracy.is_some() { " within the task's \
+                tolerance" } else { " (the task's tolerance is unknown: TF32 \
+                assumed)" },
             ai.map(|a| format!(", and {a:.0} FLOP per DRAM byte shows the reuse they need")).unwrap_or_default()
         ))
-        .prescription(format!(
-            "{first} the product onto tensor cores: stage A and B tiles in shared memory and feed mma.sync fragments from them (ldmatrix); on sm_90a use wgmma fed from shared-memory descriptors. {how}"
+            .prescription(format!(
+            "{first} the product onto tensor cores: stage A and B tiles in shared memory and feed mma.sync fragments \
+                from them (ldmatrix); on sm_90a use wgmma fed from shared-memory descriptors. {how}"
         ))
-        .at(&line);
+            .at(&line);
     fired(if needs_tiling { d.cap(Severity::Medium) } else { d })
 }
 
@@ -308,11 +359,20 @@ pub(super) fn special_function_bound(k: &Kernel, _: &Roofline) -> ToolResult {
     }
     let lines = k.lines_of(&[Class::Mufu]);
     fired(
-        Diagnosis::new("special-function-bound", 0.5 * xu / 100.0)
+        Diagnosis::new(ToolId::SpecialFunctionBound, 0.5 * xu / 100.0)
             .ev("mufu_instructions", mufu as f64)
             .ev("xu_pipe_pct", xu)
-            .analysis(format!("The special-function pipe (XU: exp, log, sin, reciprocal, sqrt at 16 per SM per clock) is {xu:.0}% busy with {mufu} MUFU instructions in the code."))
-            .prescription(format!("Use the fast intrinsics where the tolerance allows (__expf, __logf, __sinf: {}), write exp(x) as exp2f(x * log2e) with the constant folded into a preceding multiply, and compute one reciprocal and multiply instead of dividing repeatedly.", crate::precision::fast_math_verdict(k.hints.accuracy.as_ref()).1))
+            .analysis(format!(
+                "The special-function pipe (XU: exp, log, sin, reciprocal, sqrt at 16 per SM per clock) \
+                is {xu:.0}% busy with {mufu} MUFU instructions in the code."
+            ))
+            .prescription(format!(
+                "Use the fast intrinsics where the tolerance allows (__expf, __logf, __sinf: {}), \
+                write exp(x) as exp2f(x * log2e) with the constant folded into a preceding multiply, and compute one \
+                reciprocal and multiply instead of dividing \
+                repeatedly.",
+                crate::precision::fast_math_verdict(k.hints.accuracy.as_ref()).1
+            ))
             .at(&lines),
     )
 }
@@ -340,13 +400,24 @@ pub(super) fn integer_overhead(k: &Kernel, _: &Roofline) -> ToolResult {
         (share - 0.4) * k.issue_weight()
     };
     fired(
-        Diagnosis::new("integer-overhead", saving)
+        Diagnosis::new(ToolId::IntegerOverhead, saving)
             .ev("integer_share", share)
             .ev("integer_instructions", s.count(Class::Int) as f64)
             .ev("instructions", s.instructions as f64)
             .ev("issue_active_pct", issue)
-            .analysis(format!("{} of the instructions are integer arithmetic (index math, 64-bit address arithmetic, division and modulo sequences) competing with the real work for issue slots, and the schedulers issue {issue:.0}% of cycles: time follows the instruction count.", pct(share)))
-            .prescription("Trim index math per element: process several elements per thread (8 bf16 or 4 floats per 16-byte access) so the index, bounds and address work is paid once per group, hoist invariant address computations out of loops, advance pointers instead of recomputing offsets, replace / and % (a 64-bit % is a ~20-instruction sequence) by shifts and masks for power-of-two sizes, a row loop, or precomputed reciprocals, and use 32-bit indices where sizes allow."),
+            .analysis(format!(
+                "{} of the instructions are integer arithmetic (index math, 64-bit address arithmetic, \
+                division and modulo sequences) competing with the real work for issue slots, and the schedulers issue \
+                {issue:.0}% of cycles: time follows the instruction count.",
+                pct(share)
+            ))
+            .prescription(
+                "Trim index math per element: process several elements per thread (8 bf16 or 4 floats per \
+                16-byte access) so the index, bounds and address work is paid once per group, hoist invariant address \
+                computations out of loops, advance pointers instead of recomputing offsets, replace / and % (a 64-bit \
+                % is a ~20-instruction sequence) by shifts and masks for power-of-two sizes, a row loop, or \
+                precomputed reciprocals, and use 32-bit indices where sizes allow.",
+            ),
     )
 }
 
@@ -360,11 +431,19 @@ pub(super) fn conversion_overhead(k: &Kernel, _: &Roofline) -> ToolResult {
     }
     let lines = k.lines_of(&[Class::Conversion]);
     fired(
-        Diagnosis::new("conversion-overhead", share * k.issue_weight())
+        Diagnosis::new(ToolId::ConversionOverhead, share * k.issue_weight())
             .ev("conversions", conv as f64)
             .ev("share", share)
-            .analysis(format!("{conv} type conversions (I2F, F2I, F2F) are {} of the instructions; they issue at a quarter of the FP32 rate or less.", pct(share)))
-            .prescription("Convert once: keep loop counters and indices in the type they are used as, convert packed data with the paired intrinsics (__floats2bfloat162_rn, __half22float2), and hoist conversions of invariants out of loops.")
+            .analysis(format!(
+                "{conv} type conversions (I2F, F2I, F2F) are {} of the instructions; they issue at a \
+                quarter of the FP32 rate or less.",
+                pct(share)
+            ))
+            .prescription(
+                "Convert once: keep loop counters and indices in the type they are used as, convert packed \
+                data with the paired intrinsics (__floats2bfloat162_rn, __half22float2), and hoist conversions of \
+                invariants out of loops.",
+            )
             .at(&lines),
     )
 }

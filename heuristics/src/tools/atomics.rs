@@ -5,6 +5,7 @@ use super::{count, fired, pct, quiet};
 use crate::diagnosis::{Diagnosis, ToolResult};
 use crate::facts::{metric as m, Kernel, Missing};
 use crate::roofline::Roofline;
+use crate::tool_id::ToolId;
 use sass::Class;
 
 pub(super) fn atomic_contention(k: &Kernel, r: &Roofline) -> ToolResult {
@@ -35,18 +36,27 @@ pub(super) fn global_atomic_contention(k: &Kernel) -> Result<Option<Diagnosis>, 
     }
     let lines = k.lines_of(&[Class::Atomic]);
     Ok(Some(
-        Diagnosis::new("atomic-contention", saving)
+        Diagnosis::new(ToolId::AtomicContention, saving)
             .ev("global_atomic_requests", atomics)
             .ev("share_of_global_requests", share)
             .ev("memory_wait_stall_share", waits)
-            .ev("l2_atomic_requests", k.opt(m::L2_RED_REQUESTS).unwrap_or(0.0) + k.opt(m::L2_ATOM_REQUESTS).unwrap_or(0.0))
+            .ev(
+                "l2_atomic_requests",
+                k.opt(m::L2_RED_REQUESTS).unwrap_or(0.0) + k.opt(m::L2_ATOM_REQUESTS).unwrap_or(0.0),
+            )
             .analysis(format!(
-                "{} global atomic or reduction requests, {} of all global requests; warps spend {} of their stall time waiting on memory results. Updates to a few hot addresses serialize in L2: each waits for the one before.",
+                "{} global atomic or reduction requests, {} of all global requests; warps spend {} of their stall time \
+                    waiting on memory results. Updates to a few hot addresses serialize in L2: each waits for the one \
+                    before.",
                 count(atomics),
                 pct(share),
                 pct(waits)
             ))
-            .prescription("Privatize the counters: accumulate per block in shared memory (atomicAdd on __shared__ bins, after warp aggregation with __match_any_sync / __reduce_add_sync so one lane per distinct bin updates), then add each block's partial result to global memory once per bin.")
+            .prescription(
+                "Privatize the counters: accumulate per block in shared memory (atomicAdd on __shared__ \
+                bins, after warp aggregation with __match_any_sync / __reduce_add_sync so one lane per distinct bin \
+                updates), then add each block's partial result to global memory once per bin.",
+            )
             .at(&lines),
     ))
 }
@@ -80,13 +90,17 @@ pub(super) fn shared_atomic_contention(k: &Kernel, _: &Roofline) -> Option<Diagn
     let lines = k.lines_of(&[Class::Atomic]);
     let how = match cas_loop {
         Some(l) => format!(
-            "Float atomicAdd on shared memory compiles to a compare-and-swap retry loop ({} instructions per attempt, ATOMS.CAS): lanes that hit the same bin fail and retry one after another",
+            "Float atomicAdd on shared memory compiles to a compare-and-swap retry loop ({} instructions per attempt, \
+                ATOMS.CAS): lanes that hit the same bin fail and retry one after another",
             l.instructions
         ),
-        None => format!("Lanes of a warp that hit the same shared address are replayed: {replays:.1} wavefronts per atomic instruction"),
+        None => format!(
+            "Lanes of a warp that hit the same shared address are replayed: {replays:.1} wavefronts per \
+            atomic instruction"
+        ),
     };
     Some(
-        Diagnosis::new("atomic-contention", saving)
+        Diagnosis::new(ToolId::AtomicContention, saving)
             .ev("shared_atomic_instructions", executed)
             .ev("shared_atomic_wavefronts", wavefronts)
             .ev("wavefronts_per_instruction", replays)
@@ -94,12 +108,18 @@ pub(super) fn shared_atomic_contention(k: &Kernel, _: &Roofline) -> Option<Diagn
             .ev("shared_wait_stall_share", waits)
             .ev("cas_retry_loop", if cas_loop.is_some() { 1.0 } else { 0.0 })
             .analysis(format!(
-                "{how}. Shared atomics and their retries are {} of the instructions executed ({} atomic instructions), and warps spend {} of their stall time waiting on shared-memory results.",
+                "{how}. Shared atomics and their retries are {} of the instructions executed ({} atomic instructions), \
+                    and warps spend {} of their stall time waiting on shared-memory results.",
                 pct(atom_share),
                 count(executed),
                 pct(waits)
             ))
-            .prescription("Aggregate before the atomic: keep per-thread partial sums in registers when the bins are few (one register per bin), or combine lanes with the same bin first (__match_any_sync, then __reduce_add_sync or a shuffle reduction) so one lane per distinct bin and warp updates shared memory; with many bins, give each warp its own sub-histogram and merge them at the end.")
+            .prescription(
+                "Aggregate before the atomic: keep per-thread partial sums in registers when the bins are \
+                few (one register per bin), or combine lanes with the same bin first (__match_any_sync, then \
+                __reduce_add_sync or a shuffle reduction) so one lane per distinct bin and warp updates shared memory; \
+                with many bins, give each warp its own sub-histogram and merge them at the end.",
+            )
             .at(&lines),
     )
 }

@@ -6,6 +6,7 @@ use super::{count, fired, pct, quiet};
 use crate::diagnosis::{Diagnosis, ToolResult};
 use crate::facts::{metric as m, Kernel, Missing};
 use crate::roofline::{Bound, Roofline};
+use crate::tool_id::ToolId;
 use sass::Class;
 
 /// DRAM throughput a well-fed streaming kernel reaches on Hopper (practical peak).
@@ -35,19 +36,30 @@ pub(super) fn narrow_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
         .collect();
     let lines = k.lines_of(&[Class::GlobalLoad, Class::GlobalStore]);
     fired(
-        Diagnosis::new("narrow-global-access", saving)
+        Diagnosis::new(ToolId::NarrowGlobalAccess, saving)
             .ev("narrow_loads", nl as f64)
             .ev("narrow_stores", ns as f64)
             .ev("narrow_share", share)
             .ev("dram_pct", dram)
             .ev("memory_stall_share", k.memory_weight())
             .analysis(format!(
-                "{} of the global accesses are narrower than 32 bits ({}): a warp moves at most {} bytes per instruction, so it takes 4-16x the instructions and in-flight requests of 16-byte accesses to move the same data, and DRAM runs at only {dram:.0}% of peak.",
+                "{} of the global accesses are narrower than 32 bits ({}): a warp moves at most {} bytes per \
+                    instruction, so it takes 4-16x the instructions and in-flight requests of 16-byte accesses to move \
+                    the same data, and DRAM runs at only {dram:.0}% of peak.",
                 pct(share),
                 widths.join(", "),
-                if s.mix.global_load_bits.contains_key("8") || s.mix.global_store_bits.contains_key("8") { 32 } else { 64 },
+                if s.mix.global_load_bits.contains_key("8") || s.mix.global_store_bits.contains_key("8") {
+                    32
+                } else {
+                    64
+                },
             ))
-            .prescription("Move 16 bytes per thread: reinterpret the byte or half arrays as uint4 / int4 (16 chars or 8 halves per load), process them from registers, and handle the tail that is not a multiple of 16 bytes with a scalar loop. For 16-bit floats use __half2 / __nv_bfloat162 arithmetic on the unpacked pairs.")
+            .prescription(
+                "Move 16 bytes per thread: reinterpret the byte or half arrays as uint4 / int4 (16 chars or \
+                8 halves per load), process them from registers, and handle the tail that is not a multiple of 16 \
+                bytes with a scalar loop. For 16-bit floats use __half2 / __nv_bfloat162 arithmetic on the unpacked \
+                pairs.",
+            )
             .at(&lines),
     )
 }
@@ -66,7 +78,8 @@ pub(super) fn dependent_loads(k: &Kernel, _: &Roofline) -> ToolResult {
     let (dependent, loads, most) = dependent_share(s);
     if in_loops == 0 && !most {
         return quiet(format!(
-            "{dependent} of {loads} global loads take their address from a loaded value, none of them per loop iteration: one wait per thread, not a chain"
+            "{dependent} of {loads} global loads take their address from a loaded value, none of them per loop \
+                iteration: one wait per thread, not a chain"
         ));
     }
     let long =
@@ -90,7 +103,7 @@ pub(super) fn dependent_loads(k: &Kernel, _: &Roofline) -> ToolResult {
     let issue = k.opt(m::ISSUE_ACTIVE).unwrap_or(0.0);
     let lines = sass::analysis::lines_by_frequency(&s.dependent_loads);
     fired(
-        Diagnosis::new("dependent-loads", saving)
+        Diagnosis::new(ToolId::DependentLoads, saving)
             .ev("dependent_loads", s.dependent_loads.len() as f64)
             .ev("dependent_loads_in_loops", in_loops as f64)
             .ev("longest_chain", chain as f64)
@@ -98,13 +111,20 @@ pub(super) fn dependent_loads(k: &Kernel, _: &Roofline) -> ToolResult {
             .ev("dram_pct", dram)
             .ev("issue_active_pct", issue)
             .analysis(format!(
-                "{} global loads take their address from an earlier load's result{}: each thread has one load in flight at a time and waits a full DRAM latency per step. Warps spend {} of their stall time on global loads while DRAM runs at only {dram:.0}% and schedulers issue {issue:.0}% of cycles; the scattered addresses also waste most of each sector, which no coalescing can fix while the next address is unknown.",
+                "{} global loads take their address from an earlier load's result{}: each thread has one load in \
+                    flight at a time and waits a full DRAM latency per step. Warps spend {} of their stall time on \
+                    global loads while DRAM runs at only {dram:.0}% and schedulers issue {issue:.0}% of cycles; the \
+                    scattered addresses also waste most of each sector, which no coalescing can fix while the next \
+                    address is unknown.",
                 s.dependent_loads.len(),
                 if chain >= 2 { format!(" (chains up to {chain} loads deep in a loop)") } else { String::new() },
                 pct(long),
             ))
             .prescription(format!(
-                "Give the memory system independent work: walk several chains per thread interleaved (p0 = next[p0]; p1 = next[p1]; ... so {} loads are in flight), prefetch the next index while using the current one, or restructure the data so the addresses are known up front (sort or flatten the index, store the chain contiguously). More threads on more chains helps only while {} of DRAM is idle.",
+                "Give the memory system independent work: walk several chains per thread interleaved (p0 = next[p0]; \
+                    p1 = next[p1]; ... so {} loads are in flight), prefetch the next index while using the current \
+                    one, or restructure the data so the addresses are known up front (sort or flatten the index, store \
+                    the chain contiguously). More threads on more chains helps only while {} of DRAM is idle.",
                 4,
                 pct(headroom.min(1.0))
             ))
@@ -118,7 +138,8 @@ pub(super) fn mostly_dependent(k: &Kernel) -> Option<String> {
     let (dependent, loads, most) = dependent_share(k.sass?);
     most.then(|| {
         format!(
-            "{dependent} of {loads} global loads take their address from a loaded value: the excess sectors ({}) follow from the data, and dependent-loads covers it",
+            "{dependent} of {loads} global loads take their address from a loaded value: the excess sectors ({}) \
+                follow from the data, and dependent-loads covers it",
             count(k.opt(m::LD_SECTORS).unwrap_or(0.0))
         )
     })
@@ -179,7 +200,10 @@ pub(super) fn uncoalesced_global(k: &Kernel, r: &Roofline) -> ToolResult {
     let strided_field = spr_ld >= 16.0 && efficiency.is_some_and(|e| e <= 0.25);
     let layout = if strided_field {
         format!(
-            "Each lane reads its own sector and uses {:.0} of its 32 bytes: the lanes read one field of consecutive records (array of structures). Store that field in its own array (structure of arrays) so a warp reads 128 contiguous bytes, or, if the record must stay, have a warp read whole records cooperatively and pick the field from registers or shared memory. ",
+            "Each lane reads its own sector and uses {:.0} of its 32 bytes: the lanes read one field of consecutive \
+                records (array of structures). Store that field in its own array (structure of arrays) so a warp reads \
+                128 contiguous bytes, or, if the record must stay, have a warp read whole records cooperatively and \
+                pick the field from registers or shared memory. ",
             32.0 * efficiency.unwrap_or(0.0)
         )
     } else {
@@ -187,7 +211,7 @@ pub(super) fn uncoalesced_global(k: &Kernel, r: &Roofline) -> ToolResult {
     };
     let lines = k.lines_of(&[Class::GlobalLoad, Class::GlobalStore]);
     fired(
-        Diagnosis::new("uncoalesced-global", saving)
+        Diagnosis::new(ToolId::UncoalescedGlobal, saving)
             .ev("sector_efficiency", efficiency.unwrap_or(-1.0))
             .ev("load_sectors_per_request", spr_ld)
             .ev("store_sectors_per_request", spr_st)
@@ -197,14 +221,19 @@ pub(super) fn uncoalesced_global(k: &Kernel, r: &Roofline) -> ToolResult {
             .ev("excess_fraction", frac)
             .ev("memory_stall_share", k.memory_weight())
             .analysis(format!(
-                "Each warp-wide global load fetches {spr_ld:.1} sectors of 32 bytes where {ideal_ld:.0} would carry its data (stores: {spr_st:.1} per request). {} of the {} sectors that move between L1 and L2 are waste ({} excess), and memory waits are {} of the warps' stall time.",
+                "Each warp-wide global load fetches {spr_ld:.1} sectors of 32 bytes where {ideal_ld:.0} would carry \
+                    its data (stores: {spr_st:.1} per request). {} of the {} sectors that move between L1 and L2 are \
+                    waste ({} excess), and memory waits are {} of the warps' stall time.",
                 pct(frac),
                 count(total),
                 count(excess),
                 pct(k.memory_weight())
             ))
             .prescription(format!(
-                "{layout}Make the 32 lanes of a warp read consecutive addresses: put threadIdx.x on the contiguous (innermost) dimension. If each thread walks its own row or column, give that row to a warp or a block instead (lanes stride through it together), or stage a tile through shared memory: load it coalesced, read it transposed. Target {ideal_ld:.0} sectors per request."
+                "{layout}Make the 32 lanes of a warp read consecutive addresses: put threadIdx.x on the contiguous \
+                    (innermost) dimension. If each thread walks its own row or column, give that row to a warp or a \
+                    block instead (lanes stride through it together), or stage a tile through shared memory: load it \
+                    coalesced, read it transposed. Target {ideal_ld:.0} sectors per request."
             ))
             .at(&lines),
     )
@@ -251,7 +280,7 @@ pub(super) fn scalar_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
     let saving = bandwidth_saving.max(lsu_saving);
     let lines = k.lines_of(&[Class::GlobalLoad, Class::GlobalStore]);
     fired(
-        Diagnosis::new("scalar-global-access", saving)
+        Diagnosis::new(ToolId::ScalarGlobalAccess, saving)
             .ev("global_loads", loads as f64)
             .ev("global_stores", stores as f64)
             .ev("widest_access_bits", 32.0)
@@ -259,11 +288,16 @@ pub(super) fn scalar_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
             .ev("lsu_throttle_stall_share", lg)
             .ev("instructions_per_global_access", per_access)
             .analysis(format!(
-                "Every global access is 32 bits or narrower ({loads} loads, {stores} stores in the SASS): a warp moves at most 128 bytes per instruction, so the kernel needs four times the load/store instructions and in-flight requests that 128-bit accesses would. DRAM runs at {dram:.0}% of peak; {} of stall time is the LSU queue being full.",
+                "Every global access is 32 bits or narrower ({loads} loads, {stores} stores in the SASS): a warp moves \
+                    at most 128 bytes per instruction, so the kernel needs four times the load/store instructions and \
+                    in-flight requests that 128-bit accesses would. DRAM runs at {dram:.0}% of peak; {} of stall time \
+                    is the LSU queue being full.",
                 pct(lg)
             ))
             .prescription(
-                "Load and store 16 bytes per thread: reinterpret the arrays as float4 (int4 for 8 bf16/half values), process four elements per thread, and handle the last n % 4 elements in a scalar tail. cudaMalloc pointers are 256-byte aligned; keep row pitches multiples of 16 bytes.",
+                "Load and store 16 bytes per thread: reinterpret the arrays as float4 (int4 for 8 bf16/half values), \
+                    process four elements per thread, and handle the last n % 4 elements in a scalar tail. cudaMalloc \
+                    pointers are 256-byte aligned; keep row pitches multiples of 16 bytes.",
             )
             .at(&lines),
     )
@@ -293,12 +327,20 @@ pub(super) fn local_memory(k: &Kernel, _: &Roofline) -> ToolResult {
     let lines =
         k.sass.map(|s| s.finding("local-memory").map(|f| f.lines.clone()).unwrap_or_default()).unwrap_or_default();
     let prescription = if spills > 0 {
-        format!("Cut register pressure so nothing spills ({spills} B now): shorten live ranges (compute values where they are used), avoid large per-thread arrays, give the compiler room with __launch_bounds__(BLOCK, 1), or split the kernel.")
+        format!(
+            "Cut register pressure so nothing spills ({spills} B now): shorten live ranges (compute values where \
+            they are used), avoid large per-thread arrays, give the compiler room with __launch_bounds__(BLOCK, 1), or \
+            split the kernel."
+        )
     } else {
-        "Keep the array in registers: index it only with compile-time constants (make loop bounds constexpr and #pragma unroll every loop that indexes it); a run-time index such as buf[(k * sel + i) & 63] forces the whole array into local memory. If the index must stay dynamic, hold the array in shared memory, one slice per thread.".to_string()
+        "Keep the array in registers: index it only with compile-time constants (make loop bounds constexpr and \
+            #pragma unroll every loop that indexes it); a run-time index such as buf[(k * sel + i) & 63] forces the \
+            whole array into local memory. If the index must stay dynamic, hold the array in shared memory, one slice \
+            per thread."
+            .to_string()
     };
     fired(
-        Diagnosis::new("local-memory", saving)
+        Diagnosis::new(ToolId::LocalMemory, saving)
             .ev("ldl", ldl)
             .ev("stl", stl)
             .ev("local_instructions_executed", executed)
@@ -307,7 +349,8 @@ pub(super) fn local_memory(k: &Kernel, _: &Roofline) -> ToolResult {
             .ev("stack_frame_bytes", stack as f64)
             .ev("spill_bytes", spills as f64)
             .analysis(format!(
-                "{ldl:.0} LDL and {stl:.0} STL in the SASS{}: {cause}. Local memory is per-thread DRAM behind L1: {} sectors of local traffic against {} of global.",
+                "{ldl:.0} LDL and {stl:.0} STL in the SASS{}: {cause}. Local memory is per-thread DRAM behind L1: {} \
+                    sectors of local traffic against {} of global.",
                 if executed > 0.0 { format!(" ({} executed)", count(executed)) } else { String::new() },
                 count(local),
                 count(global)
@@ -336,7 +379,8 @@ pub(super) fn memory_latency_bound(k: &Kernel, r: &Roofline) -> ToolResult {
     if let (Some(grid), Some(sms)) = (k.opt(m::GRID), k.device.sms) {
         if grid < sms {
             return quiet(format!(
-                "{grid:.0} blocks for {sms:.0} SMs: the idle SMs, not the loads in flight, keep DRAM idle (under-filled-grid)"
+                "{grid:.0} blocks for {sms:.0} SMs: the idle SMs, not the loads in flight, keep DRAM idle \
+                    (under-filled-grid)"
             ));
         }
     }
@@ -353,16 +397,22 @@ pub(super) fn memory_latency_bound(k: &Kernel, r: &Roofline) -> ToolResult {
     let saving = long * (1.0 - dram / roof.max(dram)).max(0.0) * (1.0 - issue / 40.0);
     let lines = k.lines_of(&[Class::GlobalLoad]);
     fired(
-        Diagnosis::new("memory-latency-bound", saving)
+        Diagnosis::new(ToolId::MemoryLatencyBound, saving)
             .ev("dram_pct", dram)
             .ev("issue_active_pct", issue)
             .ev("long_scoreboard_stall_share", long)
             .ev("eligible_warps_per_cycle", eligible)
             .analysis(format!(
-                "Warps wait on global loads ({} of stall time) while DRAM runs at only {dram:.0}% and schedulers issue {issue:.0}% of cycles ({eligible:.2} eligible warps per cycle): too few requests are in flight to cover DRAM latency.",
+                "Warps wait on global loads ({} of stall time) while DRAM runs at only {dram:.0}% and schedulers issue \
+                    {issue:.0}% of cycles ({eligible:.2} eligible warps per cycle): too few requests are in flight to \
+                    cover DRAM latency.",
                 pct(long)
             ))
-            .prescription("Put more bytes in flight: have each thread issue several independent loads before using any (unroll by 4 or load 16 bytes at a time), keep at least 4 blocks resident per SM, and prefetch the next tile (cp.async) while computing on the current one.")
+            .prescription(
+                "Put more bytes in flight: have each thread issue several independent loads before using any \
+                (unroll by 4 or load 16 bytes at a time), keep at least 4 blocks resident per SM, and prefetch the \
+                next tile (cp.async) while computing on the current one.",
+            )
             .at(&lines),
     )
 }
@@ -379,12 +429,21 @@ pub(super) fn redundant_dram_traffic(k: &Kernel, r: &Roofline) -> ToolResult {
     let weight = if matches!(r.class, Bound::AtRoofline) || r.limiter == "dram" { 1.0 } else { k.memory_weight() };
     let saving = (1.0 - 1.0 / ratio) * weight;
     fired(
-        Diagnosis::new("redundant-dram-traffic", saving)
+        Diagnosis::new(ToolId::RedundantDramTraffic, saving)
             .ev("dram_bytes", bytes)
             .ev("min_bytes", min)
             .ev("ratio", ratio)
-            .analysis(format!("DRAM moves {} bytes, {ratio:.2}x the {} bytes the task needs at minimum: data is read more than once or written and re-read.", count(bytes), count(min)))
-            .prescription("Read each input once: fuse passes over the same data (keep a row or tile in registers or shared memory between them), avoid writing intermediates to global memory, and order blocks so reused data is still in L2."),
+            .analysis(format!(
+                "DRAM moves {} bytes, {ratio:.2}x the {} bytes the task needs at minimum: data is read \
+                more than once or written and re-read.",
+                count(bytes),
+                count(min)
+            ))
+            .prescription(
+                "Read each input once: fuse passes over the same data (keep a row or tile in registers or \
+                shared memory between them), avoid writing intermediates to global memory, and order blocks so reused \
+                data is still in L2.",
+            ),
     )
 }
 
@@ -407,17 +466,22 @@ pub(super) fn redundant_l2_traffic(k: &Kernel, _: &Roofline) -> ToolResult {
     let saving = (1.0 - 1.0 / ratio) * (l2_pct / 100.0) * 0.5;
     let lines = k.lines_of(&[Class::GlobalLoad]);
     fired(
-        Diagnosis::new("redundant-l2-traffic", saving)
+        Diagnosis::new(ToolId::RedundantL2Traffic, saving)
             .ev("l2_read_sectors", l2_read)
             .ev("dram_read_sectors", dram_read)
             .ev("reads_per_dram_read", ratio)
             .ev("l2_pct", l2_pct)
             .analysis(format!(
-                "L2 serves {ratio:.1}x as many sectors as DRAM supplies ({} against {}): the kernel reads the same data several times and L2, {l2_pct:.0}% busy, absorbs the re-reads.",
+                "L2 serves {ratio:.1}x as many sectors as DRAM supplies ({} against {}): the kernel reads the same \
+                    data several times and L2, {l2_pct:.0}% busy, absorbs the re-reads.",
                 count(l2_read),
                 count(dram_read)
             ))
-            .prescription("Read each element once: keep the row or tile in registers (or shared memory) across passes (max, sum, normalize in one sweep), or fuse the passes with an online algorithm (running max and rescaled sum).")
+            .prescription(
+                "Read each element once: keep the row or tile in registers (or shared memory) across passes \
+                (max, sum, normalize in one sweep), or fuse the passes with an online algorithm (running max and \
+                rescaled sum).",
+            )
             .at(&lines),
     )
 }
@@ -436,12 +500,19 @@ pub(super) fn async_copy_opportunity(k: &Kernel, _: &Roofline) -> ToolResult {
     };
     let line = lp.line.clone().map(|l| vec![l]).unwrap_or_default();
     fired(
-        Diagnosis::new("async-copy-opportunity", 0.15 * k.memory_weight())
+        Diagnosis::new(ToolId::AsyncCopyOpportunity, 0.15 * k.memory_weight())
             .ev("loop_global_loads", lp.mix.count(Class::GlobalLoad) as f64)
             .ev("loop_shared_stores", lp.mix.count(Class::SharedStore) as f64)
             .ev("loop_barriers", lp.barriers as f64)
-            .analysis("A loop copies global data into shared memory through registers (LDG then STS) and waits at a barrier each iteration: the copy and the compute do not overlap.")
-            .prescription("Copy asynchronously and pipeline: cp.async (cuda::memcpy_async / __pipeline_memcpy_async) or a TMA bulk tensor copy on sm_90 into 2-3 shared-memory stages, waiting only for the stage about to be used.")
+            .analysis(
+                "A loop copies global data into shared memory through registers (LDG then STS) and waits at a \
+                barrier each iteration: the copy and the compute do not overlap.",
+            )
+            .prescription(
+                "Copy asynchronously and pipeline: cp.async (cuda::memcpy_async / __pipeline_memcpy_async) \
+                or a TMA bulk tensor copy on sm_90 into 2-3 shared-memory stages, waiting only for the stage about to \
+                be used.",
+            )
             .at(&line),
     )
 }

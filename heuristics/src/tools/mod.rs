@@ -8,6 +8,7 @@
 use crate::diagnosis::{Diagnosis, ToolResult, Verdict};
 use crate::facts::{metric as m, Derived, Kernel, Needs};
 use crate::roofline::Roofline;
+use crate::tool_id::ToolId;
 
 mod arithmetic;
 mod atomics;
@@ -58,7 +59,7 @@ impl Gate {
 }
 
 pub struct Tool {
-    pub id: &'static str,
+    pub id: ToolId,
     pub gate: Gate,
     /// The ncu metrics the tool reads, on any path: a profile collects the union of these
     /// (and stage 1's), so a metric read but not declared would be missing at search speed.
@@ -69,13 +70,13 @@ pub struct Tool {
 /// Every tool, in tie-break order.
 pub const ALL: &[Tool] = &[
     Tool {
-        id: "register-tiling",
+        id: ToolId::RegisterTiling,
         gate: Gate::Shared,
         needs: Needs { metrics: &[m::L1_PCT, m::LSU_PCT, m::FMA_PIPE_PCT], derived: &[] },
         run: register_tiling,
     },
     Tool {
-        id: "no-tensor-cores",
+        id: ToolId::NoTensorCores,
         gate: Gate::Always,
         needs: Needs {
             metrics: &[m::TENSOR_PCT, m::DURATION, m::FMA_PIPE_PCT],
@@ -84,7 +85,7 @@ pub const ALL: &[Tool] = &[
         run: no_tensor_cores,
     },
     Tool {
-        id: "local-memory",
+        id: ToolId::LocalMemory,
         gate: Gate::Always,
         needs: Needs {
             metrics: &[
@@ -100,7 +101,7 @@ pub const ALL: &[Tool] = &[
         run: local_memory,
     },
     Tool {
-        id: "uncoalesced-global",
+        id: ToolId::UncoalescedGlobal,
         gate: Gate::Always,
         needs: Needs {
             metrics: &[m::LD_SECTORS, m::LD_REQUESTS, m::ST_SECTORS, m::ST_REQUESTS, m::EXCESS_SECTORS],
@@ -109,19 +110,19 @@ pub const ALL: &[Tool] = &[
         run: uncoalesced_global,
     },
     Tool {
-        id: "dependent-loads",
+        id: ToolId::DependentLoads,
         gate: Gate::Latency,
         needs: Needs { metrics: &[m::DRAM_PCT, m::ISSUE_ACTIVE], derived: &[Derived::Stalls] },
         run: dependent_loads,
     },
     Tool {
-        id: "narrow-global-access",
+        id: ToolId::NarrowGlobalAccess,
         gate: Gate::Memory,
         needs: Needs { metrics: &[m::DRAM_PCT], derived: &[Derived::Stalls] },
         run: narrow_global_access,
     },
     Tool {
-        id: "shared-bank-conflicts",
+        id: ToolId::SharedBankConflicts,
         gate: Gate::Shared,
         needs: Needs {
             metrics: &[
@@ -137,7 +138,7 @@ pub const ALL: &[Tool] = &[
         run: shared_bank_conflicts,
     },
     Tool {
-        id: "shared-memory-bound",
+        id: ToolId::SharedMemoryBound,
         gate: Gate::Shared,
         needs: Needs {
             metrics: &[
@@ -157,7 +158,7 @@ pub const ALL: &[Tool] = &[
         run: shared_memory_bound,
     },
     Tool {
-        id: "atomic-contention",
+        id: ToolId::AtomicContention,
         gate: Gate::Always,
         needs: Needs {
             metrics: &[
@@ -176,7 +177,7 @@ pub const ALL: &[Tool] = &[
         run: atomic_contention,
     },
     Tool {
-        id: "fp64-in-fp32",
+        id: ToolId::Fp64InFp32,
         gate: Gate::Always,
         needs: Needs {
             metrics: &[m::DFMA_PER_CYCLE, m::DMUL_PER_CYCLE, m::DADD_PER_CYCLE, m::FP64_PIPE_PCT, m::XU_PCT],
@@ -185,13 +186,13 @@ pub const ALL: &[Tool] = &[
         run: fp64_in_fp32,
     },
     Tool {
-        id: "under-filled-grid",
+        id: ToolId::UnderFilledGrid,
         gate: Gate::Always,
         needs: Needs { metrics: &[m::GRID, m::WAVES, m::BLOCK], derived: &[] },
         run: under_filled_grid,
     },
     Tool {
-        id: "warp-divergence",
+        id: ToolId::WarpDivergence,
         gate: Gate::Compute,
         needs: Needs {
             metrics: &[m::THREADS_PER_INST, m::DIVERGENT_TARGETS, m::ISSUE_ACTIVE],
@@ -200,25 +201,25 @@ pub const ALL: &[Tool] = &[
         run: warp_divergence,
     },
     Tool {
-        id: "scalar-global-access",
+        id: ToolId::ScalarGlobalAccess,
         gate: Gate::Memory,
         needs: Needs { metrics: &[m::DRAM_PCT, m::LD_SECTORS, m::LD_REQUESTS], derived: &[Derived::Stalls] },
         run: scalar_global_access,
     },
     Tool {
-        id: "redundant-dram-traffic",
+        id: ToolId::RedundantDramTraffic,
         gate: Gate::Always,
         needs: Needs { metrics: &[], derived: &[Derived::DramBytes, Derived::Stalls] },
         run: redundant_dram_traffic,
     },
     Tool {
-        id: "redundant-l2-traffic",
+        id: ToolId::RedundantL2Traffic,
         gate: Gate::Memory,
         needs: Needs { metrics: &[m::L2_TEX_READ_SECTORS, m::DRAM_READ, m::L2_PCT, m::LOCAL_LD_INST], derived: &[] },
         run: redundant_l2_traffic,
     },
     Tool {
-        id: "register-pressure",
+        id: ToolId::RegisterPressure,
         gate: Gate::Always,
         needs: Needs {
             metrics: &[m::REGS, m::LIMIT_REGS, m::LIMIT_SMEM, m::LIMIT_WARPS, m::LIMIT_BLOCKS, m::ACHIEVED_OCC],
@@ -227,7 +228,7 @@ pub const ALL: &[Tool] = &[
         run: register_pressure,
     },
     Tool {
-        id: "low-occupancy",
+        id: ToolId::LowOccupancy,
         gate: Gate::Latency,
         needs: Needs {
             metrics: &[
@@ -245,25 +246,25 @@ pub const ALL: &[Tool] = &[
         run: low_occupancy,
     },
     Tool {
-        id: "accurate-math",
+        id: ToolId::AccurateMath,
         gate: Gate::Compute,
         needs: Needs { metrics: &[m::SM_SOL, m::XU_PCT], derived: &[] },
         run: accurate_math,
     },
     Tool {
-        id: "special-function-bound",
+        id: ToolId::SpecialFunctionBound,
         gate: Gate::Compute,
         needs: Needs { metrics: &[m::XU_PCT], derived: &[] },
         run: special_function_bound,
     },
     Tool {
-        id: "barrier-stalls",
+        id: ToolId::BarrierStalls,
         gate: Gate::Shared,
         needs: Needs { metrics: &[m::BARRIER_COUNT], derived: &[Derived::Stalls] },
         run: barrier_stalls,
     },
     Tool {
-        id: "memory-latency-bound",
+        id: ToolId::MemoryLatencyBound,
         gate: Gate::Latency,
         needs: Needs {
             metrics: &[
@@ -281,32 +282,32 @@ pub const ALL: &[Tool] = &[
         run: memory_latency_bound,
     },
     Tool {
-        id: "async-copy-opportunity",
+        id: ToolId::AsyncCopyOpportunity,
         gate: Gate::Memory,
         needs: Needs { metrics: &[], derived: &[Derived::Stalls] },
         run: async_copy_opportunity,
     },
     Tool {
-        id: "integer-overhead",
+        id: ToolId::IntegerOverhead,
         gate: Gate::Compute,
         needs: Needs { metrics: &[m::ISSUE_ACTIVE], derived: &[Derived::IssueWeight] },
         run: integer_overhead,
     },
     Tool {
-        id: "conversion-overhead",
+        id: ToolId::ConversionOverhead,
         gate: Gate::Compute,
         needs: Needs { metrics: &[], derived: &[Derived::IssueWeight] },
         run: conversion_overhead,
     },
     Tool {
-        id: "launch-overhead",
+        id: ToolId::LaunchOverhead,
         gate: Gate::Always,
         needs: Needs { metrics: &[m::DURATION, m::WAVES], derived: &[] },
         run: launch_overhead,
     },
     // Both restate stage 1: they read the roofline, never the launch.
-    Tool { id: "at-roofline", gate: Gate::Always, needs: Needs::NONE, run: at_roofline },
-    Tool { id: "roofline", gate: Gate::Always, needs: Needs::NONE, run: roofline },
+    Tool { id: ToolId::AtRoofline, gate: Gate::Always, needs: Needs::NONE, run: at_roofline },
+    Tool { id: ToolId::Roofline, gate: Gate::Always, needs: Needs::NONE, run: roofline },
 ];
 
 fn fired(d: Diagnosis) -> ToolResult {

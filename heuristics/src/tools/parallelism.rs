@@ -5,6 +5,7 @@ use super::{fired, pct, quiet};
 use crate::diagnosis::{Diagnosis, Severity, ToolResult};
 use crate::facts::{metric as m, Kernel, Missing};
 use crate::roofline::{Bound, Roofline};
+use crate::tool_id::ToolId;
 
 pub(super) fn register_pressure(k: &Kernel, _: &Roofline) -> ToolResult {
     let regs = k.opt(m::REGS).or(k.ptxas.map(|p| p.registers as f64));
@@ -27,7 +28,7 @@ pub(super) fn register_pressure(k: &Kernel, _: &Roofline) -> ToolResult {
     }
     let saving = if spills > 0 { 0.15 } else { 0.1 };
     fired(
-        Diagnosis::new("register-pressure", saving)
+        Diagnosis::new(ToolId::RegisterPressure, saving)
             .ev("registers_per_thread", regs)
             .ev("spill_bytes", spills as f64)
             .ev("blocks_per_sm_by_registers", limit_regs.unwrap_or(0.0))
@@ -35,9 +36,21 @@ pub(super) fn register_pressure(k: &Kernel, _: &Roofline) -> ToolResult {
             .analysis(format!(
                 "{regs:.0} registers per thread{}{}.",
                 if spills > 0 { format!(" and {spills} bytes spilled to local memory") } else { String::new() },
-                if binding { format!("; registers cap residency at {:.0} blocks per SM", limit_regs.unwrap_or(0.0)) } else { String::new() }
+                if binding {
+                    format!(
+                        "; registers cap residency at {:.0} blocks per \
+                    SM",
+                        limit_regs.unwrap_or(0.0)
+                    )
+                } else {
+                    String::new()
+                }
             ))
-            .prescription("Lower the register count: __launch_bounds__(BLOCK, MIN_BLOCKS) lets ptxas target more resident blocks; recompute cheap values instead of keeping them live; split very long unrolled loops; keep per-thread arrays small."),
+            .prescription(
+                "Lower the register count: __launch_bounds__(BLOCK, MIN_BLOCKS) lets ptxas target more \
+                resident blocks; recompute cheap values instead of keeping them live; split very long unrolled loops; \
+                keep per-thread arrays small.",
+            ),
     )
 }
 
@@ -69,18 +82,23 @@ pub(super) fn low_occupancy(k: &Kernel, r: &Roofline) -> ToolResult {
         _ => "larger blocks (too few threads per block to fill the SM's block slots)",
     };
     fired(
-        Diagnosis::new("low-occupancy", saving)
+        Diagnosis::new(ToolId::LowOccupancy, saving)
             .ev("theoretical_occupancy", theoretical)
             .ev("achieved_occupancy_pct", achieved)
             .ev("blocks_per_sm", blocks)
             .ev("limiter", limiter)
             .ev("issue_active_pct", issue)
             .analysis(format!(
-                "{limiter} limit residency to {blocks:.0} blocks of {block:.0} threads per SM: {} of the SM's warp slots at best ({achieved:.0}% achieved), too few warps to hide latency while issue slots sit {:.0}% idle.",
+                "{limiter} limit residency to {blocks:.0} blocks of {block:.0} threads per SM: {} of the SM's warp \
+                    slots at best ({achieved:.0}% achieved), too few warps to hide latency while issue slots sit \
+                    {:.0}% idle.",
                 pct(theoretical),
                 100.0 - issue
             ))
-            .prescription(format!("Raise occupancy with {advice}, or add independent work per thread (ILP) so fewer warps suffice.")),
+            .prescription(format!(
+                "Raise occupancy with {advice}, or add independent work per thread (ILP) so fewer \
+                warps suffice."
+            )),
     )
 }
 
@@ -92,14 +110,20 @@ pub(super) fn under_filled_grid(k: &Kernel, _: &Roofline) -> ToolResult {
     if grid < sms {
         let saving = (1.0 - grid / sms).min(0.95);
         return fired(
-            Diagnosis::new("under-filled-grid", saving)
+            Diagnosis::new(ToolId::UnderFilledGrid, saving)
                 .ev("blocks", grid)
                 .ev("sms", sms)
                 .ev("block_size", block)
                 .ev("waves", waves.unwrap_or(0.0))
-                .analysis(format!("{grid:.0} blocks of {block:.0} threads for {sms:.0} SMs: {:.0} SMs sit idle for the whole kernel.", sms - grid))
+                .analysis(format!(
+                    "{grid:.0} blocks of {block:.0} threads for {sms:.0} SMs: {:.0} SMs sit idle for the \
+                    whole kernel.",
+                    sms - grid
+                ))
                 .prescription(format!(
-                    "Launch at least {:.0} blocks (two or more per SM): give each thread or warp less work (one element per thread with 256-thread blocks, a block per row), or split long per-thread loops across blocks and combine partial results.",
+                    "Launch at least {:.0} blocks (two or more per SM): give each thread or warp less work (one \
+                        element per thread with 256-thread blocks, a block per row), or split long per-thread loops \
+                        across blocks and combine partial results.",
                     2.0 * sms
                 )),
         );
@@ -108,12 +132,19 @@ pub(super) fn under_filled_grid(k: &Kernel, _: &Roofline) -> ToolResult {
         let tail = (w.ceil() - w) / w.ceil();
         if tail >= 0.2 {
             return fired(
-                Diagnosis::new("under-filled-grid", tail * 0.3)
+                Diagnosis::new(ToolId::UnderFilledGrid, tail * 0.3)
                     .ev("blocks", grid)
                     .ev("waves", w)
                     .ev("idle_fraction_of_last_wave", 1.0 - w.fract())
-                    .analysis(format!("{grid:.0} blocks make {w:.2} waves: the last wave leaves {} of the GPU idle while it runs.", pct(1.0 - w.fract())))
-                    .prescription("Size the grid to whole waves (a multiple of SMs x resident blocks), or use a persistent grid-stride loop with exactly SMs x resident blocks.")
+                    .analysis(format!(
+                        "{grid:.0} blocks make {w:.2} waves: the last wave leaves {} of the GPU idle \
+                        while it runs.",
+                        pct(1.0 - w.fract())
+                    ))
+                    .prescription(
+                        "Size the grid to whole waves (a multiple of SMs x resident blocks), or use a \
+                        persistent grid-stride loop with exactly SMs x resident blocks.",
+                    )
                     .cap(Severity::Medium),
             );
         }
@@ -138,18 +169,25 @@ pub(super) fn launch_overhead(k: &Kernel, _: &Roofline) -> ToolResult {
         let saving = (1.0 - merged / now).max(0.0);
         if saving >= 0.1 {
             return fired(
-                Diagnosis::new("launch-overhead", saving.min(0.98))
+                Diagnosis::new(ToolId::LaunchOverhead, saving.min(0.98))
                     .ev("duration_us", dur * 1e6)
                     .ev("launches", n)
                     .ev("waves_per_launch", waves)
                     .analysis(format!(
-                        "The call launches this kernel {n:.0} times, {:.2} us each with {} of a wave: launch cost (2-4 us each) and idle SMs, not the work, set the pace. One launch over all of it would need about {:.1} us against about {:.0} us now.",
+                        "The call launches this kernel {n:.0} times, {:.2} us each with {} of a wave: launch cost (2-4 \
+                            us each) and idle SMs, not the work, set the pace. One launch over all of it would need \
+                            about {:.1} us against about {:.0} us now.",
                         dur * 1e6,
                         if waves < 1.0 { format!("{:.0}%", 100.0 * waves) } else { format!("{waves:.1}") },
                         merged * 1e6,
                         now * 1e6
                     ))
-                    .prescription("Launch once over all of it: add the loop's index as a grid dimension (blockIdx.y) or fold it into the flat index, and pass base pointers and strides instead of offset pointers; if the launches depend on each other, run the steps in one persistent kernel with a grid-wide sync, or capture them in a CUDA graph."),
+                    .prescription(
+                        "Launch once over all of it: add the loop's index as a grid dimension (blockIdx.y) \
+                        or fold it into the flat index, and pass base pointers and strides instead of offset pointers; \
+                        if the launches depend on each other, run the steps in one persistent kernel with a grid-wide \
+                        sync, or capture them in a CUDA graph.",
+                    ),
             );
         }
     }
@@ -157,10 +195,17 @@ pub(super) fn launch_overhead(k: &Kernel, _: &Roofline) -> ToolResult {
         return quiet(format!("{:.1} us per launch", dur * 1e6));
     }
     fired(
-        Diagnosis::new("launch-overhead", 0.5 * (limit - dur) / limit)
+        Diagnosis::new(ToolId::LaunchOverhead, 0.5 * (limit - dur) / limit)
             .ev("duration_us", dur * 1e6)
-            .analysis(format!("The kernel runs {:.2} us, about as long as launching it (2-4 us of host and front-end work): launch latency, not the kernel, sets the pace.", dur * 1e6))
-            .prescription("Fuse it with the kernels before or after it, capture the sequence in a CUDA graph, or make one persistent kernel process several batches.")
+            .analysis(format!(
+                "The kernel runs {:.2} us, about as long as launching it (2-4 us of host and front-end \
+                work): launch latency, not the kernel, sets the pace.",
+                dur * 1e6
+            ))
+            .prescription(
+                "Fuse it with the kernels before or after it, capture the sequence in a CUDA graph, or make \
+                one persistent kernel process several batches.",
+            )
             .cap(Severity::Medium),
     )
 }

@@ -6,6 +6,7 @@ use super::{count, fired, pct, quiet};
 use crate::diagnosis::{Diagnosis, Severity, ToolResult};
 use crate::facts::{metric as m, Kernel, Missing};
 use crate::roofline::Roofline;
+use crate::tool_id::ToolId;
 use sass::Class;
 
 /// How much a register-resident rewrite typically cuts shared-memory instructions per
@@ -50,7 +51,7 @@ pub(super) fn shared_memory_bound(k: &Kernel, r: &Roofline) -> ToolResult {
     let barriers = k.stall_share(&["barrier"]).unwrap_or(0.0);
     let lines = k.lines_of(&[Class::SharedLoad, Class::SharedStore]);
     fired(
-        Diagnosis::new("shared-memory-bound", saving)
+        Diagnosis::new(ToolId::SharedMemoryBound, saving)
             .ev("l1_pct", l1)
             .ev("lsu_pipe_pct", lsu)
             .ev("shared_wavefronts", shared)
@@ -58,12 +59,19 @@ pub(super) fn shared_memory_bound(k: &Kernel, r: &Roofline) -> ToolResult {
             .ev("fma_pipe_pct", 100.0 * fma)
             .ev("barrier_stall_share", barriers)
             .analysis(format!(
-                "Shared memory is the bottleneck ({}: L1 {l1:.0}% and the LSU pipe {lsu:.0}% busy, {} of L1 wavefronts are shared-memory accesses, without bank conflicts): every result costs several shared loads and stores while the FMA pipe runs at {:.0}%.",
+                "Shared memory is the bottleneck ({}: L1 {l1:.0}% and the LSU pipe {lsu:.0}% busy, {} of L1 wavefronts \
+                    are shared-memory accesses, without bank conflicts): every result costs several shared loads and \
+                    stores while the FMA pipe runs at {:.0}%.",
                 r.limiter,
                 pct(shared_share),
                 100.0 * fma
             ))
-            .prescription("Cut shared-memory accesses per result: have each thread keep several consecutive elements in registers and exchange only the edges through shared memory (or with __shfl_up_sync/__shfl_down_sync inside a warp), read 8 or 16 bytes per shared access (float2/float4), and fuse several rounds per barrier. Aim for one shared access per several FMAs.")
+            .prescription(
+                "Cut shared-memory accesses per result: have each thread keep several consecutive elements \
+                in registers and exchange only the edges through shared memory (or with \
+                __shfl_up_sync/__shfl_down_sync inside a warp), read 8 or 16 bytes per shared access (float2/float4), \
+                and fuse several rounds per barrier. Aim for one shared access per several FMAs.",
+            )
             .at(&lines),
     )
 }
@@ -90,21 +98,25 @@ pub(super) fn shared_bank_conflicts(k: &Kernel, _: &Roofline) -> ToolResult {
     let lines = k.lines_of(&[Class::SharedLoad, Class::SharedStore]);
     let ways_text = ways.map(|w| format!("{w:.0}-way")).unwrap_or_else(|| "multi-way".into());
     fired(
-        Diagnosis::new("shared-bank-conflicts", saving)
+        Diagnosis::new(ToolId::SharedBankConflicts, saving)
             .ev("conflict_ways", ways.unwrap_or(0.0))
             .ev("excess_wavefronts", excess)
             .ev("shared_wavefronts", waves)
             .ev("excess_fraction", frac)
             .ev("shared_stall_share", k.shared_weight())
             .analysis(format!(
-                "Shared-memory accesses hit the same bank {ways_text}: {} of {} wavefronts ({}) are replays, each a serialized pass through the 32 banks; warps spend {} of their stall time on shared memory and barriers.",
+                "Shared-memory accesses hit the same bank {ways_text}: {} of {} wavefronts ({}) are replays, each a \
+                    serialized pass through the 32 banks; warps spend {} of their stall time on shared memory and \
+                    barriers.",
                 count(excess),
                 count(waves),
                 pct(frac),
                 pct(k.shared_weight())
             ))
             .prescription(
-                "Pad the shared tile by one element per row (float tile[32][33]) so a column walk lands in 32 different banks, or XOR-swizzle the column index (col ^ row) when padding breaks vector accesses; for 16-byte accesses pad by 16 bytes.",
+                "Pad the shared tile by one element per row (float tile[32][33]) so a column walk lands in 32 \
+                    different banks, or XOR-swizzle the column index (col ^ row) when padding breaks vector accesses; \
+                    for 16-byte accesses pad by 16 bytes.",
             )
             .at(&lines),
     )
@@ -118,11 +130,19 @@ pub(super) fn barrier_stalls(k: &Kernel, _: &Roofline) -> ToolResult {
     let lines =
         k.sass.map(|s| s.finding("barrier-in-loop").map(|f| f.lines.clone()).unwrap_or_default()).unwrap_or_default();
     let lines = if lines.is_empty() { k.lines_of(&[Class::Barrier]) } else { lines };
-    let d = Diagnosis::new("barrier-stalls", 0.5 * share)
+    let d = Diagnosis::new(ToolId::BarrierStalls, 0.5 * share)
         .ev("barrier_stall_share", share)
         .ev("barriers_per_block", k.opt(m::BARRIER_COUNT).unwrap_or(0.0))
-        .analysis(format!("Warps spend {} of their stall time waiting at block barriers (__syncthreads): every barrier waits for the block's slowest warp, and little work happens between barriers.", pct(share)))
-        .prescription("Do more work per barrier: give each thread several elements between __syncthreads (e.g. 32x8 threads per 32x32 tile, 4 rows each), double-buffer shared tiles so the next load overlaps the current compute, and use __syncwarp when only one warp shares the data.")
+        .analysis(format!(
+            "Warps spend {} of their stall time waiting at block barriers (__syncthreads): every barrier \
+            waits for the block's slowest warp, and little work happens between barriers.",
+            pct(share)
+        ))
+        .prescription(
+            "Do more work per barrier: give each thread several elements between __syncthreads (e.g. 32x8 \
+            threads per 32x32 tile, 4 rows each), double-buffer shared tiles so the next load overlaps the current \
+            compute, and use __syncwarp when only one warp shares the data.",
+        )
         .at(&lines);
     fired(if share < 0.5 { d.cap(Severity::Medium) } else { d })
 }

@@ -4,6 +4,7 @@ use super::{fired, quiet};
 use crate::diagnosis::{Diagnosis, Severity, ToolResult};
 use crate::facts::Kernel;
 use crate::roofline::{Bound, Roofline};
+use crate::tool_id::ToolId;
 
 pub(super) fn at_roofline(_: &Kernel, r: &Roofline) -> ToolResult {
     if r.class != Bound::AtRoofline {
@@ -14,13 +15,12 @@ pub(super) fn at_roofline(_: &Kernel, r: &Roofline) -> ToolResult {
         Some(a) => format!(", {a:.0}% of what this GPU was measured to reach"),
         None => ", within reach of the ~90% that is attainable in practice".to_string(),
     };
-    let mut d = Diagnosis::new("at-roofline", 0.0);
+    let mut d = Diagnosis::new(ToolId::AtRoofline, 0.0);
     if let Some(a) = r.dram_pct_of_achievable {
         d = d.ev("dram_pct_of_achievable", a);
     }
     fired(
-        d
-            .ev("dram_pct", dram)
+        d.ev("dram_pct", dram)
             .ev("dram_gbs", r.dram_gbs.unwrap_or(0.0))
             .ev("duration_us", r.duration_us.unwrap_or(0.0))
             .ev("floor_us", r.floor_us.unwrap_or(0.0))
@@ -32,7 +32,10 @@ pub(super) fn at_roofline(_: &Kernel, r: &Roofline) -> ToolResult {
                     _ => String::new(),
                 }
             ))
-            .prescription("Little is left in this kernel as written: only moving fewer bytes helps now (fuse it with its producer or consumer, narrower data types, avoid re-reading).")
+            .prescription(
+                "Little is left in this kernel as written: only moving fewer bytes helps now (fuse it with \
+                its producer or consumer, narrower data types, avoid re-reading).",
+            )
             .cap(Severity::Info),
     )
 }
@@ -40,13 +43,22 @@ pub(super) fn at_roofline(_: &Kernel, r: &Roofline) -> ToolResult {
 pub(super) fn roofline(_: &Kernel, r: &Roofline) -> ToolResult {
     let advice = match r.class {
         Bound::AtRoofline => "Cut the bytes, not the instructions.",
-        Bound::MemoryBound => "Cut the bytes moved through the busiest memory unit, or move them more efficiently (coalesced, wide, reused from shared memory).",
-        Bound::ComputeBound => "Cut instructions on the busiest pipe, or move the work to a faster unit (tensor cores, fast intrinsics).",
-        Bound::LatencyBound => "Put more independent work in flight: more resident warps, more loads per thread before first use, fewer barriers.",
+        Bound::MemoryBound => {
+            "Cut the bytes moved through the busiest memory unit, or move them more efficiently \
+            (coalesced, wide, reused from shared memory)."
+        }
+        Bound::ComputeBound => {
+            "Cut instructions on the busiest pipe, or move the work to a faster unit (tensor cores, \
+            fast intrinsics)."
+        }
+        Bound::LatencyBound => {
+            "Put more independent work in flight: more resident warps, more loads per thread before \
+            first use, fewer barriers."
+        }
         Bound::Unknown => "Profile with ncu for a bottleneck classification.",
     };
     fired(
-        Diagnosis::new("roofline", 0.0)
+        Diagnosis::new(ToolId::Roofline, 0.0)
             .ev("class", r.class.name())
             .ev("limiter", r.limiter.clone())
             .ev("dram_pct", r.dram_pct.unwrap_or(0.0))

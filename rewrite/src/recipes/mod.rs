@@ -18,6 +18,7 @@ pub mod vectorize;
 use crate::recipe::{Applied, NotApplicable, Params, Recipe, RecipeId, Rewrite};
 use crate::source::{Kernel, Source};
 use crate::version::{self, Change};
+use heuristics::ToolId;
 
 /// One kernel's plan: the change and a note for the description.
 pub(crate) type Planned<'k> = Result<(Change<'k>, String), NotApplicable>;
@@ -54,7 +55,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::IndexWidth,
         summary: "64-bit index arithmetic in 32 bits; versioned on every buffer holding at most 2^30 elements",
-        answers: &["integer-overhead"],
+        answers: &[ToolId::IntegerOverhead],
         versioned: true,
         params: index_width::PARAMS,
         apply: index_width::apply,
@@ -62,7 +63,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::FastDivmod,
         summary: "integer / and % by run-time kernel parameters as multiply-high and shift by host-computed magic numbers; versioned on their ranges",
-        answers: &["integer-overhead"],
+        answers: &[ToolId::IntegerOverhead],
         versioned: true,
         params: fast_divmod::PARAMS,
         apply: fast_divmod::apply,
@@ -70,7 +71,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::Vectorize,
         summary: "each thread handles V consecutive elements with 8- or 16-byte loads and stores and a scalar tail; versioned on alignment",
-        answers: &["narrow-global-access", "scalar-global-access", "memory-latency-bound", "integer-overhead"],
+        answers: &[ToolId::NarrowGlobalAccess, ToolId::ScalarGlobalAccess, ToolId::MemoryLatencyBound, ToolId::IntegerOverhead],
         versioned: true,
         params: vectorize::PARAMS,
         apply: vectorize::apply,
@@ -78,7 +79,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::Cooperative,
         summary: "a thread per output becomes L lanes per output: inner loops strided across lanes, shuffle reductions, lane 0 writes; versioned on the block size",
-        answers: &["uncoalesced-global", "under-filled-grid", "memory-latency-bound", "dependent-loads", "redundant-l2-traffic"],
+        answers: &[ToolId::UncoalescedGlobal, ToolId::UnderFilledGrid, ToolId::MemoryLatencyBound, ToolId::DependentLoads, ToolId::RedundantL2Traffic],
         versioned: true,
         params: cooperative::PARAMS,
         apply: cooperative::apply,
@@ -86,7 +87,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::ShuffleReduce,
         summary: "a shared-memory tree reduction as warp shuffles plus one shared exchange between warps; versioned on the block size",
-        answers: &["barrier-stalls", "shared-memory-bound", "shared-bank-conflicts"],
+        answers: &[ToolId::BarrierStalls, ToolId::SharedMemoryBound, ToolId::SharedBankConflicts],
         versioned: true,
         params: shuffle_reduce::PARAMS,
         apply: shuffle_reduce::apply,
@@ -94,7 +95,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::BlockKnob,
         summary: "literal block sizes and grid caps in the launcher become -D knobs the tuner moves",
-        answers: &["low-occupancy", "under-filled-grid", "launch-overhead", "register-pressure"],
+        answers: &[ToolId::LowOccupancy, ToolId::UnderFilledGrid, ToolId::LaunchOverhead, ToolId::RegisterPressure],
         versioned: false,
         params: block_knob::PARAMS,
         apply: block_knob::apply,
@@ -102,7 +103,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::GridStride,
         summary: "a bounds-checked element kernel as a grid-stride loop on a grid of k blocks per SM (a knob)",
-        answers: &["under-filled-grid", "launch-overhead", "integer-overhead"],
+        answers: &[ToolId::UnderFilledGrid, ToolId::LaunchOverhead, ToolId::IntegerOverhead],
         versioned: false,
         params: grid_stride::PARAMS,
         apply: grid_stride::apply,
@@ -110,7 +111,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::ReadOnly,
         summary: "__restrict__ on pointer parameters and __ldg on reads of never-written buffers; versioned on the buffers not overlapping",
-        answers: &["memory-latency-bound", "dependent-loads"],
+        answers: &[ToolId::MemoryLatencyBound, ToolId::DependentLoads],
         versioned: true,
         params: read_only::PARAMS,
         apply: read_only::apply,
@@ -118,7 +119,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::Intrinsics,
         summary: "fast intrinsics per call site (__expf, __fdividef, rsqrtf, tanh.approx...) where the task's tolerance admits them",
-        answers: &["accurate-math", "special-function-bound", "conversion-overhead"],
+        answers: &[ToolId::AccurateMath, ToolId::SpecialFunctionBound, ToolId::ConversionOverhead],
         versioned: false,
         params: intrinsics::PARAMS,
         apply: intrinsics::apply,
@@ -126,7 +127,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::Unroll,
         summary: "#pragma unroll N on innermost loops without a pragma",
-        answers: &["memory-latency-bound", "dependent-loads", "integer-overhead"],
+        answers: &[ToolId::MemoryLatencyBound, ToolId::DependentLoads, ToolId::IntegerOverhead],
         versioned: false,
         params: unroll::PARAMS,
         apply: unroll::apply,
@@ -134,7 +135,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::LaunchBounds,
         summary: "__launch_bounds__(block, min blocks per SM) on kernels with a compile-time block size",
-        answers: &["register-pressure", "low-occupancy", "local-memory"],
+        answers: &[ToolId::RegisterPressure, ToolId::LowOccupancy, ToolId::LocalMemory],
         versioned: false,
         params: launch_bounds::PARAMS,
         apply: launch_bounds::apply,

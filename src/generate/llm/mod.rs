@@ -114,5 +114,5 @@ fn top_tool(req: &Request) -> Option<String> {
         .flat_map(|k| k.diagnoses.iter())
         .filter(|d| d.severity > heuristics::Severity::Info)
         .max_by(|a, b| a.score.total_cmp(&b.score))
-        .map(|d| d.tool.clone())
+        .map(|d| d.tool.to_string())
 }
