@@ -1,7 +1,8 @@
 //! `nightshift diagnose`: Nsight Compute, explained. On a GPU machine it profiles a task's
 //! candidate through the worker; anywhere, it diagnoses a saved raw CSV.
 
-use super::{fail, print_json, read_sass, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
+use super::sass::read_sass;
+use super::{fail, print_json, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
 use crate::task::Task;
 use crate::toolkit::profile::{self, MetricSet, ProfileFailure, Timings};
 use crate::wall::{EvalError, EvalOptions};

@@ -3,13 +3,17 @@
 
 mod diagnose;
 mod envcheck;
+mod eval;
 mod optimize;
 mod render;
+mod report;
 mod rewrite;
+mod sass;
+mod simulate;
+mod tasks;
 
-use crate::task::{self, Task, TaskError};
-use crate::toolkit::toolchain::EnvError;
-use crate::wall::{self, EvalError, EvalOptions};
+use crate::task::Task;
+use crate::wall::EvalOptions;
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -339,43 +343,10 @@ pub fn main() -> ExitCode {
         Cmd::Rewrite { task, candidate, recipes, out, build, arch, json } => {
             rewrite::run(rewrite::Args { task, candidate, recipes, out, build, arch, json })
         }
-        Cmd::Report { run_dir, json } => match crate::report::render(&run_dir) {
-            Ok(w) => {
-                if json {
-                    print_json(&w);
-                } else {
-                    println!(
-                        "{}\n{}\n{} node reports under {}",
-                        w.run_html.display(),
-                        w.run_md.display(),
-                        w.node_reports,
-                        run_dir.join("nodes").display()
-                    );
-                }
-                ExitCode::from(EXIT_PASSED)
-            }
-            Err(e) => fail(EXIT_USAGE, &e),
-        },
-        Cmd::Show { run_dir, node } => match crate::report::show(&run_dir, node) {
-            Ok(text) => {
-                print!("{text}");
-                ExitCode::from(EXIT_PASSED)
-            }
-            Err(e) => fail(EXIT_USAGE, &e),
-        },
-        Cmd::Sass { file, function, json } => sass_cmd(&file, function.as_deref(), json),
-        Cmd::Simulate { landscapes, budget, seed, json } => {
-            if landscapes < 2 || budget == 0 {
-                return fail(EXIT_USAGE, "--landscapes must be at least 2 and --budget at least 1");
-            }
-            let rows = search::sim::compare(landscapes, budget, seed);
-            if json {
-                print_json(&rows);
-            } else {
-                print!("{}", search::sim::table(&rows, landscapes, budget));
-            }
-            ExitCode::from(EXIT_PASSED)
-        }
+        Cmd::Report { run_dir, json } => report::report(&run_dir, json),
+        Cmd::Show { run_dir, node } => report::show(&run_dir, node),
+        Cmd::Sass { file, function, json } => sass::run(&file, function.as_deref(), json),
+        Cmd::Simulate { landscapes, budget, seed, json } => simulate::run(landscapes, budget, seed, json),
         Cmd::Diagnose {
             task,
             candidate,
@@ -415,11 +386,11 @@ pub fn main() -> ExitCode {
                 opts,
             })
         }
-        Cmd::Tasks { dir, json } => tasks(dir.as_deref().unwrap_or(Path::new("tasks")), json),
+        Cmd::Tasks { dir, json } => tasks::list(dir.as_deref().unwrap_or(Path::new("tasks")), json),
         Cmd::Init { task, from, entry, include, force, json } => {
-            init(&crate::scaffold::Args { dir: task, from, entry, include_dirs: include, force }, json)
+            tasks::init(&crate::scaffold::Args { dir: task, from, entry, include_dirs: include, force }, json)
         }
-        Cmd::Validate { task, build, arch, json } => validate(&task, build, arch, json),
+        Cmd::Validate { task, build, arch, json } => tasks::validate(&task, build, arch, json),
         Cmd::Eval {
             task,
             candidate,
@@ -434,27 +405,21 @@ pub fn main() -> ExitCode {
             device,
             samples,
             json,
-        } => {
-            let mut opts = match gpu_options(arch, device, timeout) {
-                Ok(o) => o,
-                Err(code) => return code,
-            };
-            opts.energy = energy;
-            opts.sanitize = sanitize;
-            opts.allow_unconfined_profiling = allow_unconfined_profiling;
-            opts.time = !no_time;
-            opts.extra_flags = nvcc_flags;
-            opts.timing.min_samples = samples.max(5);
-            for d in defines {
-                match d.split_once('=') {
-                    Some((k, v)) if !k.is_empty() => {
-                        opts.defines.insert(k.to_string(), v.to_string());
-                    }
-                    _ => return fail(EXIT_USAGE, &format!("-D {d}: expected NAME=VALUE")),
-                }
-            }
-            eval_cmd(&task, candidate.as_deref(), &opts, json)
-        }
+        } => eval::run(eval::Args {
+            task,
+            candidate,
+            energy,
+            sanitize,
+            allow_unconfined_profiling,
+            no_time,
+            arch,
+            nvcc_flags,
+            defines,
+            timeout,
+            device,
+            samples,
+            json,
+        }),
     }
 }
 
@@ -485,203 +450,6 @@ fn load_task(dir: &Path) -> Result<Task, ExitCode> {
 
 fn print_json<T: serde::Serialize>(value: &T) {
     println!("{}", serde_json::to_string_pretty(value).expect("outputs serialize"));
-}
-
-fn tasks(dir: &Path, json: bool) -> ExitCode {
-    let dirs = match task::discover(dir) {
-        Ok(d) => d,
-        Err(e) => return fail(EXIT_USAGE, &format!("cannot list tasks in {}: {e}", dir.display())),
-    };
-    let loaded: Vec<(PathBuf, Result<Task, TaskError>)> =
-        dirs.into_iter().map(|d| (d.clone(), Task::load(&d))).collect();
-    let bad = loaded.iter().filter(|(_, t)| t.is_err()).count();
-    if json {
-        let rows: Vec<serde_json::Value> = loaded
-            .iter()
-            .map(|(d, t)| match t {
-                Ok(t) => serde_json::json!({"dir": d, "name": t.name, "summary": t.summary, "entry": t.entry, "bench": t.bench.vars, "checks": t.checks.len(), "has_reference": t.has_reference(), "tune": t.tune, "valid": true}),
-                Err(e) => serde_json::json!({"dir": d, "valid": false, "error": e.to_string()}),
-            })
-            .collect();
-        print_json(&serde_json::json!({ "tasks": rows }));
-    } else {
-        print!("{}", render::task_list(&loaded));
-        if loaded.is_empty() {
-            eprintln!("no tasks in {} (a task is a folder with a task.toml)", dir.display());
-        }
-    }
-    ExitCode::from(if bad > 0 { EXIT_USAGE } else { EXIT_PASSED })
-}
-
-fn init(args: &crate::scaffold::Args, json: bool) -> ExitCode {
-    match crate::scaffold::run(args) {
-        Ok(outcome) => {
-            if json {
-                print_json(&outcome);
-            } else {
-                print!("{}", crate::scaffold::render(&outcome));
-            }
-            ExitCode::from(if outcome.valid { EXIT_PASSED } else { EXIT_REJECTED })
-        }
-        Err(crate::scaffold::Refusal(message)) => {
-            if json {
-                print_json(&serde_json::json!({"written": false, "error": message}));
-            }
-            fail(EXIT_USAGE, &message)
-        }
-    }
-}
-
-/// What building without running needs: nvcc, build options, and the target (`--arch`,
-/// else the GPU's own); a missing tool or GPU is the environment's exit code.
-pub(crate) fn build_target(
-    arch: Option<String>,
-) -> Result<(crate::toolkit::toolchain::Toolchain, EvalOptions, String), ExitCode> {
-    let tc = crate::toolkit::toolchain::Toolchain::find().map_err(|e| fail(EXIT_ENV, &e.to_string()))?;
-    let mut opts = EvalOptions::new(PathBuf::new());
-    opts.arch = arch;
-    match wall::resolve_arch(&opts) {
-        Ok(a) => Ok((tc, opts, a)),
-        // Building alone needs no GPU, only a target: say how to name one.
-        Err(EvalError::Env(e)) => Err(fail(
-            EXIT_ENV,
-            &format!(
-                "{} not found: without --arch, --build compiles for this machine's GPU. Pass --arch sm_90a (or the architecture you deploy to) to build without one",
-                e.what
-            ),
-        )),
-        Err(e) => Err(fail(EXIT_USAGE, &e.to_string())),
-    }
-}
-
-fn validate(dir: &Path, build: bool, arch: Option<String>, json: bool) -> ExitCode {
-    let task = match load_task(dir) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    let mut builds = Vec::new();
-    if build {
-        let (tc, opts, arch) = match build_target(arch) {
-            Ok(b) => b,
-            Err(code) => return code,
-        };
-        let mut sources = vec![("baseline", task.baseline.clone())];
-        if task.has_reference() {
-            sources.push(("reference", task.reference.clone()));
-        }
-        for (what, src) in sources {
-            match wall::build_one(&tc, &opts, &task, &src, true, &arch) {
-                Ok(b) => builds.push(serde_json::json!({"what": what, "ok": true, "cached": b.cached, "seconds": b.seconds, "kernels": b.ptxas.kernels, "dir": b.dir})),
-                Err(crate::toolkit::build::BuildError::Rejected { failure, dir, .. }) => {
-                    return fail(EXIT_USAGE, &format!("{}: the {what} does not build: {} (log in {})", task.dir.display(), failure.summary(), dir.join(crate::toolkit::build::LOG_NAME).display()));
-                }
-                Err(crate::toolkit::build::BuildError::Env(e)) => return fail(EXIT_ENV, &e.to_string()),
-                Err(crate::toolkit::build::BuildError::Io(m)) => return fail(EXIT_USAGE, &m),
-            }
-        }
-    }
-    if json {
-        print_json(&serde_json::json!({"valid": true, "task": task, "builds": builds}));
-    } else {
-        print!("{}", render::task_detail(&task));
-        for b in &builds {
-            println!(
-                "built {}: {}",
-                b["what"].as_str().unwrap_or(""),
-                if b["cached"].as_bool() == Some(true) { "cached" } else { "compiled" }
-            );
-        }
-        println!("valid");
-    }
-    ExitCode::from(EXIT_PASSED)
-}
-
-fn eval_cmd(dir: &Path, candidate: Option<&Path>, opts: &EvalOptions, json: bool) -> ExitCode {
-    let task = match load_task(dir) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    if let Some(c) = candidate {
-        if !c.is_file() {
-            return fail(EXIT_USAGE, &format!("{}: no such candidate file", c.display()));
-        }
-    }
-    match wall::evaluate(&task, candidate, opts) {
-        Ok(v) => {
-            if json {
-                print_json(&v);
-            } else {
-                print!("{}", render::verdict(&v, &task));
-            }
-            ExitCode::from(if v.passed() { EXIT_PASSED } else { EXIT_REJECTED })
-        }
-        Err(EvalError::Env(e)) => env_fail(&e, json),
-        Err(EvalError::Task(m)) => fail(EXIT_USAGE, &format!("{}: {m}", task.dir.display())),
-        Err(EvalError::Internal(m)) => fail(EXIT_ENV, &format!("internal error: {m}")),
-    }
-}
-
-fn env_fail(e: &EnvError, json: bool) -> ExitCode {
-    if json {
-        print_json(&serde_json::json!({"error": "environment", "missing": e.what, "hint": e.hint}));
-    }
-    fail(EXIT_ENV, &e.to_string())
-}
-
-/// SASS text of `file`: itself when it is text, else disassembled (with line info when
-/// nvdisasm can provide it).
-pub(crate) fn read_sass(file: &Path) -> Result<String, ExitCode> {
-    let bytes = std::fs::read(file).map_err(|e| fail(EXIT_USAGE, &format!("{}: {e}", file.display())))?;
-    let binary = bytes.starts_with(b"\x7fELF") || bytes.iter().take(4096).any(|b| *b == 0);
-    if !binary {
-        return Ok(String::from_utf8_lossy(&bytes).into_owned());
-    }
-    let (cuobjdump, nvdisasm) = match crate::toolkit::toolchain::Toolchain::find() {
-        Ok(tc) => (tc.cuobjdump.clone(), tc.nvdisasm.clone()),
-        Err(_) => (
-            crate::toolkit::toolchain::find_profiler("cuobjdump"),
-            crate::toolkit::toolchain::find_profiler("nvdisasm"),
-        ),
-    };
-    let Some(cuobjdump) = cuobjdump else {
-        return Err(fail(EXIT_ENV, &format!("{} is a binary and cuobjdump was not found: install the CUDA toolkit or the wheel nvidia-cuda-cuobjdump==13.2.86, or pass SASS text", file.display())));
-    };
-    let d =
-        crate::toolkit::disasm::disassemble(&cuobjdump, nvdisasm.as_deref(), file).map_err(|e| fail(EXIT_USAGE, &e))?;
-    for n in &d.notes {
-        eprintln!("note: {n}");
-    }
-    Ok(d.lines.unwrap_or(d.sass))
-}
-
-fn sass_cmd(file: &Path, function: Option<&str>, json: bool) -> ExitCode {
-    let text = match read_sass(file) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    let listing = sass::parse(&text);
-    let functions: Vec<&sass::Function> = listing
-        .functions
-        .iter()
-        .filter(|f| function.is_none_or(|n| f.name == n || f.demangled == n || sass::short_name(&f.name) == n))
-        .collect();
-    if functions.is_empty() {
-        let known: Vec<String> = listing.functions.iter().map(|f| sass::short_name(&f.name)).collect();
-        return fail(
-            EXIT_USAGE,
-            &match function {
-                Some(n) => format!("no function `{n}` in {} (functions: {})", file.display(), known.join(", ")),
-                None => format!("no SASS functions in {}", file.display()),
-            },
-        );
-    }
-    let reports: Vec<sass::FunctionReport> = functions.into_iter().map(sass::analyze).collect();
-    if json {
-        print_json(&serde_json::json!({ "functions": reports }));
-    } else {
-        print!("{}", sass::analysis::table(&reports));
-    }
-    ExitCode::from(EXIT_PASSED)
 }
 
 #[cfg(test)]

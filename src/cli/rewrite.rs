@@ -89,7 +89,7 @@ pub fn run(a: Args) -> ExitCode {
         (None, false) => None,
     };
     let build_env = if a.build {
-        match super::build_target(a.arch.clone()) {
+        match super::tasks::build_target(a.arch.clone()) {
             Ok(b) => Some(b),
             Err(code) => return code,
         }
