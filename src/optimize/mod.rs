@@ -355,7 +355,7 @@ pub fn resume(
         store.write_json(store::CONFIG, &run_file).map_err(RunError::Internal)?;
     }
     let finished_before = records.iter().any(|r| matches!(r.event, Event::RunFinished { .. }));
-    let prior = finished_before.then(|| finish::read_best(dir)).flatten();
+    let prior = finished_before.then(|| crate::run::best::read_best(dir)).flatten();
 
     let Replayed { search, proposals, finished, profiled, usage, active } = replay(&records, &cfg, dir, &generator)?;
     let mut search = search.ok_or_else(|| {
@@ -548,7 +548,7 @@ fn drive(
     ctx: Arc<Ctx>,
     search: &mut Search,
     active_before: f64,
-    prior: Option<finish::Best>,
+    prior: Option<crate::run::best::Best>,
     rt: &tokio::runtime::Runtime,
     progress: progress::Progress,
 ) -> Result<summary::Summary, RunError> {
@@ -580,7 +580,11 @@ fn drive(
     let final_check = match prior {
         Some(best) if ended.abandoned || !judged_now => finish::Final { best, tried: vec![] },
         _ if ended.abandoned => finish::Final {
-            best: finish::Best::none(bar, &baseline, "abandoned before the final check: --resume re-verifies".into()),
+            best: crate::run::best::Best::none(
+                bar,
+                &baseline,
+                "abandoned before the final check: --resume re-verifies".into(),
+            ),
             tried: vec![],
         },
         _ => {

@@ -2,9 +2,10 @@
 //! `summary.json` in the run directory).
 
 use super::expand::PhaseTimes;
-use super::finish::{Best, Final, Tried};
+use super::finish::Final;
 use super::lanes::LaneStats;
 use super::orchestrator::Search;
+use crate::run::best::{Best, Tried};
 use crate::run::events::Usage;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -86,7 +87,7 @@ impl Summary {
         final_check: Final,
     ) -> Summary {
         let best = final_check.best;
-        let best_file = (best.node != 0 && best.verified).then(|| run_dir.join(super::finish::BEST_CU));
+        let best_file = (best.node != 0 && best.verified).then(|| run_dir.join(crate::run::best::BEST_CU));
         let judged = search.summaries.len().saturating_sub(1);
         Summary {
             task: task.to_string(),

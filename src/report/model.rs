@@ -2,7 +2,7 @@
 //! config and GPU, every node from the event log with its files, the best and its
 //! certificate. Reading never writes and never takes the run's lock.
 
-use crate::optimize::finish::{best_of_json, Best};
+use crate::run::best::{best_of_json, Best};
 use crate::run::config::RunFile;
 use crate::run::events::{active_clock, parse_log, Event, NodeSummary, Usage};
 use crate::run::store::{node_rel, unmarked};

@@ -5,6 +5,7 @@
 //! summaries, candidates) and the one fold of it (`parse_log`); `store` is the directory
 //! itself (atomic writes, the lock, node folders, simulated marking). Writers (`optimize`)
 //! and readers (`report`, `generate`) meet here, so readers need not import the loop.
+pub mod best;
 pub mod config;
 pub mod events;
 pub mod store;
