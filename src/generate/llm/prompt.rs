@@ -151,6 +151,9 @@ pub fn user_message(req: &Request) -> String {
             }
             Guidance::Raw => {
                 let _ = writeln!(m, "\n## Nsight Compute counters of the current kernel");
+                if req.profile.shared_from.is_some() && req.profile.raw.is_some() {
+                    let _ = writeln!(m, "({})", req.profile.note);
+                }
                 let _ = writeln!(m, "{}", req.profile.raw.as_deref().unwrap_or(&req.profile.note));
             }
             Guidance::None => {}
@@ -289,5 +292,16 @@ mod tests {
         assert!(!none.contains("counters") && !none.contains("What the profile says"));
         let repair = user_message(&request(Expansion::Repair, Guidance::Tools));
         assert!(repair.contains("REJECTED: wrong-answer") && repair.contains("max abs err 0.25"), "{repair}");
+    }
+
+    #[test]
+    fn a_shared_profile_says_whose_it_is() {
+        let mut req = request(Expansion::Improve, Guidance::Raw);
+        req.profile.shared_from = Some(3);
+        req.profile.note = "the profile of node 3: within 1.0%".into();
+        let m = user_message(&req);
+        assert!(m.contains("(the profile of node 3: within 1.0%)") && m.contains("dram__throughput = 70 %"), "{m}");
+        req.profile.shared_from = None;
+        assert!(!user_message(&req).contains("the profile of node 3"));
     }
 }
