@@ -76,7 +76,7 @@ pub enum Proposal {
     /// The generator failed for this child (no code in the reply, API error...): recorded
     /// as a failed node of this class.
     Failed {
-        class: String,
+        class: crate::run::failure::NodeFailure,
         message: String,
     },
     /// Nothing new from this parent: the node is dropped and the parent takes no more.

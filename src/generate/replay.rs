@@ -116,7 +116,7 @@ impl Replay {
                     tool: p.tool,
                 }),
                 Err(problem) => {
-                    Proposal::Failed { class: problem.class.into(), message: format!("{name}: {}", problem.message) }
+                    Proposal::Failed { class: problem.class, message: format!("{name}: {}", problem.message) }
                 }
             },
         }

@@ -8,6 +8,7 @@ use super::lanes::Lanes;
 use super::waits::Stage;
 use crate::generate::{Generator, ParentProfile, Proposal, Request};
 use crate::run::events::{Candidate, Event, NodeSummary};
+use crate::run::failure::NodeFailure;
 use crate::run::store::{node_rel, RunStore};
 use crate::task::Task;
 use crate::toolkit::build::{self, BuildSpec};
@@ -313,7 +314,7 @@ pub async fn expand(ctx: Arc<Ctx>, job: Job) -> Done {
             ctx.judged.lock().unwrap().insert(key, (id, summary.clone()));
             return finished(summary, None, None, false);
         }
-        Err(Err(message)) => return finished(NodeSummary::failed("internal-error", &message), None, None, true),
+        Err(Err(message)) => return finished(NodeSummary::failed(NodeFailure::Internal, &message), None, None, true),
     };
     log_error(ctx.store.append(Event::NodeBuilt { id, ok: true, cached: built.cached, seconds }));
     if let Ok(log) = std::fs::read(built.dir.join(build::LOG_NAME)) {
@@ -355,7 +356,7 @@ pub async fn expand(ctx: Arc<Ctx>, job: Job) -> Done {
         Err(e) => {
             // Not the candidate's doing (a worker bug, a GPU error outside its code): kept
             // as a failure so it never ranks, and not repaired.
-            let summary = NodeSummary::failed("internal-error", &e.to_string());
+            let summary = NodeSummary::failed(NodeFailure::Internal, &e.to_string());
             log_error(ctx.store.write_json(&format!("{rel}/verdict.json"), &summary));
             finished(summary, Some(lane), None, true)
         }
@@ -381,7 +382,7 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
             let dir = ctx.store.node_dir(job.parent);
             let log = std::fs::read_to_string(dir.join("build.log")).ok();
             let tail = |s: &str| s.chars().rev().take(3000).collect::<Vec<_>>().into_iter().rev().collect::<String>();
-            log.filter(|_| job.parent_summary.failure_class.as_deref() == Some(FailureClass::BuildError.name()))
+            log.filter(|_| job.parent_summary.failure_class == Some(NodeFailure::Kernel(FailureClass::BuildError)))
                 .map(|l| tail(&l))
                 .or_else(|| job.parent_summary.failure_message.clone())
         }
@@ -443,7 +444,7 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
             Ok((candidate, k.technique, k.tool))
         }
         Proposal::Failed { class, message } => {
-            let summary = NodeSummary::failed(&class, &message);
+            let summary = NodeSummary::failed(class, &message);
             log_error(ctx.store.write_json(&format!("{rel}/verdict.json"), &summary));
             if let Some(usage) = generated.usage {
                 // Tokens spent on a failed reply count too.

@@ -15,11 +15,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
-/// Failure classes that mean no kernel exists to repair.
-fn is_generation_failure(class: &str) -> bool {
-    matches!(class, "no-code" | "truncated-reply" | "api-error" | "api-timeout" | "internal-error")
-}
-
 pub struct Search {
     pub tree: Tree<Candidate>,
     pub summaries: HashMap<NodeId, NodeSummary>,
@@ -84,8 +79,9 @@ impl Search {
         }
         self.tree.set_intent(id, intent);
         self.tree.record(id, summary.outcome());
-        let class = summary.failure_class.clone().unwrap_or_else(|| "passed".into());
-        if !summary.passed && (no_kernel || is_generation_failure(&class) || !self.repairs) {
+        let class = summary.failure_class.as_ref().map_or_else(|| "passed".into(), |c| c.name().to_string());
+        let generation = summary.failure_class.as_ref().is_some_and(|c| c.is_generation());
+        if !summary.passed && (no_kernel || generation || !self.repairs) {
             self.tree.close_node(id, "no kernel to repair");
         }
         *self.outcomes.entry(class).or_default() += 1;

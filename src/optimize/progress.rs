@@ -79,7 +79,7 @@ impl Progress {
         } else {
             format!(
                 "{}: {}",
-                s.failure_class.as_deref().unwrap_or("failed"),
+                s.failure_class.as_ref().map_or("failed", |c| c.name()),
                 s.failure_message.as_deref().unwrap_or("").chars().take(140).collect::<String>()
             )
         };

@@ -168,7 +168,11 @@ impl RunView {
         };
         let apply = |n: &mut NodeView, s: &NodeSummary, at: f64| {
             n.passed = s.passed;
-            n.outcome = if s.passed { "passed".into() } else { s.failure_class.clone().unwrap_or("failed".into()) };
+            n.outcome = if s.passed {
+                "passed".into()
+            } else {
+                s.failure_class.as_ref().map_or("failed".into(), |c| c.name().to_string())
+            };
             n.speedup = s.speedup.filter(|_| s.passed);
             n.speedup_text = s.measured_speedup().filter(|_| s.passed).map(|x| x.to_string()).unwrap_or("-".into());
             (n.speedup_low, n.speedup_high) = (s.speedup_low, s.speedup_high);

@@ -2,6 +2,7 @@
 //! things happen. It is the source of truth: `--resume` rebuilds the search tree, the
 //! tuner's memory of what it tried and the replay position from it alone.
 
+use super::failure::NodeFailure;
 use crate::stats::Speedup;
 use crate::wall::Verdict;
 use search::{Expansion, NodeId};
@@ -37,7 +38,7 @@ impl Candidate {
 pub struct NodeSummary {
     pub passed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure_class: Option<String>,
+    pub failure_class: Option<NodeFailure>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,7 +90,7 @@ impl NodeSummary {
         }
         NodeSummary {
             passed: v.passed(),
-            failure_class: v.failure.as_ref().map(|f| f.class.name().to_string()),
+            failure_class: v.failure.as_ref().map(|f| NodeFailure::Kernel(f.class)),
             failure_message: v.failure.as_ref().map(|f| f.message.clone()),
             speedup: t.map(|t| t.speedup),
             speedup_low: interval.map(|i| i.low),
@@ -107,10 +108,10 @@ impl NodeSummary {
         }
     }
 
-    pub fn failed(class: &str, message: &str) -> NodeSummary {
+    pub fn failed(class: NodeFailure, message: &str) -> NodeSummary {
         NodeSummary {
             passed: false,
-            failure_class: Some(class.to_string()),
+            failure_class: Some(class),
             failure_message: Some(message.to_string()),
             ..Default::default()
         }
@@ -135,7 +136,7 @@ impl NodeSummary {
                 failure: None,
             }
         } else {
-            search::Outcome::failed(self.failure_class.as_deref().unwrap_or("unknown"))
+            search::Outcome::failed(self.failure_class.as_ref().map_or("unknown", |c| c.name()))
         }
     }
 }
@@ -349,7 +350,7 @@ mod tests {
         let ok = NodeSummary { passed: true, speedup: Some(1.5), ..Default::default() };
         assert!(ok.outcome().correct);
         assert_eq!(ok.outcome().speedup, 1.5);
-        let bad = NodeSummary::failed("wrong-answer", "off by 1e-2");
+        let bad = NodeSummary::failed(crate::wall::protocol::FailureClass::WrongAnswer.into(), "off by 1e-2");
         assert_eq!(bad.outcome().failure.as_deref(), Some("wrong-answer"));
     }
 }

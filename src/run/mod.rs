@@ -8,4 +8,5 @@
 pub mod best;
 pub mod config;
 pub mod events;
+pub mod failure;
 pub mod store;

@@ -4,6 +4,7 @@
 //! did not simply succeed so the run's event log can show it.
 
 use crate::generate::Attempt;
+use crate::run::failure::NodeFailure;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
 use async_openai::middleware::HttpRequestFactory;
@@ -44,7 +45,7 @@ pub struct Reply {
 pub struct CallError {
     /// `api-timeout`, `api-error`, or `api-refused` (authentication or a wrong model: a
     /// configuration problem no retry fixes).
-    pub class: &'static str,
+    pub class: NodeFailure,
     pub message: String,
 }
 
@@ -142,10 +143,13 @@ impl ChatClient {
                 ChatCompletionRequestUserMessage::from(user).into(),
             ])
             .build()
-            .map_err(|e| CallError { class: "api-error", message: format!("cannot build the request: {e}") })?;
+            .map_err(|e| CallError {
+                class: NodeFailure::ApiError,
+                message: format!("cannot build the request: {e}"),
+            })?;
         let response = client.chat().create(request).await.map_err(|e| classify(e, s))?;
         let Some(choice) = response.choices.into_iter().next() else {
-            return Err(CallError { class: "api-error", message: "the reply has no choices".into() });
+            return Err(CallError { class: NodeFailure::ApiError, message: "the reply has no choices".into() });
         };
         let usage = response.usage;
         Ok(Reply {
@@ -161,7 +165,7 @@ fn classify(e: OpenAIError, s: &ClientSettings) -> CallError {
     match e {
         OpenAIError::ApiError(r) => {
             let code = r.status_code.as_u16();
-            let class = if matches!(code, 401 | 403 | 404) { "api-refused" } else { "api-error" };
+            let class = if matches!(code, 401 | 403 | 404) { NodeFailure::ApiRefused } else { NodeFailure::ApiError };
             let hint = match code {
                 401 | 403 => " (check OPENAI_API_KEY)",
                 404 => " (check OPENAI_BASE_URL, which must end in /v1, and --model)",
@@ -171,21 +175,21 @@ fn classify(e: OpenAIError, s: &ClientSettings) -> CallError {
             CallError { class, message: format!("HTTP {}{hint}: {}", r.status_code, msg.trim()) }
         }
         OpenAIError::Reqwest(e) if e.is_timeout() => CallError {
-            class: "api-timeout",
+            class: NodeFailure::ApiTimeout,
             message: format!("no reply within {:.0} s, {} attempts", s.timeout.as_secs_f64(), s.retries + 1),
         },
         OpenAIError::Reqwest(e) if e.is_connect() => CallError {
-            class: "api-error",
+            class: NodeFailure::ApiError,
             message: format!("cannot reach {} after {} attempts: {e}", s.base_url, s.retries + 1),
         },
         OpenAIError::JSONDeserialize(err, content) => CallError {
-            class: "api-error",
+            class: NodeFailure::ApiError,
             message: format!(
                 "the reply is not a chat completion ({err}): {}",
                 content.chars().take(200).collect::<String>()
             ),
         },
-        other => CallError { class: "api-error", message: other.to_string() },
+        other => CallError { class: NodeFailure::ApiError, message: other.to_string() },
     }
 }
 

@@ -10,6 +10,7 @@ pub mod reply;
 use super::{Attempt, Generated, Kernel, Proposal, Request};
 use crate::run::config::LlmSettings;
 use crate::run::events::Usage;
+use crate::run::failure::NodeFailure;
 use client::{ChatClient, ClientSettings};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -86,10 +87,10 @@ impl LlmGenerator {
         };
         self.spent.lock().unwrap().add(&usage);
         let proposal = match result {
-            Err(e) if e.class == "api-refused" => {
+            Err(e) if e.class == NodeFailure::ApiRefused => {
                 Proposal::Stop(format!("the endpoint refuses our requests: {}", e.message))
             }
-            Err(e) => Proposal::Failed { class: e.class.into(), message: e.message },
+            Err(e) => Proposal::Failed { class: e.class, message: e.message },
             Ok(r) => match reply::parse(&r.text, &req.task.entry, r.cut_at_limit) {
                 Ok(p) => Proposal::Kernel(Kernel {
                     source: p.code,
@@ -98,7 +99,7 @@ impl LlmGenerator {
                     technique: p.technique,
                     tool: p.tool.or_else(|| top_tool(req)),
                 }),
-                Err(problem) => Proposal::Failed { class: problem.class.into(), message: problem.message },
+                Err(problem) => Proposal::Failed { class: problem.class, message: problem.message },
             },
         };
         Generated { proposal, prompt: Some(prompt_text), reply, usage: Some(usage), attempts }

@@ -113,7 +113,7 @@ pub fn user_message(req: &Request) -> String {
         let _ = writeln!(
             m,
             "REJECTED: {}: {}",
-            p.failure_class.as_deref().unwrap_or("failed"),
+            p.failure_class.as_ref().map_or("failed", |c| c.name()),
             p.failure_message.as_deref().unwrap_or("")
         );
     }
@@ -200,7 +200,10 @@ mod tests {
             },
             parent_source: "extern \"C\" void softmax(...) {}".into(),
             parent_summary: if kind == Expansion::Repair {
-                NodeSummary::failed("wrong-answer", "y[3] = 0.5, expected 0.25")
+                NodeSummary::failed(
+                    crate::wall::protocol::FailureClass::WrongAnswer.into(),
+                    "y[3] = 0.5, expected 0.25",
+                )
             } else {
                 NodeSummary {
                     passed: true,

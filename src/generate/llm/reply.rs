@@ -4,6 +4,7 @@
 //! `Addresses: diagnosis-id` line outside the code. An unterminated fence, or a reply the
 //! server cut at its token limit, is a truncated reply, not a kernel.
 
+use crate::run::failure::NodeFailure;
 use regex::Regex;
 use std::sync::LazyLock;
 
@@ -17,7 +18,7 @@ pub struct ParsedReply {
 /// Why a reply holds no usable kernel: a failure class and a message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplyProblem {
-    pub class: &'static str,
+    pub class: NodeFailure,
     pub message: String,
 }
 
@@ -107,19 +108,19 @@ pub fn parse(text: &str, entry: &str, cut_at_limit: bool) -> Result<ParsedReply,
     let Some(block) = chosen else {
         if cut_at_limit {
             return Err(ReplyProblem {
-                class: "truncated-reply",
+                class: NodeFailure::TruncatedReply,
                 message: "the reply was cut at the token limit before any code block".into(),
             });
         }
         return Err(ReplyProblem {
-            class: "no-code",
+            class: NodeFailure::NoCode,
             message: format!("the reply has no fenced code block ({} characters of prose)", text.chars().count()),
         });
     };
     // A closed block is whole even when the server stopped later, in the prose.
     if !block.closed {
         return Err(ReplyProblem {
-            class: "truncated-reply",
+            class: NodeFailure::TruncatedReply,
             message: format!(
                 "the code block is never closed{}: {} lines arrived (raise --max-reply-tokens, or ask for shorter code)",
                 if cut_at_limit { " (the server stopped at its token limit)" } else { "" },
@@ -129,7 +130,7 @@ pub fn parse(text: &str, entry: &str, cut_at_limit: bool) -> Result<ParsedReply,
     }
     if !block.body.contains(entry) {
         return Err(ReplyProblem {
-            class: "no-code",
+            class: NodeFailure::NoCode,
             message: format!("the code block does not define the entry `{entry}`"),
         });
     }
@@ -161,17 +162,20 @@ mod tests {
 
     #[test]
     fn no_code_truncation_and_missing_entry_are_classified() {
-        assert_eq!(parse("I cannot help with that.", "softmax", false).unwrap_err().class, "no-code");
+        assert_eq!(parse("I cannot help with that.", "softmax", false).unwrap_err().class, NodeFailure::NoCode);
         let cut = "```cuda\nextern \"C\" void softmax(const float* x) {\n  for (int i = 0;";
         let e = parse(cut, "softmax", false).unwrap_err();
-        assert_eq!(e.class, "truncated-reply");
+        assert_eq!(e.class, NodeFailure::TruncatedReply);
         assert!(e.message.contains("never closed"), "{}", e.message);
         assert!(
             parse("```cuda\nextern \"C\" void softmax() {}\n```\nTechn", "softmax", true).is_ok(),
             "the code itself is whole"
         );
-        assert_eq!(parse("Let me think step by step", "softmax", true).unwrap_err().class, "truncated-reply");
-        assert_eq!(parse("```cuda\n__global__ void k() {}\n```", "softmax", false).unwrap_err().class, "no-code");
+        assert_eq!(parse("Let me think step by step", "softmax", true).unwrap_err().class, NodeFailure::TruncatedReply);
+        assert_eq!(
+            parse("```cuda\n__global__ void k() {}\n```", "softmax", false).unwrap_err().class,
+            NodeFailure::NoCode
+        );
         assert_eq!(
             parse("```cuda\nextern \"C\" void softmax() {}\n```", "softmax", false).unwrap().technique,
             "unspecified"
