@@ -135,134 +135,9 @@ impl RunView {
         let simulated = log.contains("\"simulated\":true");
         let records = parse_log(&log).map_err(|e| format!("{}: {e}", dir.join("events.jsonl").display()))?;
         let clock = active_clock(&records);
-        let mut nodes: BTreeMap<usize, NodeView> = BTreeMap::new();
-        let mut stop_reason = None;
-        let mut finished_run = false;
-        let mut session_pid = None;
-        let mut stopped: Option<String> = None;
-        let mut usage: Option<Usage> = None;
-        let mut profiled_top: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-        let blank = |id: usize, parent: Option<usize>, kind: &str| NodeView {
-            id,
-            parent,
-            kind: kind.into(),
-            technique: String::new(),
-            config: String::new(),
-            outcome: "in flight".into(),
-            passed: false,
-            speedup: None,
-            speedup_text: "-".into(),
-            speedup_low: None,
-            speedup_high: None,
-            ms: None,
-            cv_pct: None,
-            pct_of_floor: None,
-            joules_per_call: None,
-            registers: None,
-            spill_bytes: None,
-            message: None,
-            finished_s: None,
-            diagnoses: Vec::new(),
-            duplicate_of: None,
-            dir: node_rel(id),
-        };
-        let apply = |n: &mut NodeView, s: &NodeSummary, at: f64| {
-            n.passed = s.passed;
-            n.outcome = if s.passed {
-                "passed".into()
-            } else {
-                s.failure_class.as_ref().map_or("failed".into(), |c| c.name().to_string())
-            };
-            n.speedup = s.speedup.filter(|_| s.passed);
-            n.speedup_text = s.measured_speedup().filter(|_| s.passed).map(|x| x.to_string()).unwrap_or("-".into());
-            (n.speedup_low, n.speedup_high) = (s.speedup_low, s.speedup_high);
-            n.ms = s.candidate_ms;
-            n.cv_pct = s.cv.map(|c| 100.0 * c);
-            n.pct_of_floor = s.pct_of_floor;
-            n.joules_per_call = s.joules_per_call;
-            n.registers = s.registers;
-            n.spill_bytes = s.spill_bytes;
-            n.message = s.failure_message.clone();
-            n.finished_s = Some(at);
-        };
-        for (r, &at) in records.iter().zip(&clock) {
-            match &r.event {
-                Event::Session { pid, .. } => {
-                    session_pid = Some(*pid);
-                    finished_run = false;
-                    stopped = None;
-                }
-                Event::SessionStopped { why } => stopped = Some(why.clone()),
-                Event::Baseline { summary, candidate } => {
-                    let n = nodes.entry(0).or_insert_with(|| blank(0, None, "root"));
-                    n.technique = "baseline".into();
-                    n.config = candidate.config_label();
-                    apply(n, summary, at);
-                    n.speedup = Some(1.0);
-                    n.speedup_text = "1.000x".into();
-                }
-                Event::NodeStarted { id, parent, kind } => {
-                    let kind =
-                        serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-                    nodes.insert(*id, blank(*id, Some(*parent), &kind));
-                }
-                Event::NodeProposed { id, candidate, technique, usage: u, .. } => {
-                    if let Some(n) = nodes.get_mut(id) {
-                        n.technique = technique.clone();
-                        n.config = candidate.config_label();
-                    }
-                    if let Some(u) = u {
-                        let acc = usage.get_or_insert_with(Usage::default);
-                        acc.prompt_tokens += u.prompt_tokens;
-                        acc.completion_tokens += u.completion_tokens;
-                        acc.cost += u.cost;
-                    }
-                }
-                Event::NoProposal { id, .. } => {
-                    nodes.remove(id);
-                }
-                Event::NodeFinished { id, summary, duplicate_of, .. } => {
-                    if let Some(n) = nodes.get_mut(id) {
-                        apply(n, summary, at);
-                        n.duplicate_of = *duplicate_of;
-                    }
-                }
-                Event::Profiled { id, top, .. } => {
-                    profiled_top.insert(*id, top.clone());
-                }
-                Event::SearchStopped { why } => stop_reason = Some(why.clone()),
-                Event::RunFinished { .. } => finished_run = true,
-                _ => {}
-            }
-        }
-        for (id, top) in &profiled_top {
-            if let Some(n) = nodes.get_mut(id) {
-                n.diagnoses = top.clone();
-            }
-        }
+        let Folded { nodes, stop_reason, finished_run, session_pid, stopped, usage } = fold(&records, &clock);
         let nodes: Vec<NodeView> = nodes.into_values().collect();
-
-        // Best so far, by node order and by time.
-        let mut best_over_nodes = Vec::new();
-        let mut best_over_time = Vec::new();
-        let mut best = 1.0f64;
-        let mut finished: Vec<&NodeView> = nodes.iter().filter(|n| n.finished_s.is_some()).collect();
-        finished.sort_by(|a, b| a.finished_s.partial_cmp(&b.finished_s).unwrap_or(std::cmp::Ordering::Equal));
-        for n in &finished {
-            if n.passed {
-                best = best.max(n.speedup.unwrap_or(1.0));
-            }
-            best_over_time.push((n.finished_s.unwrap_or(0.0), best));
-        }
-        let mut best_by_id = 1.0f64;
-        for n in &nodes {
-            if n.passed {
-                best_by_id = best_by_id.max(n.speedup.unwrap_or(1.0));
-            }
-            if n.finished_s.is_some() {
-                best_over_nodes.push((n.id, best_by_id));
-            }
-        }
+        let (best_over_time, best_over_nodes) = best_so_far_curves(&nodes);
         let running = !finished_run && stopped.is_none() && session_pid.is_some_and(process_alive);
         let stop_reason = stopped.or(stop_reason);
         let interrupted = !finished_run && !running;
@@ -344,6 +219,155 @@ impl RunView {
     pub fn node(&self, id: usize) -> Option<&NodeView> {
         self.nodes.iter().find(|n| n.id == id)
     }
+}
+
+/// The event log folded into node views and the run's state, in the order things
+/// happened.
+struct Folded {
+    nodes: BTreeMap<usize, NodeView>,
+    stop_reason: Option<String>,
+    finished_run: bool,
+    session_pid: Option<u32>,
+    /// Why the last session stopped, when it said.
+    stopped: Option<String>,
+    usage: Option<Usage>,
+}
+
+fn fold(records: &[crate::run::events::Record], clock: &[f64]) -> Folded {
+    let mut nodes: BTreeMap<usize, NodeView> = BTreeMap::new();
+    let mut stop_reason = None;
+    let mut finished_run = false;
+    let mut session_pid = None;
+    let mut stopped: Option<String> = None;
+    let mut usage: Option<Usage> = None;
+    let mut profiled_top: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    let blank = |id: usize, parent: Option<usize>, kind: &str| NodeView {
+        id,
+        parent,
+        kind: kind.into(),
+        technique: String::new(),
+        config: String::new(),
+        outcome: "in flight".into(),
+        passed: false,
+        speedup: None,
+        speedup_text: "-".into(),
+        speedup_low: None,
+        speedup_high: None,
+        ms: None,
+        cv_pct: None,
+        pct_of_floor: None,
+        joules_per_call: None,
+        registers: None,
+        spill_bytes: None,
+        message: None,
+        finished_s: None,
+        diagnoses: Vec::new(),
+        duplicate_of: None,
+        dir: node_rel(id),
+    };
+    let apply = |n: &mut NodeView, s: &NodeSummary, at: f64| {
+        n.passed = s.passed;
+        n.outcome = if s.passed {
+            "passed".into()
+        } else {
+            s.failure_class.as_ref().map_or("failed".into(), |c| c.name().to_string())
+        };
+        n.speedup = s.speedup.filter(|_| s.passed);
+        n.speedup_text = s.measured_speedup().filter(|_| s.passed).map(|x| x.to_string()).unwrap_or("-".into());
+        (n.speedup_low, n.speedup_high) = (s.speedup_low, s.speedup_high);
+        n.ms = s.candidate_ms;
+        n.cv_pct = s.cv.map(|c| 100.0 * c);
+        n.pct_of_floor = s.pct_of_floor;
+        n.joules_per_call = s.joules_per_call;
+        n.registers = s.registers;
+        n.spill_bytes = s.spill_bytes;
+        n.message = s.failure_message.clone();
+        n.finished_s = Some(at);
+    };
+    for (r, &at) in records.iter().zip(clock) {
+        match &r.event {
+            Event::Session { pid, .. } => {
+                session_pid = Some(*pid);
+                finished_run = false;
+                stopped = None;
+            }
+            Event::SessionStopped { why } => stopped = Some(why.clone()),
+            Event::Baseline { summary, candidate } => {
+                let n = nodes.entry(0).or_insert_with(|| blank(0, None, "root"));
+                n.technique = "baseline".into();
+                n.config = candidate.config_label();
+                apply(n, summary, at);
+                n.speedup = Some(1.0);
+                n.speedup_text = "1.000x".into();
+            }
+            Event::NodeStarted { id, parent, kind } => {
+                let kind =
+                    serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+                nodes.insert(*id, blank(*id, Some(*parent), &kind));
+            }
+            Event::NodeProposed { id, candidate, technique, usage: u, .. } => {
+                if let Some(n) = nodes.get_mut(id) {
+                    n.technique = technique.clone();
+                    n.config = candidate.config_label();
+                }
+                if let Some(u) = u {
+                    let acc = usage.get_or_insert_with(Usage::default);
+                    acc.prompt_tokens += u.prompt_tokens;
+                    acc.completion_tokens += u.completion_tokens;
+                    acc.cost += u.cost;
+                }
+            }
+            Event::NoProposal { id, .. } => {
+                nodes.remove(id);
+            }
+            Event::NodeFinished { id, summary, duplicate_of, .. } => {
+                if let Some(n) = nodes.get_mut(id) {
+                    apply(n, summary, at);
+                    n.duplicate_of = *duplicate_of;
+                }
+            }
+            Event::Profiled { id, top, .. } => {
+                profiled_top.insert(*id, top.clone());
+            }
+            Event::SearchStopped { why } => stop_reason = Some(why.clone()),
+            Event::RunFinished { .. } => finished_run = true,
+            _ => {}
+        }
+    }
+    for (id, top) in &profiled_top {
+        if let Some(n) = nodes.get_mut(id) {
+            n.diagnoses = top.clone();
+        }
+    }
+    Folded { nodes, stop_reason, finished_run, session_pid, stopped, usage }
+}
+
+/// (seconds, best so far) at each finished node by time, and (node, best so far) by node order.
+type Curves = (Vec<(f64, f64)>, Vec<(usize, f64)>);
+
+/// The best speedup so far at each finished node, by time and by node order.
+fn best_so_far_curves(nodes: &[NodeView]) -> Curves {
+    let mut best_over_nodes = Vec::new();
+    let mut best_over_time = Vec::new();
+    let mut best = 1.0f64;
+    let mut finished: Vec<&NodeView> = nodes.iter().filter(|n| n.finished_s.is_some()).collect();
+    finished.sort_by(|a, b| a.finished_s.partial_cmp(&b.finished_s).unwrap_or(std::cmp::Ordering::Equal));
+    for n in &finished {
+        if n.passed {
+            best = best.max(n.speedup.unwrap_or(1.0));
+        }
+        best_over_time.push((n.finished_s.unwrap_or(0.0), best));
+    }
+    let mut best_by_id = 1.0f64;
+    for n in nodes {
+        if n.passed {
+            best_by_id = best_by_id.max(n.speedup.unwrap_or(1.0));
+        }
+        if n.finished_s.is_some() {
+            best_over_nodes.push((n.id, best_by_id));
+        }
+    }
+    (best_over_time, best_over_nodes)
 }
 
 /// For each diagnosis tool in a parent's top list, its children: judged, and better than
