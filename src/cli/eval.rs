@@ -6,19 +6,46 @@ use crate::wall::{self, EvalError, EvalOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+#[derive(clap::Args, Debug)]
 pub struct Args {
+    /// The task directory (task.toml, baseline, optional reference).
     pub task: PathBuf,
+    /// The candidate .cu (default: the task's baseline, timed against itself).
     pub candidate: Option<PathBuf>,
+    /// Also measure energy per call with NVML.
+    #[arg(long)]
     pub energy: bool,
+    /// Also run compute-sanitizer memcheck, racecheck, initcheck and synccheck on the smallest check size.
+    #[arg(long)]
     pub sanitize: bool,
+    /// With --sanitize: run compute-sanitizer even where it cannot be confined in private
+    /// namespaces (a kernel that forbids user namespaces); candidate code may then write
+    /// the shared /tmp and open TCP connections.
+    #[arg(long, requires = "sanitize")]
     pub allow_unconfined_profiling: bool,
+    /// Check only; skip timing.
+    #[arg(long)]
     pub no_time: bool,
+    /// Build target, e.g. sm_90a (default: the GPU's own).
+    #[arg(long)]
     pub arch: Option<String>,
+    /// Extra nvcc flag (repeatable).
+    #[arg(long = "nvcc-flag", allow_hyphen_values = true)]
     pub nvcc_flags: Vec<String>,
+    /// Macro for the candidate, NAME=VALUE (repeatable; the tuner's knobs).
+    #[arg(short = 'D', value_name = "NAME=VALUE")]
     pub defines: Vec<String>,
+    /// Seconds before the worker is killed (default: the task's, else 120).
+    #[arg(long)]
     pub timeout: Option<f64>,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
     pub device: usize,
+    /// Timed samples per side at least.
+    #[arg(long, default_value_t = 100)]
     pub samples: usize,
+    /// Print the verdict as JSON: {"status", "failure", "check", "timing", "energy", "build", ...}.
+    #[arg(long)]
     pub json: bool,
 }
 

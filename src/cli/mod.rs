@@ -90,47 +90,7 @@ enum Cmd {
         json: bool,
     },
     /// Builds a candidate, checks it against the reference and times it against the baseline.
-    Eval {
-        /// The task directory (task.toml, baseline, optional reference).
-        task: PathBuf,
-        /// The candidate .cu (default: the task's baseline, timed against itself).
-        candidate: Option<PathBuf>,
-        /// Also measure energy per call with NVML.
-        #[arg(long)]
-        energy: bool,
-        /// Also run compute-sanitizer memcheck, racecheck, initcheck and synccheck on the smallest check size.
-        #[arg(long)]
-        sanitize: bool,
-        /// With --sanitize: run compute-sanitizer even where it cannot be confined in private
-        /// namespaces (a kernel that forbids user namespaces); candidate code may then write
-        /// the shared /tmp and open TCP connections.
-        #[arg(long, requires = "sanitize")]
-        allow_unconfined_profiling: bool,
-        /// Check only; skip timing.
-        #[arg(long)]
-        no_time: bool,
-        /// Build target, e.g. sm_90a (default: the GPU's own).
-        #[arg(long)]
-        arch: Option<String>,
-        /// Extra nvcc flag (repeatable).
-        #[arg(long = "nvcc-flag", allow_hyphen_values = true)]
-        nvcc_flags: Vec<String>,
-        /// Macro for the candidate, NAME=VALUE (repeatable; the tuner's knobs).
-        #[arg(short = 'D', value_name = "NAME=VALUE")]
-        defines: Vec<String>,
-        /// Seconds before the worker is killed (default: the task's, else 120).
-        #[arg(long)]
-        timeout: Option<f64>,
-        /// CUDA device ordinal.
-        #[arg(long, default_value_t = 0)]
-        device: usize,
-        /// Timed samples per side at least.
-        #[arg(long, default_value_t = 100)]
-        samples: usize,
-        /// Print the verdict as JSON: {"status", "failure", "check", "timing", "energy", "build", ...}.
-        #[arg(long)]
-        json: bool,
-    },
+    Eval(Box<eval::Args>),
     /// Reads SASS: instruction mix, access widths, local memory, fp64, loops, with source lines.
     Sass {
         /// SASS text (cuobjdump or nvdisasm), or a .cubin, .so, .o or executable.
@@ -391,35 +351,7 @@ pub fn main() -> ExitCode {
             tasks::init(&crate::scaffold::Args { dir: task, from, entry, include_dirs: include, force }, json)
         }
         Cmd::Validate { task, build, arch, json } => tasks::validate(&task, build, arch, json),
-        Cmd::Eval {
-            task,
-            candidate,
-            energy,
-            sanitize,
-            allow_unconfined_profiling,
-            no_time,
-            arch,
-            nvcc_flags,
-            defines,
-            timeout,
-            device,
-            samples,
-            json,
-        } => eval::run(eval::Args {
-            task,
-            candidate,
-            energy,
-            sanitize,
-            allow_unconfined_profiling,
-            no_time,
-            arch,
-            nvcc_flags,
-            defines,
-            timeout,
-            device,
-            samples,
-            json,
-        }),
+        Cmd::Eval(args) => eval::run(*args),
     }
 }
 
