@@ -41,17 +41,19 @@ impl NodeFailure {
         }
     }
 
+    /// Every failure that has no kernel behind it.
+    const WITHOUT_KERNEL: [NodeFailure; 6] = [
+        NodeFailure::NoCode,
+        NodeFailure::TruncatedReply,
+        NodeFailure::ApiError,
+        NodeFailure::ApiTimeout,
+        NodeFailure::ApiRefused,
+        NodeFailure::Internal,
+    ];
+
     pub fn parse(name: &str) -> NodeFailure {
-        let generation = [
-            NodeFailure::NoCode,
-            NodeFailure::TruncatedReply,
-            NodeFailure::ApiError,
-            NodeFailure::ApiTimeout,
-            NodeFailure::ApiRefused,
-            NodeFailure::Internal,
-        ];
-        if let Some(f) = generation.into_iter().find(|f| f.name() == name) {
-            return f;
+        if let Some(f) = Self::WITHOUT_KERNEL.iter().find(|f| f.name() == name) {
+            return f.clone();
         }
         match serde_json::from_value::<FailureClass>(serde_json::Value::String(name.to_string())) {
             Ok(c) => NodeFailure::Kernel(c),
