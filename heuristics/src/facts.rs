@@ -23,12 +23,9 @@ pub mod metric {
     pub const LD_REQUESTS: &str = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum";
     pub const ST_SECTORS: &str = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum";
     pub const ST_REQUESTS: &str = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum";
-    pub const EXCESS_SECTORS: &str = "derived__memory_l2_theoretical_sectors_global_excessive";
     pub const SHARED_WAVEFRONTS: &str = "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum";
     pub const SHARED_LD_CONFLICTS: &str = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum";
     pub const SHARED_ST_CONFLICTS: &str = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum";
-    pub const SHARED_EXCESS: &str = "derived__memory_l1_wavefronts_shared_excessive";
-    pub const SHARED_NWAY: &str = "derived__memory_l1_conflicts_shared_nway";
     pub const ACHIEVED_OCC: &str = "sm__warps_active.avg.pct_of_peak_sustained_active";
     pub const LIMIT_REGS: &str = "launch__occupancy_limit_registers";
     pub const LIMIT_SMEM: &str = "launch__occupancy_limit_shared_mem";

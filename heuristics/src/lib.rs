@@ -12,9 +12,8 @@
 //!
 //! Every part that reads a launch declares the metrics it reads beside itself (each
 //! tool's `needs` in [`tools::ALL`], [`roofline::NEEDS`], [`facts::DeviceFacts::NEEDS`],
-//! [`render::RAW_COUNTERS`]); [`required_metrics`] is their union and [`request`] splits
-//! it into what `ncu --metrics` collects and the sections that supply the rest, so a
-//! profile collects only what the analysis reads. [`ncu::Launch::record_reads`] lets the
+//! [`render::RAW_COUNTERS`]); [`required_metrics`] is their union, which is all a
+//! profile collects (`ncu --metrics`, no sections). [`ncu::Launch::record_reads`] lets the
 //! tests hold each part to its declaration on real profiles.
 //!
 //! Pure functions on text and numbers: no I/O, no GPU.
@@ -31,5 +30,5 @@ pub mod tools;
 
 pub use diagnosis::{diagnose_kernel, diagnose_profile, diagnose_sass, Diagnosis, KernelDiagnosis, Report, Severity};
 pub use facts::{Hints, Kernel};
-pub use request::{required_metrics, required_sections};
+pub use request::required_metrics;
 pub use tool_id::ToolId;

@@ -1,27 +1,16 @@
 //! What to ask Nsight Compute for. Each part of the analysis that reads a launch declares
 //! the metrics it reads next to itself (stage 1 here, each tool in [`crate::tools::ALL`]);
-//! the profile collects their union instead of `--set full`, and the tests hold every
-//! part to its declaration on real profiles. A few metrics are definitions inside one of
-//! ncu's section files and come only with that section: [`required_sections`] names them.
+//! the profile collects their union with `--metrics` instead of `--set full`, and the
+//! tests hold every part to its declaration on real profiles.
+//!
+//! No part reads a `derived__` metric: ncu defines those inside section files, and the
+//! only ones the tools used (excess sectors and shared wavefronts, conflict ways) come
+//! with SourceCounters, whose instrumented passes took 7 of gemm_f32's 10 s of profile on
+//! an H100. The hardware counters answer the same questions (see the coalescing and
+//! bank-conflict tools), so no section is collected.
 
-use crate::facts::{metric, DeviceFacts, Needs};
+use crate::facts::{DeviceFacts, Needs};
 use std::collections::BTreeSet;
-
-/// Metrics that a section's own file defines (ncu's `MetricDefinitions`): `--metrics`
-/// cannot name them, collecting the section yields them.
-#[derive(Debug, Clone, Copy)]
-pub struct SectionMetrics {
-    pub section: &'static str,
-    pub metrics: &'static [&'static str],
-}
-
-/// The `derived__` metrics the tools read: SourceCounters defines them over its
-/// instruction-level counters (excess sectors and wavefronts are actual minus ideal,
-/// summed over the instructions).
-pub const SECTION_METRICS: &[SectionMetrics] = &[SectionMetrics {
-    section: "SourceCounters",
-    metrics: &[metric::EXCESS_SECTORS, metric::SHARED_EXCESS, metric::SHARED_NWAY],
-}];
 
 /// Every part of the analysis that reads a launch, by name, with what it reads: the
 /// device facts and the roofline (stage 1), each stage-2 tool, and the raw counters a
@@ -36,25 +25,10 @@ pub fn parts() -> impl Iterator<Item = (&'static str, Needs)> {
     .chain(crate::tools::ALL.iter().map(|t| (t.id.as_str(), t.needs)))
 }
 
-/// Every metric the analysis reads, sorted, each once.
+/// Every metric the analysis reads, sorted, each once: what `ncu --metrics` collects.
 pub fn required_metrics() -> Vec<&'static str> {
     let all: BTreeSet<&'static str> = parts().flat_map(|(_, needs)| needs.all()).collect();
     all.into_iter().collect()
-}
-
-fn supplied_by_a_section(name: &str) -> bool {
-    SECTION_METRICS.iter().any(|s| s.metrics.contains(&name))
-}
-
-/// The sections ncu must collect for the required metrics that only a section supplies.
-pub fn required_sections() -> Vec<&'static str> {
-    let required = required_metrics();
-    SECTION_METRICS.iter().filter(|s| s.metrics.iter().any(|m| required.contains(m))).map(|s| s.section).collect()
-}
-
-/// The required metrics that `--metrics` collects: all but those a section supplies.
-pub fn requested_metrics() -> Vec<&'static str> {
-    required_metrics().into_iter().filter(|m| !supplied_by_a_section(m)).collect()
 }
 
 #[cfg(test)]
@@ -75,17 +49,8 @@ mod tests {
     }
 
     #[test]
-    fn sections_and_metrics_split_the_union() {
-        let requested = requested_metrics();
-        assert_eq!(required_sections(), vec!["SourceCounters"]);
+    fn every_metric_can_be_named_on_the_command_line() {
         for name in required_metrics() {
-            assert_ne!(
-                requested.contains(&name),
-                supplied_by_a_section(name),
-                "{name}: requested or supplied, not both"
-            );
-        }
-        for name in &requested {
             assert!(!name.starts_with("derived__"), "{name}: ncu defines derived metrics in section files");
             // One comma-separated argument carries them all.
             assert!(name.contains("__") && !name.contains([',', ' ', '"']), "{name}");

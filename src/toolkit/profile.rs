@@ -1,8 +1,7 @@
 //! Profiling a candidate with Nsight Compute: the worker calls the entry once at the
 //! bench size between cuProfilerStart and cuProfilerStop under ncu, so every kernel the
 //! entry launches is profiled and nothing else is. ncu collects what the diagnoses read
-//! (`heuristics::required_metrics`, as `--metrics` and the few sections that alone supply
-//! some of them), or `--set full` when a person asks for the whole report. The same ncu
+//! (`heuristics::required_metrics`, as one `--metrics` list and no section), or `--set full` when a person asks for the whole report. The same ncu
 //! run prints the raw page as CSV (`--print-units base`), which `heuristics` parses, and
 //! saves the report for Nsight Compute: no second ncu has to read the report back. Each
 //! step is timed ([`Timings`]), so the cost of a profile can be seen.
@@ -184,9 +183,9 @@ pub fn profile(
 /// (`--full` keeps them, for a person reading the report in Nsight Compute):
 /// - rules: they run in ncu's Python after every result, and their findings are not on
 ///   the raw page;
-/// - warp state sampling past one sparse pass: SourceCounters, there for its derived
-///   metrics, also asks for the sampler's stall samples (`smsp__pcsamp_*`, taken in
-///   passes of their own), where the tools read the stall counters instead.
+/// - warp state sampling past one sparse pass: the tools read the stall counters, not the
+///   sampler's stall samples (`smsp__pcsamp_*`, taken in passes of their own); the cap
+///   holds should a metric ever bring the sampler in.
 const REDUCED_SET_TRIMS: [&str; 6] =
     ["--apply-rules", "no", "--warp-sampling-interval", "31", "--warp-sampling-max-passes", "1"];
 
@@ -202,10 +201,7 @@ pub fn ncu_argv(ncu: &Path, report_base: &Path, log: &Path, set: MetricSet) -> V
     match set {
         MetricSet::Full => push(&["--set", "full"]),
         MetricSet::Required => {
-            for section in heuristics::required_sections() {
-                push(&["--section", section]);
-            }
-            push(&["--metrics", &heuristics::request::requested_metrics().join(",")]);
+            push(&["--metrics", &heuristics::required_metrics().join(",")]);
             push(&REDUCED_SET_TRIMS);
         }
     }
@@ -501,19 +497,13 @@ mod tests {
         let argv = argv(MetricSet::Required);
         assert_eq!(argv[0], "/opt/ncu/ncu");
         assert!(value_of(&argv, "--set").is_empty(), "{argv:?}");
-        assert_eq!(value_of(&argv, "--section"), heuristics::required_sections());
+        // A section would bring its own passes (SourceCounters' instrumented ones cost
+        // gemm_f32 7 of 10 s).
+        assert!(value_of(&argv, "--section").is_empty(), "{argv:?}");
         let metrics = value_of(&argv, "--metrics");
         assert_eq!(metrics.len(), 1, "one comma-separated list");
         let listed: Vec<&str> = metrics[0].split(',').collect();
-        assert_eq!(listed, heuristics::request::requested_metrics());
-        // What the list leaves out, the sections bring.
-        for name in heuristics::required_metrics() {
-            assert!(
-                listed.contains(&name)
-                    || heuristics::request::SECTION_METRICS.iter().any(|s| s.metrics.contains(&name)),
-                "{name}"
-            );
-        }
+        assert_eq!(listed, heuristics::required_metrics());
     }
 
     #[test]

@@ -177,8 +177,10 @@ pub(super) fn uncoalesced_global(k: &Kernel, r: &Roofline) -> ToolResult {
     }
     let ideal_ld = ideal_sectors(k.sass.map(|s| &s.mix.global_load_bits));
     let ideal_st = ideal_sectors(k.sass.map(|s| &s.mix.global_store_bits));
-    let mine = (ld_s - ld_r * ideal_ld).max(0.0) + (st_s - st_r * ideal_st).max(0.0);
-    let excess = if k.sass.is_some() { mine } else { k.opt(m::EXCESS_SECTORS).unwrap_or(mine).max(mine) };
+    // Hardware sectors against the ideal for the access widths the SASS shows (4 bytes
+    // without SASS): ncu's instrumented `derived__` excess would need SourceCounters,
+    // whose passes cost gemm_f32 7 of its 10 s of profile.
+    let excess = (ld_s - ld_r * ideal_ld).max(0.0) + (st_s - st_r * ideal_st).max(0.0);
     let total = ld_s + st_s;
     let frac = if total > 0.0 { excess / total } else { 0.0 };
     let spr = |s: f64, r: f64| if r > 0.0 { s / r } else { 0.0 };

@@ -104,7 +104,7 @@ pub const ALL: &[Tool] = &[
         id: ToolId::UncoalescedGlobal,
         gate: Gate::Always,
         needs: Needs {
-            metrics: &[m::LD_SECTORS, m::LD_REQUESTS, m::ST_SECTORS, m::ST_REQUESTS, m::EXCESS_SECTORS],
+            metrics: &[m::LD_SECTORS, m::LD_REQUESTS, m::ST_SECTORS, m::ST_REQUESTS],
             derived: &[Derived::Stalls, Derived::SectorEfficiency],
         },
         run: uncoalesced_global,
@@ -130,8 +130,6 @@ pub const ALL: &[Tool] = &[
                 m::SHARED_ST_WAVEFRONTS,
                 m::SHARED_LD_CONFLICTS,
                 m::SHARED_ST_CONFLICTS,
-                m::SHARED_EXCESS,
-                m::SHARED_NWAY,
             ],
             derived: &[Derived::Stalls],
         },
