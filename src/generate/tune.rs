@@ -135,6 +135,18 @@ pub struct Tuner {
     /// Libraries the baseline may link and candidates may not (`baseline_libs` beyond
     /// `libs`): a parent that calls one has only children that cannot build.
     baseline_only_libs: Vec<String>,
+    /// A library-free kernel of the task (its reference) to start from where the kernel
+    /// to improve calls one of those libraries.
+    start: Option<StartKernel>,
+}
+
+/// A library-free kernel the tuner proposes as the one child of a kernel it cannot
+/// rewrite: the search then improves that kernel instead, and the wall still measures
+/// every descendant against the library baseline.
+struct StartKernel {
+    /// Its file name, for the node's technique (`start:reference.cu`).
+    name: String,
+    source: String,
 }
 
 /// The first call in `source` into one of `libs`, by the libraries' naming convention
@@ -188,9 +200,20 @@ impl Tuner {
                 .filter(|l| !task.build.libs.contains(l))
                 .cloned()
                 .collect(),
+            start: None,
         };
         t.tried.lock().unwrap().insert(content_key(baseline_source, &BTreeMap::new(), &[]));
         t
+    }
+
+    /// Offers `source` (file `name`, the task's reference) as the start where the kernel
+    /// to improve calls a library only the baseline may link; ignored when it calls one
+    /// itself.
+    pub fn starting_from(mut self, name: &str, source: String) -> Tuner {
+        if library_call(&Source::parse(&source), &self.baseline_only_libs).is_none() {
+            self.start = Some(StartKernel { name: name.to_string(), source });
+        }
+        self
     }
 
     /// Marks a kernel proposed before a resume as tried.
@@ -414,6 +437,33 @@ impl Tuner {
         }
     }
 
+    /// The one child of a kernel that calls a baseline-only library: the library-free
+    /// start, once; without one the tuner has nothing it could build.
+    fn start_instead(&self, call: &str, lib: &str) -> Proposal {
+        let Some(start) = &self.start else {
+            return Proposal::Stop(format!(
+                "the kernel to improve calls {call} from lib{lib}, which only the baseline may link; the tuner \
+                 rewrites kernel source and keeps every call, so no child of it could build; give the task a \
+                 library-free reference to start from, or let an LLM generator (--generator llm) write one"
+            ));
+        };
+        let fresh = self.tried.lock().unwrap().insert(content_key(&start.source, &BTreeMap::new(), &[]));
+        if !fresh {
+            return Proposal::Nothing(format!(
+                "the kernel to improve calls {call} from lib{lib}, which no child may call; its library-free start \
+                 ({}) is already in the tree",
+                start.name
+            ));
+        }
+        Proposal::Kernel(Kernel {
+            source: start.source.clone(),
+            defines: BTreeMap::new(),
+            flags: Vec::new(),
+            technique: format!("start:{}", start.name),
+            tool: None,
+        })
+    }
+
     pub fn propose(&self, req: &Request) -> Proposal {
         if req.kind == Expansion::Repair {
             return Proposal::Nothing("the tuner does not repair failed kernels".into());
@@ -421,11 +471,7 @@ impl Tuner {
         // Every move keeps the parent's calls, so each child would fail the import check.
         let parsed = Source::parse(&req.parent_source);
         if let Some((call, lib)) = library_call(&parsed, &self.baseline_only_libs) {
-            return Proposal::Stop(format!(
-                "the kernel to improve calls {call} from lib{lib}, which only the baseline may link; the tuner \
-                 rewrites kernel source and keeps every call, so no child of it could build; an LLM generator \
-                 (--generator llm) can write a library-free kernel instead"
-            ));
+            return self.start_instead(call, &lib);
         }
         let diagnoses: BTreeMap<ToolId, f64> = match (self.guidance, &req.profile.diagnoses) {
             (Guidance::Tools, Some(report)) => {
@@ -562,6 +608,29 @@ mod tests {
         open.build.libs.push("cublas".into());
         let tuner = Tuner::new(&open, &src, 1, Guidance::None);
         assert!(matches!(tuner.propose(&request(&open, base(), &src, None, Guidance::None)), Proposal::Kernel(_)));
+    }
+
+    #[test]
+    fn a_library_baseline_gets_the_library_free_reference_as_its_one_child() {
+        let t = task("gemm_bf16");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let reference = std::fs::read_to_string(&t.reference).unwrap();
+        let tuner = Tuner::new(&t, &src, 1, Guidance::None).starting_from("reference.cu", reference.clone());
+        let start = kernel(tuner.propose(&request(&t, base(), &src, None, Guidance::None)));
+        assert_eq!(start.source, reference);
+        assert_eq!(start.technique, "start:reference.cu");
+        assert!(start.defines.is_empty() && start.flags.is_empty());
+        // Once: the root then has nothing more to offer, and the search goes on below.
+        match tuner.propose(&request(&t, base(), &src, None, Guidance::None)) {
+            Proposal::Nothing(why) => assert!(why.contains("already in the tree"), "{why}"),
+            other => panic!("expected nothing more, got {other:?}"),
+        }
+        let child = kernel(tuner.propose(&request(&t, base(), &reference, None, Guidance::None)));
+        let unchanged = child.source == reference && child.defines.is_empty() && child.flags.is_empty();
+        assert!(!unchanged, "the start is improved like any kernel: {}", child.technique);
+        // A start that calls the library itself is no start.
+        let tuner = Tuner::new(&t, &src, 1, Guidance::None).starting_from("baseline.cu", src.clone());
+        assert!(matches!(tuner.propose(&request(&t, base(), &src, None, Guidance::None)), Proposal::Stop(_)));
     }
 
     #[test]

@@ -105,7 +105,14 @@ fn make_generator(cfg: &RunConfig, task: &Task, api_key: Option<String>) -> Resu
         GeneratorSpec::Tune => {
             let source = std::fs::read_to_string(&task.baseline)
                 .map_err(|e| RunError::Usage(format!("{}: {e}", task.baseline.display())))?;
-            Generator::Tune(generate::tune::Tuner::new(task, &source, cfg.seed, cfg.guidance))
+            let mut tuner = generate::tune::Tuner::new(task, &source, cfg.seed, cfg.guidance);
+            if task.has_reference() {
+                let reference = std::fs::read_to_string(&task.reference)
+                    .map_err(|e| RunError::Usage(format!("{}: {e}", task.reference.display())))?;
+                let name = task.reference.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                tuner = tuner.starting_from(&name, reference);
+            }
+            Generator::Tune(tuner)
         }
         GeneratorSpec::Llm(s) => {
             Generator::Llm(generate::llm::LlmGenerator::new(s.clone(), api_key).map_err(RunError::Env)?)
