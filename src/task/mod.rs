@@ -7,12 +7,17 @@
 
 pub mod expr;
 pub mod facts;
+mod file;
 pub mod init;
 mod resolve;
 pub mod types;
 mod wording;
 
 use expr::Expr;
+use file::{
+    ArgSection, BuildSection, CheckSection, RooflineSection, SizeTable, SizesSection, TaskFile, TaskSection,
+    TimingSection,
+};
 use init::Init;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -46,154 +51,6 @@ impl fmt::Display for TaskError {
 }
 
 impl std::error::Error for TaskError {}
-
-// ---------------------------------------------------------------------------------------
-// The file as written.
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TaskFile {
-    task: TaskSection,
-    #[serde(default)]
-    arg: Vec<Spanned<ArgSection>>,
-    sizes: Spanned<SizesSection>,
-    #[serde(default)]
-    check: CheckSection,
-    roofline: Option<RooflineSection>,
-    #[serde(default)]
-    tune: BTreeMap<String, Spanned<Vec<toml::Value>>>,
-    #[serde(default)]
-    timing: TimingSection,
-    #[serde(default)]
-    build: BuildSection,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TaskSection {
-    name: Spanned<String>,
-    #[serde(default)]
-    summary: String,
-    entry: Spanned<String>,
-    baseline: Spanned<String>,
-    reference: Option<Spanned<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ArgSection {
-    name: Spanned<String>,
-    #[serde(rename = "type")]
-    ty: Spanned<String>,
-    len: Option<Spanned<String>>,
-    init: Option<Spanned<String>>,
-    #[serde(default)]
-    output: bool,
-    value: Option<Spanned<toml::Value>>,
-    rtol: Option<f64>,
-    atol: Option<f64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SizesSection {
-    bench: Spanned<SizeTable>,
-    check: Vec<Spanned<SizeTable>>,
-}
-
-/// A table of sizes as written: names in order, each value with its place in the file
-/// (so that an error names the line of `rows = "many"`, not of the table).
-#[derive(Debug)]
-struct SizeTable(Vec<(String, Spanned<toml::Value>)>);
-
-impl<'de> Deserialize<'de> for SizeTable {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Entries;
-        impl<'de> serde::de::Visitor<'de> for Entries {
-            type Value = SizeTable;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a table of sizes")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<SizeTable, A::Error> {
-                let mut entries = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, Spanned<toml::Value>>()? {
-                    entries.push((k, v));
-                }
-                Ok(SizeTable(entries))
-            }
-        }
-        d.deserialize_map(Entries)
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CheckSection {
-    #[serde(default = "default_rtol")]
-    rtol: Spanned<f64>,
-    #[serde(default = "default_atol")]
-    atol: Spanned<f64>,
-    #[serde(default = "default_seeds")]
-    seeds: Spanned<i64>,
-    #[serde(default = "default_true")]
-    deterministic: bool,
-}
-
-impl Default for CheckSection {
-    fn default() -> Self {
-        CheckSection { rtol: default_rtol(), atol: default_atol(), seeds: default_seeds(), deterministic: true }
-    }
-}
-
-fn default_rtol() -> Spanned<f64> {
-    Spanned::new(0..0, 1e-5)
-}
-fn default_atol() -> Spanned<f64> {
-    Spanned::new(0..0, 1e-6)
-}
-fn default_seeds() -> Spanned<i64> {
-    Spanned::new(0..0, 3)
-}
-fn default_true() -> bool {
-    true
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RooflineSection {
-    bytes: Spanned<String>,
-    flops: Option<Spanned<String>>,
-    #[serde(default)]
-    flops_kind: Option<Spanned<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TimingSection {
-    #[serde(default = "default_true")]
-    flush_l2: bool,
-    timeout_s: Option<Spanned<f64>>,
-}
-
-impl Default for TimingSection {
-    fn default() -> Self {
-        TimingSection { flush_l2: true, timeout_s: None }
-    }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BuildSection {
-    #[serde(default)]
-    flags: Vec<String>,
-    #[serde(default)]
-    libs: Vec<Spanned<String>>,
-    #[serde(default)]
-    baseline_libs: Vec<Spanned<String>>,
-    /// Header folders inside the task directory, passed as -I and hashed into the build.
-    #[serde(default)]
-    include: Vec<Spanned<String>>,
-}
 
 // ---------------------------------------------------------------------------------------
 // The resolved task.

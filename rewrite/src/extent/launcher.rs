@@ -191,31 +191,7 @@ pub(super) fn launcher_pointer(
                 continue;
             }
             passed = true;
-            let arg = strip_parens(arg);
-            // `x` or `x + offset` (the offset an exact launcher value).
-            let base = if syntax::is_ident(t, arg, name) && arg.kind() == "identifier" {
-                Poly::constant(0)
-            } else {
-                match syntax::binary(t, arg) {
-                    Some(("+", a, b)) if strip_parens(a).kind() == "identifier" && text(t, strip_parens(a)) == name => {
-                        launcher.value(b).ok_or_else(|| {
-                            format!(
-                                "`{}` (line {}): the offset is not a polynomial of the sizes",
-                                l.args[i],
-                                line_of(t, arg.start_byte())
-                            )
-                        })?
-                    }
-                    _ => {
-                        return Err(format!(
-                            "`{}` passes `{name}` to `{}` in a form the analysis does not follow (line {})",
-                            l.args[i],
-                            l.kernel,
-                            line_of(t, arg.start_byte())
-                        ))
-                    }
-                }
-            };
+            let base = argument_offset(launcher, l, i, strip_parens(arg), name)?;
             let kernel = kernels
                 .iter()
                 .find(|k| k.name == l.kernel)
@@ -280,6 +256,44 @@ pub(super) fn launcher_pointer(
     if !passed {
         return Err(format!("`{name}` is passed to no kernel launched from the launcher"));
     }
+    farthest(launcher, reaches, name)
+}
+
+/// Where argument `i` of launch `l` points in `name`: `name` itself, or `name + offset`
+/// with the offset an exact launcher value.
+fn argument_offset(
+    launcher: &Launcher,
+    l: &crate::source::Launch,
+    i: usize,
+    arg: Node,
+    name: &str,
+) -> Result<Poly, String> {
+    let t = launcher.t;
+    if syntax::is_ident(t, arg, name) && arg.kind() == "identifier" {
+        return Ok(Poly::constant(0));
+    }
+    match syntax::binary(t, arg) {
+        Some(("+", a, b)) if strip_parens(a).kind() == "identifier" && text(t, strip_parens(a)) == name => {
+            launcher.value(b).ok_or_else(|| {
+                format!(
+                    "`{}` (line {}): the offset is not a polynomial of the sizes",
+                    l.args[i],
+                    line_of(t, arg.start_byte())
+                )
+            })
+        }
+        _ => Err(format!(
+            "`{}` passes `{name}` to `{}` in a form the analysis does not follow (line {})",
+            l.args[i],
+            l.kernel,
+            line_of(t, arg.start_byte())
+        )),
+    }
+}
+
+/// The farthest of the reaches through one pointer, which must be tight: some thread
+/// touches its last element.
+fn farthest(launcher: &Launcher, reaches: Vec<Reach>, name: &str) -> Result<(Poly, String, usize), String> {
     let mut best: Option<Reach> = None;
     for r in reaches {
         best = Some(match best {
