@@ -223,8 +223,8 @@ fn simulated_report(speedup: f64, cv: f64, energy: bool) -> WorkerReport {
     let mut r = WorkerReport::of(Outcome::Passed);
     r.check = Some(CheckSummary {
         cases: 3,
-        calls: 6 + crate::wall::worker::REPEAT_CALLS,
-        repeat_calls: crate::wall::worker::REPEAT_CALLS,
+        calls: 6 + crate::wall::protocol::REPEAT_CALLS,
+        repeat_calls: crate::wall::protocol::REPEAT_CALLS,
         elements_compared: 1000,
         max_abs_err: 0.0,
         max_rel_err: 0.0,
