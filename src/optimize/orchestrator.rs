@@ -7,7 +7,7 @@
 
 use super::expand::{expand, Ctx, Done, Job};
 use super::progress::Progress;
-use crate::run::config::Strategy;
+use crate::run::config::{GeneratorSpec, RunConfig, Strategy};
 use crate::run::events::{Candidate, Event, NodeSummary};
 use search::{Expansion, Intent, NodeId, Selection, Tree};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -32,6 +32,23 @@ pub struct Search {
 }
 
 impl Search {
+    /// A tree of the baseline alone, as the run's configuration sets it up.
+    pub fn new(cfg: &RunConfig, root: Candidate, root_summary: NodeSummary) -> Search {
+        let mut config = search::Config::default();
+        config.reward.objective = cfg.objective;
+        Search {
+            tree: Tree::new(root, config, cfg.seed),
+            summaries: HashMap::from([(0, root_summary)]),
+            strategy: cfg.strategy,
+            repairs: matches!(cfg.generator, GeneratorSpec::Llm(_)),
+            max_nodes: cfg.max_nodes,
+            redo: Vec::new(),
+            stop_reason: None,
+            outcomes: Default::default(),
+            timeline: Vec::new(),
+        }
+    }
+
     pub fn started_nodes(&self) -> usize {
         self.tree.nodes().iter().filter(|n| n.id != 0 && !n.cancelled).count()
     }
