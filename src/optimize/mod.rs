@@ -18,6 +18,7 @@ pub mod lanes;
 pub mod orchestrator;
 pub mod progress;
 pub mod resume;
+pub mod simulated;
 pub mod summary;
 pub mod waits;
 
@@ -206,7 +207,7 @@ fn prepare(
 ) -> Result<Prepared, RunError> {
     let opts = eval_options(cfg)?;
     let trusted = wall::build_trusted(&tc, &opts, task, &cfg.arch)?;
-    let evaluator = Arc::new(evaluator::Evaluator::new(task, trusted, &cfg.arch, opts.clone(), cfg));
+    let evaluator = evaluator::for_run(evaluator::Bench::new(task, trusted, &cfg.arch, opts.clone(), cfg), cfg);
     let stages = Arc::new(waits::Stages::default());
     let lanes = {
         let _guard = rt.enter();
