@@ -8,7 +8,7 @@
 use super::llm::reply;
 use super::{Kernel, Proposal, Request};
 use crate::run::log::RunLog;
-use crate::run::store::{node_rel, unmarked};
+use crate::run::store::{node_rel, read_source};
 use regex::Regex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -72,8 +72,8 @@ impl Replay {
         let mut items = Vec::new();
         // A reply that held no kernel is not among the kernels.
         for p in RunLog::parse(&text)?.kernels {
-            let path = dir.join(node_rel(p.id)).join("kernel.cu");
-            let source = unmarked(std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?);
+            let rel = format!("{}/kernel.cu", node_rel(p.id));
+            let source = read_source(dir, &rel).map_err(|e| format!("{}: {e}", dir.join(&rel).display()))?;
             items.push(Item::Kernel(Kernel {
                 source,
                 defines: p.candidate.defines,

@@ -107,7 +107,7 @@ pub fn content_key(source: &str, c: &Candidate) -> String {
 }
 
 fn read_source(store: &RunStore, rel: &str) -> String {
-    crate::run::store::unmarked(std::fs::read_to_string(store.dir().join(rel)).unwrap_or_default())
+    crate::run::store::read_source(store.dir(), rel).unwrap_or_default()
 }
 
 /// The profile of the nearest ancestor that has one, when a parent at `speedup` runs at
@@ -432,7 +432,7 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
     match generated.proposal {
         Proposal::Kernel(k) => {
             let candidate = Candidate { source: format!("{rel}/kernel.cu"), defines: k.defines, flags: k.flags };
-            if let Err(e) = ctx.store.write(&candidate.source, k.source.as_bytes()) {
+            if let Err(e) = ctx.store.write_source(&candidate.source, k.source.as_bytes()) {
                 return Err(Done::Fatal { id, message: e });
             }
             log_error(ctx.store.write_json(&format!("{rel}/candidate.json"), &candidate));

@@ -170,9 +170,8 @@ pub async fn verify_best(
         if confirmed {
             let t = verdict.timing.as_ref().expect("a confirmed verdict is timed");
             let best = Best::confirmed(id, t, node.intent.technique.clone(), candidate.config_label(), note, bar);
-            let source =
-                std::fs::read(&path).map_err(|e| EnvFailure(format!("cannot read {}: {e}", path.display())))?;
-            let source = crate::run::store::unmarked(String::from_utf8_lossy(&source).into_owned());
+            let source = crate::run::store::read_source(ctx.store.dir(), &candidate.source)
+                .map_err(|e| EnvFailure(format!("cannot read {}: {e}", path.display())))?;
             write_best(&ctx.store, &best, Some(source.as_bytes()), Some(&candidate), Some(&verdict), &tried)
                 .map_err(EnvFailure)?;
             return Ok(Final { best, tried });

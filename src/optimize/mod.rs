@@ -290,7 +290,7 @@ pub fn start(s: Start) -> Result<summary::Summary, RunError> {
     let baseline_source = std::fs::read(&task.baseline).map_err(|e| RunError::Usage(e.to_string()))?;
     let root_candidate =
         Candidate { source: format!("{}/kernel.cu", node_rel(0)), defines: Default::default(), flags: vec![] };
-    store.write(&root_candidate.source, &baseline_source).map_err(RunError::Internal)?;
+    store.write_source(&root_candidate.source, &baseline_source).map_err(RunError::Internal)?;
     store.write_json(&format!("{}/verdict.json", node_rel(0)), &root_verdict).map_err(RunError::Internal)?;
     store.write_json(&format!("{}/candidate.json", node_rel(0)), &root_candidate).map_err(RunError::Internal)?;
     store

@@ -135,7 +135,7 @@ fn rebuild(log: &RunLog, cfg: &crate::run::config::RunConfig) -> Result<Option<S
 /// (the replay generator: how many it issued).
 fn remember_proposals(log: &RunLog, dir: &Path, generator: &Generator) {
     for p in &log.kernels {
-        let source = store::unmarked(std::fs::read_to_string(dir.join(&p.candidate.source)).unwrap_or_default());
+        let source = store::read_source(dir, &p.candidate.source).unwrap_or_default();
         generator.remember(&p.candidate, &source);
     }
 }
@@ -145,7 +145,7 @@ fn remember_judged(ctx: &Ctx, log: &RunLog, dir: &Path) {
     for n in log.nodes.values() {
         if let (Some(f), Some(p)) = (&n.finished, log.kernel_of(n.id)) {
             let c = &p.candidate;
-            let source = store::unmarked(std::fs::read_to_string(dir.join(&c.source)).unwrap_or_default());
+            let source = store::read_source(dir, &c.source).unwrap_or_default();
             ctx.judged.lock().unwrap().insert(content_key(&source, c), (n.id, f.summary.clone()));
         }
     }
@@ -156,13 +156,10 @@ fn remember_judged(ctx: &Ctx, log: &RunLog, dir: &Path) {
 fn read_back_profiles(ctx: &Ctx, store: &RunStore, log: &RunLog) {
     for id in log.nodes.values().filter(|n| n.measured()).map(|n| n.id) {
         let node_dir = store.node_dir(id);
+        // (A simulated run's `simulated` field is one the report does not name.)
         let diagnoses = std::fs::read(node_dir.join("diagnoses.json"))
             .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .and_then(|mut v| {
-                v.as_object_mut().map(|o| o.remove("simulated"));
-                serde_json::from_value::<heuristics::Report>(v).ok()
-            });
+            .and_then(|b| serde_json::from_slice::<heuristics::Report>(&b).ok());
         let raw = std::fs::read_to_string(node_dir.join("counters.txt")).ok();
         let note = "read back from an earlier session".into();
         let p = generate::ParentProfile { diagnoses, raw, note, shared_from: None };

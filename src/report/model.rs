@@ -6,7 +6,7 @@ use crate::run::best::{best_of_json, Best};
 use crate::run::config::RunFile;
 use crate::run::events::Usage;
 use crate::run::log::{NodeLog, RunLog};
-use crate::run::store::{node_rel, unmarked};
+use crate::run::store::node_rel;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -116,9 +116,9 @@ pub struct Followed {
     pub improved: usize,
 }
 
-/// A file of the run, without the simulated-run marker; None if it is not there.
+/// A file of the run as it is; None if it is not there.
 pub(super) fn read_text(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(unmarked)
+    std::fs::read_to_string(path).ok()
 }
 
 pub(super) fn read_json(path: &Path) -> Option<Value> {
@@ -129,9 +129,7 @@ impl RunView {
     pub fn load(dir: &Path) -> Result<RunView, String> {
         let run: RunFile = std::fs::read_to_string(dir.join("run.json"))
             .map_err(|e| format!("{}: {e} (is this a nightshift run directory?)", dir.join("run.json").display()))
-            .and_then(|t| {
-                serde_json::from_str(&unmarked(t)).map_err(|e| format!("{}: {e}", dir.join("run.json").display()))
-            })?;
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{}: {e}", dir.join("run.json").display())))?;
         let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
         let log = RunLog::parse(&text).map_err(|e| format!("{}: {e}", dir.join("events.jsonl").display()))?;
         let nodes: Vec<NodeView> = log.live_nodes().map(node_view).collect();
