@@ -7,8 +7,8 @@
 
 use super::llm::reply;
 use super::{Kernel, Proposal, Request};
-use crate::run::events::{parse_log, Event};
-use crate::run::store::{node_rel, unmarked};
+use crate::run::log::RunLog;
+use crate::run::store::{node_rel, read_source};
 use regex::Regex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -70,21 +70,17 @@ impl Replay {
     fn from_run(dir: &Path) -> Result<Vec<Item>, String> {
         let text = std::fs::read_to_string(dir.join(crate::run::store::EVENTS)).map_err(|e| e.to_string())?;
         let mut items = Vec::new();
-        for r in parse_log(&text)? {
-            if let Event::NodeProposed { id, candidate, technique, tool, .. } = r.event {
-                if candidate.source.is_empty() {
-                    continue; // a reply that held no kernel
-                }
-                let path = dir.join(node_rel(id)).join("kernel.cu");
-                let source = unmarked(std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?);
-                items.push(Item::Kernel(Kernel {
-                    source,
-                    defines: candidate.defines,
-                    flags: candidate.flags,
-                    technique,
-                    tool,
-                }));
-            }
+        // A reply that held no kernel is not among the kernels.
+        for p in RunLog::parse(&text)?.kernels {
+            let rel = format!("{}/kernel.cu", node_rel(p.id));
+            let source = read_source(dir, &rel).map_err(|e| format!("{}: {e}", dir.join(&rel).display()))?;
+            items.push(Item::Kernel(Kernel {
+                source,
+                defines: p.candidate.defines,
+                flags: p.candidate.flags,
+                technique: p.technique,
+                tool: p.tool,
+            }));
         }
         Ok(items)
     }

@@ -1,28 +1,20 @@
 //! What a GPU lane does with a built candidate: judge it, profile it, re-verify it. One
-//! interface, two implementations: the real one (a fresh isolated worker per judgment,
-//! ncu for profiles) and a simulated one for tests on machines without a GPU. The
-//! simulated evaluator still builds for real and still runs every candidate's library in
-//! a fresh isolated worker (so isolation is tested for real); only the GPU work is
-//! replaced by an outcome decided from the candidate: a `NIGHTSHIFT_SIM(speedup=X)` (with
-//! an optional `, cv=C`: round-to-round timing noise, 1% unless given) or
-//! `NIGHTSHIFT_SIM(fail=CLASS)` marker in its source (`final=env-error` makes the end-of-run
-//! check meet a broken environment), else a deterministic speedup from a
-//! hash of its source and build configuration.
+//! interface, [`Evaluator`], with two implementations chosen once where the run starts
+//! ([`for_run`]): [`GpuEvaluator`] here (a fresh isolated worker per judgment, ncu for
+//! profiles) and [`super::simulated::SimulatedEvaluator`], for tests on machines without a
+//! GPU. Both judge against one [`Bench`]: the task, its trusted builds, the target and
+//! the options every judgment starts from.
 
+use super::simulated::SimulatedEvaluator;
 use crate::generate::ParentProfile;
-use crate::run::config::{RunConfig, SimSettings};
+use crate::run::config::RunConfig;
 use crate::run::events::Candidate;
 use crate::task::Task;
 use crate::toolkit::build::Built;
-use crate::wall::protocol::{
-    CheckSummary, EnergyReport, Failure, FailureClass, HostCheck, Mode, Outcome, SideEnergy, SideTiming, TimingReport,
-    WorkerReport,
-};
+use crate::wall::protocol::{Failure, FailureClass, Mode};
 use crate::wall::{self, EvalError, EvalOptions, TrustedBuilds, Verdict};
-use regex::Regex;
-use sha2::{Digest, Sha256};
 use std::path::Path;
-use std::sync::LazyLock;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A profile and its diagnoses, as a lane returns them.
@@ -36,103 +28,77 @@ pub struct Profiled {
     pub sandbox: Vec<crate::wall::sandbox::Layer>,
 }
 
-pub struct Evaluator {
+/// What every judgment of a run is made against.
+pub struct Bench {
     pub task: Task,
     pub trusted: TrustedBuilds,
     pub arch: String,
     /// Options every judgment starts from; the lane sets the device.
     pub opts: EvalOptions,
+    /// Energy is measured (the objective is not time alone).
     pub energy: bool,
-    pub sim: Option<SimSettings>,
 }
 
-fn unreliable(v: &Verdict) -> bool {
-    v.passed() && v.timing.as_ref().is_some_and(|t| !t.reliable)
-}
-
-static SIM_MARKER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"NIGHTSHIFT_SIM\(([^)]*)\)").unwrap());
-
-/// The round-to-round noise of a simulated timing when the marker names none.
-const SIM_CV: f64 = 0.01;
-
-impl Evaluator {
-    pub fn new(task: &Task, trusted: TrustedBuilds, arch: &str, opts: EvalOptions, cfg: &RunConfig) -> Evaluator {
-        Evaluator {
+impl Bench {
+    pub fn new(task: &Task, trusted: TrustedBuilds, arch: &str, opts: EvalOptions, cfg: &RunConfig) -> Bench {
+        Bench {
             task: task.clone(),
             trusted,
             arch: arch.to_string(),
             opts,
             energy: !matches!(cfg.objective, search::Objective::Time),
-            sim: cfg.simulated.clone(),
         }
     }
 
-    fn opts_for(&self, device: usize) -> EvalOptions {
+    pub(super) fn opts_for(&self, device: usize) -> EvalOptions {
         let mut o = self.opts.clone();
         o.device = device;
         o
     }
 
-    fn mode(&self, simulated: Option<WorkerReport>, check_baseline: bool) -> Mode {
-        match (simulated, &self.sim) {
-            (Some(outcome), Some(s)) => Mode::Simulate { delay_ms: s.delay_ms, outcome: Box::new(outcome) },
-            _ => Mode::Evaluate { time: true, energy: self.energy, check_baseline },
-        }
+    /// The final check's task and options: more check seeds, inputs drawn afresh.
+    pub(super) fn final_check_setup(&self, device: usize, seeds: u32) -> (Task, EvalOptions) {
+        let mut task = self.task.clone();
+        task.seeds = seeds.max(task.seeds);
+        let mut opts = self.opts_for(device);
+        opts.seed_base = wall::fresh_seed_base();
+        (task, opts)
     }
 
-    /// The root: the baseline checked against the reference and timed against itself.
-    pub fn baseline(&self, device: usize) -> Result<Verdict, EvalError> {
-        let b = &self.trusted.baseline;
-        let sim = self.sim.as_ref().map(|_| simulated_report(1.0, SIM_CV / 2.0, self.energy));
-        wall::judge(
-            &self.task,
-            &self.trusted,
-            b,
-            &self.task.baseline,
-            &self.opts_for(device),
-            &self.arch,
-            self.mode(sim, true),
-        )
+    /// One worker's judgment of `built` against this bench.
+    pub(super) fn run(
+        &self,
+        task: &Task,
+        built: &Built,
+        source_path: &Path,
+        opts: &EvalOptions,
+        mode: Mode,
+    ) -> Result<Verdict, EvalError> {
+        wall::judge(task, &self.trusted, built, source_path, opts, &self.arch, mode)
     }
+}
+
+/// Judging, profiling and re-verifying, on a GPU or simulated.
+pub trait Evaluator: Send + Sync {
+    /// What it judges against.
+    fn bench(&self) -> &Bench;
+
+    /// The root: the baseline checked against the reference and timed against itself.
+    fn baseline(&self, device: usize) -> Result<Verdict, EvalError>;
 
     /// Judges one candidate: a fresh worker; the baseline (checked once at the start of
     /// the run) is timed beside it on the same GPU.
-    pub fn judge(
+    fn judge(
         &self,
         device: usize,
         built: &Built,
         source_path: &Path,
         candidate: &Candidate,
-    ) -> Result<Verdict, EvalError> {
-        let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy, false));
-        let opts = self.opts_for(device);
-        let judge = || {
-            wall::judge(&self.task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim.clone(), false))
-        };
-        let mut verdict = judge()?;
-        // A timing that stayed noisy within the worker gets one more worker (the disturbance
-        // may have passed); if that is noisy too, it is no measurement and must not steer
-        // the search.
-        if unreliable(&verdict) {
-            let again = judge()?;
-            let mut notes = std::mem::take(&mut verdict.notes);
-            verdict = again;
-            notes.push("judged again: the first judgment's timing was unreliable".into());
-            notes.append(&mut verdict.notes);
-            verdict.notes = notes;
-            if unreliable(&verdict) {
-                verdict.status = wall::Status::Rejected;
-                verdict.failure = Some(crate::wall::protocol::Failure::new(
-                    crate::wall::protocol::FailureClass::NoisyTiming,
-                    "correct, but its timing stayed too noisy in two workers to count as a measurement (another job on the GPU?)",
-                ));
-            }
-        }
-        Ok(verdict)
-    }
+    ) -> Result<Verdict, EvalError>;
 
-    /// The end-of-run re-verification: more check seeds, fresh inputs, the sanitizers.
-    pub fn final_check(
+    /// The end-of-run re-verification: more check seeds, fresh inputs, the sanitizers
+    /// when `sanitize`.
+    fn final_check(
         &self,
         device: usize,
         built: &Built,
@@ -140,30 +106,101 @@ impl Evaluator {
         candidate: &Candidate,
         seeds: u32,
         sanitize: bool,
-    ) -> Result<Verdict, EvalError> {
-        let mut task = self.task.clone();
-        task.seeds = seeds.max(task.seeds);
-        let mut opts = self.opts_for(device);
-        opts.seed_base = wall::fresh_seed_base();
-        opts.sanitize = sanitize && self.sim.is_none();
-        let sim = self.sim.as_ref().map(|_| simulate(source_path, candidate, self.energy, true));
-        wall::judge(&task, &self.trusted, built, source_path, &opts, &self.arch, self.mode(sim, true))
-    }
+    ) -> Result<Verdict, EvalError>;
 
     /// ncu + SASS + diagnoses of a built kernel; files go to `dir`.
-    pub fn profile(&self, device: usize, built: &Built, dir: &Path) -> Profiled {
-        let started = Instant::now();
-        if self.sim.is_some() {
-            return Profiled {
-                profile: ParentProfile {
-                    note: "simulated run: no Nsight Compute counters".into(),
-                    ..Default::default()
-                },
-                csv: None,
-                seconds: 0.0,
-                sandbox: Vec::new(),
-            };
+    fn profile(&self, device: usize, built: &Built, dir: &Path) -> Profiled;
+
+    /// Whether the final check can run compute-sanitizer: None when this evaluator runs
+    /// no sanitizer at all, else whether the tool was found.
+    fn sanitizer(&self) -> Option<bool>;
+}
+
+/// The evaluator the run's configuration asks for: simulated under `--simulate-gpu`,
+/// else the GPU's.
+pub fn for_run(bench: Bench, cfg: &RunConfig) -> Arc<dyn Evaluator> {
+    match &cfg.simulated {
+        Some(settings) => Arc::new(SimulatedEvaluator::new(bench, settings.clone())),
+        None => Arc::new(GpuEvaluator { bench }),
+    }
+}
+
+fn unreliable(v: &Verdict) -> bool {
+    v.passed() && v.timing.as_ref().is_some_and(|t| !t.reliable)
+}
+
+/// A timing that stayed noisy within the worker gets one more worker (the disturbance may
+/// have passed); if that is noisy too, it is no measurement and must not steer the search.
+pub(super) fn judge_until_steady(judge: impl Fn() -> Result<Verdict, EvalError>) -> Result<Verdict, EvalError> {
+    let mut verdict = judge()?;
+    if unreliable(&verdict) {
+        let again = judge()?;
+        let mut notes = std::mem::take(&mut verdict.notes);
+        verdict = again;
+        notes.push("judged again: the first judgment's timing was unreliable".into());
+        notes.append(&mut verdict.notes);
+        verdict.notes = notes;
+        if unreliable(&verdict) {
+            verdict.status = wall::Status::Rejected;
+            verdict.failure = Some(Failure::new(
+                FailureClass::NoisyTiming,
+                "correct, but its timing stayed too noisy in two workers to count as a measurement (another job on the GPU?)",
+            ));
         }
+    }
+    Ok(verdict)
+}
+
+/// The real evaluator: each judgment a fresh isolated worker on the GPU, profiles by ncu.
+pub struct GpuEvaluator {
+    bench: Bench,
+}
+
+impl GpuEvaluator {
+    fn mode(&self, check_baseline: bool) -> Mode {
+        Mode::Evaluate { time: true, energy: self.bench.energy, check_baseline }
+    }
+}
+
+impl Evaluator for GpuEvaluator {
+    fn bench(&self) -> &Bench {
+        &self.bench
+    }
+
+    fn baseline(&self, device: usize) -> Result<Verdict, EvalError> {
+        let b = &self.bench;
+        b.run(&b.task, &b.trusted.baseline, &b.task.baseline, &b.opts_for(device), self.mode(true))
+    }
+
+    fn judge(
+        &self,
+        device: usize,
+        built: &Built,
+        source_path: &Path,
+        _candidate: &Candidate,
+    ) -> Result<Verdict, EvalError> {
+        let b = &self.bench;
+        let opts = b.opts_for(device);
+        judge_until_steady(|| b.run(&b.task, built, source_path, &opts, self.mode(false)))
+    }
+
+    fn final_check(
+        &self,
+        device: usize,
+        built: &Built,
+        source_path: &Path,
+        _candidate: &Candidate,
+        seeds: u32,
+        sanitize: bool,
+    ) -> Result<Verdict, EvalError> {
+        let (task, mut opts) = self.bench.final_check_setup(device, seeds);
+        opts.sanitize = sanitize;
+        self.bench.run(&task, built, source_path, &opts, self.mode(true))
+    }
+
+    fn profile(&self, device: usize, built: &Built, dir: &Path) -> Profiled {
+        let started = Instant::now();
+        let b = &self.bench;
         let fail = |note: String| Profiled {
             profile: ParentProfile { note, ..Default::default() },
             csv: None,
@@ -171,9 +208,9 @@ impl Evaluator {
             sandbox: Vec::new(),
         };
         let profiled = match crate::toolkit::profile::profile_built(
-            &self.task,
+            &b.task,
             built.clone(),
-            &self.opts_for(device),
+            &b.opts_for(device),
             crate::toolkit::profile::MetricSet::Required,
             dir,
         ) {
@@ -194,7 +231,7 @@ impl Evaluator {
             .and_then(|p| std::fs::read_to_string(p).ok())
             .map(|t| sass::analyze_all(&sass::parse(&t)))
             .unwrap_or_default();
-        let hints = self.task.diagnosis_hints();
+        let hints = b.task.diagnosis_hints();
         let report = heuristics::diagnose_profile(&profile, &sass, Some(&built.ptxas), &hints, None);
         let raw: Vec<String> = profile.launches.iter().map(heuristics::render::raw_counters).collect();
         Profiled {
@@ -204,85 +241,8 @@ impl Evaluator {
             sandbox: profiled.sandbox,
         }
     }
-}
 
-fn simulated_report(speedup: f64, cv: f64, energy: bool) -> WorkerReport {
-    let baseline_ms = 1.0;
-    // Five rounds whose medians scatter with a sample deviation of `cv` around the
-    // median, the baseline's rounds steady: the speedup's interval is as wide as `cv`.
-    const SCATTER: [f64; 5] = [0.0, 1.26, -1.26, 0.63, -0.63];
-    let side = |ms: f64, cv: f64| SideTiming {
-        median_ms: ms,
-        mean_ms: ms,
-        min_ms: ms * (1.0 - 1.26 * cv),
-        max_ms: ms * (1.0 + 1.26 * cv),
-        cv,
-        samples: 100,
-        round_medians_ms: SCATTER.iter().map(|z| ms * (1.0 + cv * z)).collect(),
-    };
-    let mut r = WorkerReport::of(Outcome::Passed);
-    r.check = Some(CheckSummary {
-        cases: 3,
-        calls: 6 + crate::wall::worker::REPEAT_CALLS,
-        repeat_calls: crate::wall::worker::REPEAT_CALLS,
-        elements_compared: 1000,
-        max_abs_err: 0.0,
-        max_rel_err: 0.0,
-    });
-    r.timing = Some(TimingReport {
-        baseline: side(baseline_ms, 0.0),
-        candidate: side(baseline_ms / speedup, cv),
-        speedup,
-        size: "simulated".into(),
-        input_sets: 2,
-        host_check: HostCheck { calls: 10, host_ms_per_call: baseline_ms, event_ms_per_call: baseline_ms, ok: true },
-        floor_ms: Some(0.5),
-        pct_of_floor: Some(50.0 * speedup),
-        baseline_pct_of_floor: Some(50.0),
-        baseline_outputs_ok: true,
-        reliable: true,
-        ..Default::default()
-    });
-    if energy {
-        let saving = speedup.powf(0.8);
-        let side = |j: f64| SideEnergy {
-            joules_per_call: j,
-            joules_per_call_min: j,
-            joules_per_call_max: j,
-            watts: 500.0,
-            samples: vec![],
-        };
-        r.energy =
-            Some(EnergyReport { baseline: side(0.5), candidate: side(0.5 / saving), saving, note: "simulated".into() });
+    fn sanitizer(&self) -> Option<bool> {
+        Some(crate::toolkit::toolchain::find_profiler("compute-sanitizer").is_some())
     }
-    r.notes.push(crate::run::store::SIMULATED_NOTE.into());
-    r
-}
-
-/// The simulated outcome of a candidate.
-fn simulate(source_path: &Path, candidate: &Candidate, energy: bool, final_check: bool) -> WorkerReport {
-    let source = std::fs::read_to_string(source_path).unwrap_or_default();
-    if let Some(c) = SIM_MARKER.captures(&source) {
-        let fields: std::collections::HashMap<&str, &str> =
-            c[1].split(',').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.trim(), v.trim())).collect();
-        if final_check && fields.get("final") == Some(&"env-error") {
-            return WorkerReport::of(Outcome::EnvError { message: "simulated: the GPU fell off the bus".into() });
-        }
-        if let Some(class) = fields.get("fail") {
-            let class: FailureClass = serde_json::from_value(serde_json::Value::String(class.to_string()))
-                .unwrap_or(FailureClass::WrongAnswer);
-            return WorkerReport::of(Outcome::Rejected {
-                failure: Failure::new(class, format!("simulated {class}: the source asks for it")),
-            });
-        }
-        let number = |k: &str| fields.get(k).and_then(|v| v.parse::<f64>().ok()).filter(|x| x.is_finite());
-        let speedup = number("speedup").unwrap_or(1.0).max(1e-3);
-        return simulated_report(speedup, number("cv").unwrap_or(SIM_CV).clamp(0.0, 0.5), energy);
-    }
-    let mut h = Sha256::new();
-    h.update(source.as_bytes());
-    h.update(candidate.config_label().as_bytes());
-    let d = h.finalize();
-    let u = u32::from_le_bytes([d[0], d[1], d[2], d[3]]) as f64 / u32::MAX as f64;
-    simulated_report(0.85 + 0.4 * u, SIM_CV, energy)
 }

@@ -28,7 +28,7 @@ pub struct Ctx {
     pub task: Arc<Task>,
     pub store: Arc<RunStore>,
     pub generator: Arc<Generator>,
-    pub evaluator: Arc<Evaluator>,
+    pub evaluator: Arc<dyn Evaluator>,
     pub lanes: Arc<Lanes>,
     pub toolchain: Toolchain,
     pub cache: PathBuf,
@@ -107,7 +107,7 @@ pub fn content_key(source: &str, c: &Candidate) -> String {
 }
 
 fn read_source(store: &RunStore, rel: &str) -> String {
-    crate::run::store::unmarked(std::fs::read_to_string(store.dir().join(rel)).unwrap_or_default())
+    crate::run::store::read_source(store.dir(), rel).unwrap_or_default()
 }
 
 /// The profile of the nearest ancestor that has one, when a parent at `speedup` runs at
@@ -182,8 +182,11 @@ impl Ctx {
                 return shared;
             }
             // The root is the baseline, built once as trusted (it may link cuBLAS).
-            let built =
-                if parent == 0 { Ok(ctx.evaluator.trusted.baseline.clone()) } else { ctx.build(&candidate).await };
+            let built = if parent == 0 {
+                Ok(ctx.evaluator.bench().trusted.baseline.clone())
+            } else {
+                ctx.build(&candidate).await
+            };
             let built = match built {
                 Ok(b) => b,
                 Err(note) => return ParentProfile { note, ..Default::default() },
@@ -248,19 +251,20 @@ impl Ctx {
         let c = c.clone();
         let started = Instant::now();
         let path = self.store.dir().join(&c.source);
+        let arch = self.evaluator.bench().arch.clone();
         let result = tokio::task::spawn_blocking(move || {
             let spec = BuildSpec {
                 task: &ctx.task,
                 source: &path,
                 trusted: false,
-                arch: ctx.evaluator.arch.clone(),
+                arch: arch.clone(),
                 extra_flags: c.flags.clone(),
                 defines: c.defines.clone(),
             };
             match build::build(&ctx.toolchain, &ctx.cache, &spec) {
                 Ok(b) => Ok(b),
                 Err(build::BuildError::Rejected { failure, dir, .. }) => {
-                    Err(Ok(Box::new(Verdict::build_rejected(&ctx.task, &path, &ctx.evaluator.arch, &failure, &dir))))
+                    Err(Ok(Box::new(Verdict::build_rejected(&ctx.task, &path, &arch, &failure, &dir))))
                 }
                 Err(e) => Err(Err(e.to_string())),
             }
@@ -428,7 +432,7 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
     match generated.proposal {
         Proposal::Kernel(k) => {
             let candidate = Candidate { source: format!("{rel}/kernel.cu"), defines: k.defines, flags: k.flags };
-            if let Err(e) = ctx.store.write(&candidate.source, k.source.as_bytes()) {
+            if let Err(e) = ctx.store.write_source(&candidate.source, k.source.as_bytes()) {
                 return Err(Done::Fatal { id, message: e });
             }
             log_error(ctx.store.write_json(&format!("{rel}/candidate.json"), &candidate));

@@ -90,8 +90,9 @@ pub async fn verify_best(
     seeds: u32,
     sanitize: bool,
 ) -> Result<Final, EnvFailure> {
-    let sanitizer_found = crate::toolkit::toolchain::find_profiler("compute-sanitizer").is_some();
-    let sanitize = sanitize && sanitizer_found && !ctx.store.simulated();
+    // None: this evaluator runs no sanitizer (the simulated one).
+    let sanitizer = ctx.evaluator.sanitizer();
+    let sanitize = sanitize && sanitizer == Some(true);
     let baseline = search.summaries.get(&0).cloned().unwrap_or_default();
     let ranking: Vec<NodeId> = search
         .tree
@@ -107,7 +108,7 @@ pub async fn verify_best(
         let candidate = node.payload.clone();
         let path = ctx.store.dir().join(&candidate.source);
         let (task, arch, tc, cache) =
-            (ctx.task.clone(), ctx.evaluator.arch.clone(), ctx.toolchain.clone(), ctx.cache.clone());
+            (ctx.task.clone(), ctx.evaluator.bench().arch.clone(), ctx.toolchain.clone(), ctx.cache.clone());
         let (p, c) = (path.clone(), candidate.clone());
         let built = tokio::task::spawn_blocking(move || {
             let spec =
@@ -169,9 +170,8 @@ pub async fn verify_best(
         if confirmed {
             let t = verdict.timing.as_ref().expect("a confirmed verdict is timed");
             let best = Best::confirmed(id, t, node.intent.technique.clone(), candidate.config_label(), note, bar);
-            let source =
-                std::fs::read(&path).map_err(|e| EnvFailure(format!("cannot read {}: {e}", path.display())))?;
-            let source = crate::run::store::unmarked(String::from_utf8_lossy(&source).into_owned());
+            let source = crate::run::store::read_source(ctx.store.dir(), &candidate.source)
+                .map_err(|e| EnvFailure(format!("cannot read {}: {e}", path.display())))?;
             write_best(&ctx.store, &best, Some(source.as_bytes()), Some(&candidate), Some(&verdict), &tried)
                 .map_err(EnvFailure)?;
             return Ok(Final { best, tried });
@@ -182,7 +182,7 @@ pub async fn verify_best(
     } else {
         "no candidate was confirmed by the final re-verification".to_string()
     };
-    if !sanitizer_found && !ctx.store.simulated() {
+    if sanitizer == Some(false) {
         note.push_str(" (compute-sanitizer not found: no sanitizer pass)");
     }
     let best = Best::none(bar, &baseline, note);

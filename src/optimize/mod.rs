@@ -4,9 +4,12 @@
 //! expansion task ([`expand`]) that profiles the parent once, asks the generator, builds
 //! on a CPU slot and is judged on a GPU lane ([`lanes`]) by a fresh isolated worker
 //! ([`evaluator`]). Everything lands in the run directory ([`store`]), whose append-only
-//! event log ([`events`]) is the source of truth for `--resume`. At the end the best
-//! kernel is re-verified with more seeds and the sanitizers ([`finish`]) and the result
-//! summarized ([`summary`]).
+//! event log ([`crate::run::events`]) is the source of truth for `--resume` ([`mod@resume`]).
+//! At the end the best kernel is re-verified with more seeds and the sanitizers
+//! ([`finish`]) and the result summarized ([`summary`]).
+//!
+//! This file starts a run: the preflight checks, the run directory, the baseline, and the
+//! drive of a session from the search to the final check.
 
 pub mod evaluator;
 pub mod expand;
@@ -14,20 +17,23 @@ pub mod finish;
 pub mod lanes;
 pub mod orchestrator;
 pub mod progress;
+pub mod resume;
+pub mod simulated;
 pub mod summary;
 pub mod waits;
 
 use crate::generate::{self, Generator};
 use crate::run::config::{self, GeneratorSpec, RunConfig, RunFile};
-use crate::run::events::{self, Candidate, Event, NodeSummary, Usage};
+use crate::run::events::{Candidate, Event, NodeSummary};
 use crate::run::store::{self, node_rel, RunStore};
 use crate::stats::Bar;
 use crate::task::Task;
 use crate::toolkit::toolchain::Toolchain;
 use crate::wall::{self, EvalError, EvalOptions};
-use expand::{content_key, Ctx, Job, PhaseTimes};
+use expand::{Ctx, PhaseTimes};
 use orchestrator::Search;
-use std::collections::{BTreeSet, HashMap};
+pub use resume::{resume, Overrides};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -123,12 +129,6 @@ fn make_generator(cfg: &RunConfig, task: &Task, api_key: Option<String>) -> Resu
     })
 }
 
-fn search_config(cfg: &RunConfig) -> search::Config {
-    let mut c = search::Config::default();
-    c.reward.objective = cfg.objective;
-    c
-}
-
 /// What a run needs before it may touch its directory.
 struct Ready {
     task: Task,
@@ -214,7 +214,7 @@ fn prepare(
 ) -> Result<Prepared, RunError> {
     let opts = eval_options(cfg)?;
     let trusted = wall::build_trusted(&tc, &opts, task, &cfg.arch)?;
-    let evaluator = Arc::new(evaluator::Evaluator::new(task, trusted, &cfg.arch, opts.clone(), cfg));
+    let evaluator = evaluator::for_run(evaluator::Bench::new(task, trusted, &cfg.arch, opts.clone(), cfg), cfg);
     let stages = Arc::new(waits::Stages::default());
     let lanes = {
         let _guard = rt.enter();
@@ -297,7 +297,7 @@ pub fn start(s: Start) -> Result<summary::Summary, RunError> {
     let baseline_source = std::fs::read(&task.baseline).map_err(|e| RunError::Usage(e.to_string()))?;
     let root_candidate =
         Candidate { source: format!("{}/kernel.cu", node_rel(0)), defines: Default::default(), flags: vec![] };
-    store.write(&root_candidate.source, &baseline_source).map_err(RunError::Internal)?;
+    store.write_source(&root_candidate.source, &baseline_source).map_err(RunError::Internal)?;
     store.write_json(&format!("{}/verdict.json", node_rel(0)), &root_verdict).map_err(RunError::Internal)?;
     store.write_json(&format!("{}/candidate.json", node_rel(0)), &root_candidate).map_err(RunError::Internal)?;
     store
@@ -305,245 +305,8 @@ pub fn start(s: Start) -> Result<summary::Summary, RunError> {
         .map_err(RunError::Internal)?;
     unstarted.started();
     progress.node(0, "baseline", &root_summary, None);
-    let mut search = Search {
-        tree: search::Tree::new(root_candidate, search_config(&cfg), cfg.seed),
-        summaries: HashMap::from([(0, root_summary)]),
-        strategy: cfg.strategy,
-        repairs: matches!(cfg.generator, GeneratorSpec::Llm(_)),
-        max_nodes: cfg.max_nodes,
-        redo: Vec::new(),
-        stop_reason: None,
-        outcomes: Default::default(),
-        timeline: Vec::new(),
-    };
+    let mut search = Search::new(&cfg, root_candidate, root_summary);
     drive(&cfg, &task, ctx, &mut search, 0.0, None, &rt, progress)
-}
-
-/// What `--resume` may change about a run: how long and how far it goes on, and whether
-/// this session may profile unconfined.
-#[derive(Debug, Clone, Default)]
-pub struct Overrides {
-    pub budget_s: Option<f64>,
-    pub max_nodes: Option<usize>,
-    pub allow_unconfined_profiling: bool,
-}
-
-/// Carries on a run from its directory.
-///
-/// Everything it needs (the run's files, the task, the toolkit, the GPUs) is checked
-/// before the directory is locked or written, so a resume that cannot go on leaves every
-/// file as it was.
-pub fn resume(
-    dir: &Path,
-    json: bool,
-    api_key: Option<String>,
-    overrides: Overrides,
-) -> Result<summary::Summary, RunError> {
-    let text = std::fs::read(dir.join(store::CONFIG))
-        .map_err(|e| RunError::Usage(format!("{}: not a run directory ({}: {e})", dir.display(), store::CONFIG)))?;
-    let mut run_file: RunFile = serde_json::from_slice(&text)
-        .map_err(|e| RunError::Usage(format!("{}: {e}", dir.join(store::CONFIG).display())))?;
-    let log = std::fs::read_to_string(dir.join(store::EVENTS))
-        .map_err(|e| RunError::Usage(format!("{}: not a run directory ({}: {e})", dir.display(), store::EVENTS)))?;
-    let records = events::parse_log(&log).map_err(|e| RunError::Usage(format!("{}: {e}", dir.display())))?;
-    let changed = overrides.budget_s.is_some() || overrides.max_nodes.is_some();
-    if let Some(b) = overrides.budget_s {
-        run_file.config.budget_s = Some(b);
-    }
-    if let Some(n) = overrides.max_nodes {
-        run_file.config.max_nodes = Some(n);
-    }
-    run_file.config.allow_unconfined_profiling = overrides.allow_unconfined_profiling;
-    let cfg = run_file.config.clone();
-    let Ready { task, toolchain, generator } = preflight(&cfg, api_key)?;
-    let store = Arc::new(RunStore::open(dir, cfg.simulated.is_some()).map_err(RunError::Usage)?);
-    init_logging(dir);
-    if changed {
-        store.write_json(store::CONFIG, &run_file).map_err(RunError::Internal)?;
-    }
-    let finished_before = records.iter().any(|r| matches!(r.event, Event::RunFinished { .. }));
-    let prior = finished_before.then(|| crate::run::best::read_best(dir)).flatten();
-
-    let Replayed { search, proposals, finished, profiled, usage, active } = replay(&records, &cfg, dir, &generator)?;
-    let mut search = search.ok_or_else(|| {
-        RunError::Usage(format!("{}: the run never judged its baseline; start a new one", dir.display()))
-    })?;
-    if let Generator::Llm(l) = &generator {
-        l.add_spent(&usage);
-    }
-    store.append(Event::Session { resumed: true, pid: std::process::id() }).map_err(RunError::Internal)?;
-    let rt = runtime()?;
-    let progress = progress::Progress::new(cfg.budget(), json);
-    let root_summary = search.summaries.get(&0).cloned().unwrap_or_default();
-    let prepared = prepare(&cfg, &task, toolchain, store.clone(), generator, Some(root_summary), &rt)?;
-    let ctx = prepared.ctx;
-
-    remember_judged(&ctx, &search, &proposals, &finished, dir);
-    read_back_profiles(&ctx, &store, profiled);
-    redo_unfinished(&mut search, &proposals);
-    progress.message(&format!(
-        "resuming {}: {} nodes judged, {} to redo, {:.1} min of search done",
-        dir.display(),
-        search.summaries.len().saturating_sub(1),
-        search.redo.len(),
-        active / 60.0
-    ));
-    drive(&cfg, &task, ctx, &mut search, active, prior, &rt, progress)
-}
-
-/// A run's log replayed: the tree as it stood, and what the new session must know.
-struct Replayed {
-    search: Option<Search>,
-    proposals: HashMap<usize, (Candidate, String, Option<String>)>,
-    /// Nodes that got a verdict (or none to get).
-    finished: BTreeSet<usize>,
-    /// Nodes profiled on their own.
-    profiled: BTreeSet<usize>,
-    usage: Usage,
-    /// Seconds of search before this session.
-    active: f64,
-}
-
-/// Rebuilds the tree from the log, in the order things happened; the generator
-/// remembers every proposal, so it never proposes one again.
-fn replay(
-    records: &[events::Record],
-    cfg: &RunConfig,
-    dir: &Path,
-    generator: &Generator,
-) -> Result<Replayed, RunError> {
-    let mut search: Option<Search> = None;
-    let mut proposals: HashMap<usize, (Candidate, String, Option<String>)> = HashMap::new();
-    let mut finished: BTreeSet<usize> = BTreeSet::new();
-    let mut profiled: BTreeSet<usize> = BTreeSet::new();
-    let mut usage = Usage::default();
-    let clock = events::active_clock(records);
-    let active = clock.last().copied().unwrap_or(0.0);
-    for (r, &at) in records.iter().zip(&clock) {
-        match &r.event {
-            Event::Baseline { summary, candidate } => {
-                search = Some(Search {
-                    tree: search::Tree::new(candidate.clone(), search_config(cfg), cfg.seed),
-                    summaries: HashMap::from([(0, summary.clone())]),
-                    strategy: cfg.strategy,
-                    repairs: matches!(cfg.generator, GeneratorSpec::Llm(_)),
-                    max_nodes: cfg.max_nodes,
-                    redo: Vec::new(),
-                    stop_reason: None,
-                    outcomes: Default::default(),
-                    timeline: Vec::new(),
-                });
-            }
-            Event::NodeStarted { id, parent, kind } => {
-                let s = search
-                    .as_mut()
-                    .ok_or_else(|| RunError::Usage("events.jsonl: a node before the baseline".into()))?;
-                let payload = s.tree.node(*parent).payload.clone();
-                let got = s.tree.add_pending(
-                    &search::Selection { parent: *parent, kind: *kind },
-                    payload,
-                    Default::default(),
-                );
-                if got != *id {
-                    return Err(RunError::Usage(format!(
-                        "events.jsonl: node {id} replays as {got}: the log is inconsistent"
-                    )));
-                }
-            }
-            Event::NodeProposed { id, candidate, technique, tool, usage: u } => {
-                if let Some(u) = u {
-                    usage.add(u);
-                }
-                if !candidate.source.is_empty() {
-                    let source =
-                        store::unmarked(std::fs::read_to_string(dir.join(&candidate.source)).unwrap_or_default());
-                    generator.remember(candidate, &source);
-                    proposals.insert(*id, (candidate.clone(), technique.clone(), tool.clone()));
-                }
-            }
-            Event::NoProposal { id, parent, stop, .. } => {
-                if let Some(s) = search.as_mut() {
-                    s.drop_node(*id, *parent, *stop);
-                }
-                finished.insert(*id);
-            }
-            Event::NodeFinished { id, summary, .. } => {
-                let s = search
-                    .as_mut()
-                    .ok_or_else(|| RunError::Usage("events.jsonl: a node before the baseline".into()))?;
-                let p = proposals.get(id).cloned();
-                let intent = search::Intent {
-                    technique: p.as_ref().map(|p| p.1.clone()).unwrap_or_else(|| "none".into()),
-                    tool: p.as_ref().and_then(|p| p.2.clone()),
-                };
-                let no_kernel = p.is_none();
-                s.finish(*id, summary.clone(), p.map(|p| p.0), intent, no_kernel, at);
-                finished.insert(*id);
-            }
-            // A shared profile is decided again: its ancestor's is read back below.
-            Event::Profiled { id, shared_from: None, .. } => {
-                profiled.insert(*id);
-            }
-            _ => {}
-        }
-    }
-    Ok(Replayed { search, proposals, finished, profiled, usage, active })
-}
-
-/// What was already judged is never judged again.
-fn remember_judged(
-    ctx: &Ctx,
-    search: &Search,
-    proposals: &HashMap<usize, (Candidate, String, Option<String>)>,
-    finished: &BTreeSet<usize>,
-    dir: &Path,
-) {
-    for id in finished {
-        if let (Some(s), Some((c, _, _))) = (search.summaries.get(id), proposals.get(id)) {
-            let source = store::unmarked(std::fs::read_to_string(dir.join(&c.source)).unwrap_or_default());
-            ctx.judged.lock().unwrap().insert(content_key(&source, c), (*id, s.clone()));
-        }
-    }
-}
-
-/// Profiles taken in earlier sessions, read back from the node folders.
-fn read_back_profiles(ctx: &Ctx, store: &RunStore, profiled: BTreeSet<usize>) {
-    for id in profiled {
-        let node_dir = store.node_dir(id);
-        let diagnoses = std::fs::read(node_dir.join("diagnoses.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .and_then(|mut v| {
-                v.as_object_mut().map(|o| o.remove("simulated"));
-                serde_json::from_value::<heuristics::Report>(v).ok()
-            });
-        let raw = std::fs::read_to_string(node_dir.join("counters.txt")).ok();
-        let note = "read back from an earlier session".into();
-        let p = generate::ParentProfile { diagnoses, raw, note, shared_from: None };
-        ctx.profiles.lock().unwrap().insert(id, Arc::new(tokio::sync::OnceCell::new_with(Some(p))));
-    }
-}
-
-/// Nodes that were in flight when the run stopped are redone, their saved proposals
-/// judged without asking the generator again.
-fn redo_unfinished(search: &mut Search, proposals: &HashMap<usize, (Candidate, String, Option<String>)>) {
-    let pending: Vec<usize> =
-        search.tree.nodes().iter().filter(|n| n.id != 0 && n.outcome.is_none() && !n.cancelled).map(|n| n.id).collect();
-    for id in pending {
-        let n = search.tree.node(id);
-        let parent = n.parent.unwrap_or(0);
-        search.redo.push(Job {
-            id,
-            parent,
-            kind: n.kind,
-            parent_candidate: search.tree.node(parent).payload.clone(),
-            parent_summary: search.summaries.get(&parent).cloned().unwrap_or_default(),
-            memory: search.tree.memory.clone(),
-            path: search.path_to(parent),
-            ancestors: search.ancestors_of(parent),
-            redo: proposals.get(&id).cloned(),
-        });
-    }
 }
 
 /// The search, then the final re-verification and the summary. `prior` is the result an

@@ -7,7 +7,7 @@
 
 use super::expand::{expand, Ctx, Done, Job};
 use super::progress::Progress;
-use crate::run::config::Strategy;
+use crate::run::config::{GeneratorSpec, RunConfig, Strategy};
 use crate::run::events::{Candidate, Event, NodeSummary};
 use search::{Expansion, Intent, NodeId, Selection, Tree};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -32,6 +32,23 @@ pub struct Search {
 }
 
 impl Search {
+    /// A tree of the baseline alone, as the run's configuration sets it up.
+    pub fn new(cfg: &RunConfig, root: Candidate, root_summary: NodeSummary) -> Search {
+        let mut config = search::Config::default();
+        config.reward.objective = cfg.objective;
+        Search {
+            tree: Tree::new(root, config, cfg.seed),
+            summaries: HashMap::from([(0, root_summary)]),
+            strategy: cfg.strategy,
+            repairs: matches!(cfg.generator, GeneratorSpec::Llm(_)),
+            max_nodes: cfg.max_nodes,
+            redo: Vec::new(),
+            stop_reason: None,
+            outcomes: Default::default(),
+            timeline: Vec::new(),
+        }
+    }
+
     pub fn started_nodes(&self) -> usize {
         self.tree.nodes().iter().filter(|n| n.id != 0 && !n.cancelled).count()
     }
@@ -180,33 +197,21 @@ pub async fn run(
     }
     loop {
         if stopping.is_none() {
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                stopping = Some("the budget is spent".into());
-            } else if search.cap_reached() {
-                stopping = Some(format!("--max-nodes {} reached", search.max_nodes.unwrap_or(0)));
-            }
+            stopping = limit_reached(search, deadline);
         }
         while stopping.is_none() && inflight.len() < parallel && !search.cap_reached() {
             let Some(sel) = search.select() else { break };
-            let placeholder = search.tree.node(sel.parent).payload.clone();
-            let id = search.tree.add_pending(&sel, placeholder, Intent::default());
-            if let Err(e) = ctx.store.append(Event::NodeStarted { id, parent: sel.parent, kind: sel.kind }) {
-                fatal = Some(e);
-                stopping = Some("the run directory cannot be written".into());
-                search.tree.cancel(id);
-                break;
+            match start_node(&ctx, search, &sel) {
+                Ok(job) => spawn(job, &mut inflight),
+                Err(e) => {
+                    fatal = Some(e);
+                    stopping = Some("the run directory cannot be written".into());
+                    break;
+                }
             }
-            let job = search.job(&sel, id);
-            spawn(job, &mut inflight);
         }
         if inflight.is_empty() {
-            if stopping.is_none() {
-                stopping = Some(match search.strategy {
-                    Strategy::Mcts => "nothing left to expand: every node is saturated or closed".into(),
-                    Strategy::Greedy => "greedy: the best kernel has nothing new to try".into(),
-                    Strategy::BestOfN => "best-of-n: the baseline has nothing new to try".into(),
-                });
-            }
+            stopping.get_or_insert_with(|| nothing_left(search.strategy));
             break;
         }
         progress.update(
@@ -219,29 +224,13 @@ pub async fn run(
         tokio::select! {
             Some(done) = rx.recv() => {
                 let at = active_before + started.elapsed().as_secs_f64();
-                match done {
-                    Done::Finished { id, summary, candidate, technique, tool, lane, duplicate_of, no_kernel } => {
-                        let summary = *summary;
-                        inflight.remove(&id);
-                        let _ = ctx.store.append(Event::NodeFinished { id, summary: summary.clone(), lane, duplicate_of });
-                        let intent = Intent { technique: technique.clone(), tool };
-                        search.finish(id, summary.clone(), candidate, intent, no_kernel, at);
-                        progress.node(id, &technique, &summary, duplicate_of);
-                        reports.node_finished(ctx.store.dir(), id);
-                    }
-                    Done::Dropped { id, parent, why, stop } => {
-                        inflight.remove(&id);
-                        let _ = ctx.store.append(Event::NoProposal { id, parent, why: why.clone(), stop });
-                        search.drop_node(id, parent, stop);
-                        if stop && stopping.is_none() {
-                            stopping = Some(why);
-                        }
-                    }
-                    Done::Fatal { id, message } => {
-                        inflight.remove(&id);
-                        fatal = Some(message.clone());
-                        stopping = Some(format!("cannot go on: {message}"));
-                    }
+                let landed = land(&ctx, search, done, at, progress, &mut reports);
+                inflight.remove(&landed.id);
+                if let Some(message) = landed.fatal {
+                    stopping = Some(format!("cannot go on: {message}"));
+                    fatal = Some(message);
+                } else if let Some(why) = landed.stop {
+                    stopping.get_or_insert(why);
                 }
             }
             _ = tick.tick() => {}
@@ -268,6 +257,69 @@ pub async fn run(
     let _ = ctx.store.append(Event::SearchStopped { why: why.clone() });
     search.stop_reason = Some(why);
     Ended { abandoned: false, fatal, active_s: active_before + started.elapsed().as_secs_f64() }
+}
+
+/// Why the loop stops launching, if it must: the budget is spent or the node cap reached.
+fn limit_reached(search: &Search, deadline: Option<Instant>) -> Option<String> {
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        Some("the budget is spent".into())
+    } else if search.cap_reached() {
+        Some(format!("--max-nodes {} reached", search.max_nodes.unwrap_or(0)))
+    } else {
+        None
+    }
+}
+
+/// Why the search ends when nothing is in flight and nothing can be selected.
+fn nothing_left(strategy: Strategy) -> String {
+    match strategy {
+        Strategy::Mcts => "nothing left to expand: every node is saturated or closed".into(),
+        Strategy::Greedy => "greedy: the best kernel has nothing new to try".into(),
+        Strategy::BestOfN => "best-of-n: the baseline has nothing new to try".into(),
+    }
+}
+
+/// Adds the selection to the tree as pending and logs it; the job to run. When the log
+/// cannot be written the node is cancelled and the error returned.
+fn start_node(ctx: &Ctx, search: &mut Search, sel: &Selection) -> Result<Job, String> {
+    let placeholder = search.tree.node(sel.parent).payload.clone();
+    let id = search.tree.add_pending(sel, placeholder, Intent::default());
+    if let Err(e) = ctx.store.append(Event::NodeStarted { id, parent: sel.parent, kind: sel.kind }) {
+        search.tree.cancel(id);
+        return Err(e);
+    }
+    Ok(search.job(sel, id))
+}
+
+/// What an expansion's end means for the loop.
+struct Landed {
+    id: NodeId,
+    /// The generator has nothing more at all.
+    stop: Option<String>,
+    /// The environment failed: the run cannot go on.
+    fatal: Option<String>,
+}
+
+/// Records an expansion's end: in the log, in the tree, on the display and in the node's
+/// report.
+fn land(ctx: &Ctx, search: &mut Search, done: Done, at: f64, progress: &Progress, reports: &mut LiveReports) -> Landed {
+    match done {
+        Done::Finished { id, summary, candidate, technique, tool, lane, duplicate_of, no_kernel } => {
+            let summary = *summary;
+            let _ = ctx.store.append(Event::NodeFinished { id, summary: summary.clone(), lane, duplicate_of });
+            let intent = Intent { technique: technique.clone(), tool };
+            search.finish(id, summary.clone(), candidate, intent, no_kernel, at);
+            progress.node(id, &technique, &summary, duplicate_of);
+            reports.node_finished(ctx.store.dir(), id);
+            Landed { id, stop: None, fatal: None }
+        }
+        Done::Dropped { id, parent, why, stop } => {
+            let _ = ctx.store.append(Event::NoProposal { id, parent, why: why.clone(), stop });
+            search.drop_node(id, parent, stop);
+            Landed { id, stop: stop.then_some(why), fatal: None }
+        }
+        Done::Fatal { id, message } => Landed { id, stop: None, fatal: Some(message) },
+    }
 }
 
 /// Reports written as nodes finish, off the loop's thread: each node's own report at

@@ -4,8 +4,9 @@
 
 use crate::run::best::{best_of_json, Best};
 use crate::run::config::RunFile;
-use crate::run::events::{active_clock, parse_log, Event, NodeSummary, Usage};
-use crate::run::store::{node_rel, unmarked};
+use crate::run::events::Usage;
+use crate::run::log::{NodeLog, RunLog};
+use crate::run::store::node_rel;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -115,9 +116,9 @@ pub struct Followed {
     pub improved: usize,
 }
 
-/// A file of the run, without the simulated-run marker; None if it is not there.
+/// A file of the run as it is; None if it is not there.
 pub(super) fn read_text(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(unmarked)
+    std::fs::read_to_string(path).ok()
 }
 
 pub(super) fn read_json(path: &Path) -> Option<Value> {
@@ -128,18 +129,14 @@ impl RunView {
     pub fn load(dir: &Path) -> Result<RunView, String> {
         let run: RunFile = std::fs::read_to_string(dir.join("run.json"))
             .map_err(|e| format!("{}: {e} (is this a nightshift run directory?)", dir.join("run.json").display()))
-            .and_then(|t| {
-                serde_json::from_str(&unmarked(t)).map_err(|e| format!("{}: {e}", dir.join("run.json").display()))
-            })?;
-        let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
-        let simulated = log.contains("\"simulated\":true");
-        let records = parse_log(&log).map_err(|e| format!("{}: {e}", dir.join("events.jsonl").display()))?;
-        let clock = active_clock(&records);
-        let Folded { nodes, stop_reason, finished_run, session_pid, stopped, usage } = fold(&records, &clock);
-        let nodes: Vec<NodeView> = nodes.into_values().collect();
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{}: {e}", dir.join("run.json").display())))?;
+        let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
+        let log = RunLog::parse(&text).map_err(|e| format!("{}: {e}", dir.join("events.jsonl").display()))?;
+        let nodes: Vec<NodeView> = log.live_nodes().map(node_view).collect();
         let (best_over_time, best_over_nodes) = best_so_far_curves(&nodes);
-        let running = !finished_run && stopped.is_none() && session_pid.is_some_and(process_alive);
-        let stop_reason = stopped.or(stop_reason);
+        let finished_run = log.session.finished;
+        let running = !finished_run && log.session.stopped.is_none() && log.session.pid.is_some_and(process_alive);
+        let stop_reason = log.session.stopped.clone().or(log.search_stopped.clone());
         let interrupted = !finished_run && !running;
         // The final check's result is the one set of numbers; before it, the best so far.
         let best_json = read_json(&dir.join("best.json"));
@@ -181,7 +178,6 @@ impl RunView {
             .unwrap_or_else(|| "unknown".into());
         let certificate =
             best.as_ref().map(|b| certificate(dir, &run, best_json.as_ref().filter(|_| verified), result.as_ref(), b));
-        let search_s = clock.last().copied().unwrap_or(0.0);
         let bar = result.as_ref().and_then(|r| r.bar).map(|b| b.describe());
         Ok(RunView {
             dir: dir.to_path_buf(),
@@ -196,7 +192,7 @@ impl RunView {
             started_at: run.started_at.clone(),
             nightshift: run.nightshift.clone(),
             gpu,
-            simulated,
+            simulated: log.simulated,
             running,
             interrupted,
             stop_reason,
@@ -208,10 +204,10 @@ impl RunView {
             bar,
             certificate,
             outcomes,
-            usage,
+            usage: log.usage,
             best_over_time,
             best_over_nodes,
-            search_s,
+            search_s: log.active_s,
             followed,
         })
     }
@@ -221,30 +217,16 @@ impl RunView {
     }
 }
 
-/// The event log folded into node views and the run's state, in the order things
-/// happened.
-struct Folded {
-    nodes: BTreeMap<usize, NodeView>,
-    stop_reason: Option<String>,
-    finished_run: bool,
-    session_pid: Option<u32>,
-    /// Why the last session stopped, when it said.
-    stopped: Option<String>,
-    usage: Option<Usage>,
-}
-
-fn fold(records: &[crate::run::events::Record], clock: &[f64]) -> Folded {
-    let mut nodes: BTreeMap<usize, NodeView> = BTreeMap::new();
-    let mut stop_reason = None;
-    let mut finished_run = false;
-    let mut session_pid = None;
-    let mut stopped: Option<String> = None;
-    let mut usage: Option<Usage> = None;
-    let mut profiled_top: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-    let blank = |id: usize, parent: Option<usize>, kind: &str| NodeView {
-        id,
-        parent,
-        kind: kind.into(),
+/// A node's view: what the log says of it ([`NodeLog`]), as the reports show it.
+fn node_view(n: &NodeLog) -> NodeView {
+    let kind = match n.kind {
+        None => "root".to_string(),
+        Some(kind) => serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+    };
+    let mut v = NodeView {
+        id: n.id,
+        parent: n.parent,
+        kind,
         technique: String::new(),
         config: String::new(),
         outcome: "in flight".into(),
@@ -261,85 +243,41 @@ fn fold(records: &[crate::run::events::Record], clock: &[f64]) -> Folded {
         spill_bytes: None,
         message: None,
         finished_s: None,
-        diagnoses: Vec::new(),
+        diagnoses: n.top_diagnoses().map(<[String]>::to_vec).unwrap_or_default(),
         duplicate_of: None,
-        dir: node_rel(id),
+        dir: node_rel(n.id),
     };
-    let apply = |n: &mut NodeView, s: &NodeSummary, at: f64| {
-        n.passed = s.passed;
-        n.outcome = if s.passed {
+    if let Some(p) = &n.proposal {
+        v.technique = p.technique.clone();
+        v.config = p.candidate.config_label();
+    }
+    if let Some(f) = &n.finished {
+        let s = &f.summary;
+        v.passed = s.passed;
+        v.outcome = if s.passed {
             "passed".into()
         } else {
             s.failure_class.as_ref().map_or("failed".into(), |c| c.name().to_string())
         };
-        n.speedup = s.speedup.filter(|_| s.passed);
-        n.speedup_text = s.measured_speedup().filter(|_| s.passed).map(|x| x.to_string()).unwrap_or("-".into());
-        (n.speedup_low, n.speedup_high) = (s.speedup_low, s.speedup_high);
-        n.ms = s.candidate_ms;
-        n.cv_pct = s.cv.map(|c| 100.0 * c);
-        n.pct_of_floor = s.pct_of_floor;
-        n.joules_per_call = s.joules_per_call;
-        n.registers = s.registers;
-        n.spill_bytes = s.spill_bytes;
-        n.message = s.failure_message.clone();
-        n.finished_s = Some(at);
-    };
-    for (r, &at) in records.iter().zip(clock) {
-        match &r.event {
-            Event::Session { pid, .. } => {
-                session_pid = Some(*pid);
-                finished_run = false;
-                stopped = None;
-            }
-            Event::SessionStopped { why } => stopped = Some(why.clone()),
-            Event::Baseline { summary, candidate } => {
-                let n = nodes.entry(0).or_insert_with(|| blank(0, None, "root"));
-                n.technique = "baseline".into();
-                n.config = candidate.config_label();
-                apply(n, summary, at);
-                n.speedup = Some(1.0);
-                n.speedup_text = "1.000x".into();
-            }
-            Event::NodeStarted { id, parent, kind } => {
-                let kind =
-                    serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-                nodes.insert(*id, blank(*id, Some(*parent), &kind));
-            }
-            Event::NodeProposed { id, candidate, technique, usage: u, .. } => {
-                if let Some(n) = nodes.get_mut(id) {
-                    n.technique = technique.clone();
-                    n.config = candidate.config_label();
-                }
-                if let Some(u) = u {
-                    let acc = usage.get_or_insert_with(Usage::default);
-                    acc.prompt_tokens += u.prompt_tokens;
-                    acc.completion_tokens += u.completion_tokens;
-                    acc.cost += u.cost;
-                }
-            }
-            Event::NoProposal { id, .. } => {
-                nodes.remove(id);
-            }
-            Event::NodeFinished { id, summary, duplicate_of, .. } => {
-                if let Some(n) = nodes.get_mut(id) {
-                    apply(n, summary, at);
-                    n.duplicate_of = *duplicate_of;
-                }
-            }
-            Event::Profiled { id, top, .. } => {
-                profiled_top.insert(*id, top.clone());
-            }
-            Event::SearchStopped { why } => stop_reason = Some(why.clone()),
-            Event::RunFinished { .. } => finished_run = true,
-            _ => {}
-        }
+        v.speedup = s.speedup.filter(|_| s.passed);
+        v.speedup_text = s.measured_speedup().filter(|_| s.passed).map(|x| x.to_string()).unwrap_or("-".into());
+        (v.speedup_low, v.speedup_high) = (s.speedup_low, s.speedup_high);
+        v.ms = s.candidate_ms;
+        v.cv_pct = s.cv.map(|c| 100.0 * c);
+        v.pct_of_floor = s.pct_of_floor;
+        v.joules_per_call = s.joules_per_call;
+        v.registers = s.registers;
+        v.spill_bytes = s.spill_bytes;
+        v.message = s.failure_message.clone();
+        v.finished_s = Some(f.at);
+        v.duplicate_of = f.duplicate_of;
     }
-    for (id, top) in &profiled_top {
-        if let Some(n) = nodes.get_mut(id) {
-            n.diagnoses = top.clone();
-        }
+    if n.parent.is_none() {
+        // The root is the baseline, timed against itself.
+        v.speedup = Some(1.0);
+        v.speedup_text = "1.000x".into();
     }
-    Folded { nodes, stop_reason, finished_run, session_pid, stopped, usage }
+    v
 }
 
 /// (seconds, best so far) at each finished node by time, and (node, best so far) by node order.

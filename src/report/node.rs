@@ -4,6 +4,7 @@
 //! and `report.json`.
 
 use super::model::{read_json, read_text, NodeView, RunView};
+use crate::run::store::read_source;
 use serde::Serialize;
 use serde_json::Value;
 use std::path::Path;
@@ -135,7 +136,7 @@ fn build_options(run: &RunView, node: &NodeView) -> Vec<String> {
 /// `new` against `old`, with these names in the diff headers; None when either kernel.cu
 /// cannot be read (a node that failed before its source was written).
 pub fn change(run: &RunView, old: (&NodeView, &str), new: (&NodeView, &str)) -> Option<Change> {
-    let source = |n: &NodeView| read_text(&run.dir.join(&n.dir).join("kernel.cu"));
+    let source = |n: &NodeView| read_source(&run.dir, &format!("{}/kernel.cu", n.dir)).ok();
     let (old_src, new_src) = (source(old.0)?, source(new.0)?);
     let lines = |opts: Vec<String>| opts.iter().map(|o| format!("{o}\n")).collect::<String>();
     let (old_opts, new_opts) = (lines(build_options(run, old.0)), lines(build_options(run, new.0)));

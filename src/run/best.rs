@@ -118,10 +118,10 @@ pub struct Tried {
     pub note: String,
 }
 
-/// `best.json` as JSON, without a simulated run's marker (None when there is none).
+/// `best.json` as JSON (None when there is none).
 pub(crate) fn read_best_json(dir: &Path) -> Option<serde_json::Value> {
     let text = std::fs::read_to_string(dir.join(BEST_JSON)).ok()?;
-    serde_json::from_str(&crate::run::store::unmarked(text)).ok()
+    serde_json::from_str(&text).ok()
 }
 
 /// Reads the result an earlier session wrote (None when there is none).

@@ -4,7 +4,20 @@
 //! can carry on from. One process at a time holds a run (an advisory lock).
 //!
 //! A run made with the simulated evaluator says so in every file: a `simulated` field in
-//! JSON, a first comment line in text files.
+//! JSON objects and in every line of the event log, a first comment line in text files.
+//! The store alone writes that marker, in one place for files ([`contents`]) and one for
+//! log lines ([`RunStore::append`]), and no reader ever strips it:
+//! - JSON readers never see it: serde skips a field their type does not name.
+//! - The text files the program reads back as its own input are kernel sources (a node's
+//!   `kernel.cu`: the generator's parent, the content key, resume, `replay:RUN`,
+//!   `best.cu`, the report's diffs). For each, a simulated run keeps the program's copy,
+//!   unmarked, under [`SIMULATED_SOURCES`] (a folder whose name says what it holds),
+//!   written before the marked file people open ([`RunStore::write_source`]);
+//!   [`read_source`] reads that copy where there is one, else the file itself: a run on a
+//!   GPU marks nothing.
+//! - The other text files the program reads back (a build log for a repair prompt, the raw
+//!   counters of a profile) it only shows, to a model or a person, as they are, marker
+//!   included.
 
 use super::events::{parse_log, Event, Record};
 use search::NodeId;
@@ -19,6 +32,9 @@ pub const CONFIG: &str = "run.json";
 const LOCK: &str = ".lock";
 pub const SIMULATED_NOTE: &str =
     "SIMULATED RUN: no GPU judged these kernels (nightshift's test-only simulated evaluator)";
+/// Where a simulated run keeps the program's own, unmarked copies of its kernel sources,
+/// at the same relative paths.
+pub const SIMULATED_SOURCES: &str = ".simulated-run-sources";
 
 pub struct RunStore {
     dir: PathBuf,
@@ -107,22 +123,26 @@ impl RunStore {
 
     /// Writes `rel` (relative to the run directory) atomically, marking it when simulated.
     pub fn write(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, String> {
-        let path = self.dir.join(rel);
-        let marked = if self.simulated { mark(rel, bytes) } else { bytes.to_vec() };
-        write_atomic(&path, &marked)?;
-        Ok(path)
+        self.put(rel, Content::Text(bytes))
     }
 
+    /// Writes a value as pretty JSON, with a `simulated` field when simulated.
     pub fn write_json<T: serde::Serialize>(&self, rel: &str, value: &T) -> Result<PathBuf, String> {
-        let mut v = serde_json::to_value(value).map_err(|e| e.to_string())?;
+        self.put(rel, Content::Json(serde_json::to_value(value).map_err(|e| e.to_string())?))
+    }
+
+    /// Writes a kernel source that the program reads back ([`read_source`]): in a simulated
+    /// run, its unmarked copy under [`SIMULATED_SOURCES`] first, then the marked file.
+    pub fn write_source(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, String> {
         if self.simulated {
-            if let Some(o) = v.as_object_mut() {
-                o.insert("simulated".into(), serde_json::Value::String(SIMULATED_NOTE.into()));
-            }
+            write_atomic(&self.dir.join(SIMULATED_SOURCES).join(rel), bytes)?;
         }
-        let bytes = serde_json::to_vec_pretty(&v).map_err(|e| e.to_string())?;
+        self.write(rel, bytes)
+    }
+
+    fn put(&self, rel: &str, content: Content) -> Result<PathBuf, String> {
         let path = self.dir.join(rel);
-        write_atomic(&path, &bytes)?;
+        write_atomic(&path, &contents(rel, content, self.simulated)?)?;
         Ok(path)
     }
 
@@ -132,11 +152,12 @@ impl RunStore {
     }
 }
 
-/// A file's text without the first-line marker a simulated run puts on it.
-pub fn unmarked(text: String) -> String {
-    match text.strip_prefix(&format!("// {SIMULATED_NOTE}\n")) {
-        Some(rest) => rest.to_string(),
-        None => text,
+/// A kernel source of the run in `dir` as the program wrote it ([`RunStore::write_source`]):
+/// a simulated run's unmarked copy, else the file itself.
+pub fn read_source(dir: &Path, rel: &str) -> std::io::Result<String> {
+    match std::fs::read_to_string(dir.join(SIMULATED_SOURCES).join(rel)) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::read_to_string(dir.join(rel)),
+        read => read,
     }
 }
 
@@ -149,19 +170,41 @@ pub fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
-/// A first-line marker in the file's own comment syntax.
-fn mark(rel: &str, bytes: &[u8]) -> Vec<u8> {
+/// What a file holds before it is written.
+enum Content<'a> {
+    Text(&'a [u8]),
+    Json(serde_json::Value),
+}
+
+/// A file's bytes; the one place a simulated run's marker goes into a file: a `simulated`
+/// field in a JSON object, else a first line in the file's own comment syntax (JSON written
+/// as text is left as it is).
+fn contents(rel: &str, content: Content, simulated: bool) -> Result<Vec<u8>, String> {
+    let bytes = match content {
+        Content::Json(mut v) => {
+            if simulated {
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("simulated".into(), serde_json::Value::String(SIMULATED_NOTE.into()));
+                }
+            }
+            return serde_json::to_vec_pretty(&v).map_err(|e| e.to_string());
+        }
+        Content::Text(bytes) => bytes,
+    };
+    if !simulated {
+        return Ok(bytes.to_vec());
+    }
     let ext = Path::new(rel).extension().and_then(|e| e.to_str()).unwrap_or("");
     let prefix = match ext {
         "cu" | "cuh" | "h" | "c" | "cpp" => format!("// {SIMULATED_NOTE}\n"),
-        "json" | "jsonl" => return bytes.to_vec(),
+        "json" | "jsonl" => return Ok(bytes.to_vec()),
         "md" => format!("> **{SIMULATED_NOTE}**\n\n"),
         "csv" => format!("# {SIMULATED_NOTE}\n"),
         _ => format!("# {SIMULATED_NOTE}\n"),
     };
     let mut out = prefix.into_bytes();
     out.extend_from_slice(bytes);
-    out
+    Ok(out)
 }
 
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
@@ -194,6 +237,23 @@ mod tests {
         let json = std::fs::read_to_string(store.dir().join("run.json")).unwrap();
         assert!(json.contains("SIMULATED RUN"), "{json}");
         assert!(store.read_events().unwrap()[0].simulated);
+    }
+
+    #[test]
+    fn the_program_reads_its_sources_back_as_written_in_either_kind_of_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let source = "__global__ void k() {}\n";
+        for simulated in [true, false] {
+            let dir = tmp.path().join(format!("run-{simulated}"));
+            let store = RunStore::create(&dir, simulated).unwrap();
+            store.write_source("nodes/0001/kernel.cu", source.as_bytes()).unwrap();
+            let people = std::fs::read_to_string(dir.join("nodes/0001/kernel.cu")).unwrap();
+            assert_eq!(people.starts_with("// SIMULATED RUN"), simulated, "{people}");
+            assert_eq!(read_source(&dir, "nodes/0001/kernel.cu").unwrap(), source);
+            assert_eq!(dir.join(SIMULATED_SOURCES).is_dir(), simulated);
+        }
+        let missing = read_source(tmp.path(), "nodes/0009/kernel.cu").unwrap_err();
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
     }
 
     #[test]

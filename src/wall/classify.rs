@@ -77,7 +77,7 @@ pub fn classify(run: &WorkerRun, request: &WorkerRequest, timeout: Duration) -> 
         };
     }
     let code = status.code().unwrap_or(-1);
-    if untrusted && code == crate::wall::worker::CHANNEL_LOST_EXIT {
+    if untrusted && code == crate::wall::protocol::CHANNEL_LOST_EXIT {
         return Classified::Rejected(Failure::new(
             FailureClass::ForgedReport,
             format!("the worker's report channel was closed or replaced under it {where_}: candidate code must not touch file descriptors it did not open"),
@@ -154,8 +154,8 @@ mod tests {
         let mut report = WorkerReport::of(Outcome::Passed);
         report.check = Some(CheckSummary {
             cases,
-            calls: 2 * cases + crate::wall::worker::REPEAT_CALLS,
-            repeat_calls: crate::wall::worker::REPEAT_CALLS,
+            calls: 2 * cases + crate::wall::protocol::REPEAT_CALLS,
+            repeat_calls: crate::wall::protocol::REPEAT_CALLS,
             elements_compared: 1000,
             ..Default::default()
         });
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn a_broken_channel_and_an_unparseable_report_are_told_apart() {
-        let r = run(Some(Phase::Check), exit(crate::wall::worker::CHANNEL_LOST_EXIT), false);
+        let r = run(Some(Phase::Check), exit(crate::wall::protocol::CHANNEL_LOST_EXIT), false);
         assert_eq!(rejected_class(classify(&r, &request(), T)), FailureClass::ForgedReport);
         let mut r = run(Some(Phase::Time), exit(0), false);
         r.unreadable = Some("invalid type: null, expected f64".into());

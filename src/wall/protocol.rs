@@ -14,6 +14,15 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
 
+/// Calls on one case after the check, each verified: a kernel wrong on one call in
+/// fifty, or one that changes after so many calls, shows here. The worker makes them; the
+/// orchestrator checks a passing report counted them (`report_check`).
+pub const REPEAT_CALLS: usize = 48;
+
+/// Exit code of a worker whose report channel broke under it: candidate code closed or
+/// replaced the descriptor. The worker exits with it; the orchestrator recognizes it.
+pub const CHANNEL_LOST_EXIT: i32 = 86;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerRequest {
     pub task: Task,

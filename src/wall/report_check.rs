@@ -31,7 +31,7 @@ pub fn check(request: &WorkerRequest, run: &WorkerRun, report: &WorkerReport) ->
             require(positions.windows(2).all(|w| w[0] < w[1]), "phases out of order")?;
             let check = report.check.as_ref().ok_or("a pass without a check summary")?;
             let cases = request.task.checks.len() * request.task.seeds as usize;
-            let repeats = crate::wall::worker::REPEAT_CALLS;
+            let repeats = crate::wall::protocol::REPEAT_CALLS;
             if check.cases != cases || check.repeat_calls != repeats || check.calls != 2 * cases + repeats {
                 return Err(format!(
                     "the check covered {} cases in {} calls ({} repeats); the task has {cases} cases of 2 calls each and {repeats} repeats",

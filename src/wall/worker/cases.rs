@@ -5,7 +5,7 @@ use super::{is_output, pointer_args, tolerance_of, CallError, Entry, Stop, Worke
 use crate::task::types::{ElemType, ParamType, ScalarType};
 use crate::task::{ArgRole, ScalarValue, Size, Task};
 use crate::wall::gpu::{DeviceBuffer, GpuResult, GuardedBuffer};
-use crate::wall::protocol::{CaseRef, CheckSummary, Failure, FailureClass, Outcome};
+use crate::wall::protocol::{CaseRef, CheckSummary, Failure, FailureClass, Outcome, REPEAT_CALLS};
 use crate::wall::verify::{self, Comparison};
 
 /// Inputs of one (size, seed), generated on the host.
@@ -396,10 +396,6 @@ pub(crate) fn check_library(w: &Worker, entry: &Entry, cases: &[CaseData]) -> Re
     summary.repeat_calls = repeats;
     Ok(summary)
 }
-
-/// Calls on one case after the check, each verified: a kernel wrong on one call in
-/// fifty, or one that changes after so many calls, shows here.
-pub const REPEAT_CALLS: usize = 48;
 
 /// GPU memory that may go missing over the repeat calls before it counts as a leak.
 const LEAK_ALLOWANCE: usize = 32 << 20;

@@ -8,14 +8,15 @@
 //! orchestrator knows where.
 
 mod cases;
-pub use cases::REPEAT_CALLS;
 mod energy;
 mod timing;
 
 use crate::task::types::ParamType;
 use crate::task::{ArgRole, Task};
 use crate::wall::gpu::{Gpu, GpuError};
-use crate::wall::protocol::{Failure, FailureClass, Mode, Outcome, Phase, WorkerMessage, WorkerReport, WorkerRequest};
+use crate::wall::protocol::{
+    Failure, FailureClass, Mode, Outcome, Phase, WorkerMessage, WorkerReport, WorkerRequest, CHANNEL_LOST_EXIT,
+};
 use cases::{CaseData, DeviceCase, HostCase};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::io::Write;
@@ -95,10 +96,6 @@ pub(crate) struct Worker {
     proto: Channel,
     pub notes: Vec<String>,
 }
-
-/// Exit code of a worker whose report channel broke under it: candidate code closed or
-/// replaced the descriptor.
-pub const CHANNEL_LOST_EXIT: i32 = 86;
 
 /// The sealed report channel, shared with the panic hook.
 #[derive(Clone)]
