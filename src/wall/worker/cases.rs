@@ -8,6 +8,20 @@ use crate::wall::gpu::{DeviceBuffer, GpuResult, GuardedBuffer};
 use crate::wall::protocol::{CaseRef, CheckSummary, Failure, FailureClass, Outcome};
 use crate::wall::verify::{self, Comparison};
 
+/// Why a case's inputs cannot be made from the task (the task's fault, not a candidate's).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum InputError {
+    #[error(transparent)]
+    Len(#[from] crate::task::LenError),
+    /// A scalar's value expression does not evaluate at the size.
+    #[error(transparent)]
+    Scalar(#[from] crate::task::expr::ExprError),
+    #[error("a float value for an integer parameter")]
+    FloatForInteger,
+    #[error("argument {arg} has a role that does not fit its type")]
+    RoleMismatch { arg: String },
+}
+
 /// Inputs of one (size, seed), generated on the host.
 pub(crate) struct HostCase {
     pub size: Size,
@@ -36,7 +50,7 @@ impl HostCase {
     /// Generates the inputs. `spare`: input buffers of an earlier case of this task, by
     /// argument index, overwritten where their length fits (bench sets are generated one
     /// after another, each uploaded before the next).
-    fn fill(&mut self, task: &Task, threads: usize, mut spare: Vec<Option<Vec<u8>>>) -> Result<(), String> {
+    fn fill(&mut self, task: &Task, threads: usize, mut spare: Vec<Option<Vec<u8>>>) -> Result<(), InputError> {
         let n = task.args.len();
         spare.resize(n, None);
         self.inputs = vec![None; n];
@@ -61,21 +75,18 @@ impl HostCase {
                 (ArgRole::Output { len, .. }, ParamType::Pointer { elem, .. }) => {
                     self.lens[i] = Task::buffer_len(len, &self.size)? * elem.size();
                 }
-                _ => return Err(format!("argument {} has a role that does not fit its type", arg.name)),
+                _ => return Err(InputError::RoleMismatch { arg: arg.name.clone() }),
             }
         }
         Ok(())
     }
 }
 
-fn scalar_bytes(value: &ScalarValue, scalar: ScalarType, size: &Size) -> Result<[u8; 8], String> {
+fn scalar_bytes(value: &ScalarValue, scalar: ScalarType, size: &Size) -> Result<[u8; 8], InputError> {
     let mut b = [0u8; 8];
     match value {
         ScalarValue::Int(src) => {
-            let v = crate::task::expr::Expr::parse(src)
-                .map_err(|e| e.to_string())?
-                .eval(&size.vars)
-                .map_err(|e| e.to_string())?;
+            let v = crate::task::expr::Expr::parse(src)?.eval(&size.vars)?;
             match scalar {
                 ScalarType::I32 | ScalarType::U32 => b[..4].copy_from_slice(&(v as i32).to_le_bytes()),
                 ScalarType::I64 | ScalarType::U64 => b.copy_from_slice(&v.to_le_bytes()),
@@ -86,7 +97,7 @@ fn scalar_bytes(value: &ScalarValue, scalar: ScalarType, size: &Size) -> Result<
         ScalarValue::Float(x) => match scalar {
             ScalarType::F32 => b[..4].copy_from_slice(&(*x as f32).to_le_bytes()),
             ScalarType::F64 => b.copy_from_slice(&x.to_le_bytes()),
-            _ => return Err("a float value for an integer parameter".into()),
+            _ => return Err(InputError::FloatForInteger),
         },
     }
     Ok(b)
