@@ -156,12 +156,12 @@ fn positive(x: Option<f64>, what: &str) -> Result<Option<f64>, String> {
     }
 }
 
-fn usage(m: String) -> ExitCode {
-    fail(EXIT_USAGE, &m)
+fn usage(m: impl std::fmt::Display) -> ExitCode {
+    fail(EXIT_USAGE, &m.to_string())
 }
 
 fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
-    let task_dir = a.task.clone().ok_or_else(|| usage("give a TASK directory, or --resume RUN_DIR".into()))?;
+    let task_dir = a.task.clone().ok_or_else(|| usage("give a TASK directory, or --resume RUN_DIR"))?;
     let file = read_file_config(a.config.as_deref()).map_err(usage)?;
     let f = &file.llm;
     let llm = match a.model.clone().or(f.model.clone()) {
@@ -193,7 +193,7 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
         }
     }
     if a.gpus.is_empty() {
-        return Err(usage("--gpus needs at least one device".into()));
+        return Err(usage("--gpus needs at least one device"));
     }
     let mut gpus = a.gpus.clone();
     gpus.dedup();
@@ -202,10 +202,10 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
         _ => 3 * gpus.len(),
     });
     if parallel == 0 {
-        return Err(usage("--parallel must be at least 1".into()));
+        return Err(usage("--parallel must be at least 1"));
     }
     if a.max_nodes == Some(0) {
-        return Err(usage("--max-nodes must be at least 1".into()));
+        return Err(usage("--max-nodes must be at least 1"));
     }
     let simulated = a.simulate_gpu.map(|delay_ms| SimSettings { delay_ms });
     let arch = match (&a.arch, &simulated) {
@@ -252,7 +252,7 @@ pub fn run(a: Args) -> ExitCode {
     let result = match &a.resume {
         Some(dir) => {
             if a.max_nodes == Some(0) {
-                return usage("--max-nodes must be at least 1".into());
+                return usage("--max-nodes must be at least 1");
             }
             let overrides = optimize::Overrides {
                 budget_s: a.budget.map(|d| d.as_secs_f64()),
