@@ -309,7 +309,7 @@ pub(crate) fn time(
     if task.flush_l2 {
         w.gpu.enable_l2_flush().map_err(gpu_stop)?;
     }
-    let nvml = crate::wall::nvml::NvmlDevice::open(&w.gpu.info.uuid).map_err(|e| w.notes.push(e)).ok();
+    let nvml = crate::wall::nvml::NvmlDevice::open(&w.gpu.info.uuid).map_err(|e| w.notes.push(e.to_string())).ok();
     let others_before = nvml.as_ref().map(|n| n.other_processes()).unwrap_or_default();
     let (sm_before, _, _, _) = clock_snapshot(&nvml);
     let entries = [baseline, candidate];
