@@ -31,7 +31,7 @@
 //! unprivileged user namespaces), the tool is not started unless `--allow-unconfined`
 //! says so; the orchestrator turns that into an error naming the cause and the waiver.
 
-use super::Layer;
+use super::{Layer, SandboxError};
 use serde::{Deserialize, Serialize};
 use std::ffi::{CString, OsString};
 use std::io::Write;
@@ -117,9 +117,9 @@ pub fn command_line(exe: &Path, report: &Path, keep: &[PathBuf], allow_unconfine
 }
 
 /// The arrangement a trampoline wrote.
-pub fn read_report(path: &Path) -> Result<Arrangement, String> {
-    let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))
+pub fn read_report(path: &Path) -> Result<Arrangement, SandboxError> {
+    let text = std::fs::read(path).map_err(|source| SandboxError::File { path: path.to_path_buf(), source })?;
+    serde_json::from_slice(&text).map_err(|source| SandboxError::Report { path: path.to_path_buf(), source })
 }
 
 /// Entry point of `nightshift hosted`. Must run single-threaded: a process with threads
@@ -173,15 +173,13 @@ struct Program {
 }
 
 impl Program {
-    fn new(command: &[OsString]) -> Result<Program, String> {
+    fn new(command: &[OsString]) -> Result<Program, SandboxError> {
         if command.is_empty() {
-            return Err("no tool to run: give one after --".into());
+            return Err(SandboxError::NoTool);
         }
         let args = command
             .iter()
-            .map(|a| {
-                CString::new(a.as_bytes()).map_err(|_| format!("{}: an argument with a NUL byte", a.to_string_lossy()))
-            })
+            .map(|a| CString::new(a.as_bytes()).map_err(|_| SandboxError::NulArgument(a.to_string_lossy().into())))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Program { args })
     }
@@ -210,21 +208,18 @@ fn write_report(mut file: &std::fs::File, arrangement: &Arrangement) {
     }
 }
 
-fn last_error(what: &str) -> String {
-    format!("{what}: {}", std::io::Error::last_os_error())
-}
-
 struct Entered {
     user: Layer,
     kept_root_capabilities: bool,
-    /// Whether the mount, network and PID namespaces were made (not yet filled).
+    /// Whether the mount, network and PID namespaces were made (not yet filled), or why
+    /// not: the detail their layers will carry.
     unshared: Result<(), String>,
 }
 
-fn unshare(flags: libc::c_int) -> Result<(), String> {
+fn unshare(flags: libc::c_int) -> Result<(), SandboxError> {
     // SAFETY: plain syscall; this process has a single thread.
     if unsafe { libc::unshare(flags) } != 0 {
-        return Err(last_error("unshare"));
+        return Err(SandboxError::last("unshare"));
     }
     Ok(())
 }
@@ -270,9 +265,10 @@ fn enter_namespaces() -> Entered {
 
 /// Maps this user and group to themselves in the new user namespace (setgroups denied
 /// first, as the kernel requires of an unprivileged writer).
-fn map_ids(uid: libc::uid_t, gid: libc::gid_t) -> Result<(), String> {
+fn map_ids(uid: libc::uid_t, gid: libc::gid_t) -> Result<(), SandboxError> {
     let write = |file: &str, text: String| {
-        std::fs::write(format!("/proc/self/{file}"), text).map_err(|e| format!("/proc/self/{file}: {e}"))
+        let path = PathBuf::from(format!("/proc/self/{file}"));
+        std::fs::write(&path, text).map_err(|source| SandboxError::File { path, source })
     };
     match write("setgroups", "deny".into()) {
         Err(_) if !Path::new("/proc/self/setgroups").exists() => {}
@@ -309,10 +305,10 @@ fn mount(
     fstype: Option<&str>,
     flags: libc::c_ulong,
     data: Option<&str>,
-) -> Result<(), String> {
-    let c = |s: &str| CString::new(s).map_err(|_| format!("{s}: a NUL byte"));
+) -> Result<(), SandboxError> {
+    let c = |s: &str| CString::new(s).map_err(|_| SandboxError::Nul(s.into()));
     let source = c(source)?;
-    let target_c = CString::new(target.as_os_str().as_bytes()).map_err(|_| "a path with a NUL byte".to_string())?;
+    let target_c = CString::new(target.as_os_str().as_bytes()).map_err(|_| SandboxError::NulPath)?;
     let fstype = fstype.map(c).transpose()?;
     let data = data.map(c).transpose()?;
     // SAFETY: NUL-terminated strings that outlive the call; null where absent.
@@ -326,7 +322,7 @@ fn mount(
         )
     };
     if rc != 0 {
-        return Err(last_error(&format!("mount on {}", target.display())));
+        return Err(SandboxError::last(format!("mount on {}", target.display())));
     }
     Ok(())
 }
@@ -372,7 +368,7 @@ fn private_mounts(keep: &[PathBuf], cwd: Option<&Path>) -> Mounts {
         let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
         let made = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path);
         if let Err(e) =
-            made.map_err(|e| e.to_string()).and_then(|_| mount(&source, path, None, libc::MS_BIND | libc::MS_REC, None))
+            made.map_err(SandboxError::Io).and_then(|_| mount(&source, path, None, libc::MS_BIND | libc::MS_REC, None))
         {
             return off(format!("cannot bind {} into the private folders: {e}", path.display()), true);
         }
@@ -403,12 +399,12 @@ fn private_mounts(keep: &[PathBuf], cwd: Option<&Path>) -> Mounts {
     }
 }
 
-fn open_path(path: &Path) -> Result<OwnedFd, String> {
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| "a path with a NUL byte".to_string())?;
+fn open_path(path: &Path) -> Result<OwnedFd, SandboxError> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| SandboxError::NulPath)?;
     // SAFETY: plain syscall on a NUL-terminated path; the descriptor is owned below.
     let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
     if fd < 0 {
-        return Err(std::io::Error::last_os_error().to_string());
+        return Err(SandboxError::Io(std::io::Error::last_os_error()));
     }
     // SAFETY: a fresh descriptor nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
@@ -435,23 +431,23 @@ fn loopback_only() -> Layer {
     }
 }
 
-fn bring_up_loopback() -> Result<(), String> {
+fn bring_up_loopback() -> Result<(), SandboxError> {
     // SAFETY: plain syscalls on a socket owned here and a request struct of the kernel's layout.
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
         if fd < 0 {
-            return Err(last_error("socket"));
+            return Err(SandboxError::last("socket"));
         }
         let socket = OwnedFd::from_raw_fd(fd);
         let mut req = InterfaceFlags { name: [0; libc::IFNAMSIZ], flags: 0, _rest: [0; 22] };
         req.name[0] = b'l' as libc::c_char;
         req.name[1] = b'o' as libc::c_char;
         if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) != 0 {
-            return Err(last_error("SIOCGIFFLAGS lo"));
+            return Err(SandboxError::last("SIOCGIFFLAGS lo"));
         }
         req.flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
         if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS as _, &req) != 0 {
-            return Err(last_error("SIOCSIFFLAGS lo"));
+            return Err(SandboxError::last("SIOCSIFFLAGS lo"));
         }
     }
     Ok(())
@@ -466,11 +462,11 @@ struct Below {
     allow: bool,
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     let mut fds = [0; 2];
     // SAFETY: plain syscall filling two descriptors owned below.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(last_error("pipe"));
+        return Err(SandboxError::last("pipe"));
     }
     // SAFETY: fresh descriptors nothing else owns.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
@@ -487,7 +483,7 @@ fn run_below_init(mut below: Below, finish: impl Fn(Vec<Layer>) -> Arrangement) 
     let ((life_read, life_write), (status_read, status_write)) = match (pipes, child) {
         (Ok(p), c) if c >= 0 => p,
         (pipes, _) => {
-            let why = pipes.err().unwrap_or_else(|| last_error("fork"));
+            let why = pipes.err().unwrap_or_else(|| SandboxError::last("fork"));
             below.layers.push(Layer::off(PID, format!("no process could be started in it ({why})")));
             let mut arrangement = finish(below.layers);
             arrangement.started = below.allow;
@@ -514,7 +510,7 @@ fn run_below_init(mut below: Below, finish: impl Fn(Vec<Layer>) -> Arrangement) 
             break;
         }
         if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            eprintln!("nightshift hosted: {}", last_error("waitpid"));
+            eprintln!("nightshift hosted: {}", SandboxError::last("waitpid"));
             return ExitCode::from(REFUSED_EXIT);
         }
     }
@@ -567,7 +563,7 @@ fn init(mut below: Below, life: OwnedFd, status_out: OwnedFd, finish: impl Fn(Ve
         below.program.exec();
     }
     if tool < 0 {
-        eprintln!("nightshift hosted: cannot start the tool: {}", last_error("fork"));
+        eprintln!("nightshift hosted: cannot start the tool: {}", SandboxError::last("fork"));
         // SAFETY: terminates the process.
         unsafe { libc::_exit(126) }
     }
