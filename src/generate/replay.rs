@@ -70,7 +70,7 @@ impl Replay {
     fn from_run(dir: &Path) -> Result<Vec<Item>, String> {
         let text = std::fs::read_to_string(dir.join(crate::run::store::EVENTS)).map_err(|e| e.to_string())?;
         let mut items = Vec::new();
-        for r in parse_log(&text)? {
+        for r in parse_log(&text).map_err(|e| e.to_string())? {
             if let Event::NodeProposed { id, candidate, technique, tool, .. } = r.event {
                 if candidate.source.is_empty() {
                     continue; // a reply that held no kernel

@@ -191,7 +191,7 @@ pub async fn run(
             let placeholder = search.tree.node(sel.parent).payload.clone();
             let id = search.tree.add_pending(&sel, placeholder, Intent::default());
             if let Err(e) = ctx.store.append(Event::NodeStarted { id, parent: sel.parent, kind: sel.kind }) {
-                fatal = Some(e);
+                fatal = Some(e.to_string());
                 stopping = Some("the run directory cannot be written".into());
                 search.tree.cancel(id);
                 break;
