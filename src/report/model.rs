@@ -2,6 +2,7 @@
 //! config and GPU, every node from the event log with its files, the best and its
 //! certificate. Reading never writes and never takes the run's lock.
 
+use super::ReportError;
 use crate::run::best::{best_of_json, Best};
 use crate::run::config::RunFile;
 use crate::run::events::{active_clock, parse_log, Event, NodeSummary, Usage};
@@ -125,15 +126,15 @@ pub(super) fn read_json(path: &Path) -> Option<Value> {
 }
 
 impl RunView {
-    pub fn load(dir: &Path) -> Result<RunView, String> {
-        let run: RunFile = std::fs::read_to_string(dir.join("run.json"))
-            .map_err(|e| format!("{}: {e} (is this a nightshift run directory?)", dir.join("run.json").display()))
-            .and_then(|t| {
-                serde_json::from_str(&unmarked(t)).map_err(|e| format!("{}: {e}", dir.join("run.json").display()))
-            })?;
+    pub fn load(dir: &Path) -> Result<RunView, ReportError> {
+        let path = dir.join("run.json");
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| ReportError::NoRun { path: path.clone(), source })?;
+        let run: RunFile =
+            serde_json::from_str(&unmarked(text)).map_err(|source| ReportError::RunJson { path, source })?;
         let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
         let simulated = log.contains("\"simulated\":true");
-        let records = parse_log(&log).map_err(|e| format!("{}: {e}", dir.join("events.jsonl").display()))?;
+        let records = parse_log(&log).map_err(|source| ReportError::Log { path: dir.join("events.jsonl"), source })?;
         let clock = active_clock(&records);
         let Folded { nodes, stop_reason, finished_run, session_pid, stopped, usage } = fold(&records, &clock);
         let nodes: Vec<NodeView> = nodes.into_values().collect();
