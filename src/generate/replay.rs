@@ -7,12 +7,29 @@
 
 use super::llm::reply;
 use super::{Kernel, Proposal, Request};
-use crate::run::events::{parse_log, Event};
+use crate::run::events::{parse_log, Event, LogError};
 use crate::run::store::{node_rel, unmarked};
 use regex::Regex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::LazyLock;
+
+/// Why a replay source gives no proposals.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A reply or kernel file cannot be read.
+    #[error("{}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("replay folder {}: {source}", dir.display())]
+    Folder { dir: PathBuf, source: std::io::Error },
+    /// The run directory's event log cannot be read; the error alone says it.
+    #[error(transparent)]
+    ReadLog(std::io::Error),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("{}: no replies to replay (expected .cu, .md or .txt files, or a run directory)", dir.display())]
+    Empty { dir: PathBuf },
+}
 
 #[derive(Debug, Clone)]
 enum Item {
@@ -28,29 +45,30 @@ pub struct Replay {
 static TECHNIQUE_COMMENT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?im)^\s*//\s*technique\s*:\s*(.+?)\s*$").unwrap());
 
-fn kernel_file(path: &Path) -> Result<Kernel, String> {
-    let source = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn read(path: &Path) -> Result<String, ReplayError> {
+    std::fs::read_to_string(path).map_err(|source| ReplayError::Read { path: path.to_path_buf(), source })
+}
+
+fn kernel_file(path: &Path) -> Result<Kernel, ReplayError> {
+    let source = read(path)?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("replay");
     let technique = TECHNIQUE_COMMENT.captures(&source).map(|c| reply::tag(&c[1])).unwrap_or_else(|| reply::tag(stem));
     Ok(Kernel { source, defines: Default::default(), flags: Vec::new(), technique, tool: None })
 }
 
 impl Replay {
-    pub fn load(dir: &Path) -> Result<Replay, String> {
+    pub fn load(dir: &Path) -> Result<Replay, ReplayError> {
         let items =
             if dir.join(crate::run::store::EVENTS).is_file() { Self::from_run(dir)? } else { Self::from_folder(dir)? };
         if items.is_empty() {
-            return Err(format!(
-                "{}: no replies to replay (expected .cu, .md or .txt files, or a run directory)",
-                dir.display()
-            ));
+            return Err(ReplayError::Empty { dir: dir.to_path_buf() });
         }
         Ok(Replay { items, next: AtomicUsize::new(0) })
     }
 
-    fn from_folder(dir: &Path) -> Result<Vec<Item>, String> {
+    fn from_folder(dir: &Path) -> Result<Vec<Item>, ReplayError> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| format!("replay folder {}: {e}", dir.display()))?
+            .map_err(|source| ReplayError::Folder { dir: dir.to_path_buf(), source })?
             .flatten()
             .map(|e| e.path())
             .filter(|p| p.is_file() && matches!(p.extension().and_then(|x| x.to_str()), Some("cu" | "md" | "txt")))
@@ -60,23 +78,21 @@ impl Replay {
             .iter()
             .map(|p| match p.extension().and_then(|x| x.to_str()) {
                 Some("cu") => kernel_file(p).map(Item::Kernel),
-                _ => std::fs::read_to_string(p)
-                    .map(|text| Item::Reply { name: p.display().to_string(), text })
-                    .map_err(|e| format!("{}: {e}", p.display())),
+                _ => read(p).map(|text| Item::Reply { name: p.display().to_string(), text }),
             })
             .collect()
     }
 
-    fn from_run(dir: &Path) -> Result<Vec<Item>, String> {
-        let text = std::fs::read_to_string(dir.join(crate::run::store::EVENTS)).map_err(|e| e.to_string())?;
+    fn from_run(dir: &Path) -> Result<Vec<Item>, ReplayError> {
+        let text = std::fs::read_to_string(dir.join(crate::run::store::EVENTS)).map_err(ReplayError::ReadLog)?;
         let mut items = Vec::new();
-        for r in parse_log(&text).map_err(|e| e.to_string())? {
+        for r in parse_log(&text)? {
             if let Event::NodeProposed { id, candidate, technique, tool, .. } = r.event {
                 if candidate.source.is_empty() {
                     continue; // a reply that held no kernel
                 }
                 let path = dir.join(node_rel(id)).join("kernel.cu");
-                let source = unmarked(std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?);
+                let source = unmarked(read(&path)?);
                 items.push(Item::Kernel(Kernel {
                     source,
                     defines: candidate.defines,
