@@ -133,7 +133,18 @@ struct LlmFile {
     parallel: Option<usize>,
 }
 
-fn read_file_config(path: Option<&Path>) -> Result<FileConfig, String> {
+/// Why nightshift.toml (or `--config`'s file) is refused.
+#[derive(Debug, thiserror::Error)]
+enum FileConfigError {
+    #[error("{}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{}: keep the API key out of files: set OPENAI_API_KEY instead", path.display())]
+    ApiKey { path: PathBuf },
+    #[error("{}: {source}", path.display())]
+    Toml { path: PathBuf, source: toml::de::Error },
+}
+
+fn read_file_config(path: Option<&Path>) -> Result<FileConfig, FileConfigError> {
     let (path, required) = match path {
         Some(p) => (p.to_path_buf(), true),
         None => (PathBuf::from("nightshift.toml"), false),
@@ -141,17 +152,22 @@ fn read_file_config(path: Option<&Path>) -> Result<FileConfig, String> {
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(_) if !required => return Ok(FileConfig::default()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(source) => return Err(FileConfigError::Read { path, source }),
     };
     if text.contains("api_key") {
-        return Err(format!("{}: keep the API key out of files: set OPENAI_API_KEY instead", path.display()));
+        return Err(FileConfigError::ApiKey { path });
     }
-    toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    toml::from_str(&text).map_err(|source| FileConfigError::Toml { path, source })
 }
 
-fn positive(x: Option<f64>, what: &str) -> Result<Option<f64>, String> {
+/// A flag that must be a positive number and is not.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} must be a positive number")]
+struct NotPositive(&'static str);
+
+fn positive(x: Option<f64>, what: &'static str) -> Result<Option<f64>, NotPositive> {
     match x {
-        Some(v) if !(v.is_finite() && v > 0.0) => Err(format!("{what} must be a positive number")),
+        Some(v) if !(v.is_finite() && v > 0.0) => Err(NotPositive(what)),
         other => Ok(other),
     }
 }
