@@ -7,16 +7,19 @@
 //! corrupt the protocol. It announces each phase before entering it: if it dies, the
 //! orchestrator knows where.
 
+mod buffers;
 mod cases;
 pub use cases::REPEAT_CALLS;
 mod energy;
+mod inputs;
 mod timing;
 
 use crate::task::types::ParamType;
 use crate::task::{ArgRole, Task};
 use crate::wall::gpu::{Gpu, GpuError};
 use crate::wall::protocol::{Failure, FailureClass, Mode, Outcome, Phase, WorkerMessage, WorkerReport, WorkerRequest};
-use cases::{CaseData, DeviceCase, HostCase};
+use buffers::DeviceCase;
+use inputs::{CaseData, HostCase};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::io::Write;
 use std::os::fd::FromRawFd;

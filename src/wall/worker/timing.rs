@@ -4,7 +4,9 @@
 //! Every timed output is verified afterwards, and the event times are cross-checked
 //! against a host clock that waits for the whole device.
 
-use super::cases::{self, CaseData, DeviceCase, HostCase};
+use super::buffers::DeviceCase;
+use super::cases;
+use super::inputs::{CaseData, HostCase};
 use super::{gpu_stop, Entry, Stop, Worker};
 use crate::task::Task;
 use crate::wall::protocol::{
