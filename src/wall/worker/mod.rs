@@ -7,10 +7,13 @@
 //! corrupt the protocol. It announces each phase before entering it: if it dies, the
 //! orchestrator knows where.
 
+mod anomalies;
+mod bench_sets;
 mod buffers;
 mod cases;
 pub use cases::REPEAT_CALLS;
 mod energy;
+mod floor;
 mod inputs;
 mod timing;
 
@@ -396,7 +399,7 @@ fn evaluate(
     }
     let bench = if time {
         w.phase(Phase::Reference, format!("bench size {}", task.bench));
-        Some(timing::BenchSets::prepare(w, &reference)?)
+        Some(bench_sets::BenchSets::prepare(w, &reference)?)
     } else {
         None
     };
