@@ -23,6 +23,9 @@
 
 mod fs;
 pub mod hosted;
+mod hosted_init;
+mod hosted_mounts;
+mod hosted_namespaces;
 mod limits;
 pub mod probe;
 mod syscalls;
