@@ -113,12 +113,50 @@ pub enum Verdict {
 
 pub type ToolResult = Result<Verdict, Missing>;
 
+/// What came of one tool's run, serialized as `fired`, `quiet`, `missing-evidence` or
+/// `skipped`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolOutcome {
+    /// It found its problem: a diagnosis.
+    Fired,
+    /// It ran and found nothing.
+    Quiet,
+    /// A counter it needs is not in the profile.
+    MissingEvidence,
+    /// Its gate kept it from running on this kernel's class.
+    Skipped,
+}
+
+impl ToolOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolOutcome::Fired => "fired",
+            ToolOutcome::Quiet => "quiet",
+            ToolOutcome::MissingEvidence => "missing-evidence",
+            ToolOutcome::Skipped => "skipped",
+        }
+    }
+}
+
+impl std::fmt::Display for ToolOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, not `write_str`: renderings align it in a column.
+        f.pad(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for ToolOutcome {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// Whether each tool ran, and what came of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolRun {
     pub tool: ToolId,
-    /// fired, quiet, missing-evidence, or skipped.
-    pub outcome: String,
+    pub outcome: ToolOutcome,
     pub why: String,
 }
 
@@ -182,22 +220,22 @@ pub fn diagnose_kernel(k: &Kernel) -> KernelDiagnosis {
     let mut runs = Vec::new();
     for tool in tools::ALL {
         if let Err(why) = gate_allows(tool.gate, &roofline) {
-            runs.push(ToolRun { tool: tool.id, outcome: "skipped".into(), why });
+            runs.push(ToolRun { tool: tool.id, outcome: ToolOutcome::Skipped, why });
             continue;
         }
         match (tool.run)(k, &roofline) {
             Ok(Verdict::Fired(d)) => {
                 runs.push(ToolRun {
                     tool: tool.id,
-                    outcome: "fired".into(),
+                    outcome: ToolOutcome::Fired,
                     why: format!("{} (saves ~{:.0}%)", d.severity.name(), 100.0 * d.score),
                 });
                 diagnoses.push(d);
             }
-            Ok(Verdict::Quiet(why)) => runs.push(ToolRun { tool: tool.id, outcome: "quiet".into(), why }),
+            Ok(Verdict::Quiet(why)) => runs.push(ToolRun { tool: tool.id, outcome: ToolOutcome::Quiet, why }),
             Err(Missing(m)) => runs.push(ToolRun {
                 tool: tool.id,
-                outcome: "missing-evidence".into(),
+                outcome: ToolOutcome::MissingEvidence,
                 why: format!("needs {}", m.join(", ")),
             }),
         }
@@ -281,6 +319,20 @@ pub fn diagnose_sass(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tool_outcomes_serialize_as_the_names_they_always_had() {
+        for (o, name) in [
+            (ToolOutcome::Fired, "fired"),
+            (ToolOutcome::Quiet, "quiet"),
+            (ToolOutcome::MissingEvidence, "missing-evidence"),
+            (ToolOutcome::Skipped, "skipped"),
+        ] {
+            assert_eq!(serde_json::to_string(&o).unwrap(), format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<ToolOutcome>(&format!("\"{name}\"")).unwrap(), o);
+            assert_eq!(format!("{o:<17}|"), format!("{name:<17}|"), "padded like the string was");
+        }
+    }
 
     #[test]
     fn names_from_ncu_and_sass_meet() {

@@ -228,7 +228,7 @@ fn verdicts_from_the_declared_metrics_equal_verdicts_from_the_full_set() {
             assert_eq!(a.kernels.len(), b.kernels.len(), "{}", full.name);
             for (ka, kb) in a.kernels.iter().zip(&b.kernels) {
                 let verdicts = |k: &heuristics::KernelDiagnosis| {
-                    k.diagnoses.iter().map(|d| (d.tool.clone(), d.severity, d.score)).collect::<Vec<_>>()
+                    k.diagnoses.iter().map(|d| (d.tool, d.severity, d.score)).collect::<Vec<_>>()
                 };
                 assert_eq!(verdicts(ka), verdicts(kb), "{} {}: same tools, ranks, severities", full.name, ka.name);
                 assert_eq!(ka, kb, "{} {}: the same report in every detail", full.name, ka.name);

@@ -67,7 +67,8 @@ pub fn run(json: bool) -> ExitCode {
             .map_err(|_| "install the NVIDIA driver (580 or newer for CUDA 13.0)".to_string()),
     ));
     if gpu.is_ok() {
-        items.push(item("dram bandwidth", false, crate::wall::bandwidth::achievable(0).map(|a| a.describe())));
+        let bandwidth = crate::wall::bandwidth::achievable(0).map(|a| a.describe()).map_err(|e| e.to_string());
+        items.push(item("dram bandwidth", false, bandwidth));
     }
     let tc = Toolchain::find();
     items.push(item(
@@ -167,7 +168,7 @@ fn sandbox_items(items: &mut Vec<Item>) {
             }
             items.push(item("sandbox probe", false, probe_verdict(&report)));
         }
-        Err(e) => items.push(item("sandbox probe", false, Err(e))),
+        Err(e) => items.push(item("sandbox probe", false, Err(e.to_string()))),
     }
     match crate::wall::sandbox::probe::spawn_hosted(&exe, &crate::wall::sandbox::probe::HostedSpec::worker()) {
         Ok(hosted) => {
@@ -191,7 +192,7 @@ fn sandbox_items(items: &mut Vec<Item>) {
             };
             items.push(item("hosted probe", false, verdict));
         }
-        Err(e) => items.push(item("hosted probe", false, Err(e))),
+        Err(e) => items.push(item("hosted probe", false, Err(e.to_string()))),
     }
 }
 

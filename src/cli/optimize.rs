@@ -133,7 +133,18 @@ struct LlmFile {
     parallel: Option<usize>,
 }
 
-fn read_file_config(path: Option<&Path>) -> Result<FileConfig, String> {
+/// Why nightshift.toml (or `--config`'s file) is refused.
+#[derive(Debug, thiserror::Error)]
+enum FileConfigError {
+    #[error("{}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{}: keep the API key out of files: set OPENAI_API_KEY instead", path.display())]
+    ApiKey { path: PathBuf },
+    #[error("{}: {source}", path.display())]
+    Toml { path: PathBuf, source: toml::de::Error },
+}
+
+fn read_file_config(path: Option<&Path>) -> Result<FileConfig, FileConfigError> {
     let (path, required) = match path {
         Some(p) => (p.to_path_buf(), true),
         None => (PathBuf::from("nightshift.toml"), false),
@@ -141,27 +152,32 @@ fn read_file_config(path: Option<&Path>) -> Result<FileConfig, String> {
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(_) if !required => return Ok(FileConfig::default()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(source) => return Err(FileConfigError::Read { path, source }),
     };
     if text.contains("api_key") {
-        return Err(format!("{}: keep the API key out of files: set OPENAI_API_KEY instead", path.display()));
+        return Err(FileConfigError::ApiKey { path });
     }
-    toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    toml::from_str(&text).map_err(|source| FileConfigError::Toml { path, source })
 }
 
-fn positive(x: Option<f64>, what: &str) -> Result<Option<f64>, String> {
+/// A flag that must be a positive number and is not.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} must be a positive number")]
+struct NotPositive(&'static str);
+
+fn positive(x: Option<f64>, what: &'static str) -> Result<Option<f64>, NotPositive> {
     match x {
-        Some(v) if !(v.is_finite() && v > 0.0) => Err(format!("{what} must be a positive number")),
+        Some(v) if !(v.is_finite() && v > 0.0) => Err(NotPositive(what)),
         other => Ok(other),
     }
 }
 
-fn usage(m: String) -> ExitCode {
-    fail(EXIT_USAGE, &m)
+fn usage(m: impl std::fmt::Display) -> ExitCode {
+    fail(EXIT_USAGE, &m.to_string())
 }
 
 fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
-    let task_dir = a.task.clone().ok_or_else(|| usage("give a TASK directory, or --resume RUN_DIR".into()))?;
+    let task_dir = a.task.clone().ok_or_else(|| usage("give a TASK directory, or --resume RUN_DIR"))?;
     let file = read_file_config(a.config.as_deref()).map_err(usage)?;
     let f = &file.llm;
     let llm = match a.model.clone().or(f.model.clone()) {
@@ -193,7 +209,7 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
         }
     }
     if a.gpus.is_empty() {
-        return Err(usage("--gpus needs at least one device".into()));
+        return Err(usage("--gpus needs at least one device"));
     }
     let mut gpus = a.gpus.clone();
     gpus.dedup();
@@ -202,10 +218,10 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
         _ => 3 * gpus.len(),
     });
     if parallel == 0 {
-        return Err(usage("--parallel must be at least 1".into()));
+        return Err(usage("--parallel must be at least 1"));
     }
     if a.max_nodes == Some(0) {
-        return Err(usage("--max-nodes must be at least 1".into()));
+        return Err(usage("--max-nodes must be at least 1"));
     }
     let simulated = a.simulate_gpu.map(|delay_ms| SimSettings { delay_ms });
     let arch = match (&a.arch, &simulated) {
@@ -252,7 +268,7 @@ pub fn run(a: Args) -> ExitCode {
     let result = match &a.resume {
         Some(dir) => {
             if a.max_nodes == Some(0) {
-                return usage("--max-nodes must be at least 1".into());
+                return usage("--max-nodes must be at least 1");
             }
             let overrides = optimize::Overrides {
                 budget_s: a.budget.map(|d| d.as_secs_f64()),

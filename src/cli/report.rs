@@ -21,7 +21,7 @@ pub fn report(run_dir: &Path, json: bool) -> ExitCode {
             }
             ExitCode::from(EXIT_PASSED)
         }
-        Err(e) => fail(EXIT_USAGE, &e),
+        Err(e) => fail(EXIT_USAGE, &e.to_string()),
     }
 }
 
@@ -31,6 +31,6 @@ pub fn show(run_dir: &Path, node: Option<usize>) -> ExitCode {
             print!("{text}");
             ExitCode::from(EXIT_PASSED)
         }
-        Err(e) => fail(EXIT_USAGE, &e),
+        Err(e) => fail(EXIT_USAGE, &e.to_string()),
     }
 }

@@ -22,8 +22,8 @@ pub(crate) fn read_sass(file: &Path) -> Result<String, ExitCode> {
     let Some(cuobjdump) = cuobjdump else {
         return Err(fail(EXIT_ENV, &format!("{} is a binary and cuobjdump was not found: install the CUDA toolkit or the wheel nvidia-cuda-cuobjdump==13.2.86, or pass SASS text", file.display())));
     };
-    let d =
-        crate::toolkit::disasm::disassemble(&cuobjdump, nvdisasm.as_deref(), file).map_err(|e| fail(EXIT_USAGE, &e))?;
+    let d = crate::toolkit::disasm::disassemble(&cuobjdump, nvdisasm.as_deref(), file)
+        .map_err(|e| fail(EXIT_USAGE, &e.to_string()))?;
     for n in &d.notes {
         eprintln!("note: {n}");
     }

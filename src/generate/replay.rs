@@ -7,12 +7,30 @@
 
 use super::llm::reply;
 use super::{Kernel, Proposal, Request};
+use crate::run::events::LogError;
 use crate::run::log::RunLog;
 use crate::run::store::{node_rel, read_source};
 use regex::Regex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::LazyLock;
+
+/// Why a replay source gives no proposals.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A reply or kernel file cannot be read.
+    #[error("{}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("replay folder {}: {source}", dir.display())]
+    Folder { dir: PathBuf, source: std::io::Error },
+    /// The run directory's event log cannot be read; the error alone says it.
+    #[error(transparent)]
+    ReadLog(std::io::Error),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("{}: no replies to replay (expected .cu, .md or .txt files, or a run directory)", dir.display())]
+    Empty { dir: PathBuf },
+}
 
 #[derive(Debug, Clone)]
 enum Item {
@@ -28,29 +46,30 @@ pub struct Replay {
 static TECHNIQUE_COMMENT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?im)^\s*//\s*technique\s*:\s*(.+?)\s*$").unwrap());
 
-fn kernel_file(path: &Path) -> Result<Kernel, String> {
-    let source = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn read(path: &Path) -> Result<String, ReplayError> {
+    std::fs::read_to_string(path).map_err(|source| ReplayError::Read { path: path.to_path_buf(), source })
+}
+
+fn kernel_file(path: &Path) -> Result<Kernel, ReplayError> {
+    let source = read(path)?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("replay");
     let technique = TECHNIQUE_COMMENT.captures(&source).map(|c| reply::tag(&c[1])).unwrap_or_else(|| reply::tag(stem));
     Ok(Kernel { source, defines: Default::default(), flags: Vec::new(), technique, tool: None })
 }
 
 impl Replay {
-    pub fn load(dir: &Path) -> Result<Replay, String> {
+    pub fn load(dir: &Path) -> Result<Replay, ReplayError> {
         let items =
             if dir.join(crate::run::store::EVENTS).is_file() { Self::from_run(dir)? } else { Self::from_folder(dir)? };
         if items.is_empty() {
-            return Err(format!(
-                "{}: no replies to replay (expected .cu, .md or .txt files, or a run directory)",
-                dir.display()
-            ));
+            return Err(ReplayError::Empty { dir: dir.to_path_buf() });
         }
         Ok(Replay { items, next: AtomicUsize::new(0) })
     }
 
-    fn from_folder(dir: &Path) -> Result<Vec<Item>, String> {
+    fn from_folder(dir: &Path) -> Result<Vec<Item>, ReplayError> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| format!("replay folder {}: {e}", dir.display()))?
+            .map_err(|source| ReplayError::Folder { dir: dir.to_path_buf(), source })?
             .flatten()
             .map(|e| e.path())
             .filter(|p| p.is_file() && matches!(p.extension().and_then(|x| x.to_str()), Some("cu" | "md" | "txt")))
@@ -60,20 +79,19 @@ impl Replay {
             .iter()
             .map(|p| match p.extension().and_then(|x| x.to_str()) {
                 Some("cu") => kernel_file(p).map(Item::Kernel),
-                _ => std::fs::read_to_string(p)
-                    .map(|text| Item::Reply { name: p.display().to_string(), text })
-                    .map_err(|e| format!("{}: {e}", p.display())),
+                _ => read(p).map(|text| Item::Reply { name: p.display().to_string(), text }),
             })
             .collect()
     }
 
-    fn from_run(dir: &Path) -> Result<Vec<Item>, String> {
-        let text = std::fs::read_to_string(dir.join(crate::run::store::EVENTS)).map_err(|e| e.to_string())?;
+    fn from_run(dir: &Path) -> Result<Vec<Item>, ReplayError> {
+        let text = std::fs::read_to_string(dir.join(crate::run::store::EVENTS)).map_err(ReplayError::ReadLog)?;
         let mut items = Vec::new();
         // A reply that held no kernel is not among the kernels.
         for p in RunLog::parse(&text)?.kernels {
-            let rel = format!("{}/kernel.cu", node_rel(p.id));
-            let source = read_source(dir, &rel).map_err(|e| format!("{}: {e}", dir.join(&rel).display()))?;
+            let path = dir.join(node_rel(p.id)).join("kernel.cu");
+            let source = read_source(dir, &format!("{}/kernel.cu", node_rel(p.id)))
+                .map_err(|source| ReplayError::Read { path, source })?;
             items.push(Item::Kernel(Kernel {
                 source,
                 defines: p.candidate.defines,

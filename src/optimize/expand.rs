@@ -149,7 +149,7 @@ fn top_diagnoses(p: &ParentProfile) -> Vec<String> {
         .collect()
 }
 
-fn log_error(r: Result<impl Sized, String>) {
+fn log_error(r: Result<impl Sized, impl std::fmt::Display>) {
     if let Err(e) = r {
         tracing::error!("{e}");
         eprintln!("warning: {e}");
@@ -433,7 +433,7 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
         Proposal::Kernel(k) => {
             let candidate = Candidate { source: format!("{rel}/kernel.cu"), defines: k.defines, flags: k.flags };
             if let Err(e) = ctx.store.write_source(&candidate.source, k.source.as_bytes()) {
-                return Err(Done::Fatal { id, message: e });
+                return Err(Done::Fatal { id, message: e.to_string() });
             }
             log_error(ctx.store.write_json(&format!("{rel}/candidate.json"), &candidate));
             if let Err(e) = ctx.store.append(Event::NodeProposed {
@@ -443,7 +443,7 @@ async fn propose(ctx: &Arc<Ctx>, job: &Job) -> Result<(Candidate, String, Option
                 tool: k.tool.clone(),
                 usage: generated.usage,
             }) {
-                return Err(Done::Fatal { id, message: e });
+                return Err(Done::Fatal { id, message: e.to_string() });
             }
             Ok((candidate, k.technique, k.tool))
         }

@@ -13,7 +13,7 @@ use super::expand::Ctx;
 use super::orchestrator::Search;
 use crate::run::best::{best_of_json, read_best_json, Best, Tried, BEST_CU, BEST_JSON};
 use crate::run::events::{Event, NodeSummary};
-use crate::run::store::{node_rel, RunStore};
+use crate::run::store::{node_rel, RunStore, StoreError};
 use crate::stats::Bar;
 use crate::toolkit::build::{self, BuildError, BuildSpec};
 use crate::wall::{EvalError, Verdict};
@@ -45,6 +45,13 @@ pub struct Final {
 #[derive(Debug)]
 pub struct EnvFailure(pub String);
 
+impl EnvFailure {
+    /// The failure `e` describes (the run directory cannot be written).
+    fn of(e: impl std::fmt::Display) -> EnvFailure {
+        EnvFailure(e.to_string())
+    }
+}
+
 /// Writes the result: the kernel first, then `best.json` (which points at it), each atomic.
 fn write_best(
     store: &RunStore,
@@ -53,7 +60,7 @@ fn write_best(
     candidate: Option<&crate::run::events::Candidate>,
     verdict: Option<&Verdict>,
     tried: &[Tried],
-) -> Result<(), String> {
+) -> Result<(), StoreError> {
     let superseded = read_best_json(store.dir())
         .filter(|v| best_of_json(v).is_some_and(|b| b.verified && b.node != best.node))
         .map(|mut v| {
@@ -73,7 +80,7 @@ fn write_best(
             match std::fs::remove_file(store.dir().join(BEST_CU)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("cannot remove {BEST_CU}: {e}")),
+                Err(source) => return Err(StoreError::Remove { rel: BEST_CU.into(), source }),
             }
         }
     }
@@ -165,7 +172,7 @@ pub async fn verify_best(
         };
         ctx.store
             .append(Event::FinalCheck { id, passed: confirmed, seeds, sanitized: sanitize, note: note.clone() })
-            .map_err(EnvFailure)?;
+            .map_err(EnvFailure::of)?;
         tried.push(Tried { node: id, confirmed, note: note.clone() });
         if confirmed {
             let t = verdict.timing.as_ref().expect("a confirmed verdict is timed");
@@ -173,7 +180,7 @@ pub async fn verify_best(
             let source = crate::run::store::read_source(ctx.store.dir(), &candidate.source)
                 .map_err(|e| EnvFailure(format!("cannot read {}: {e}", path.display())))?;
             write_best(&ctx.store, &best, Some(source.as_bytes()), Some(&candidate), Some(&verdict), &tried)
-                .map_err(EnvFailure)?;
+                .map_err(EnvFailure::of)?;
             return Ok(Final { best, tried });
         }
     }
@@ -186,6 +193,6 @@ pub async fn verify_best(
         note.push_str(" (compute-sanitizer not found: no sanitizer pass)");
     }
     let best = Best::none(bar, &baseline, note);
-    write_best(&ctx.store, &best, None, None, None, &tried).map_err(EnvFailure)?;
+    write_best(&ctx.store, &best, None, None, None, &tried).map_err(EnvFailure::of)?;
     Ok(Final { best, tried })
 }

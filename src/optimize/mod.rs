@@ -49,6 +49,18 @@ pub enum RunError {
     Internal(String),
 }
 
+impl RunError {
+    /// A usage error saying what `e` says (the run directory, a replay source).
+    fn usage(e: impl std::fmt::Display) -> RunError {
+        RunError::Usage(e.to_string())
+    }
+
+    /// An internal error saying what `e` says (the run directory cannot be written).
+    fn internal(e: impl std::fmt::Display) -> RunError {
+        RunError::Internal(e.to_string())
+    }
+}
+
 impl From<EvalError> for RunError {
     fn from(e: EvalError) -> Self {
         match e {
@@ -120,11 +132,11 @@ fn make_generator(cfg: &RunConfig, task: &Task, api_key: Option<String>) -> Resu
             }
             Generator::Tune(tuner)
         }
-        GeneratorSpec::Llm(s) => {
-            Generator::Llm(generate::llm::LlmGenerator::new(s.clone(), api_key).map_err(RunError::Env)?)
-        }
+        GeneratorSpec::Llm(s) => Generator::Llm(
+            generate::llm::LlmGenerator::new(s.clone(), api_key).map_err(|e| RunError::Env(e.to_string()))?,
+        ),
         GeneratorSpec::Replay { dir } => {
-            Generator::Replay(generate::replay::Replay::load(dir).map_err(RunError::Usage)?)
+            Generator::Replay(generate::replay::Replay::load(dir).map_err(RunError::usage)?)
         }
     })
 }
@@ -266,7 +278,7 @@ pub fn start(s: Start) -> Result<summary::Summary, RunError> {
     let Ready { task, toolchain: tc, generator } = preflight(&cfg, s.api_key)?;
     let dir = s.out.clone().unwrap_or_else(|| default_run_dir(&task.name));
     let existed = dir.exists();
-    let store = Arc::new(RunStore::create(&dir, cfg.simulated.is_some()).map_err(RunError::Usage)?);
+    let store = Arc::new(RunStore::create(&dir, cfg.simulated.is_some()).map_err(RunError::usage)?);
     let unstarted = Unstarted { dir: dir.clone(), existed, armed: true };
     init_logging(&dir);
     let mut run_file = RunFile {
@@ -276,8 +288,8 @@ pub fn start(s: Start) -> Result<summary::Summary, RunError> {
         started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         devices: Vec::new(),
     };
-    store.write_json(store::CONFIG, &run_file).map_err(RunError::Internal)?;
-    store.append(Event::Session { resumed: false, pid: std::process::id() }).map_err(RunError::Internal)?;
+    store.write_json(store::CONFIG, &run_file).map_err(RunError::internal)?;
+    store.append(Event::Session { resumed: false, pid: std::process::id() }).map_err(RunError::internal)?;
     tracing::info!(task = %task.name, dir = %dir.display(), "run started");
     let rt = runtime()?;
     let progress = progress::Progress::new(cfg.budget(), s.json);
@@ -293,16 +305,16 @@ pub fn start(s: Start) -> Result<summary::Summary, RunError> {
     let ctx = prepared.ctx;
     let (root_summary, root_verdict) = prepared.root.expect("a new run judges its baseline");
     run_file.devices = root_verdict.device.clone().into_iter().collect();
-    store.write_json(store::CONFIG, &run_file).map_err(RunError::Internal)?;
+    store.write_json(store::CONFIG, &run_file).map_err(RunError::internal)?;
     let baseline_source = std::fs::read(&task.baseline).map_err(|e| RunError::Usage(e.to_string()))?;
     let root_candidate =
         Candidate { source: format!("{}/kernel.cu", node_rel(0)), defines: Default::default(), flags: vec![] };
-    store.write_source(&root_candidate.source, &baseline_source).map_err(RunError::Internal)?;
-    store.write_json(&format!("{}/verdict.json", node_rel(0)), &root_verdict).map_err(RunError::Internal)?;
-    store.write_json(&format!("{}/candidate.json", node_rel(0)), &root_candidate).map_err(RunError::Internal)?;
+    store.write_source(&root_candidate.source, &baseline_source).map_err(RunError::internal)?;
+    store.write_json(&format!("{}/verdict.json", node_rel(0)), &root_verdict).map_err(RunError::internal)?;
+    store.write_json(&format!("{}/candidate.json", node_rel(0)), &root_candidate).map_err(RunError::internal)?;
     store
         .append(Event::Baseline { summary: root_summary.clone(), candidate: root_candidate.clone() })
-        .map_err(RunError::Internal)?;
+        .map_err(RunError::internal)?;
     unstarted.started();
     progress.node(0, "baseline", &root_summary, None);
     let mut search = Search::new(&cfg, root_candidate, root_summary);

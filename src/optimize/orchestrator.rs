@@ -286,7 +286,7 @@ fn start_node(ctx: &Ctx, search: &mut Search, sel: &Selection) -> Result<Job, St
     let id = search.tree.add_pending(sel, placeholder, Intent::default());
     if let Err(e) = ctx.store.append(Event::NodeStarted { id, parent: sel.parent, kind: sel.kind }) {
         search.tree.cancel(id);
-        return Err(e);
+        return Err(e.to_string());
     }
     Ok(search.job(sel, id))
 }

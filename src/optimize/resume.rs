@@ -53,10 +53,10 @@ pub fn resume(
     run_file.config.allow_unconfined_profiling = overrides.allow_unconfined_profiling;
     let cfg = run_file.config.clone();
     let Ready { task, toolchain, generator } = preflight(&cfg, api_key)?;
-    let store = Arc::new(RunStore::open(dir, cfg.simulated.is_some()).map_err(RunError::Usage)?);
+    let store = Arc::new(RunStore::open(dir, cfg.simulated.is_some()).map_err(RunError::usage)?);
     init_logging(dir);
     if changed {
-        store.write_json(store::CONFIG, &run_file).map_err(RunError::Internal)?;
+        store.write_json(store::CONFIG, &run_file).map_err(RunError::internal)?;
     }
     let prior = log.ever_finished.then(|| crate::run::best::read_best(dir)).flatten();
 
@@ -68,7 +68,7 @@ pub fn resume(
     if let Generator::Llm(l) = &generator {
         l.add_spent(&log.usage.clone().unwrap_or_default());
     }
-    store.append(Event::Session { resumed: true, pid: std::process::id() }).map_err(RunError::Internal)?;
+    store.append(Event::Session { resumed: true, pid: std::process::id() }).map_err(RunError::internal)?;
     let rt = runtime()?;
     let progress = progress::Progress::new(cfg.budget(), json);
     let root_summary = search.summaries.get(&0).cloned().unwrap_or_default();

@@ -112,6 +112,35 @@ fn tree(run: &RunView) -> Vec<TreeRow<'_>> {
     out
 }
 
+/// Why a report cannot be read from its run directory, rendered or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// run.json cannot be read.
+    #[error("{}: {source} (is this a nightshift run directory?)", path.display())]
+    NoRun { path: PathBuf, source: std::io::Error },
+    /// run.json does not parse.
+    #[error("{}: {source}", path.display())]
+    RunJson { path: PathBuf, source: serde_json::Error },
+    /// events.jsonl holds a bad line.
+    #[error("{}: {source}", path.display())]
+    Log { path: PathBuf, source: crate::run::events::LogError },
+    /// A template failed to render: `what` names the report ("node 3 report", "run
+    /// report", "HTML report").
+    #[error("{what}: {source}")]
+    Render { what: String, source: minijinja::Error },
+    /// A template failed to render for `show`, which says only the template's error.
+    #[error(transparent)]
+    Show(minijinja::Error),
+    #[error("cannot write {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+    /// The loop asked for the report of a node the log does not have yet.
+    #[error("node {0} is not in the log yet")]
+    NotYetLogged(usize),
+    /// `show --node` named a node the run does not have.
+    #[error("{}: no node {id} (nodes 0 to {last})", dir.display())]
+    NoNode { dir: PathBuf, id: usize, last: usize },
+}
+
 /// What `render` wrote.
 #[derive(Debug, Serialize)]
 pub struct Written {
@@ -120,15 +149,15 @@ pub struct Written {
     pub node_reports: usize,
 }
 
-fn write(path: &Path, text: &str) -> Result<(), String> {
+fn write(path: &Path, text: &str) -> Result<(), ReportError> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, text)
         .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        .map_err(|source| ReportError::Write { path: path.to_path_buf(), source })
 }
 
 /// Renders one node's report files; the run view must already include it.
-pub fn write_node(run: &RunView, node: &NodeView) -> Result<NodeReport, String> {
+pub fn write_node(run: &RunView, node: &NodeView) -> Result<NodeReport, ReportError> {
     let report = NodeReport::build(run, node);
     let dir = run.dir.join(&node.dir);
     if !dir.is_dir() {
@@ -137,7 +166,7 @@ pub fn write_node(run: &RunView, node: &NodeView) -> Result<NodeReport, String> 
     let md = environment()
         .get_template("node.md")
         .and_then(|t| t.render(Serde(&report)))
-        .map_err(|e| format!("node {} report: {e}", node.id))?;
+        .map_err(|source| ReportError::Render { what: format!("node {} report", node.id), source })?;
     write(&dir.join("report.md"), &md)?;
     write(&dir.join("report.json"), &serde_json::to_string_pretty(&report).expect("reports serialize"))?;
     Ok(report)
@@ -151,7 +180,7 @@ fn best_change(run: &RunView) -> Option<node::Change> {
 }
 
 /// (Re)renders every node's report and the run's report.md and report.html.
-pub fn render(dir: &Path) -> Result<Written, String> {
+pub fn render(dir: &Path) -> Result<Written, ReportError> {
     let run = RunView::load(dir)?;
     let mut reports = Vec::new();
     for n in run.nodes.iter().filter(|n| n.finished_s.is_some()) {
@@ -174,8 +203,13 @@ pub fn render(dir: &Path) -> Result<Written, String> {
         plot_nodes => plot_nodes,
         best_change => Serde(best_change(&run)),
     };
-    let md = env.get_template("run.md").and_then(|t| t.render(&ctx)).map_err(|e| format!("run report: {e}"))?;
-    let html = env.get_template("run.html").and_then(|t| t.render(&ctx)).map_err(|e| format!("HTML report: {e}"))?;
+    let rendered = |name: &str, what: &str| {
+        env.get_template(name)
+            .and_then(|t| t.render(&ctx))
+            .map_err(|source| ReportError::Render { what: what.into(), source })
+    };
+    let md = rendered("run.md", "run report")?;
+    let html = rendered("run.html", "HTML report")?;
     let written =
         Written { run_md: dir.join("report.md"), run_html: dir.join("report.html"), node_reports: reports.len() };
     write(&written.run_md, &md)?;
@@ -186,30 +220,32 @@ pub fn render(dir: &Path) -> Result<Written, String> {
 /// Called by the optimize loop when node `id` finished: writes its report, and refreshes
 /// the run's report when `refresh_run` (the loop rate-limits that). Errors are returned
 /// for the log; a report never stops a run.
-pub fn node_finished(dir: &Path, id: usize, refresh_run: bool) -> Result<(), String> {
+pub fn node_finished(dir: &Path, id: usize, refresh_run: bool) -> Result<(), ReportError> {
     if refresh_run {
         return render(dir).map(drop);
     }
     let run = RunView::load(dir)?;
-    let node = run.node(id).ok_or_else(|| format!("node {id} is not in the log yet"))?;
+    let node = run.node(id).ok_or(ReportError::NotYetLogged(id))?;
     write_node(&run, node).map(drop)
 }
 
 /// The run summary (or one node's report) as terminal text, without writing anything.
-pub fn show(dir: &Path, node: Option<usize>) -> Result<String, String> {
+pub fn show(dir: &Path, node: Option<usize>) -> Result<String, ReportError> {
     let run = RunView::load(dir)?;
     let env = environment();
     match node {
         Some(id) => {
-            let n = run.node(id).ok_or_else(|| {
-                format!("{}: no node {id} (nodes 0 to {})", dir.display(), run.nodes.last().map(|n| n.id).unwrap_or(0))
+            let n = run.node(id).ok_or_else(|| ReportError::NoNode {
+                dir: dir.to_path_buf(),
+                id,
+                last: run.nodes.last().map(|n| n.id).unwrap_or(0),
             })?;
             let report = NodeReport::build(&run, n);
-            env.get_template("node.md").and_then(|t| t.render(Serde(&report))).map_err(|e| e.to_string())
+            env.get_template("node.md").and_then(|t| t.render(Serde(&report))).map_err(ReportError::Show)
         }
         None => {
             let ctx = context! { run => Serde(&run), cert => Serde(&run.certificate) };
-            env.get_template("run.md").and_then(|t| t.render(&ctx)).map_err(|e| e.to_string())
+            env.get_template("run.md").and_then(|t| t.render(&ctx)).map_err(ReportError::Show)
         }
     }
 }

@@ -2,6 +2,7 @@
 //! config and GPU, every node from the event log with its files, the best and its
 //! certificate. Reading never writes and never takes the run's lock.
 
+use super::ReportError;
 use crate::run::best::{best_of_json, Best};
 use crate::run::config::RunFile;
 use crate::run::events::Usage;
@@ -126,12 +127,13 @@ pub(super) fn read_json(path: &Path) -> Option<Value> {
 }
 
 impl RunView {
-    pub fn load(dir: &Path) -> Result<RunView, String> {
-        let run: RunFile = std::fs::read_to_string(dir.join("run.json"))
-            .map_err(|e| format!("{}: {e} (is this a nightshift run directory?)", dir.join("run.json").display()))
-            .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{}: {e}", dir.join("run.json").display())))?;
+    pub fn load(dir: &Path) -> Result<RunView, ReportError> {
+        let path = dir.join("run.json");
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| ReportError::NoRun { path: path.clone(), source })?;
+        let run: RunFile = serde_json::from_str(&text).map_err(|source| ReportError::RunJson { path, source })?;
         let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
-        let log = RunLog::parse(&text).map_err(|e| format!("{}: {e}", dir.join("events.jsonl").display()))?;
+        let log = RunLog::parse(&text).map_err(|source| ReportError::Log { path: dir.join("events.jsonl"), source })?;
         let nodes: Vec<NodeView> = log.live_nodes().map(node_view).collect();
         let (best_over_time, best_over_nodes) = best_so_far_curves(&nodes);
         let finished_run = log.session.finished;

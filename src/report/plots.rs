@@ -84,12 +84,17 @@ fn fluid(svg: String) -> String {
     svg.replacen(&format!("width=\"{WIDTH}\" height=\"{HEIGHT}\""), "class=\"plot\" width=\"100%\"", 1)
 }
 
-fn document(draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), String>) -> String {
+/// What drawing on the SVG canvas can fail with.
+type DrawError = DrawingAreaErrorKind<std::io::Error>;
+
+fn document(
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), DrawError>,
+) -> String {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
         // A plot that fails to draw leaves a blank canvas; the report still renders.
-        let _ = root.fill(&WHITE).map_err(|e| e.to_string()).and_then(|_| draw(&root));
+        let _ = root.fill(&WHITE).and_then(|_| draw(&root));
         let _ = root.present();
     }
     fluid(svg)
@@ -128,7 +133,7 @@ fn draw_best(
     whole_x: bool,
     x_desc: &str,
     caption: &str,
-) -> Result<(), String> {
+) -> Result<(), DrawError> {
     let x_max = points.iter().map(|p| p.0).fold(if whole_x { 1.0 } else { 0.0 }, f64::max).max(f64::MIN_POSITIVE);
     let y_max = points.iter().map(|p| p.1).fold(1.0f64, f64::max) * 1.1;
     // Room after the last point, so it does not sit on the frame.
@@ -139,8 +144,7 @@ fn draw_best(
         .margin(16)
         .x_label_area_size(64)
         .y_label_area_size(96)
-        .build_cartesian_2d(x_range, 0.9f64..y_max.max(1.2))
-        .map_err(|e| e.to_string())?;
+        .build_cartesian_2d(x_range, 0.9f64..y_max.max(1.2))?;
     let x_fmt = |v: &f64| tick_label(*v, step);
     chart
         .configure_mesh()
@@ -152,8 +156,7 @@ fn draw_best(
         .label_style(("sans-serif", TICK_FONT))
         .axis_desc_style(("sans-serif", AXIS_FONT))
         .light_line_style(WHITE.mix(0.0))
-        .draw()
-        .map_err(|e| e.to_string())?;
+        .draw()?;
     // Steps: the best holds until the next improvement.
     let mut steps = Vec::with_capacity(points.len() * 2);
     let mut last = 1.0;
@@ -164,9 +167,9 @@ fn draw_best(
     }
     // The best holds to the end of the axis.
     steps.push((x_end, last));
-    chart.draw_series(LineSeries::new(steps, BLUE.stroke_width(3))).map_err(|e| e.to_string())?;
-    chart.draw_series(points.iter().map(|&(x, y)| Circle::new((x, y), 5, BLUE.filled()))).map_err(|e| e.to_string())?;
-    chart.draw_series(LineSeries::new([(0.0, 1.0), (x_end, 1.0)], BLACK.mix(0.4))).map_err(|e| e.to_string())?;
+    chart.draw_series(LineSeries::new(steps, BLUE.stroke_width(3)))?;
+    chart.draw_series(points.iter().map(|&(x, y)| Circle::new((x, y), 5, BLUE.filled())))?;
+    chart.draw_series(LineSeries::new([(0.0, 1.0), (x_end, 1.0)], BLACK.mix(0.4)))?;
     Ok(())
 }
 
@@ -192,7 +195,7 @@ pub fn time_energy(points: &[(f64, f64)]) -> String {
 fn draw_time_energy(
     root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
     points: &[(f64, f64)],
-) -> Result<(), String> {
+) -> Result<(), DrawError> {
     let (x_max, y_max) = points.iter().fold((0f64, 0f64), |m, p| (m.0.max(p.0), m.1.max(p.1)));
     let (x_range, step) = x_axis((x_max * 1.1).max(1e-6), false);
     let mut chart = ChartBuilder::on(root)
@@ -200,8 +203,7 @@ fn draw_time_energy(
         .margin(16)
         .x_label_area_size(64)
         .y_label_area_size(110)
-        .build_cartesian_2d(x_range, 0f64..(y_max * 1.1).max(1e-6))
-        .map_err(|e| e.to_string())?;
+        .build_cartesian_2d(x_range, 0f64..(y_max * 1.1).max(1e-6))?;
     let x_fmt = |v: &f64| tick_label(*v, step);
     chart
         .configure_mesh()
@@ -211,12 +213,9 @@ fn draw_time_energy(
         .x_label_formatter(&x_fmt)
         .label_style(("sans-serif", TICK_FONT))
         .axis_desc_style(("sans-serif", AXIS_FONT))
-        .draw()
-        .map_err(|e| e.to_string())?;
-    chart
-        .draw_series(points.iter().map(|&(x, y)| Circle::new((x, y), 5, BLUE.mix(0.6).filled())))
-        .map_err(|e| e.to_string())?;
-    chart.draw_series(LineSeries::new(pareto_front(points), RED.stroke_width(3))).map_err(|e| e.to_string())?;
+        .draw()?;
+    chart.draw_series(points.iter().map(|&(x, y)| Circle::new((x, y), 5, BLUE.mix(0.6).filled())))?;
+    chart.draw_series(LineSeries::new(pareto_front(points), RED.stroke_width(3)))?;
     Ok(())
 }
 

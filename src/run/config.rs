@@ -7,6 +7,25 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// A command-line value of the run's configuration that does not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--generator llm needs --model (or [llm] model in nightshift.toml)")]
+    LlmWithoutModel,
+    #[error("--generator `{0}`: expected tune, llm or replay:DIR")]
+    Generator(String),
+    #[error("--objective `{0}`: expected time, energy or weighted:W with W in 0..1 (the weight of time)")]
+    Objective(String),
+    #[error("the budget must be positive")]
+    BudgetNotPositive,
+    #[error("{BUDGET_FORMS}")]
+    BudgetMalformed,
+    #[error("longer than any budget can be")]
+    BudgetTooLong,
+    #[error("--min-gain `{0}`: expected a percentage from 0 to below 100, e.g. 1% or 0.5%")]
+    MinGain(String),
+}
+
 /// How the next kernel is written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -21,15 +40,13 @@ pub enum GeneratorSpec {
 
 impl GeneratorSpec {
     /// `tune`, `llm` or `replay:DIR`.
-    pub fn parse(s: &str, llm: Option<LlmSettings>) -> Result<GeneratorSpec, String> {
+    pub fn parse(s: &str, llm: Option<LlmSettings>) -> Result<GeneratorSpec, ConfigError> {
         match s {
             "tune" => Ok(GeneratorSpec::Tune),
-            "llm" => llm
-                .map(GeneratorSpec::Llm)
-                .ok_or_else(|| "--generator llm needs --model (or [llm] model in nightshift.toml)".into()),
+            "llm" => llm.map(GeneratorSpec::Llm).ok_or(ConfigError::LlmWithoutModel),
             _ => match s.strip_prefix("replay:") {
                 Some(dir) if !dir.is_empty() => Ok(GeneratorSpec::Replay { dir: PathBuf::from(dir) }),
-                _ => Err(format!("--generator `{s}`: expected tune, llm or replay:DIR")),
+                _ => Err(ConfigError::Generator(s.into())),
             },
         }
     }
@@ -88,7 +105,7 @@ pub enum Guidance {
 }
 
 /// `time`, `energy` or `weighted:W` (W is the weight of time, 0..1).
-pub fn parse_objective(s: &str) -> Result<Objective, String> {
+pub fn parse_objective(s: &str) -> Result<Objective, ConfigError> {
     match s {
         "time" => Ok(Objective::Time),
         "energy" => Ok(Objective::Energy),
@@ -97,11 +114,7 @@ pub fn parse_objective(s: &str) -> Result<Objective, String> {
                 .strip_prefix("weighted:")
                 .and_then(|w| w.parse::<f64>().ok())
                 .filter(|w| (0.0..=1.0).contains(w))
-                .ok_or_else(|| {
-                    format!(
-                        "--objective `{s}`: expected time, energy or weighted:W with W in 0..1 (the weight of time)"
-                    )
-                })?;
+                .ok_or_else(|| ConfigError::Objective(s.into()))?;
             Ok(Objective::Mix { time_weight: w })
         }
     }
@@ -115,12 +128,12 @@ or d (days), whole or decimal, or several in a row: 90s, 10m, 1.5h, 8h, 1h30m";
 /// sec, min, hours, days). Zero and negative budgets are refused as such, not as
 /// malformed. Used as clap's parser for `--budget`, so every error reads the same and
 /// comes after clap's "invalid value 'X' for '--budget <DURATION>': ".
-pub fn parse_budget(s: &str) -> Result<Duration, String> {
+pub fn parse_budget(s: &str) -> Result<Duration, ConfigError> {
     let text = s.trim();
     if text.starts_with('-') {
-        return Err("the budget must be positive".into());
+        return Err(ConfigError::BudgetNotPositive);
     }
-    let malformed = || BUDGET_FORMS.to_string();
+    let malformed = || ConfigError::BudgetMalformed;
     let mut rest = text;
     let mut seconds = 0.0f64;
     if rest.is_empty() {
@@ -142,9 +155,9 @@ pub fn parse_budget(s: &str) -> Result<Duration, String> {
         rest = rest[unit_len..].trim_start();
     }
     if seconds <= 0.0 {
-        return Err("the budget must be positive".into());
+        return Err(ConfigError::BudgetNotPositive);
     }
-    Duration::try_from_secs_f64(seconds).map_err(|_| "longer than any budget can be".into())
+    Duration::try_from_secs_f64(seconds).map_err(|_| ConfigError::BudgetTooLong)
 }
 
 /// The simulated evaluator (tests only; never a default).
@@ -193,11 +206,11 @@ fn default_min_gain() -> f64 {
 }
 
 /// `1%`, `0.5%` or `1` (percent): a gain of at least zero and below 100%.
-pub fn parse_min_gain(s: &str) -> Result<f64, String> {
+pub fn parse_min_gain(s: &str) -> Result<f64, ConfigError> {
     let number = s.trim().trim_end_matches('%').trim();
     match number.parse::<f64>() {
         Ok(p) if p.is_finite() && (0.0..100.0).contains(&p) => Ok(p / 100.0),
-        _ => Err(format!("--min-gain `{s}`: expected a percentage from 0 to below 100, e.g. 1% or 0.5%")),
+        _ => Err(ConfigError::MinGain(s.into())),
     }
 }
 
@@ -221,29 +234,33 @@ mod tests {
         assert_eq!(parse_budget("90S").unwrap(), Duration::from_secs(90));
         for malformed in ["soon", "10", "10ms", "h", "", "1.2.3m", "10m+", "5 parsecs"] {
             let e = parse_budget(malformed).unwrap_err();
-            assert_eq!(e, BUDGET_FORMS, "{malformed}");
+            assert_eq!(e.to_string(), BUDGET_FORMS, "{malformed}");
         }
         for not_positive in ["0s", "-5m", "-1h30m", "0h0m"] {
-            assert_eq!(parse_budget(not_positive).unwrap_err(), "the budget must be positive", "{not_positive}");
+            assert_eq!(
+                parse_budget(not_positive).unwrap_err().to_string(),
+                "the budget must be positive",
+                "{not_positive}"
+            );
         }
         assert!(
-            parse_budget("99999999999999999999d").unwrap_err().contains("longer than"),
+            parse_budget("99999999999999999999d").unwrap_err().to_string().contains("longer than"),
             "no panic on absurd lengths"
         );
         assert_eq!(parse_objective("energy").unwrap(), Objective::Energy);
         assert_eq!(parse_objective("weighted:0.25").unwrap(), Objective::Mix { time_weight: 0.25 });
         assert!(parse_objective("weighted:2").is_err());
-        assert!(parse_objective("speed").unwrap_err().contains("time, energy or weighted:W"));
+        assert!(parse_objective("speed").unwrap_err().to_string().contains("time, energy or weighted:W"));
         assert_eq!(GeneratorSpec::parse("tune", None).unwrap(), GeneratorSpec::Tune);
         assert_eq!(
             GeneratorSpec::parse("replay:runs/x", None).unwrap(),
             GeneratorSpec::Replay { dir: PathBuf::from("runs/x") }
         );
-        assert!(GeneratorSpec::parse("llm", None).unwrap_err().contains("--model"));
+        assert!(GeneratorSpec::parse("llm", None).unwrap_err().to_string().contains("--model"));
         assert!(GeneratorSpec::parse("replay:", None).is_err());
         assert_eq!(parse_min_gain("1%").unwrap(), 0.01);
         assert_eq!(parse_min_gain("0.5").unwrap(), 0.005);
-        assert!(parse_min_gain("-1%").unwrap_err().contains("from 0 to below 100"));
+        assert!(parse_min_gain("-1%").unwrap_err().to_string().contains("from 0 to below 100"));
         assert!(parse_min_gain("lots").is_err());
     }
 }

@@ -271,9 +271,19 @@ pub struct Record {
     pub simulated: bool,
 }
 
+/// A line of `events.jsonl` that does not parse, and is not the last (a torn last line is
+/// dropped, not an error).
+#[derive(Debug, thiserror::Error)]
+#[error("events.jsonl:{line}: {source}")]
+pub struct LogError {
+    /// 1-based.
+    pub line: usize,
+    pub source: serde_json::Error,
+}
+
 /// Parses an event log. A final line cut short by a kill is dropped (it was never
 /// acknowledged); a bad line anywhere else is an error naming its line number.
-pub fn parse_log(text: &str) -> Result<Vec<Record>, String> {
+pub fn parse_log(text: &str) -> Result<Vec<Record>, LogError> {
     let mut out = Vec::new();
     let lines: Vec<&str> = text.split('\n').collect();
     for (i, line) in lines.iter().enumerate() {
@@ -283,7 +293,7 @@ pub fn parse_log(text: &str) -> Result<Vec<Record>, String> {
         match serde_json::from_str::<Record>(line) {
             Ok(r) => out.push(r),
             Err(_) if i + 1 == lines.len() => break,
-            Err(e) => return Err(format!("events.jsonl:{}: {e}", i + 1)),
+            Err(source) => return Err(LogError { line: i + 1, source }),
         }
     }
     Ok(out)
@@ -326,7 +336,7 @@ mod tests {
         let torn = format!("{a}\n{}", &a[..10]);
         assert_eq!(parse_log(&torn).unwrap().len(), 1);
         let bad = format!("{}\n{a}\n", &a[..10]);
-        assert!(parse_log(&bad).unwrap_err().starts_with("events.jsonl:1:"));
+        assert!(parse_log(&bad).unwrap_err().to_string().starts_with("events.jsonl:1:"));
         assert!(a.contains("\"simulated\":true"), "{a}");
     }
 

@@ -150,7 +150,7 @@ pub struct RunLog {
 
 impl RunLog {
     /// Parses and folds the text of an `events.jsonl` ([`parse_log`]'s errors).
-    pub fn parse(text: &str) -> Result<RunLog, String> {
+    pub fn parse(text: &str) -> Result<RunLog, crate::run::events::LogError> {
         Ok(RunLog::fold(&parse_log(text)?))
     }
 

@@ -19,7 +19,7 @@
 //!   counters of a profile) it only shows, to a model or a person, as they are, marker
 //!   included.
 
-use super::events::{parse_log, Event, Record};
+use super::events::{parse_log, Event, LogError, Record};
 use search::NodeId;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -36,6 +36,51 @@ pub const SIMULATED_NOTE: &str =
 /// at the same relative paths.
 pub const SIMULATED_SOURCES: &str = ".simulated-run-sources";
 
+/// Why the run directory cannot be made, held, read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A new run's directory holds files already.
+    #[error("{} already exists and is not empty: pass another --out, or --resume {} to carry on", dir.display(), dir.display())]
+    NotEmpty { dir: PathBuf },
+    /// `--resume` of a folder with no event log.
+    #[error("{} is not a nightshift run directory (no {EVENTS})", dir.display())]
+    NotARun { dir: PathBuf },
+    /// Another process holds the run's lock.
+    #[error("{} is in use by another nightshift process", dir.display())]
+    InUse { dir: PathBuf },
+    #[error("cannot create {}: {source}", path.display())]
+    Create { path: PathBuf, source: std::io::Error },
+    #[error("cannot open {}: {source}", path.display())]
+    Open { path: PathBuf, source: std::io::Error },
+    /// The event log, opened to cut a torn last line off; the error alone says it.
+    #[error(transparent)]
+    Reopen(std::io::Error),
+    /// Its torn last line could not be cut off.
+    #[error("cannot repair {}: {source}", path.display())]
+    Repair { path: PathBuf, source: std::io::Error },
+    #[error("the event log lock is poisoned")]
+    Poisoned,
+    #[error("cannot append to {EVENTS}: {0}")]
+    Append(#[source] std::io::Error),
+    #[error("cannot read {EVENTS}: {0}")]
+    ReadLog(#[source] std::io::Error),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// No temporary file could be made in `dir`.
+    #[error("cannot write in {}: {source}", dir.display())]
+    WriteIn { dir: PathBuf, source: std::io::Error },
+    #[error("cannot write {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+    /// The temporary file could not be renamed over `path`.
+    #[error("cannot write {}: {source}", path.display())]
+    Persist { path: PathBuf, source: tempfile::PersistError },
+    /// `rel`, a file of the run, could not be removed.
+    #[error("cannot remove {rel}: {source}")]
+    Remove { rel: String, source: std::io::Error },
+}
+
 pub struct RunStore {
     dir: PathBuf,
     events: Mutex<File>,
@@ -43,60 +88,57 @@ pub struct RunStore {
     _lock: File,
 }
 
-fn lock(dir: &Path) -> Result<File, String> {
+fn lock(dir: &Path) -> Result<File, StoreError> {
     let path = dir.join(LOCK);
     let f = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        .map_err(|source| StoreError::Open { path, source })?;
     // SAFETY: flock on a file descriptor we own.
     let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if r != 0 {
-        return Err(format!("{} is in use by another nightshift process", dir.display()));
+        return Err(StoreError::InUse { dir: dir.to_path_buf() });
     }
     Ok(f)
 }
 
 impl RunStore {
     /// Creates a new run directory (it must not exist, or be empty).
-    pub fn create(dir: &Path, simulated: bool) -> Result<RunStore, String> {
+    pub fn create(dir: &Path, simulated: bool) -> Result<RunStore, StoreError> {
         if dir.exists() && std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
-            return Err(format!(
-                "{} already exists and is not empty: pass another --out, or --resume {} to carry on",
-                dir.display(),
-                dir.display()
-            ));
+            return Err(StoreError::NotEmpty { dir: dir.to_path_buf() });
         }
-        std::fs::create_dir_all(dir.join("nodes")).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir.join("nodes"))
+            .map_err(|source| StoreError::Create { path: dir.to_path_buf(), source })?;
         Self::open_at(dir, simulated)
     }
 
     /// Opens an existing run for `--resume`.
-    pub fn open(dir: &Path, simulated: bool) -> Result<RunStore, String> {
+    pub fn open(dir: &Path, simulated: bool) -> Result<RunStore, StoreError> {
         if !dir.join(EVENTS).is_file() {
-            return Err(format!("{} is not a nightshift run directory (no {EVENTS})", dir.display()));
+            return Err(StoreError::NotARun { dir: dir.to_path_buf() });
         }
         Self::open_at(dir, simulated)
     }
 
-    fn open_at(dir: &Path, simulated: bool) -> Result<RunStore, String> {
+    fn open_at(dir: &Path, simulated: bool) -> Result<RunStore, StoreError> {
         let lock = lock(dir)?;
         let path = dir.join(EVENTS);
         // A line torn by a kill is cut off before anything is appended after it.
         if let Ok(text) = std::fs::read_to_string(&path) {
             if !text.is_empty() && !text.ends_with('\n') {
                 let keep = text.rfind('\n').map(|i| i + 1).unwrap_or(0);
-                let f = OpenOptions::new().write(true).open(&path).map_err(|e| e.to_string())?;
-                f.set_len(keep as u64).map_err(|e| format!("cannot repair {}: {e}", path.display()))?;
+                let f = OpenOptions::new().write(true).open(&path).map_err(StoreError::Reopen)?;
+                f.set_len(keep as u64).map_err(|source| StoreError::Repair { path: path.clone(), source })?;
             }
         }
         let events = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            .map_err(|source| StoreError::Open { path, source })?;
         Ok(RunStore { dir: dir.to_path_buf(), events: Mutex::new(events), simulated, _lock: lock })
     }
 
@@ -113,42 +155,42 @@ impl RunStore {
     }
 
     /// Appends one event and syncs it to disk before returning.
-    pub fn append(&self, event: Event) -> Result<(), String> {
+    pub fn append(&self, event: Event) -> Result<(), StoreError> {
         let record = Record { at: now(), event, simulated: self.simulated };
         let mut line = serde_json::to_string(&record).expect("events serialize");
         line.push('\n');
-        let mut f = self.events.lock().map_err(|_| "the event log lock is poisoned".to_string())?;
-        f.write_all(line.as_bytes()).and_then(|_| f.sync_data()).map_err(|e| format!("cannot append to {EVENTS}: {e}"))
+        let mut f = self.events.lock().map_err(|_| StoreError::Poisoned)?;
+        f.write_all(line.as_bytes()).and_then(|_| f.sync_data()).map_err(StoreError::Append)
     }
 
     /// Writes `rel` (relative to the run directory) atomically, marking it when simulated.
-    pub fn write(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, String> {
+    pub fn write(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
         self.put(rel, Content::Text(bytes))
     }
 
     /// Writes a value as pretty JSON, with a `simulated` field when simulated.
-    pub fn write_json<T: serde::Serialize>(&self, rel: &str, value: &T) -> Result<PathBuf, String> {
-        self.put(rel, Content::Json(serde_json::to_value(value).map_err(|e| e.to_string())?))
+    pub fn write_json<T: serde::Serialize>(&self, rel: &str, value: &T) -> Result<PathBuf, StoreError> {
+        self.put(rel, Content::Json(serde_json::to_value(value)?))
     }
 
     /// Writes a kernel source that the program reads back ([`read_source`]): in a simulated
     /// run, its unmarked copy under [`SIMULATED_SOURCES`] first, then the marked file.
-    pub fn write_source(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, String> {
+    pub fn write_source(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
         if self.simulated {
             write_atomic(&self.dir.join(SIMULATED_SOURCES).join(rel), bytes)?;
         }
         self.write(rel, bytes)
     }
 
-    fn put(&self, rel: &str, content: Content) -> Result<PathBuf, String> {
+    fn put(&self, rel: &str, content: Content) -> Result<PathBuf, StoreError> {
         let path = self.dir.join(rel);
         write_atomic(&path, &contents(rel, content, self.simulated)?)?;
         Ok(path)
     }
 
-    pub fn read_events(&self) -> Result<Vec<Record>, String> {
-        let text = std::fs::read_to_string(self.dir.join(EVENTS)).map_err(|e| format!("cannot read {EVENTS}: {e}"))?;
-        parse_log(&text)
+    pub fn read_events(&self) -> Result<Vec<Record>, StoreError> {
+        let text = std::fs::read_to_string(self.dir.join(EVENTS)).map_err(StoreError::ReadLog)?;
+        Ok(parse_log(&text)?)
     }
 }
 
@@ -179,7 +221,7 @@ enum Content<'a> {
 /// A file's bytes; the one place a simulated run's marker goes into a file: a `simulated`
 /// field in a JSON object, else a first line in the file's own comment syntax (JSON written
 /// as text is left as it is).
-fn contents(rel: &str, content: Content, simulated: bool) -> Result<Vec<u8>, String> {
+fn contents(rel: &str, content: Content, simulated: bool) -> Result<Vec<u8>, StoreError> {
     let bytes = match content {
         Content::Json(mut v) => {
             if simulated {
@@ -187,7 +229,7 @@ fn contents(rel: &str, content: Content, simulated: bool) -> Result<Vec<u8>, Str
                     o.insert("simulated".into(), serde_json::Value::String(SIMULATED_NOTE.into()));
                 }
             }
-            return serde_json::to_vec_pretty(&v).map_err(|e| e.to_string());
+            return Ok(serde_json::to_vec_pretty(&v)?);
         }
         Content::Text(bytes) => bytes,
     };
@@ -207,17 +249,17 @@ fn contents(rel: &str, content: Content, simulated: bool) -> Result<Vec<u8>, Str
     Ok(out)
 }
 
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|source| StoreError::Create { path: dir.to_path_buf(), source })?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".tmp-")
         .tempfile_in(dir)
-        .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
+        .map_err(|source| StoreError::WriteIn { dir: dir.to_path_buf(), source })?;
     tmp.write_all(bytes)
         .and_then(|_| tmp.as_file().sync_data())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    tmp.persist(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        .map_err(|source| StoreError::Write { path: path.to_path_buf(), source })?;
+    tmp.persist(path).map_err(|source| StoreError::Persist { path: path.to_path_buf(), source })?;
     Ok(())
 }
 
@@ -262,8 +304,8 @@ mod tests {
         let dir = tmp.path().join("run");
         let store = RunStore::create(&dir, false).unwrap();
         store.append(Event::SearchStopped { why: "a".into() }).unwrap();
-        assert!(RunStore::open(&dir, false).err().unwrap().contains("in use"));
-        assert!(RunStore::create(&dir, false).err().unwrap().contains("--resume"));
+        assert!(RunStore::open(&dir, false).err().unwrap().to_string().contains("in use"));
+        assert!(RunStore::create(&dir, false).err().unwrap().to_string().contains("--resume"));
         drop(store);
         let mut f = OpenOptions::new().append(true).open(dir.join(EVENTS)).unwrap();
         f.write_all(b"{\"at\":1,\"ev").unwrap();

@@ -39,17 +39,52 @@ pub enum Init {
 pub const INIT_FORMS: &str =
     "normal(mean, std), uniform(lo, hi), randint(lo, hi), const(v), zeros, ones, arange, randperm";
 
+/// Why an `init` spelling is refused, or does not fit its buffer's element type. `text` is
+/// the spelling as written (trimmed).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InitError {
+    #[error("`{text}`: missing `)`; expected one of {INIT_FORMS}")]
+    MissingParen { text: String },
+    #[error("`{text}`: `{arg}` is not a number")]
+    NotANumber { text: String, arg: String },
+    #[error("`{text}`: `{value}` is not a finite number")]
+    NotFinite { text: String, value: f64 },
+    #[error("`{text}`: `{name}` takes {want} argument(s), got {got}")]
+    Arity { text: String, name: String, want: usize, got: usize },
+    #[error("`{text}`: the standard deviation must be positive")]
+    StdNotPositive { text: String },
+    #[error("`{text}`: needs lo < hi")]
+    EmptyRange { text: String },
+    #[error("`{text}`: hi - lo must be a finite number")]
+    SpanNotFinite { text: String },
+    #[error("`{text}`: needs integers lo < hi (hi is excluded)")]
+    IntRange { text: String },
+    #[error("`{text}`: lo and hi must lie within the 64-bit integer range")]
+    Beyond64Bit { text: String },
+    #[error("unknown distribution `{name}`; expected one of {INIT_FORMS}")]
+    Unknown { name: String },
+    #[error("{init} draws non-integers but the buffer holds {elem}")]
+    NotIntegers { init: Init, elem: ElemType },
+    #[error("{init} draws values outside the range of {elem}")]
+    OutOfRange { init: Init, elem: ElemType },
+}
+
 impl Init {
-    pub fn parse(text: &str) -> Result<Init, String> {
+    pub fn parse(text: &str) -> Result<Init, InitError> {
         let t = text.trim();
+        let spelled = || t.to_string();
         let (name, args) = match t.find('(') {
             Some(open) => {
                 let Some(inner) = t[open + 1..].strip_suffix(')') else {
-                    return Err(format!("`{t}`: missing `)`; expected one of {INIT_FORMS}"));
+                    return Err(InitError::MissingParen { text: spelled() });
                 };
                 let args = inner
                     .split(',')
-                    .map(|a| a.trim().parse::<f64>().map_err(|_| format!("`{t}`: `{}` is not a number", a.trim())))
+                    .map(|a| {
+                        a.trim()
+                            .parse::<f64>()
+                            .map_err(|_| InitError::NotANumber { text: spelled(), arg: a.trim().into() })
+                    })
                     .collect::<Result<Vec<_>, _>>()?;
                 (t[..open].trim(), args)
             }
@@ -58,31 +93,31 @@ impl Init {
         // `inf` and `nan` parse as numbers, but nothing can be drawn from them; and the
         // samplers panic on a uniform range wider than f64 or a randint bound past i64:
         // in the worker, mid-generation.
-        if let Some(a) = args.iter().find(|a| !a.is_finite()) {
-            return Err(format!("`{t}`: `{a}` is not a finite number"));
+        if let Some(&value) = args.iter().find(|a| !a.is_finite()) {
+            return Err(InitError::NotFinite { text: spelled(), value });
         }
-        let want = |n: usize| -> Result<(), String> {
+        let want = |n: usize| -> Result<(), InitError> {
             if args.len() == n {
                 Ok(())
             } else {
-                Err(format!("`{t}`: `{name}` takes {n} argument(s), got {}", args.len()))
+                Err(InitError::Arity { text: spelled(), name: name.into(), want: n, got: args.len() })
             }
         };
         let init = match name {
             "normal" => {
                 want(2)?;
                 if !(args[1] > 0.0 && args[1].is_finite()) {
-                    return Err(format!("`{t}`: the standard deviation must be positive"));
+                    return Err(InitError::StdNotPositive { text: spelled() });
                 }
                 Init::Normal { mean: args[0], std: args[1] }
             }
             "uniform" => {
                 want(2)?;
                 if args[0].partial_cmp(&args[1]) != Some(std::cmp::Ordering::Less) {
-                    return Err(format!("`{t}`: needs lo < hi"));
+                    return Err(InitError::EmptyRange { text: spelled() });
                 }
                 if !(args[1] - args[0]).is_finite() {
-                    return Err(format!("`{t}`: hi - lo must be a finite number"));
+                    return Err(InitError::SpanNotFinite { text: spelled() });
                 }
                 Init::Uniform { lo: args[0], hi: args[1] }
             }
@@ -91,12 +126,12 @@ impl Init {
                 if args.iter().any(|a| a.fract() != 0.0)
                     || args[0].partial_cmp(&args[1]) != Some(std::cmp::Ordering::Less)
                 {
-                    return Err(format!("`{t}`: needs integers lo < hi (hi is excluded)"));
+                    return Err(InitError::IntRange { text: spelled() });
                 }
                 // Both bounds must survive the conversion to i64 unchanged (a saturated pair
                 // would be an empty range).
                 if args.iter().any(|&a| !(-(2f64.powi(63))..2f64.powi(63)).contains(&a)) {
-                    return Err(format!("`{t}`: lo and hi must lie within the 64-bit integer range"));
+                    return Err(InitError::Beyond64Bit { text: spelled() });
                 }
                 Init::RandInt { lo: args[0] as i64, hi: args[1] as i64 }
             }
@@ -120,19 +155,19 @@ impl Init {
                 want(0)?;
                 Init::RandPerm
             }
-            other => return Err(format!("unknown distribution `{other}`; expected one of {INIT_FORMS}")),
+            other => return Err(InitError::Unknown { name: other.into() }),
         };
         Ok(init)
     }
 
     /// Whether every value this distribution draws is representable in `elem`.
-    pub fn check_fits(&self, elem: ElemType) -> Result<(), String> {
+    pub fn check_fits(&self, elem: ElemType) -> Result<(), InitError> {
         let (lo, hi) = match *self {
             Init::RandInt { lo, hi } => (lo as f64, (hi - 1) as f64),
             Init::Const { value } => (value, value),
             _ if elem.is_float() => return Ok(()),
             Init::Arange | Init::RandPerm => return Ok(()),
-            _ => return Err(format!("{self} draws non-integers but the buffer holds {elem}")),
+            _ => return Err(InitError::NotIntegers { init: *self, elem }),
         };
         let (min, max) = match elem {
             ElemType::I8 => (i8::MIN as f64, i8::MAX as f64),
@@ -145,7 +180,7 @@ impl Init {
             _ => (f64::MIN, f64::MAX),
         };
         if lo < min || hi > max {
-            return Err(format!("{self} draws values outside the range of {elem}"));
+            return Err(InitError::OutOfRange { init: *self, elem });
         }
         Ok(())
     }
@@ -334,17 +369,17 @@ mod tests {
 
     #[test]
     fn bad_forms_say_what_is_expected() {
-        assert!(Init::parse("gauss(0,1)").unwrap_err().contains("expected one of normal"));
-        assert!(Init::parse("normal(0)").unwrap_err().contains("takes 2"));
-        assert!(Init::parse("normal(0, -1)").unwrap_err().contains("positive"));
-        assert!(Init::parse("uniform(1, 0)").unwrap_err().contains("lo < hi"));
-        assert!(Init::parse("randint(0.5, 3)").unwrap_err().contains("integers"));
-        assert!(Init::parse("normal(0, x)").unwrap_err().contains("`x` is not a number"));
-        assert!(Init::parse("normal(0, 1").unwrap_err().contains("missing `)`"));
-        assert!(Init::parse("uniform(0, inf)").unwrap_err().contains("not a finite number"));
-        assert!(Init::parse("normal(nan, 1)").unwrap_err().contains("not a finite number"));
-        assert!(Init::parse("uniform(-1e308, 1e308)").unwrap_err().contains("hi - lo"));
-        assert!(Init::parse("randint(1e19, 2e19)").unwrap_err().contains("64-bit"));
+        assert!(Init::parse("gauss(0,1)").unwrap_err().to_string().contains("expected one of normal"));
+        assert!(Init::parse("normal(0)").unwrap_err().to_string().contains("takes 2"));
+        assert!(Init::parse("normal(0, -1)").unwrap_err().to_string().contains("positive"));
+        assert!(Init::parse("uniform(1, 0)").unwrap_err().to_string().contains("lo < hi"));
+        assert!(Init::parse("randint(0.5, 3)").unwrap_err().to_string().contains("integers"));
+        assert!(Init::parse("normal(0, x)").unwrap_err().to_string().contains("`x` is not a number"));
+        assert!(Init::parse("normal(0, 1").unwrap_err().to_string().contains("missing `)`"));
+        assert!(Init::parse("uniform(0, inf)").unwrap_err().to_string().contains("not a finite number"));
+        assert!(Init::parse("normal(nan, 1)").unwrap_err().to_string().contains("not a finite number"));
+        assert!(Init::parse("uniform(-1e308, 1e308)").unwrap_err().to_string().contains("hi - lo"));
+        assert!(Init::parse("randint(1e19, 2e19)").unwrap_err().to_string().contains("64-bit"));
         assert!(Init::parse("randint(-9223372036854775808, 0)").is_ok());
         assert!(Init::RandInt { lo: 0, hi: 300 }.check_fits(ElemType::U8).is_err());
         assert!(Init::Normal { mean: 0.0, std: 1.0 }.check_fits(ElemType::I32).is_err());

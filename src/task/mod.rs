@@ -13,7 +13,7 @@ mod resolve;
 pub mod types;
 mod wording;
 
-use expr::Expr;
+use expr::{Expr, ExprError};
 use file::{
     ArgSection, BuildSection, CheckSection, RooflineSection, SizeTable, SizesSection, TaskFile, TaskSection,
     TimingSection,
@@ -51,6 +51,16 @@ impl fmt::Display for TaskError {
 }
 
 impl std::error::Error for TaskError {}
+
+/// Why a buffer's length expression gives no element count at a size.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LenError {
+    /// It does not parse, or names a variable the size lacks.
+    #[error(transparent)]
+    Expr(#[from] ExprError),
+    #[error("length {0} is negative")]
+    Negative(i64),
+}
 
 // ---------------------------------------------------------------------------------------
 // The resolved task.
@@ -251,10 +261,9 @@ impl Task {
     }
 
     /// The element count of a pointer argument at `size`.
-    pub fn buffer_len(len: &str, size: &Size) -> Result<usize, String> {
-        let e = Expr::parse(len).map_err(|e| e.to_string())?;
-        let n = e.eval(&size.vars).map_err(|e| e.to_string())?;
-        usize::try_from(n).map_err(|_| format!("length {n} is negative"))
+    pub fn buffer_len(len: &str, size: &Size) -> Result<usize, LenError> {
+        let n = Expr::parse(len)?.eval(&size.vars)?;
+        usize::try_from(n).map_err(|_| LenError::Negative(n))
     }
 
     /// The least bytes and flops at `size`, when the task has a roofline.

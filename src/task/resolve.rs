@@ -156,7 +156,8 @@ fn args(
             return Err(at.err(&a.name, &format!("{field}.name"), format!("`{arg_name}` is declared twice")));
         }
         let field = format!("arg[{i}] ({arg_name})");
-        let ty = ParamType::parse(a.ty.get_ref()).map_err(|m| at.err(&a.ty, &format!("{field}.type"), m))?;
+        let ty =
+            ParamType::parse(a.ty.get_ref()).map_err(|m| at.err(&a.ty, &format!("{field}.type"), m.to_string()))?;
         let role = match ty {
             ParamType::Scalar { scalar } => scalar_arg(spanned, scalar, &field, var_names, all_sizes, at)?,
             ParamType::Pointer { elem, is_const } => {
@@ -306,8 +307,8 @@ fn pointer_arg(
     let len = len_expr.source().to_string();
     let init = match &a.init {
         Some(t) => {
-            let init = Init::parse(t.get_ref()).map_err(|m| at.err(t, &format!("{field}.init"), m))?;
-            init.check_fits(elem).map_err(|m| at.err(t, &format!("{field}.init"), m))?;
+            let init = Init::parse(t.get_ref()).map_err(|m| at.err(t, &format!("{field}.init"), m.to_string()))?;
+            init.check_fits(elem).map_err(|m| at.err(t, &format!("{field}.init"), m.to_string()))?;
             Some(init)
         }
         None => None,

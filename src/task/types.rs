@@ -172,10 +172,25 @@ pub fn known_type_names() -> String {
     ELEM_NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
 }
 
+/// Why a C parameter type is refused; `spelling` is the type as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TypeError {
+    #[error("cannot read type `{spelling}`")]
+    Unreadable { spelling: String },
+    #[error("`{spelling}`: volatile parameters are not supported")]
+    Volatile { spelling: String },
+    #[error("unknown type `{base}` in `{spelling}`; expected one of: {}", known_type_names())]
+    Unknown { base: String, spelling: String },
+    #[error("`{spelling}`: by-value parameters of type {elem} are not supported (use int, int64_t, size_t, float or double)")]
+    ByValue { spelling: String, elem: ElemType },
+    #[error("`{spelling}` has {levels} levels of pointer; expected a plain pointer to device memory or a value")]
+    PointerDepth { spelling: String, levels: usize },
+}
+
 impl ParamType {
     /// Parses a C parameter type such as `const float*`, `float *__restrict__`,
     /// `const __nv_bfloat16*`, `int` or `int64_t`.
-    pub fn parse(spelling: &str) -> Result<ParamType, String> {
+    pub fn parse(spelling: &str) -> Result<ParamType, TypeError> {
         let mut words: Vec<&str> = Vec::new();
         let mut pointers = 0;
         for raw in spelling.split(|c: char| c.is_whitespace()) {
@@ -189,7 +204,7 @@ impl ParamType {
                 w = rest;
             }
             if w.contains('*') {
-                return Err(format!("cannot read type `{spelling}`"));
+                return Err(TypeError::Unreadable { spelling: spelling.into() });
             }
             if !w.is_empty() {
                 words.push(w);
@@ -201,13 +216,13 @@ impl ParamType {
             match w {
                 "const" => is_const = true,
                 "__restrict__" | "__restrict" | "restrict" => {}
-                "volatile" => return Err(format!("`{spelling}`: volatile parameters are not supported")),
+                "volatile" => return Err(TypeError::Volatile { spelling: spelling.into() }),
                 other => base.push(other),
             }
         }
         let base = base.join(" ");
         let Some(elem) = ELEM_NAMES.iter().find(|(n, _)| *n == base).map(|(_, e)| *e) else {
-            return Err(format!("unknown type `{base}` in `{spelling}`; expected one of: {}", known_type_names()));
+            return Err(TypeError::Unknown { base, spelling: spelling.into() });
         };
         match pointers {
             1 => Ok(ParamType::Pointer { elem, is_const }),
@@ -219,13 +234,11 @@ impl ParamType {
                     ElemType::U64 => ScalarType::U64,
                     ElemType::F32 => ScalarType::F32,
                     ElemType::F64 => ScalarType::F64,
-                    other => return Err(format!("`{spelling}`: by-value parameters of type {other} are not supported (use int, int64_t, size_t, float or double)")),
+                    other => return Err(TypeError::ByValue { spelling: spelling.into(), elem: other }),
                 };
                 Ok(ParamType::Scalar { scalar })
             }
-            n => Err(format!(
-                "`{spelling}` has {n} levels of pointer; expected a plain pointer to device memory or a value"
-            )),
+            levels => Err(TypeError::PointerDepth { spelling: spelling.into(), levels }),
         }
     }
 }
@@ -256,10 +269,10 @@ mod tests {
 
     #[test]
     fn rejects_what_the_worker_cannot_pass() {
-        assert!(ParamType::parse("float**").unwrap_err().contains("2 levels"));
-        assert!(ParamType::parse("float4*").unwrap_err().contains("unknown type `float4`"));
-        assert!(ParamType::parse("half").unwrap_err().contains("not supported"));
-        assert!(ParamType::parse("volatile int*").unwrap_err().contains("volatile"));
+        assert!(ParamType::parse("float**").unwrap_err().to_string().contains("2 levels"));
+        assert!(ParamType::parse("float4*").unwrap_err().to_string().contains("unknown type `float4`"));
+        assert!(ParamType::parse("half").unwrap_err().to_string().contains("not supported"));
+        assert!(ParamType::parse("volatile int*").unwrap_err().to_string().contains("volatile"));
     }
 
     #[test]

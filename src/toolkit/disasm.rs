@@ -3,7 +3,7 @@
 //! code carries line info. The text goes to the pure `sass` crate.
 
 use crate::toolkit::process;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -24,28 +24,43 @@ pub fn is_cubin(bytes: &[u8]) -> bool {
     bytes.len() > 20 && bytes.starts_with(b"\x7fELF") && u16::from_le_bytes([bytes[18], bytes[19]]) == 190
 }
 
-fn run(tool: &Path, args: &[&str], file: &Path, cwd: Option<&Path>) -> Result<String, String> {
+/// Why a binary could not be disassembled.
+#[derive(Debug, thiserror::Error)]
+pub enum DisasmError {
+    /// The file to disassemble cannot be found or read.
+    #[error("{}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot run {}: {source}", tool.display())]
+    Spawn { tool: PathBuf, source: std::io::Error },
+    /// The tool ran and failed: how it ended, and its stderr.
+    #[error("{} {args} failed ({end}): {stderr}", tool.display())]
+    Failed { tool: PathBuf, args: String, end: String, stderr: String },
+    #[error("cannot create a temporary folder: {0}")]
+    TempDir(#[source] std::io::Error),
+}
+
+fn run(tool: &Path, args: &[&str], file: &Path, cwd: Option<&Path>) -> Result<String, DisasmError> {
     let mut cmd = Command::new(tool);
     cmd.args(args).arg(file);
     if let Some(d) = cwd {
         cmd.current_dir(d);
     }
-    let out = process::run_captured(&mut cmd, TIMEOUT).map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
+    let out = process::run_captured(&mut cmd, TIMEOUT)
+        .map_err(|source| DisasmError::Spawn { tool: tool.to_path_buf(), source })?;
     if !out.success() {
-        return Err(format!(
-            "{} {} failed ({}): {}",
-            tool.display(),
-            args.join(" "),
-            out.describe_end(TIMEOUT),
-            out.stderr.trim()
-        ));
+        return Err(DisasmError::Failed {
+            tool: tool.to_path_buf(),
+            args: args.join(" "),
+            end: out.describe_end(TIMEOUT),
+            stderr: out.stderr.trim().to_string(),
+        });
     }
     Ok(out.stdout)
 }
 
-pub fn disassemble(cuobjdump: &Path, nvdisasm: Option<&Path>, file: &Path) -> Result<Disassembly, String> {
-    let file = file.canonicalize().map_err(|e| format!("{}: {e}", file.display()))?;
-    let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+pub fn disassemble(cuobjdump: &Path, nvdisasm: Option<&Path>, file: &Path) -> Result<Disassembly, DisasmError> {
+    let file = file.canonicalize().map_err(|source| DisasmError::Read { path: file.to_path_buf(), source })?;
+    let bytes = std::fs::read(&file).map_err(|source| DisasmError::Read { path: file.clone(), source })?;
     let mut d = Disassembly { sass: run(cuobjdump, &["-sass"], &file, None)?, ..Default::default() };
     let Some(nvdisasm) = nvdisasm else {
         d.notes.push("nvdisasm not found: no source lines".into());
@@ -54,11 +69,11 @@ pub fn disassemble(cuobjdump: &Path, nvdisasm: Option<&Path>, file: &Path) -> Re
     if is_cubin(&bytes) {
         match run(nvdisasm, &["-c", "-gi"], &file, None) {
             Ok(t) => d.lines = Some(t),
-            Err(e) => d.notes.push(e),
+            Err(e) => d.notes.push(e.to_string()),
         }
         return Ok(d);
     }
-    let dir = tempfile::tempdir().map_err(|e| format!("cannot create a temporary folder: {e}"))?;
+    let dir = tempfile::tempdir().map_err(DisasmError::TempDir)?;
     if let Err(e) = run(cuobjdump, &["-xelf", "all"], &file, Some(dir.path())) {
         d.notes.push(format!("cannot extract cubins: {e}"));
         return Ok(d);
@@ -71,7 +86,7 @@ pub fn disassemble(cuobjdump: &Path, nvdisasm: Option<&Path>, file: &Path) -> Re
     for c in &cubins {
         match run(nvdisasm, &["-c", "-gi"], c, None) {
             Ok(t) => text.push_str(&t),
-            Err(e) => d.notes.push(e),
+            Err(e) => d.notes.push(e.to_string()),
         }
     }
     if !text.is_empty() {

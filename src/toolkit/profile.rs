@@ -267,7 +267,7 @@ fn profile_once(
     let dir = dir.canonicalize().unwrap_or(dir.to_path_buf());
     // Where ncu writes, out of every worker's reach (see the module's notes); the output
     // folder is not handed to the hosted arrangement at all.
-    let private = crate::wall::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
+    let private = crate::wall::runtime_dir::evaluation_dir().map_err(|e| EvalError::Internal(e.to_string()))?;
     let report_base = private.path().join("profile");
     let log = private.path().join(LOG_NAME);
     let request = WorkerRequest {

@@ -138,19 +138,34 @@ impl Achievable {
     }
 }
 
+/// Why there is no achievable bandwidth for a device.
+#[derive(Debug, thiserror::Error)]
+pub enum BandwidthError {
+    #[error("no CUDA driver (libcuda.so) found")]
+    NoDriver,
+    /// The driver would not say what the device is.
+    #[error(transparent)]
+    Identity(#[from] GpuError),
+    #[error(transparent)]
+    RuntimeDir(#[from] crate::wall::runtime_dir::RuntimeDirError),
+    #[error("cannot take the GPU lock {}: {source}", path.display())]
+    Lock { path: PathBuf, source: std::io::Error },
+    #[error("measuring DRAM bandwidth: {0}")]
+    Measure(#[source] GpuError),
+}
+
 /// The device's identity, without creating a context.
-pub fn identity(ordinal: usize) -> Result<Identity, String> {
+pub fn identity(ordinal: usize) -> Result<Identity, BandwidthError> {
     use cudarc::driver::{result, sys::CUdevice_attribute as A};
     if !crate::wall::gpu::driver_present() {
-        return Err("no CUDA driver (libcuda.so) found".into());
+        return Err(BandwidthError::NoDriver);
     }
-    let (name, _, driver_version) = crate::wall::gpu::query_device(ordinal).map_err(|e| e.to_string())?;
-    let uuid = crate::wall::gpu::device_uuid(ordinal).map_err(|e| e.to_string())?;
-    let dev = result::device::get(ordinal as i32).map_err(|e| GpuError::from_driver(e, "cuDeviceGet").to_string())?;
+    let (name, _, driver_version) = crate::wall::gpu::query_device(ordinal)?;
+    let uuid = crate::wall::gpu::device_uuid(ordinal)?;
+    let dev = result::device::get(ordinal as i32).map_err(|e| GpuError::from_driver(e, "cuDeviceGet"))?;
     // SAFETY: dev is a valid device handle from cuDeviceGet.
     let attr = |a| {
-        unsafe { result::device::get_attribute(dev, a) }
-            .map_err(|e| GpuError::from_driver(e, "cuDeviceGetAttribute").to_string())
+        unsafe { result::device::get_attribute(dev, a) }.map_err(|e| GpuError::from_driver(e, "cuDeviceGetAttribute"))
     };
     let khz = attr(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)? as f64;
     let bits = attr(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)? as f64;
@@ -159,7 +174,7 @@ pub fn identity(ordinal: usize) -> Result<Identity, String> {
 
 /// The achievable bandwidth of device `ordinal`: from the cache, else measured now (about
 /// a second, under the GPU's lock) and cached.
-pub fn achievable(ordinal: usize) -> Result<Achievable, String> {
+pub fn achievable(ordinal: usize) -> Result<Achievable, BandwidthError> {
     let id = identity(ordinal)?;
     let path = cache_path(&crate::toolkit::build::cache_root(), &id.uuid);
     let cached = |source| {
@@ -175,14 +190,14 @@ pub fn achievable(ordinal: usize) -> Result<Achievable, String> {
         let lock = crate::wall::gpu_lock::lock_path(ordinal)?;
         Some(
             crate::wall::gpu_lock::acquire(&lock)
-                .map_err(|e| format!("cannot take the GPU lock {}: {e}", lock.display()))?,
+                .map_err(|source| BandwidthError::Lock { path: lock.clone(), source })?,
         )
     };
     // Another process may have measured while we waited for the lock.
     if let Some(a) = cached(Source::Cached) {
         return Ok(a);
     }
-    let gbs = measure(ordinal).map_err(|e| format!("measuring DRAM bandwidth: {e}"))?;
+    let gbs = measure(ordinal).map_err(BandwidthError::Measure)?;
     let entry = CacheEntry {
         uuid: id.uuid.clone(),
         name: id.name.clone(),
@@ -204,12 +219,14 @@ pub fn achievable(ordinal: usize) -> Result<Achievable, String> {
 /// probe that failed once (a driver that refuses the PTX) must not cost each of them a
 /// context and a second try.
 pub fn achievable_or_note(ordinal: usize, notes: &mut Vec<String>) -> Option<f64> {
+    // The error kept as its message: only the note reads it, and each later judgment
+    // repeats that note.
     static OUTCOMES: std::sync::Mutex<Vec<(usize, Result<f64, String>)>> = std::sync::Mutex::new(Vec::new());
     let mut outcomes = OUTCOMES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let outcome = match outcomes.iter().find(|(o, _)| *o == ordinal) {
         Some((_, known)) => known.clone(),
         None => {
-            let fresh = achievable(ordinal).map(|a| a.gbs);
+            let fresh = achievable(ordinal).map(|a| a.gbs).map_err(|e| e.to_string());
             outcomes.push((ordinal, fresh.clone()));
             fresh
         }
@@ -223,13 +240,13 @@ pub fn achievable_or_note(ordinal: usize, notes: &mut Vec<String>) -> Option<f64
     }
 }
 
-fn write_atomically(path: &Path, entry: &CacheEntry) -> Result<(), String> {
-    let dir = path.parent().ok_or("no parent folder")?;
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
-    let body = serde_json::to_vec_pretty(entry).map_err(|e| e.to_string())?;
-    std::io::Write::write_all(&mut tmp, &body).map_err(|e| e.to_string())?;
-    tmp.persist(path).map_err(|e| e.to_string())?;
+fn write_atomically(path: &Path, entry: &CacheEntry) -> std::io::Result<()> {
+    let dir = path.parent().ok_or_else(|| std::io::Error::other("no parent folder"))?;
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    let body = serde_json::to_vec_pretty(entry)?;
+    std::io::Write::write_all(&mut tmp, &body)?;
+    tmp.persist(path)?;
     Ok(())
 }
 

@@ -42,7 +42,7 @@ pub fn check_hosting(
     exe: &Path,
     allow_unconfined: bool,
 ) -> Result<crate::wall::sandbox::hosted::Arrangement, EvalError> {
-    let dir = crate::wall::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
+    let dir = crate::wall::runtime_dir::evaluation_dir().map_err(|e| EvalError::Internal(e.to_string()))?;
     let report = dir.path().join("hosting.json");
     let line = crate::wall::sandbox::hosted::command_line(exe, &report, &[dir.path().to_path_buf()], allow_unconfined);
     let mut cmd = Command::new(&line[0]);
@@ -201,7 +201,7 @@ pub fn run_worker(
 ) -> Result<WorkerRun, EvalError> {
     // Not in the shared /tmp: a hosted candidate run unconfined, or another user, could
     // write there (a request swapped before the worker reads it).
-    let dir = crate::wall::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
+    let dir = crate::wall::runtime_dir::evaluation_dir().map_err(|e| EvalError::Internal(e.to_string()))?;
     let scratch = dir.path().join("scratch");
     std::fs::create_dir(&scratch)
         .map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", scratch.display())))?;
@@ -241,7 +241,7 @@ pub fn run_worker(
     {
         None
     } else {
-        let path = crate::wall::gpu_lock::lock_path(request.device).map_err(EvalError::Internal)?;
+        let path = crate::wall::gpu_lock::lock_path(request.device).map_err(|e| EvalError::Internal(e.to_string()))?;
         Some(
             crate::wall::gpu_lock::acquire(&path)
                 .map_err(|e| EvalError::Internal(format!("cannot take the GPU lock {}: {e}", path.display())))?,

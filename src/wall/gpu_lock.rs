@@ -23,7 +23,7 @@ pub struct GpuLock {
 }
 
 /// The lock file for a device: by UUID where the driver answers, else by ordinal.
-pub fn lock_path(device: usize) -> Result<PathBuf, String> {
+pub fn lock_path(device: usize) -> Result<PathBuf, crate::wall::runtime_dir::RuntimeDirError> {
     // Without a driver there is nothing to ask (and cudarc would panic trying).
     let uuid = crate::wall::gpu::driver_present().then(|| crate::wall::gpu::device_uuid(device).ok()).flatten();
     let id = uuid.unwrap_or_else(|| format!("ordinal-{device}"));

@@ -208,7 +208,7 @@ pub fn sanitize(
     let mut layers = Vec::new();
     // Outside the shared /tmp and outside the worker's scratch folder: nothing the
     // candidate runs can rewrite a log before it is read.
-    let logs = crate::wall::runtime_dir::evaluation_dir().map_err(EvalError::Internal)?;
+    let logs = crate::wall::runtime_dir::evaluation_dir().map_err(|e| EvalError::Internal(e.to_string()))?;
     for check in SANITIZER_TOOLS {
         // The tool's report goes to a file: the worker's stdout carries the protocol.
         let log = logs.path().join(format!("{check}.log"));

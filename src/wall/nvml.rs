@@ -5,6 +5,15 @@ use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::Nvml;
 
+/// Why NVML cannot speak for a device.
+#[derive(Debug, thiserror::Error)]
+pub enum NvmlError {
+    #[error("NVML unavailable: {0}")]
+    Unavailable(#[source] nvml_wrapper::error::NvmlError),
+    #[error("NVML does not know device {uuid}: {source}")]
+    UnknownDevice { uuid: String, source: nvml_wrapper::error::NvmlError },
+}
+
 pub struct NvmlDevice {
     nvml: Nvml,
     uuid: String,
@@ -12,9 +21,9 @@ pub struct NvmlDevice {
 
 impl NvmlDevice {
     /// Opens NVML and finds the device with CUDA UUID `uuid` ("GPU-...").
-    pub fn open(uuid: &str) -> Result<NvmlDevice, String> {
-        let nvml = Nvml::init().map_err(|e| format!("NVML unavailable: {e}"))?;
-        nvml.device_by_uuid(uuid).map_err(|e| format!("NVML does not know device {uuid}: {e}"))?;
+    pub fn open(uuid: &str) -> Result<NvmlDevice, NvmlError> {
+        let nvml = Nvml::init().map_err(NvmlError::Unavailable)?;
+        nvml.device_by_uuid(uuid).map_err(|source| NvmlError::UnknownDevice { uuid: uuid.into(), source })?;
         Ok(NvmlDevice { nvml, uuid: uuid.to_string() })
     }
 

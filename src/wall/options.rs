@@ -66,7 +66,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// The build target: `--arch`, else the device's own.
 pub fn resolve_arch(opts: &EvalOptions) -> Result<String, EvalError> {
     if let Some(a) = &opts.arch {
-        build::gencode(a).map_err(EvalError::Task)?;
+        build::gencode(a).map_err(|e| EvalError::Task(e.to_string()))?;
         return Ok(a.clone());
     }
     let (_, cc, _) = require_gpu(opts.device)?;

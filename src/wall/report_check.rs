@@ -7,14 +7,25 @@
 use crate::wall::client::WorkerRun;
 use crate::wall::protocol::{Mode, Outcome, Phase, WorkerReport, WorkerRequest};
 
+/// What in a passing report does not fit its request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Misfit {
+    /// Something the request implies is missing or wrong, said in a fixed phrase.
+    #[error("{0}")]
+    Unfit(&'static str),
+    /// The check's counts are not the task's.
+    #[error("the check covered {cases} cases in {calls} calls ({repeats} repeats); the task has {want_cases} cases of 2 calls each and {want_repeats} repeats")]
+    CheckCounts { cases: usize, calls: usize, repeats: usize, want_cases: usize, want_repeats: usize },
+}
+
 /// Ok, or what does not fit. Only passing reports are held to the request: a rejection
 /// or an error never helps a candidate.
-pub fn check(request: &WorkerRequest, run: &WorkerRun, report: &WorkerReport) -> Result<(), String> {
+pub fn check(request: &WorkerRequest, run: &WorkerRun, report: &WorkerReport) -> Result<(), Misfit> {
     if !matches!(report.outcome, Outcome::Passed) {
         return Ok(());
     }
     if run.sandbox_requested && run.sandbox.is_empty() {
-        return Err("no sandbox announcement before the report".into());
+        return Err(Misfit::Unfit("no sandbox announcement before the report"));
     }
     let seen = |p: Phase| run.phases_seen.contains(&p);
     match &request.mode {
@@ -29,19 +40,22 @@ pub fn check(request: &WorkerRequest, run: &WorkerRun, report: &WorkerReport) ->
             let positions: Vec<usize> =
                 order.iter().filter_map(|p| run.phases_seen.iter().position(|q| q == p)).collect();
             require(positions.windows(2).all(|w| w[0] < w[1]), "phases out of order")?;
-            let check = report.check.as_ref().ok_or("a pass without a check summary")?;
+            let check = report.check.as_ref().ok_or(Misfit::Unfit("a pass without a check summary"))?;
             let cases = request.task.checks.len() * request.task.seeds as usize;
             let repeats = crate::wall::protocol::REPEAT_CALLS;
             if check.cases != cases || check.repeat_calls != repeats || check.calls != 2 * cases + repeats {
-                return Err(format!(
-                    "the check covered {} cases in {} calls ({} repeats); the task has {cases} cases of 2 calls each and {repeats} repeats",
-                    check.cases, check.calls, check.repeat_calls
-                ));
+                return Err(Misfit::CheckCounts {
+                    cases: check.cases,
+                    calls: check.calls,
+                    repeats: check.repeat_calls,
+                    want_cases: cases,
+                    want_repeats: repeats,
+                });
             }
             require(check.elements_compared > 0, "a check that compared no elements")?;
             if *time {
                 require(seen(Phase::Time), "no time phase")?;
-                let t = report.timing.as_ref().ok_or("a timed pass without timing")?;
+                let t = report.timing.as_ref().ok_or(Misfit::Unfit("a timed pass without timing"))?;
                 require(t.baseline.samples >= 2 && t.candidate.samples >= 2, "fewer than two timing samples a side")?;
                 require(t.candidate.median_ms > 0.0 && t.baseline.median_ms > 0.0, "non-positive times")?;
                 let implied = t.baseline.median_ms / t.candidate.median_ms;
@@ -62,10 +76,10 @@ pub fn check(request: &WorkerRequest, run: &WorkerRun, report: &WorkerReport) ->
     }
 }
 
-fn require(ok: bool, why: &str) -> Result<(), String> {
+fn require(ok: bool, why: &'static str) -> Result<(), Misfit> {
     if ok {
         Ok(())
     } else {
-        Err(why.to_string())
+        Err(Misfit::Unfit(why))
     }
 }

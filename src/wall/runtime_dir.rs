@@ -13,22 +13,43 @@
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// Why the runtime folder (or a folder in it) cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeDirError {
+    /// Neither XDG_RUNTIME_DIR nor HOME says where it could be.
+    #[error("no private folder for nightshift's own files: neither XDG_RUNTIME_DIR nor HOME is set (set either; the shared /tmp is not used, as other users and hosted candidates can write it)")]
+    Unplaced,
+    #[error("cannot create {}: {source}", path.display())]
+    Create { path: PathBuf, source: std::io::Error },
+    /// Its metadata cannot be read.
+    #[error("{}: {source}", path.display())]
+    Inspect { path: PathBuf, source: std::io::Error },
+    /// It exists but is not a folder of this user.
+    #[error("{} is not a folder of user {uid}: nightshift keeps its locks and evaluation files there and needs it to be its own", path.display())]
+    NotOurs { path: PathBuf, uid: libc::uid_t },
+    #[error("cannot close {} to other users: {source}", path.display())]
+    Close { path: PathBuf, source: std::io::Error },
+    /// No evaluation folder could be made in `parent`.
+    #[error("cannot create a folder in {}: {source}", parent.display())]
+    Evaluation { parent: PathBuf, source: std::io::Error },
+}
+
 /// The folder, created 0700 if need be.
-pub fn root() -> Result<PathBuf, String> {
+pub fn root() -> Result<PathBuf, RuntimeDirError> {
     let dir = locate()?;
     ensure_private(&dir)?;
     Ok(dir)
 }
 
 /// Where the GPU lock files live.
-pub fn locks() -> Result<PathBuf, String> {
+pub fn locks() -> Result<PathBuf, RuntimeDirError> {
     let dir = root()?.join("locks");
     ensure_private(&dir)?;
     Ok(dir)
 }
 
 /// A fresh folder for one evaluation, removed when dropped.
-pub fn evaluation_dir() -> Result<tempfile::TempDir, String> {
+pub fn evaluation_dir() -> Result<tempfile::TempDir, RuntimeDirError> {
     let parent = root()?.join("work");
     ensure_private(&parent)?;
     remove_stale(&parent);
@@ -36,7 +57,7 @@ pub fn evaluation_dir() -> Result<tempfile::TempDir, String> {
         .prefix(EVALUATION_PREFIX)
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(&parent)
-        .map_err(|e| format!("cannot create a folder in {}: {e}", parent.display()))
+        .map_err(|source| RuntimeDirError::Evaluation { parent, source })
 }
 
 const EVALUATION_PREFIX: &str = "eval-";
@@ -56,7 +77,7 @@ fn remove_stale(parent: &Path) {
     }
 }
 
-fn locate() -> Result<PathBuf, String> {
+fn locate() -> Result<PathBuf, RuntimeDirError> {
     let var = |name: &str| std::env::var_os(name).map(PathBuf::from).filter(|p| p.is_absolute());
     if let Some(runtime) = var("XDG_RUNTIME_DIR").filter(|p| own_writable_dir(p)) {
         return Ok(runtime.join("nightshift"));
@@ -67,7 +88,7 @@ fn locate() -> Result<PathBuf, String> {
     if let Some(home) = var("HOME") {
         return Ok(home.join(".cache").join("nightshift"));
     }
-    Err("no private folder for nightshift's own files: neither XDG_RUNTIME_DIR nor HOME is set (set either; the shared /tmp is not used, as other users and hosted candidates can write it)".into())
+    Err(RuntimeDirError::Unplaced)
 }
 
 /// A session's runtime folder that is really this user's (a `sudo -E` may hand root
@@ -81,24 +102,22 @@ fn own_writable_dir(p: &Path) -> bool {
 
 /// Creates `dir` 0700 (and its missing parents), or checks that the existing one is ours
 /// and closed to everyone else, closing it where it is ours but open.
-fn ensure_private(dir: &Path) -> Result<(), String> {
+fn ensure_private(dir: &Path) -> Result<(), RuntimeDirError> {
+    let path = || dir.to_path_buf();
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        .map_err(|source| RuntimeDirError::Create { path: path(), source })?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|source| RuntimeDirError::Inspect { path: path(), source })?;
     // SAFETY: plain syscall.
     let me = unsafe { libc::geteuid() };
     if !meta.is_dir() || meta.uid() != me {
-        return Err(format!(
-            "{} is not a folder of user {me}: nightshift keeps its locks and evaluation files there and needs it to be its own",
-            dir.display()
-        ));
+        return Err(RuntimeDirError::NotOurs { path: path(), uid: me });
     }
     if meta.mode() & 0o077 != 0 {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("cannot close {} to other users: {e}", dir.display()))?;
+            .map_err(|source| RuntimeDirError::Close { path: path(), source })?;
     }
     Ok(())
 }
@@ -143,6 +162,6 @@ mod tests {
         let link = tmp.path().join("nightshift");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let err = ensure_private(&link).unwrap_err();
-        assert!(err.contains("not a folder"), "{err}");
+        assert!(err.to_string().contains("not a folder"), "{err}");
     }
 }

@@ -59,19 +59,21 @@ fn backoff(base: Duration, attempt: u32) -> Duration {
     (base * 2u32.saturating_pow(attempt.saturating_sub(1).min(6))).min(Duration::from_secs(60))
 }
 
+/// The HTTP client could not be built (a TLS backend that will not start, say).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the HTTP client: {0}")]
+pub struct ClientError(#[source] reqwest::Error);
+
 pub struct ChatClient {
     settings: ClientSettings,
     http: reqwest::Client,
 }
 
 impl ChatClient {
-    pub fn new(settings: ClientSettings) -> Result<ChatClient, String> {
+    pub fn new(settings: ClientSettings) -> Result<ChatClient, ClientError> {
         // One crypto provider for https endpoints; a second install is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(settings.timeout)
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let http = reqwest::Client::builder().timeout(settings.timeout).build().map_err(ClientError)?;
         Ok(ChatClient { settings, http })
     }
 

@@ -11,9 +11,18 @@ use super::{Attempt, Generated, Kernel, Proposal, Request};
 use crate::run::config::LlmSettings;
 use crate::run::events::Usage;
 use crate::run::failure::NodeFailure;
-use client::{ChatClient, ClientSettings};
+use client::{ChatClient, ClientError, ClientSettings};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// A run-wide budget that is spent: generation stops.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum BudgetSpent {
+    #[error("the token budget is spent ({used} of {max} tokens)")]
+    Tokens { used: u64, max: u64 },
+    #[error("the cost budget is spent (${spent:.2} of ${max:.2})")]
+    Cost { spent: f64, max: f64 },
+}
 
 pub struct LlmGenerator {
     settings: LlmSettings,
@@ -23,7 +32,7 @@ pub struct LlmGenerator {
 
 impl LlmGenerator {
     /// `api_key` comes from the environment at each start and is kept in memory only.
-    pub fn new(settings: LlmSettings, api_key: Option<String>) -> Result<LlmGenerator, String> {
+    pub fn new(settings: LlmSettings, api_key: Option<String>) -> Result<LlmGenerator, ClientError> {
         let client = ChatClient::new(ClientSettings {
             base_url: settings.base_url.clone(),
             api_key,
@@ -46,17 +55,17 @@ impl LlmGenerator {
         self.spent.lock().unwrap().add(u);
     }
 
-    fn budget_left(&self) -> Result<(), String> {
+    fn budget_left(&self) -> Result<(), BudgetSpent> {
         let spent = self.spent.lock().unwrap();
         if let Some(max) = self.settings.max_tokens {
             let used = spent.prompt_tokens + spent.completion_tokens;
             if used >= max {
-                return Err(format!("the token budget is spent ({used} of {max} tokens)"));
+                return Err(BudgetSpent::Tokens { used, max });
             }
         }
         if let Some(max) = self.settings.max_cost {
             if spent.cost >= max {
-                return Err(format!("the cost budget is spent (${:.2} of ${max:.2})", spent.cost));
+                return Err(BudgetSpent::Cost { spent: spent.cost, max });
             }
         }
         Ok(())
@@ -64,7 +73,7 @@ impl LlmGenerator {
 
     pub async fn propose(&self, req: &Request) -> Generated {
         if let Err(why) = self.budget_left() {
-            return Generated::plain(Proposal::Stop(why));
+            return Generated::plain(Proposal::Stop(why.to_string()));
         }
         let user = prompt::user_message(req);
         let prompt_text = format!("# system\n\n{}\n\n# user\n\n{user}", prompt::SYSTEM);

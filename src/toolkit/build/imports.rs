@@ -15,18 +15,29 @@ pub struct LinkFacts {
     pub exports: Vec<String>,
 }
 
-pub fn read_link_facts(bytes: &[u8]) -> Result<LinkFacts, String> {
-    let elf =
-        ElfFile64::<object::Endianness>::parse(bytes).map_err(|e| format!("not a 64-bit ELF shared library: {e}"))?;
+/// Why a built library's link facts cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("not a 64-bit ELF shared library: {0}")]
+    NotElf(#[source] object::Error),
+    /// The dynamic section or its string table does not read.
+    #[error(transparent)]
+    Dynamic(object::Error),
+    #[error("bad DT_NEEDED string")]
+    BadNeeded,
+}
+
+pub fn read_link_facts(bytes: &[u8]) -> Result<LinkFacts, LinkError> {
+    let elf = ElfFile64::<object::Endianness>::parse(bytes).map_err(LinkError::NotElf)?;
     let endian = elf.endian();
     let sections = elf.elf_section_table();
     let mut needed = Vec::new();
-    if let Some((entries, link)) = sections.dynamic(endian, bytes).map_err(|e| e.to_string())? {
-        let strings = sections.strings(endian, bytes, link).map_err(|e| e.to_string())?;
+    if let Some((entries, link)) = sections.dynamic(endian, bytes).map_err(LinkError::Dynamic)? {
+        let strings = sections.strings(endian, bytes, link).map_err(LinkError::Dynamic)?;
         for d in entries {
             if d.tag32(endian) == Some(object::elf::DT_NEEDED) {
                 let offset = d.d_val(endian) as u32;
-                let name = strings.get(offset).map_err(|_| "bad DT_NEEDED string".to_string())?;
+                let name = strings.get(offset).map_err(|_| LinkError::BadNeeded)?;
                 needed.push(String::from_utf8_lossy(name).into_owned());
             }
         }

@@ -126,16 +126,20 @@ pub fn cache_root() -> PathBuf {
     PathBuf::from(".nightshift-cache")
 }
 
+/// An `--arch` that names no architecture nvcc could build for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}`: expected an architecture like sm_90a or sm_90")]
+pub struct ArchError(pub String);
+
 /// `sm_90a` -> `-gencode=arch=compute_90a,code=sm_90a`.
-pub fn gencode(arch: &str) -> Result<String, String> {
-    let digits =
-        arch.strip_prefix("sm_").ok_or_else(|| format!("`{arch}`: expected an architecture like sm_90a or sm_90"))?;
+pub fn gencode(arch: &str) -> Result<String, ArchError> {
+    let digits = arch.strip_prefix("sm_").ok_or_else(|| ArchError(arch.into()))?;
     let valid = digits.len() >= 2
         && digits.chars().take_while(|c| c.is_ascii_digit()).count() >= 2
         && digits.chars().skip_while(|c| c.is_ascii_digit()).all(|c| c.is_ascii_lowercase())
         && digits.chars().skip_while(|c| c.is_ascii_digit()).count() <= 1;
     if !valid {
-        return Err(format!("`{arch}`: expected an architecture like sm_90a or sm_90"));
+        return Err(ArchError(arch.into()));
     }
     Ok(format!("-gencode=arch=compute_{digits},code={arch}"))
 }
@@ -222,7 +226,7 @@ pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec) -> Result<Built, Bu
         .filter(|n| !n.contains('"') && !n.contains('\\'))
         .unwrap_or("kernel.cu")
         .to_string();
-    let gencode = gencode(&spec.arch).map_err(BuildError::Io)?;
+    let gencode = gencode(&spec.arch).map_err(|e| BuildError::Io(e.to_string()))?;
     let shim = shim::shim_source(spec.task, &source_name);
     let command = nvcc_command(tc, spec, &gencode)?;
 
@@ -289,7 +293,7 @@ pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec) -> Result<Built, Bu
         record.failure = Some(BuildFailure::Compile { log: log_tail });
     } else {
         let lib_bytes = std::fs::read(work.join(LIBRARY_NAME)).map_err(io)?;
-        record.link = imports::read_link_facts(&lib_bytes).map_err(BuildError::Io)?;
+        record.link = imports::read_link_facts(&lib_bytes).map_err(|e| BuildError::Io(e.to_string()))?;
         record.failure = check_link(spec, &record.link);
         if record.failure.is_none() {
             dump_sass(tc, work, &mut record);
@@ -340,7 +344,7 @@ fn dump_sass(tc: &Toolchain, work: &Path, record: &mut BuildRecord) {
             }
             record.notes.extend(d.notes);
         }
-        Err(e) => record.notes.push(e),
+        Err(e) => record.notes.push(e.to_string()),
     }
 }
 

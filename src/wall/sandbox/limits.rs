@@ -2,11 +2,11 @@
 
 use super::{Layer, Policy};
 
-fn set(resource: libc::__rlimit_resource_t, value: u64) -> Result<(), String> {
+fn set(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
     let lim = libc::rlimit { rlim_cur: value as libc::rlim_t, rlim_max: value as libc::rlim_t };
     // SAFETY: plain syscall with a valid struct.
     if unsafe { libc::setrlimit(resource, &lim) } != 0 {
-        return Err(std::io::Error::last_os_error().to_string());
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }
@@ -24,6 +24,6 @@ pub(super) fn apply(policy: &Policy) -> Layer {
                 policy.cpu_seconds
             ),
         ),
-        Err(e) => Layer::off("rlimits", e),
+        Err(e) => Layer::off("rlimits", e.to_string()),
     }
 }

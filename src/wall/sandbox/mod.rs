@@ -23,12 +23,64 @@
 
 mod fs;
 pub mod hosted;
+mod hosted_init;
+mod hosted_mounts;
+mod hosted_namespaces;
 mod limits;
 pub mod probe;
 mod syscalls;
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+
+/// Why a sandbox layer, a step of the hosted arrangement or a probe could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// A system call failed: which (and on what), and the errno.
+    #[error("{call}: {source}")]
+    Sys { call: String, source: std::io::Error },
+    /// A file could not be read or written (`/proc/self/uid_map`, the arrangement's report).
+    #[error("{}: {source}", path.display())]
+    File { path: PathBuf, source: std::io::Error },
+    /// The arrangement's report does not parse.
+    #[error("{}: {source}", path.display())]
+    Report { path: PathBuf, source: serde_json::Error },
+    #[error("no tool to run: give one after --")]
+    NoTool,
+    #[error("{0}: an argument with a NUL byte")]
+    NulArgument(String),
+    #[error("{0}: a NUL byte")]
+    Nul(String),
+    #[error("a path with a NUL byte")]
+    NulPath,
+    /// An operation on a folder failed; the error alone says it.
+    #[error(transparent)]
+    Io(std::io::Error),
+    /// The seccomp filter does not compile.
+    #[error(transparent)]
+    SeccompCompile(#[from] seccompiler::BackendError),
+    /// The kernel refused the seccomp filter.
+    #[error(transparent)]
+    SeccompApply(#[from] seccompiler::Error),
+    #[error(transparent)]
+    RuntimeDir(#[from] crate::wall::runtime_dir::RuntimeDirError),
+    /// A probe (or the trampoline around it) could not be started.
+    #[error("cannot run {}: {source}", program.display())]
+    Run { program: PathBuf, source: std::io::Error },
+    /// The probe ended without a report: how it ended, and its stderr.
+    #[error("the sandbox probe ended with {end} and no report ({source}): {stderr}")]
+    NoProbeReport { end: String, stderr: String, source: serde_json::Error },
+    /// The trampoline around a probe wrote no arrangement.
+    #[error("the hosted trampoline wrote no arrangement ({source}); it ended with {end}: {stderr}")]
+    NoArrangement { end: String, stderr: String, source: Box<SandboxError> },
+}
+
+impl SandboxError {
+    /// The system call `call` just failed (errno read now).
+    fn last(call: impl Into<String>) -> SandboxError {
+        SandboxError::Sys { call: call.into(), source: std::io::Error::last_os_error() }
+    }
+}
 
 /// What the worker may touch.
 #[derive(Debug, Clone, Serialize, Deserialize)]

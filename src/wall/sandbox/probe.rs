@@ -5,7 +5,7 @@
 //! worker under ncu or compute-sanitizer.
 
 use super::hosted::{self, Arrangement};
-use super::{Layer, Policy};
+use super::{Layer, Policy, SandboxError};
 use serde::{Deserialize, Serialize};
 use std::ffi::{CString, OsString};
 use std::io::{Read, Write};
@@ -260,9 +260,11 @@ fn judge_outside_write(report: &mut ProbeReport, outside: &Path) {
     }
 }
 
-fn parse_report(got: &crate::toolkit::process::Captured, timeout: Duration) -> Result<ProbeReport, String> {
-    serde_json::from_str(&got.stdout).map_err(|e| {
-        format!("the sandbox probe ended with {} and no report ({e}): {}", got.describe_end(timeout), got.stderr.trim())
+fn parse_report(got: &crate::toolkit::process::Captured, timeout: Duration) -> Result<ProbeReport, SandboxError> {
+    serde_json::from_str(&got.stdout).map_err(|source| SandboxError::NoProbeReport {
+        end: got.describe_end(timeout),
+        stderr: got.stderr.trim().to_string(),
+        source,
     })
 }
 
@@ -270,10 +272,10 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs `exe sandbox-probe` under the strict policy in a fresh scratch folder as a child
 /// of this process and reads its report.
-pub fn spawn(exe: &Path, port: Option<u16>) -> Result<ProbeReport, String> {
+pub fn spawn(exe: &Path, port: Option<u16>) -> Result<ProbeReport, SandboxError> {
     let root = crate::wall::runtime_dir::evaluation_dir()?;
     let scratch = root.path().join("scratch");
-    std::fs::create_dir(&scratch).map_err(|e| e.to_string())?;
+    std::fs::create_dir(&scratch).map_err(SandboxError::Io)?;
     let targets = Targets {
         outside: root.path().join("escaped.txt"),
         scratch,
@@ -284,7 +286,7 @@ pub fn spawn(exe: &Path, port: Option<u16>) -> Result<ProbeReport, String> {
     let mut cmd = std::process::Command::new(exe);
     cmd.args(targets.args());
     let got = crate::toolkit::process::run_captured(&mut cmd, PROBE_TIMEOUT)
-        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        .map_err(|source| SandboxError::Run { program: exe.to_path_buf(), source })?;
     let mut report = parse_report(&got, PROBE_TIMEOUT)?;
     judge_outside_write(&mut report, &targets.outside);
     Ok(report)
@@ -333,10 +335,10 @@ pub struct HostedProbe {
 
 /// Runs `exe sandbox-probe` the way a hosted worker runs: through `exe hosted`, below a
 /// stand-in tool when one is given. Its write outside goes to the shared /tmp.
-pub fn spawn_hosted(exe: &Path, spec: &HostedSpec) -> Result<HostedProbe, String> {
+pub fn spawn_hosted(exe: &Path, spec: &HostedSpec) -> Result<HostedProbe, SandboxError> {
     let root = crate::wall::runtime_dir::evaluation_dir()?;
     let scratch = root.path().join("scratch");
-    std::fs::create_dir(&scratch).map_err(|e| e.to_string())?;
+    std::fs::create_dir(&scratch).map_err(SandboxError::Io)?;
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let targets = Targets {
         outside: PathBuf::from(format!("/tmp/nightshift-probe-escape-{}-{nanos}", std::process::id())),
@@ -359,13 +361,11 @@ pub fn spawn_hosted(exe: &Path, spec: &HostedSpec) -> Result<HostedProbe, String
     let mut cmd = std::process::Command::new(&line[0]);
     cmd.args(&line[1..]).current_dir(&targets.scratch);
     let got = crate::toolkit::process::run_captured(&mut cmd, PROBE_TIMEOUT)
-        .map_err(|e| format!("cannot run {}: {e}", line[0].to_string_lossy()))?;
-    let arrangement = hosted::read_report(&report_path).map_err(|e| {
-        format!(
-            "the hosted trampoline wrote no arrangement ({e}); it ended with {}: {}",
-            got.describe_end(PROBE_TIMEOUT),
-            got.stderr.trim()
-        )
+        .map_err(|source| SandboxError::Run { program: PathBuf::from(&line[0]), source })?;
+    let arrangement = hosted::read_report(&report_path).map_err(|e| SandboxError::NoArrangement {
+        end: got.describe_end(PROBE_TIMEOUT),
+        stderr: got.stderr.trim().to_string(),
+        source: Box::new(e),
     })?;
     let report = if arrangement.started {
         let mut report = parse_report(&got, PROBE_TIMEOUT)?;

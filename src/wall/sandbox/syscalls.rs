@@ -1,6 +1,6 @@
 //! seccomp: what no candidate needs to do to other processes.
 
-use super::{Layer, Policy};
+use super::{Layer, Policy, SandboxError};
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond, SeccompFilter,
     SeccompRule, TargetArch,
@@ -71,21 +71,21 @@ fn denied(policy: &Policy) -> Rules {
     r
 }
 
-fn compile(rules: Rules, action: SeccompAction) -> Result<BpfProgram, String> {
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
-    let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, arch).map_err(|e| e.to_string())?;
-    filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
+fn compile(rules: Rules, action: SeccompAction) -> Result<BpfProgram, seccompiler::BackendError> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH)?;
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, arch)?;
+    filter.try_into()
 }
 
 pub(super) fn apply(policy: &Policy) -> Layer {
-    let result = (|| -> Result<(), String> {
+    let result = (|| -> Result<(), SandboxError> {
         let deny = compile(denied(policy), SeccompAction::Errno(libc::EPERM as u32))?;
         // clone3 passes its flags in memory a filter cannot read: ENOSYS makes the C
         // library fall back to clone, whose flags the first filter checks.
         let clone3 =
             compile(BTreeMap::from([(libc::SYS_clone3, Vec::new())]), SeccompAction::Errno(libc::ENOSYS as u32))?;
         for prog in [&clone3, &deny] {
-            seccompiler::apply_filter_all_threads(prog).map_err(|e| e.to_string())?;
+            seccompiler::apply_filter_all_threads(prog)?;
         }
         Ok(())
     })();

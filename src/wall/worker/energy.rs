@@ -1,7 +1,8 @@
 //! Energy per call at the bench size, from NVML's device-wide energy counter: baseline and
 //! candidate alternate, each keeping the GPU busy between counter updates.
 
-use super::timing::{record, BenchSets, SIDES};
+use super::bench_sets::BenchSets;
+use super::timing::{record, SIDES};
 use super::{gpu_stop, Entry, Stop, Worker};
 use crate::wall::protocol::{EnergyReport, EnergySample, Outcome, SideEnergy, TimingPlan};
 use std::time::Instant;

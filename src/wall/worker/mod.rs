@@ -7,8 +7,13 @@
 //! corrupt the protocol. It announces each phase before entering it: if it dies, the
 //! orchestrator knows where.
 
+mod anomalies;
+mod bench_sets;
+mod buffers;
 mod cases;
 mod energy;
+mod floor;
+mod inputs;
 mod timing;
 
 use crate::task::types::ParamType;
@@ -17,7 +22,8 @@ use crate::wall::gpu::{Gpu, GpuError};
 use crate::wall::protocol::{
     Failure, FailureClass, Mode, Outcome, Phase, WorkerMessage, WorkerReport, WorkerRequest, CHANNEL_LOST_EXIT,
 };
-use cases::{CaseData, DeviceCase, HostCase};
+use buffers::DeviceCase;
+use inputs::{CaseData, HostCase};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::io::Write;
 use std::os::fd::FromRawFd;
@@ -39,22 +45,36 @@ pub(crate) struct Entry {
     pub calls: std::cell::Cell<u64>,
 }
 
+/// Why a library gives no entry to call.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LoadError {
+    #[error("cannot load the {role} library {}: {source}", path.display())]
+    Open { role: &'static str, path: std::path::PathBuf, source: libloading::Error },
+    #[error("the {role} library has no shim entry: {source}")]
+    NoEntry { role: &'static str, source: libloading::Error },
+    #[error("the {role} library has no shim error function: {source}")]
+    NoErrorName { role: &'static str, source: libloading::Error },
+}
+
 impl Entry {
-    fn load(path: &Path, role: &'static str) -> Result<Entry, String> {
+    fn load(path: &Path, role: &'static str) -> Result<Entry, LoadError> {
         use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
         // SAFETY: loading runs the library's constructors: this is exactly the untrusted
         // code this process exists to contain.
-        let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
-            .map_err(|e| format!("cannot load the {role} library {}: {e}", path.display()))?;
+        let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|source| LoadError::Open {
+            role,
+            path: path.to_path_buf(),
+            source,
+        })?;
         let lib: libloading::Library = lib.into();
         // SAFETY: symbol types match the generated shim (shim.rs).
         let call = unsafe { lib.get::<CallFn>(crate::toolkit::build::shim::CALL_SYMBOL.as_bytes()) }
             .map(|s| *s)
-            .map_err(|e| format!("the {role} library has no shim entry: {e}"))?;
+            .map_err(|source| LoadError::NoEntry { role, source })?;
         // SAFETY: as above.
         let error_name = unsafe { lib.get::<ErrorNameFn>(crate::toolkit::build::shim::ERROR_NAME_SYMBOL.as_bytes()) }
             .map(|s| *s)
-            .map_err(|e| format!("the {role} library has no shim error function: {e}"))?;
+            .map_err(|source| LoadError::NoErrorName { role, source })?;
         Ok(Entry { _lib: std::mem::ManuallyDrop::new(lib), call, error_name, role, calls: std::cell::Cell::new(0) })
     }
 }
@@ -302,7 +322,7 @@ fn simulate(proto: &Channel, request: &WorkerRequest, delay_ms: u64, mut report:
     proto.send(&WorkerMessage::Phase { phase: Phase::LoadCandidate, detail: request.candidate.display().to_string() });
     let loaded = Entry::load(&request.candidate, "candidate");
     if let Err(m) = loaded {
-        report = WorkerReport::of(rejected(Failure::new(FailureClass::MissingEntry, m)));
+        report = WorkerReport::of(rejected(Failure::new(FailureClass::MissingEntry, m.to_string())));
     } else {
         proto.send(&WorkerMessage::Phase { phase: Phase::Check, detail: "simulated".into() });
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
@@ -329,8 +349,8 @@ fn install_panic_report(proto: &Channel) {
     }));
 }
 
-fn task_error(message: impl Into<String>) -> Stop {
-    Outcome::TaskError { message: message.into() }
+fn task_error(message: impl std::fmt::Display) -> Stop {
+    Outcome::TaskError { message: message.to_string() }
 }
 
 fn rejected(f: Failure) -> Stop {
@@ -376,14 +396,14 @@ fn evaluate(
     }
     let bench = if time {
         w.phase(Phase::Reference, format!("bench size {}", task.bench));
-        Some(timing::BenchSets::prepare(w, &reference)?)
+        Some(bench_sets::BenchSets::prepare(w, &reference)?)
     } else {
         None
     };
 
     w.phase(Phase::LoadCandidate, req.candidate.display().to_string());
-    let candidate =
-        Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
+    let candidate = Entry::load(&req.candidate, "candidate")
+        .map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m.to_string())))?;
     let baseline = if req.baseline == req.candidate {
         None
     } else {
@@ -424,8 +444,8 @@ fn evaluate(
 fn profile(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
     let task = w.task.clone();
     w.phase(Phase::LoadCandidate, req.candidate.display().to_string());
-    let candidate =
-        Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
+    let candidate = Entry::load(&req.candidate, "candidate")
+        .map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m.to_string())))?;
     // Inputs and warm-ups in a phase of their own, so that the profile phase times the
     // profiled call (ncu's replays) and nothing else.
     w.phase(Phase::ProfileSetup, format!("bench size {}: inputs, two warm-up calls", task.bench));
@@ -449,8 +469,8 @@ fn profile(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
 fn sanitize(w: &mut Worker, req: &WorkerRequest) -> Result<(), Stop> {
     let task = w.task.clone();
     w.phase(Phase::LoadCandidate, req.candidate.display().to_string());
-    let candidate =
-        Entry::load(&req.candidate, "candidate").map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m)))?;
+    let candidate = Entry::load(&req.candidate, "candidate")
+        .map_err(|m| rejected(Failure::new(FailureClass::MissingEntry, m.to_string())))?;
     let size = task.smallest_check().clone();
     w.phase(Phase::Sanitize, format!("size {size}"));
     let host = CaseData::generate(w, HostCase::new(size.clone(), w.seed_base))?;

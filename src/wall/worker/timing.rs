@@ -2,116 +2,23 @@
 //! sample in this one process (alternating which goes first), each sample on its own
 //! rotated input set, with outputs poisoned and L2 flushed outside the timed region.
 //! Every timed output is verified afterwards, and the event times are cross-checked
-//! against a host clock that waits for the whole device.
+//! against a host clock that waits for the whole device. The input sets are
+//! `bench_sets`'s, the physical floor `floor`'s, and what a timing says against the
+//! candidate beyond its outputs `anomalies`'.
 
-use super::cases::{self, CaseData, DeviceCase, HostCase};
+use super::anomalies::{below_floor, escaped_stream, host_cross_check, memoized};
+use super::bench_sets::{BenchSets, Sets};
+use super::buffers::DeviceCase;
+use super::cases;
+use super::floor::{achievable_floor_ms, floor_ms};
+use super::inputs::HostCase;
 use super::{gpu_stop, Entry, Stop, Worker};
-use crate::task::Task;
 use crate::wall::protocol::{
-    median, ClockReport, ColdCheck, DeviceInfo, Failure, FailureClass, HostCheck, Outcome, SideTiming, TimingPlan,
-    TimingReport,
+    ClockReport, ColdCheck, Failure, FailureClass, Outcome, SideTiming, TimingPlan, TimingReport,
 };
 use std::time::Instant;
 
 pub(super) const SIDES: [&str; 2] = ["baseline", "candidate"];
-
-/// Input sets at the bench size, one device copy per side, with their reference outputs:
-/// `warm` sets rotate through the timing; `cold` sets are each used once, after it, to
-/// catch a candidate that is fast only on inputs it has seen.
-pub(crate) struct BenchSets {
-    pub(super) warm: Sets,
-    cold: Sets,
-}
-
-pub(super) struct Sets {
-    /// dev[side][k]
-    pub(super) dev: [Vec<DeviceCase>; 2],
-    hosts: Vec<HostCase>,
-    refs: Vec<Vec<Option<Vec<u8>>>>,
-}
-
-impl Sets {
-    fn len(&self) -> usize {
-        self.hosts.len()
-    }
-
-    /// `per_side`: a device copy for each side (warm sets, reused hundreds of times), or
-    /// one that both sides take turns on (cold sets, used once a side; outputs are
-    /// poisoned before every call and the inputs are never written).
-    fn generate(
-        w: &mut Worker,
-        reference: &Entry,
-        seeds: impl Iterator<Item = u64>,
-        per_side: bool,
-        spare: &mut Vec<Option<Vec<u8>>>,
-    ) -> Result<Sets, Stop> {
-        let task = w.task.clone();
-        let mut sets = Sets { dev: [Vec::new(), Vec::new()], hosts: Vec::new(), refs: Vec::new() };
-        for seed in seeds {
-            let data = CaseData::generate_reusing(w, HostCase::new(task.bench.clone(), seed), std::mem::take(spare))?;
-            // One host upload: the reference runs on the copy the baseline side keeps,
-            // and the candidate's copy is made on the device.
-            let mut dev = DeviceCase::upload(w, &data.host).map_err(gpu_stop)?;
-            sets.refs.push(cases::run_reference_on(w, reference, &data.host, &mut dev, false)?);
-            if per_side {
-                sets.dev[1].push(dev.duplicate(w).map_err(gpu_stop)?);
-            }
-            sets.dev[0].push(dev);
-            // Keep sizes and seeds only: the inputs now live on the device.
-            let mut host = data.host;
-            *spare = std::mem::take(&mut host.inputs);
-            sets.hosts.push(host);
-        }
-        Ok(sets)
-    }
-}
-
-/// Cold input sets: enough to see a cache miss twice, few enough to keep setup short.
-const COLD_SETS: usize = 2;
-
-impl BenchSets {
-    pub fn prepare(w: &mut Worker, reference: &Entry) -> Result<BenchSets, Stop> {
-        let task = w.task.clone();
-        let footprint = task.total_bytes(&task.bench).max(1) as f64;
-        let l2 = w.gpu.info.l2_bytes.max(1) as f64;
-        let mut k = ((2.0 * l2 / footprint).ceil() as usize).clamp(2, 8);
-        let free = w.gpu.free_memory().map_err(gpu_stop)? as f64;
-        let flush = 3.0 * l2;
-        let need = |k: usize, c: usize| (2 * k + c) as f64 * footprint + flush;
-        let mut c = COLD_SETS;
-        while k > 1 && need(k, c) > 0.85 * free {
-            k -= 1;
-        }
-        while c > 1 && need(k, c) > 0.85 * free {
-            c -= 1;
-        }
-        if need(k, c) > 0.85 * free {
-            return Err(Outcome::TaskError {
-                message: format!(
-                    "the bench size {} needs {:.1} GB on the GPU ({} input sets a side); {:.1} GB are free",
-                    task.bench,
-                    need(k, c) / 1e9,
-                    k + c,
-                    free / 1e9
-                ),
-            });
-        }
-        let base = w.seed_base;
-        // Each set's host inputs are on the device before the next set is generated, so
-        // one set of host buffers serves them all: a fresh one per set would cost its
-        // page faults again.
-        let mut spare = Vec::new();
-        let warm = (0..k as u64).map(|j| base.wrapping_add(1_000_000 + j));
-        let warm = Sets::generate(w, reference, warm, true, &mut spare)?;
-        let cold = (0..c as u64).map(|j| base.wrapping_add(2_000_000 + j));
-        let cold = Sets::generate(w, reference, cold, false, &mut spare)?;
-        Ok(BenchSets { warm, cold })
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.warm.len()
-    }
-}
 
 /// What the outputs left in `dev` (by a call after `prepare(_, false)`) say against
 /// `refs`: None if right, else the failure, in `role`'s name.
@@ -138,32 +45,6 @@ pub const NOISY_MEDIAN_SPREAD: f64 = 0.05;
 
 fn noisy(t: &SideTiming) -> bool {
     t.cv > NOISY_CV || t.median_spread() > NOISY_MEDIAN_SPREAD
-}
-
-/// The least time any correct kernel needs at the bench size, from the task's roofline:
-/// its bytes at the DRAM peak, or its flops on the fastest arithmetic path that can meet
-/// the task's tolerance (3xTF32 tensor cores for an fp32 GEMM whose tolerance rejects
-/// plain TF32), whichever is longer.
-pub fn floor_ms(task: &Task, info: &DeviceInfo) -> Option<f64> {
-    floor_ms_at(task, info, info.peak_dram_gbs)
-}
-
-/// The floor with DRAM at the bandwidth this GPU was measured to reach, where known.
-pub fn achievable_floor_ms(task: &Task, info: &DeviceInfo) -> Option<f64> {
-    floor_ms_at(task, info, info.achievable_dram_gbs.filter(|g| g.is_finite() && *g > 0.0)?)
-}
-
-fn floor_ms_at(task: &Task, info: &DeviceInfo, dram_gbs: f64) -> Option<f64> {
-    let work = task.work(&task.bench)?;
-    let device = heuristics::facts::DeviceFacts {
-        sms: Some(info.sm_count as f64),
-        sm_clock_hz: Some(info.max_sm_clock_mhz * 1e6),
-        peak_dram_bytes_per_s: Some(dram_gbs * 1e9),
-        l2_bytes: Some(info.l2_bytes as f64),
-        max_warps_per_sm: None,
-        compute_capability: Some((info.compute_capability.0.max(0) as u32, info.compute_capability.1.max(0) as u32)),
-    };
-    device.floor_seconds(Some(work.bytes), Some(work.flops), &task.accuracy()).map(|t| t * 1e3)
 }
 
 fn clock_snapshot(
@@ -309,7 +190,7 @@ pub(crate) fn time(
     if task.flush_l2 {
         w.gpu.enable_l2_flush().map_err(gpu_stop)?;
     }
-    let nvml = crate::wall::nvml::NvmlDevice::open(&w.gpu.info.uuid).map_err(|e| w.notes.push(e)).ok();
+    let nvml = crate::wall::nvml::NvmlDevice::open(&w.gpu.info.uuid).map_err(|e| w.notes.push(e.to_string())).ok();
     let others_before = nvml.as_ref().map(|n| n.other_processes()).unwrap_or_default();
     let (sm_before, _, _, _) = clock_snapshot(&nvml);
     let entries = [baseline, candidate];
@@ -536,144 +417,7 @@ fn note_conditions(w: &mut Worker, other_processes: &[u32], reliable: bool, base
     }
 }
 
-/// Work that escapes the timed stream: the root cause of anything else that looks wrong
-/// in a timing (outputs poisoned while a kernel on another stream still runs, absurd
-/// times), so it overrides every other failure.
-fn escaped_stream(report: &TimingReport) -> Option<Failure> {
-    (!report.host_check.ok).then(|| {
-        Failure::new(
-            FailureClass::TimingAnomaly,
-            format!(
-                "work escapes the timed stream: the host clock, waiting for the whole device, measured {:.4} ms per call but the stream's events {:.4} ms; launch on the stream the entry receives",
-                report.host_check.host_ms_per_call, report.host_check.event_ms_per_call
-            ),
-        )
-    })
-}
-
-/// Results cached by input content: much faster on sets seen before than on fresh ones.
-fn memoized(cold: &ColdCheck) -> Option<Failure> {
-    cold.memoized().then(|| {
-        Failure::new(
-            FailureClass::Memoization,
-            format!(
-                "{:.4} ms on input sets it had seen, {:.4} ms on sets it had not, timed the same way ({:.2}x; the baseline {:.2}x): results are cached by input content, so the timing measured the cache",
-                median(&cold.candidate_warm_ms),
-                median(&cold.candidate_ms),
-                cold.candidate_ratio,
-                cold.baseline_ratio
-            ),
-        )
-    })
-}
-
-/// The theoretical floor uses peak clocks and bus width: nothing correct beats it.
-fn below_floor(report: &TimingReport, floor: Option<f64>) -> Option<Failure> {
-    let f = floor?;
-    (report.candidate.median_ms < 0.98 * f).then(|| {
-        Failure::new(
-            FailureClass::TimingAnomaly,
-            format!(
-                "{:.4} ms is below the physical floor of {:.4} ms at this size: the measurement cannot be trusted",
-                report.candidate.median_ms, f
-            ),
-        )
-    })
-}
-
 fn prefix(mut f: Failure, p: &str) -> Failure {
     f.message = format!("{p}{}", f.message);
     f
-}
-
-fn host_cross_check(
-    w: &mut Worker,
-    bench: &mut BenchSets,
-    candidate: &Entry,
-    estimate_ms: f64,
-) -> Result<HostCheck, super::CallError> {
-    let calls = ((100.0 / estimate_ms.max(1e-3)) as usize).clamp(5, 200);
-    let gpu_err = |e| super::CallError::Device(e);
-    w.gpu.sync_all().map_err(gpu_err)?;
-    let a = w.gpu.event().map_err(gpu_err)?;
-    let b = w.gpu.event().map_err(gpu_err)?;
-    let t0 = Instant::now();
-    a.record(&w.gpu.stream).map_err(|e| gpu_err(crate::wall::gpu::GpuError::from_driver(e, "event")))?;
-    for j in 0..calls {
-        let k = j % bench.len();
-        let dev = &mut bench.warm.dev[1][k];
-        dev.restore(w).map_err(gpu_err)?;
-        w.invoke_async(candidate, &mut dev.values)?;
-    }
-    b.record(&w.gpu.stream).map_err(|e| gpu_err(crate::wall::gpu::GpuError::from_driver(e, "event")))?;
-    w.gpu.sync_all().map_err(gpu_err)?;
-    let host_ms = t0.elapsed().as_secs_f64() * 1e3 / calls as f64;
-    let event_ms = a.elapsed_ms(&b).map_err(|e| gpu_err(crate::wall::gpu::GpuError::from_driver(e, "event")))? as f64
-        / calls as f64;
-    Ok(HostCheck {
-        calls,
-        host_ms_per_call: host_ms,
-        event_ms_per_call: event_ms,
-        ok: host_ms <= 1.5 * event_ms + 0.02,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::Path;
-
-    fn h100() -> DeviceInfo {
-        DeviceInfo {
-            name: "NVIDIA H100 80GB HBM3".into(),
-            uuid: String::new(),
-            compute_capability: (9, 0),
-            sm_count: 132,
-            l2_bytes: 50 << 20,
-            memory_bytes: 80 << 30,
-            max_sm_clock_mhz: 1980.0,
-            memory_clock_mhz: 2619.0,
-            memory_bus_bits: 5120,
-            peak_dram_gbs: 3352.3,
-            driver_version: 13000,
-            achievable_dram_gbs: None,
-        }
-    }
-
-    #[test]
-    fn the_gemm_f32_floor_assumes_3xtf32_not_the_fp32_fma_peak() {
-        let task = Task::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/gemm_f32")).unwrap();
-        let floor = floor_ms(&task, &h100()).unwrap();
-        let flops = 2.0 * 4096f64.powi(3);
-        let fma_floor = flops / (132.0 * 1980e6 * 256.0) * 1e3;
-        assert!((fma_floor - 2.05).abs() < 0.01, "{fma_floor}");
-        // 3xTF32: a third of the 2048 TF32 FLOP per SM per clock, 8/3 of the FMA rate.
-        assert!((floor - fma_floor * 3.0 / 8.0).abs() < 1e-6, "{floor} vs {fma_floor}");
-        // cuBLAS SGEMM's 2.67 ms at this size is above it, as any correct kernel must be.
-        assert!(floor < 2.67);
-    }
-
-    #[test]
-    fn a_memory_bound_task_floor_is_its_bytes_at_the_dram_peak() {
-        let task = Task::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/vector_add")).unwrap();
-        let floor = floor_ms(&task, &h100()).unwrap();
-        let bytes = task.work(&task.bench).unwrap().bytes;
-        assert!((floor - bytes / 3352.3e9 * 1e3).abs() < 1e-9);
-    }
-
-    #[test]
-    fn the_achievable_floor_is_the_bytes_at_the_measured_bandwidth() {
-        let task = Task::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/vector_add")).unwrap();
-        assert_eq!(achievable_floor_ms(&task, &h100()), None);
-        let info = DeviceInfo { achievable_dram_gbs: Some(2840.0), ..h100() };
-        let bytes = task.work(&task.bench).unwrap().bytes;
-        let floor = achievable_floor_ms(&task, &info).unwrap();
-        assert!((floor - bytes / 2840e9 * 1e3).abs() < 1e-9);
-        // The datasheet floor is unchanged, and lower: a kernel's share of it is lower too.
-        assert!((floor_ms(&task, &info).unwrap() - bytes / 3352.3e9 * 1e3).abs() < 1e-9);
-        assert!(floor > floor_ms(&task, &info).unwrap());
-        for bogus in [0.0, -1.0, f64::NAN] {
-            assert_eq!(achievable_floor_ms(&task, &DeviceInfo { achievable_dram_gbs: Some(bogus), ..h100() }), None);
-        }
-    }
 }
