@@ -49,19 +49,7 @@ pub struct Ctx {
     pub times: Mutex<PhaseTimes>,
 }
 
-/// Seconds spent per phase, summed over expansions (phases overlap across expansions).
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct PhaseTimes {
-    pub generate_s: f64,
-    pub build_s: f64,
-    pub profile_s: f64,
-    pub judge_s: f64,
-    pub profiles: usize,
-    /// Nodes that used an ancestor's profile instead of their own.
-    #[serde(default)]
-    pub profiles_shared: usize,
-    pub judgments: usize,
-}
+pub use crate::run::summary::PhaseTimes;
 
 /// The selection and the parent's state at the time it was made.
 pub struct Job {

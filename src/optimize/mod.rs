@@ -402,7 +402,7 @@ fn drive(
         ctx.generator.usage(),
         final_check,
     );
-    let _ = ctx.store.write_json("summary.json", &summary);
+    let _ = ctx.store.write_json(crate::run::summary::SUMMARY, &summary);
     let _ = ctx.store.append(Event::RunFinished {
         best: summary.best.node,
         speedup: summary.best.speedup,

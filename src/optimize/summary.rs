@@ -1,56 +1,16 @@
 //! The result of a run, for people (a few lines on stdout) and scripts (`--json`, and
 //! `summary.json` in the run directory).
 
-use super::expand::PhaseTimes;
 use super::finish::Final;
 use super::lanes::LaneStats;
 use super::orchestrator::Search;
-use crate::run::best::{Best, Tried};
+use crate::run::best::Best;
 use crate::run::events::Usage;
-use serde::Serialize;
-use std::collections::BTreeMap;
+use crate::run::summary::PhaseTimes;
 use std::fmt::Write;
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct GpuLane {
-    pub device: usize,
-    /// Busy seconds over the whole session (baseline, search, final check).
-    pub busy_s: f64,
-    /// Busy seconds during the search over the search's wall time in this session.
-    pub busy_fraction: f64,
-    pub jobs: usize,
-    /// Idle seconds during the search by what the lane waited for (`build`, `generator`,
-    /// `profile`, `other-lanes`, `search`).
-    pub idle_waiting: super::waits::IdleWaits,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Summary {
-    pub run_dir: PathBuf,
-    pub task: String,
-    pub simulated: bool,
-    pub generator: String,
-    pub stop_reason: String,
-    /// The final check's verdict: the one set of numbers every output prints.
-    pub best: Best,
-    /// `best.cu`, when a kernel was confirmed.
-    pub best_file: Option<PathBuf>,
-    /// Judged nodes by outcome: "passed" or the failure class.
-    pub outcomes: BTreeMap<String, usize>,
-    pub judged: usize,
-    /// Wall time of the search in this session, and summed over sessions.
-    pub search_s: f64,
-    pub phases: PhaseTimes,
-    pub gpus: Vec<GpuLane>,
-    pub judged_per_minute: f64,
-    /// Judged nodes, in finishing order, until the best so far first reached 95% of the
-    /// run's best gain (log2 speedup); None when nothing beat the baseline.
-    pub evaluations_to_95pct: Option<usize>,
-    pub usage: Option<Usage>,
-    /// What the final check looked at, best first.
-    pub final_check: Vec<Tried>,
-}
+pub use crate::run::summary::{GpuLane, Summary};
 
 /// Evaluations until the running best reaches 95% of the final best gain.
 pub fn evaluations_to_95pct(timeline: &[(f64, usize, Option<f64>)]) -> Option<usize> {

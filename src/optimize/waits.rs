@@ -4,41 +4,8 @@
 //! tick rather than at every transition, so the jobs' own path pays nothing for it and
 //! the books stay simple: each idle tick goes to exactly one reason.
 
-use serde::Serialize;
-use std::collections::BTreeMap;
+pub use crate::run::summary::{IdleWaits, Wait};
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// What an idle lane waits for, in the order the pipeline feeds it: a build that is
-/// running comes first, since its kernel is the next one a lane can take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Wait {
-    /// A kernel is being built (or waits for a build slot).
-    Build,
-    /// The generator is writing a child.
-    Generator,
-    /// A parent's profile, running on another lane, is what the next child waits for.
-    Profile,
-    /// Jobs are queued on other lanes while this one has none.
-    OtherLanes,
-    /// Nothing is in flight: the search has nothing to expand, or is stopping.
-    Search,
-}
-
-impl Wait {
-    pub const ALL: [Wait; 5] = [Wait::Build, Wait::Generator, Wait::Profile, Wait::OtherLanes, Wait::Search];
-
-    /// Words for the progress line and the summary: "waiting for {describe}".
-    pub fn describe(self) -> &'static str {
-        match self {
-            Wait::Build => "a build",
-            Wait::Generator => "the generator",
-            Wait::Profile => "a profile on another GPU",
-            Wait::OtherLanes => "jobs queued on other GPUs",
-            Wait::Search => "the search (nothing in flight)",
-        }
-    }
-}
 
 /// The stages an expansion is in, counted across the run.
 #[derive(Debug, Default)]
@@ -101,9 +68,6 @@ impl Stages {
         }
     }
 }
-
-/// Idle seconds by reason, for one lane.
-pub type IdleWaits = BTreeMap<Wait, f64>;
 
 /// "builds 40 s, the generator 2 s": the reasons that took at least a second, longest first.
 pub fn describe_waits(waits: &IdleWaits) -> Option<String> {

@@ -184,8 +184,8 @@ impl RunView {
         Ok(RunView {
             dir: dir.to_path_buf(),
             task: run.config.task.clone(),
-            generator: read_json(&dir.join("summary.json"))
-                .and_then(|s| s["generator"].as_str().map(String::from))
+            generator: crate::run::summary::read_summary(dir)
+                .map(|s| s.generator)
                 .unwrap_or_else(|| run.config.generator.name()),
             strategy: clap::ValueEnum::to_possible_value(&run.config.strategy)
                 .map(|v| v.get_name().to_string())
