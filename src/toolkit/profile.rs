@@ -34,7 +34,7 @@ use crate::task::Task;
 use crate::toolkit::build::Built;
 use crate::toolkit::process;
 use crate::toolkit::toolchain::{find_profiler, EnvError, Toolchain};
-use crate::wall::protocol::{Mode, Outcome, Phase, WorkerRequest};
+use crate::wall::protocol::{Mode, Outcome, Phase};
 use crate::wall::{self, classify, run_worker, Classified, EvalError, EvalOptions};
 use serde::ser::SerializeMap;
 use std::path::{Path, PathBuf};
@@ -270,22 +270,9 @@ fn profile_once(
     let private = crate::wall::runtime_dir::evaluation_dir().map_err(|e| EvalError::Internal(e.to_string()))?;
     let report_base = private.path().join("profile");
     let log = private.path().join(LOG_NAME);
-    let request = WorkerRequest {
-        task: task.clone(),
-        reference: built.library.clone(),
-        baseline: built.library.clone(),
-        candidate: built.library.clone(),
-        mode: Mode::Profile,
-        device: opts.device,
-        timing: opts.timing.clone(),
-        threads: opts.threads,
-        seed_base: opts.seed_base,
-        deadline_s: 0.0,
-        sandbox: true,
-        sandbox_skip: Vec::new(),
-        achievable_dram_gbs: opts.achievable_dram_gbs,
-        host_outputs: Vec::new(),
-    };
+    let library = built.library.clone();
+    let request =
+        opts.worker_request(task, [library.clone(), library.clone(), library], Mode::Profile, opts.achievable_dram_gbs);
     let argv = ncu_argv(&ncu, &report_base, &log, set);
     let host = wall::HostTool {
         argv,

@@ -85,22 +85,8 @@ pub fn judge(
             .or_else(|| crate::wall::bandwidth::achievable_or_note(opts.device, &mut verdict.notes)),
         _ => None,
     };
-    let request = WorkerRequest {
-        task: task.clone(),
-        reference: trusted.reference.library.clone(),
-        baseline: trusted.baseline.library.clone(),
-        candidate: cand.library.clone(),
-        mode,
-        device: opts.device,
-        timing: opts.timing.clone(),
-        threads: opts.threads,
-        seed_base: opts.seed_base,
-        deadline_s: 0.0,
-        sandbox: true,
-        sandbox_skip: Vec::new(),
-        achievable_dram_gbs: achievable,
-        host_outputs: Vec::new(),
-    };
+    let libraries = [trusted.reference.library.clone(), trusted.baseline.library.clone(), cand.library.clone()];
+    let request = opts.worker_request(task, libraries, mode, achievable);
     let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(DEFAULT_TIMEOUT);
     let run = run_worker(&opts.worker_exe, &request, timeout, None)?;
     verdict.device = run.device.clone();

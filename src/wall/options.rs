@@ -1,9 +1,10 @@
 //! What an evaluation is asked to do (`EvalOptions`), the build target, and the GPU it needs.
 
+use crate::task::Task;
 use crate::toolkit::build;
 use crate::toolkit::toolchain::EnvError;
 use crate::wall::gpu;
-use crate::wall::protocol::TimingPlan;
+use crate::wall::protocol::{Mode, TimingPlan, WorkerRequest};
 use crate::wall::verdict::EvalError;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -53,6 +54,34 @@ impl EvalOptions {
             seed_base: fresh_seed_base(),
             allow_unconfined_profiling: false,
             achievable_dram_gbs: None,
+        }
+    }
+
+    /// What a worker is asked under these options: load the three libraries and run
+    /// `mode`, sandboxed, with no deadline of its own. The hosting tool's output folders,
+    /// when a tool hosts it, are added where the tool is known (`client::run_worker`).
+    pub fn worker_request(
+        &self,
+        task: &Task,
+        [reference, baseline, candidate]: [PathBuf; 3],
+        mode: Mode,
+        achievable_dram_gbs: Option<f64>,
+    ) -> WorkerRequest {
+        WorkerRequest {
+            task: task.clone(),
+            reference,
+            baseline,
+            candidate,
+            mode,
+            device: self.device,
+            timing: self.timing.clone(),
+            threads: self.threads,
+            seed_base: self.seed_base,
+            deadline_s: 0.0,
+            sandbox: true,
+            sandbox_skip: Vec::new(),
+            achievable_dram_gbs,
+            host_outputs: Vec::new(),
         }
     }
 }
