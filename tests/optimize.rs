@@ -248,20 +248,19 @@ __attribute__((constructor)) static void spy() {{
     assert!(!stderr.contains(SECRET));
 }
 
-#[test]
-fn a_sigkilled_run_resumes_without_losing_or_repeating_a_node() {
-    let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("run");
+/// Starts a simulated softmax run in `run`, SIGKILLs it once three nodes have finished
+/// with more in flight, and returns the ids finished and started before the kill.
+fn start_and_kill(run: &Path) -> (BTreeSet<u64>, BTreeSet<u64>) {
     let mut child = nightshift()
         .args(["optimize", "tasks/softmax", "--simulate-gpu", "600", "--max-nodes", "9", "--parallel", "2", "--out"])
-        .arg(&run)
+        .arg(run)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
-        let done = of_kind(&events(&run), "node-finished").len();
+        let done = of_kind(&events(run), "node-finished").len();
         if done >= 3 {
             break;
         }
@@ -271,12 +270,20 @@ fn a_sigkilled_run_resumes_without_losing_or_repeating_a_node() {
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let before = events(&run);
+    let before = events(run);
     let finished_before: BTreeSet<u64> =
         of_kind(&before, "node-finished").iter().map(|e| e["id"].as_u64().unwrap()).collect();
     let started_before: BTreeSet<u64> =
         of_kind(&before, "node-started").iter().map(|e| e["id"].as_u64().unwrap()).collect();
     assert!(started_before.len() > finished_before.len(), "something was in flight when it was killed");
+    (finished_before, started_before)
+}
+
+#[test]
+fn a_sigkilled_run_resumes_without_losing_or_repeating_a_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let (finished_before, started_before) = start_and_kill(&run);
 
     let out = nightshift().args(["optimize", "--resume"]).arg(&run).arg("--json").output().unwrap();
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
@@ -300,6 +307,25 @@ fn a_sigkilled_run_resumes_without_losing_or_repeating_a_node() {
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["judged"].as_u64().unwrap() as usize, count.len());
     assert!(run.join("best.json").is_file());
+}
+
+#[test]
+fn a_resume_whose_budget_is_spent_judges_nothing_more() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let (finished_before, started_before) = start_and_kill(&run);
+
+    let out = nightshift().args(["optimize", "--resume"]).arg(&run).args(["--budget", "1s"]).output().unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
+    let after = events(&run);
+    let finished_after: BTreeSet<u64> =
+        of_kind(&after, "node-finished").iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    assert_eq!(finished_after, finished_before, "nodes in flight at the kill were redone past the budget");
+    assert_eq!(of_kind(&after, "run-finished").len(), 1, "the run still ends with its final check");
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    let unjudged = started_before.difference(&finished_before).count();
+    assert_eq!(report.matches("not judged: the search stopped first").count(), unjudged, "{report}");
+    assert!(!report.contains("in flight"), "a finished run has nothing in flight:\n{report}");
 }
 
 #[test]

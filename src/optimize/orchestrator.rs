@@ -22,7 +22,8 @@ pub struct Search {
     /// Failed kernels get repair children only from generators that can repair.
     pub repairs: bool,
     pub max_nodes: Option<usize>,
-    /// Nodes started in earlier sessions and still unfinished: redone first.
+    /// Nodes started in earlier sessions and still unfinished: redone first, while the
+    /// budget lasts; those left stay unfinished in the log for a later `--resume`.
     pub redo: Vec<Job>,
     pub stop_reason: Option<String>,
     /// Evaluated nodes by failure class, and passed ones under "passed".
@@ -192,14 +193,21 @@ pub async fn run(
         });
     };
     ctx.lanes.set_search_phase(true);
-    for job in std::mem::take(&mut search.redo) {
-        spawn(job, &mut inflight);
-    }
     loop {
         if stopping.is_none() {
             stopping = limit_reached(search, deadline);
         }
-        while stopping.is_none() && inflight.len() < parallel && !search.cap_reached() {
+        // Redone nodes go first, through the same gate as new ones: a resume whose budget
+        // is already spent judges nothing more (they were counted against the node cap
+        // when they started, so the cap does not hold them back).
+        while stopping.is_none() && inflight.len() < parallel {
+            if !search.redo.is_empty() {
+                spawn(search.redo.remove(0), &mut inflight);
+                continue;
+            }
+            if search.cap_reached() {
+                break;
+            }
             let Some(sel) = search.select() else { break };
             match start_node(&ctx, search, &sel) {
                 Ok(job) => spawn(job, &mut inflight),

@@ -13,6 +13,9 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The outcome of a node that a finished run never judged.
+const NOT_JUDGED: &str = "not judged: the search stopped first";
+
 #[derive(Debug, Clone, Serialize)]
 pub struct NodeView {
     pub id: usize,
@@ -21,7 +24,7 @@ pub struct NodeView {
     pub kind: String,
     pub technique: String,
     pub config: String,
-    /// "passed", a failure class, or "in flight".
+    /// "passed", a failure class, "in flight", or [`NOT_JUDGED`].
     pub outcome: String,
     pub passed: bool,
     pub speedup: Option<f64>,
@@ -134,9 +137,16 @@ impl RunView {
         let run: RunFile = serde_json::from_str(&text).map_err(|source| ReportError::RunJson { path, source })?;
         let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
         let log = RunLog::parse(&text).map_err(|source| ReportError::Log { path: dir.join("events.jsonl"), source })?;
-        let nodes: Vec<NodeView> = log.live_nodes().map(node_view).collect();
-        let (best_over_time, best_over_nodes) = best_so_far_curves(&nodes);
         let finished_run = log.session.finished;
+        let mut nodes: Vec<NodeView> = log.live_nodes().map(node_view).collect();
+        if finished_run {
+            // Started in a session that was killed or abandoned, and not redone (the budget
+            // was spent when the run resumed): nothing is in flight once the run has finished.
+            for n in nodes.iter_mut().filter(|n| n.id != 0 && n.finished_s.is_none()) {
+                n.outcome = NOT_JUDGED.into();
+            }
+        }
+        let (best_over_time, best_over_nodes) = best_so_far_curves(&nodes);
         let running = !finished_run && log.session.stopped.is_none() && log.session.pid.is_some_and(process_alive);
         let stop_reason = log.session.stopped.clone().or(log.search_stopped.clone());
         let interrupted = !finished_run && !running;
@@ -209,7 +219,11 @@ impl RunView {
             usage: log.usage,
             best_over_time,
             best_over_nodes,
-            search_s: log.active_s,
+            // The search's own clock once the run has finished (the log's runs on through
+            // the final check).
+            search_s: crate::run::summary::read_summary(dir)
+                .filter(|_| finished_run)
+                .map_or(log.active_s, |s| s.search_s),
             followed,
         })
     }
