@@ -104,4 +104,15 @@ impl BenchSets {
     pub(super) fn len(&self) -> usize {
         self.warm.len()
     }
+
+    /// Replaces the cold sets, once each side has used them, with as many never seen.
+    pub(super) fn renew_cold(&mut self, w: &mut Worker, reference: &Entry) -> Result<(), Stop> {
+        let count = self.cold.len() as u64;
+        // Freed first: the new sets take the old ones' place in GPU memory.
+        self.cold = Sets { dev: [Vec::new(), Vec::new()], hosts: Vec::new(), refs: Vec::new() };
+        let base = w.seed_base;
+        let seeds = (0..count).map(move |j| base.wrapping_add(3_000_000 + j));
+        self.cold = Sets::generate(w, reference, seeds, false, &mut Vec::new())?;
+        Ok(())
+    }
 }

@@ -428,7 +428,7 @@ fn evaluate(
     if let Some(mut bench) = bench {
         w.phase(Phase::Time, format!("bench size {}", task.bench));
         let baseline_ref = baseline.as_ref().unwrap_or(&candidate);
-        let timing = timing::time(w, &mut bench, baseline_ref, &candidate, &req.timing)?;
+        let timing = timing::time(w, &mut bench, &reference, baseline_ref, &candidate, &req.timing)?;
         report.timing = timing.report;
         if let Some(f) = timing.failure {
             return Err(rejected(f));
