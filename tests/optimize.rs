@@ -29,6 +29,11 @@ fn of_kind<'a>(ev: &'a [Value], kind: &str) -> Vec<&'a Value> {
     ev.iter().filter(|e| e["event"] == kind).collect()
 }
 
+/// The node ids of the events of one kind.
+fn ids(ev: &[Value], kind: &str) -> BTreeSet<u64> {
+    of_kind(ev, kind).iter().map(|e| e["id"].as_u64().unwrap()).collect()
+}
+
 fn chat(content: &str, finish: &str) -> String {
     serde_json::json!({
         "id": "chatcmpl-test", "object": "chat.completion", "created": 1, "model": "scripted",
@@ -271,10 +276,8 @@ fn start_and_kill(run: &Path) -> (BTreeSet<u64>, BTreeSet<u64>) {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let before = events(run);
-    let finished_before: BTreeSet<u64> =
-        of_kind(&before, "node-finished").iter().map(|e| e["id"].as_u64().unwrap()).collect();
-    let started_before: BTreeSet<u64> =
-        of_kind(&before, "node-started").iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    let finished_before = ids(&before, "node-finished");
+    let started_before = ids(&before, "node-started");
     assert!(started_before.len() > finished_before.len(), "something was in flight when it was killed");
     (finished_before, started_before)
 }
@@ -298,7 +301,7 @@ fn a_sigkilled_run_resumes_without_losing_or_repeating_a_node() {
     for id in &finished_before {
         assert!(count.contains_key(id), "node {id} was lost");
     }
-    let dropped: BTreeSet<u64> = of_kind(&after, "no-proposal").iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    let dropped = ids(&after, "no-proposal");
     for id in &started_before {
         assert!(count.contains_key(id) || dropped.contains(id), "node {id}, in flight at the kill, was not redone");
     }
@@ -318,12 +321,11 @@ fn a_resume_whose_budget_is_spent_judges_nothing_more() {
     let out = nightshift().args(["optimize", "--resume"]).arg(&run).args(["--budget", "1s"]).output().unwrap();
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
     let after = events(&run);
-    let finished_after: BTreeSet<u64> =
-        of_kind(&after, "node-finished").iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    let finished_after = ids(&after, "node-finished");
     assert_eq!(finished_after, finished_before, "nodes in flight at the kill were redone past the budget");
     assert_eq!(of_kind(&after, "run-finished").len(), 1, "the run still ends with its final check");
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
-    let dropped: BTreeSet<u64> = of_kind(&after, "no-proposal").iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    let dropped = ids(&after, "no-proposal");
     let unjudged = started_before.iter().filter(|id| !finished_before.contains(id) && !dropped.contains(id)).count();
     assert_eq!(report.matches("not judged: the search stopped first").count(), unjudged, "{report}");
     assert!(!report.contains("in flight"), "a finished run has nothing in flight:\n{report}");

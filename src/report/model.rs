@@ -191,12 +191,11 @@ impl RunView {
         let certificate =
             best.as_ref().map(|b| certificate(dir, &run, best_json.as_ref().filter(|_| verified), result.as_ref(), b));
         let bar = result.as_ref().and_then(|r| r.bar).map(|b| b.describe());
+        let summary = crate::run::summary::read_summary(dir);
         Ok(RunView {
             dir: dir.to_path_buf(),
             task: run.config.task.clone(),
-            generator: crate::run::summary::read_summary(dir)
-                .map(|s| s.generator)
-                .unwrap_or_else(|| run.config.generator.name()),
+            generator: summary.as_ref().map_or_else(|| run.config.generator.name(), |s| s.generator.clone()),
             strategy: clap::ValueEnum::to_possible_value(&run.config.strategy)
                 .map(|v| v.get_name().to_string())
                 .unwrap_or_default(),
@@ -221,9 +220,7 @@ impl RunView {
             best_over_nodes,
             // The search's own clock once the run has finished (the log's runs on through
             // the final check).
-            search_s: crate::run::summary::read_summary(dir)
-                .filter(|_| finished_run)
-                .map_or(log.active_s, |s| s.search_s),
+            search_s: summary.as_ref().filter(|_| finished_run).map_or(log.active_s, |s| s.search_s),
             followed,
         })
     }

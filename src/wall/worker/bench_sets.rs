@@ -16,6 +16,7 @@ pub(crate) struct BenchSets {
     pub(super) cold: Sets,
 }
 
+#[derive(Default)]
 pub(super) struct Sets {
     /// dev[side][k]
     pub(super) dev: [Vec<DeviceCase>; 2],
@@ -26,6 +27,19 @@ pub(super) struct Sets {
 impl Sets {
     pub(super) fn len(&self) -> usize {
         self.hosts.len()
+    }
+
+    /// `count` cold sets, seeded `offset` past the worker's seed base.
+    fn cold(
+        w: &mut Worker,
+        reference: &Entry,
+        offset: u64,
+        count: usize,
+        spare: &mut Vec<Option<Vec<u8>>>,
+    ) -> Result<Sets, Stop> {
+        let base = w.seed_base;
+        let seeds = (0..count as u64).map(move |j| base.wrapping_add(offset + j));
+        Sets::generate(w, reference, seeds, false, spare)
     }
 
     /// `per_side`: a device copy for each side (warm sets, reused hundreds of times), or
@@ -39,7 +53,7 @@ impl Sets {
         spare: &mut Vec<Option<Vec<u8>>>,
     ) -> Result<Sets, Stop> {
         let task = w.task.clone();
-        let mut sets = Sets { dev: [Vec::new(), Vec::new()], hosts: Vec::new(), refs: Vec::new() };
+        let mut sets = Sets::default();
         for seed in seeds {
             let data = CaseData::generate_reusing(w, HostCase::new(task.bench.clone(), seed), std::mem::take(spare))?;
             // One host upload: the reference runs on the copy the baseline side keeps,
@@ -96,8 +110,7 @@ impl BenchSets {
         let mut spare = Vec::new();
         let warm = (0..k as u64).map(|j| base.wrapping_add(1_000_000 + j));
         let warm = Sets::generate(w, reference, warm, true, &mut spare)?;
-        let cold = (0..c as u64).map(|j| base.wrapping_add(2_000_000 + j));
-        let cold = Sets::generate(w, reference, cold, false, &mut spare)?;
+        let cold = Sets::cold(w, reference, 2_000_000, c, &mut spare)?;
         Ok(BenchSets { warm, cold })
     }
 
@@ -107,12 +120,9 @@ impl BenchSets {
 
     /// Replaces the cold sets, once each side has used them, with as many never seen.
     pub(super) fn renew_cold(&mut self, w: &mut Worker, reference: &Entry) -> Result<(), Stop> {
-        let count = self.cold.len() as u64;
         // Freed first: the new sets take the old ones' place in GPU memory.
-        self.cold = Sets { dev: [Vec::new(), Vec::new()], hosts: Vec::new(), refs: Vec::new() };
-        let base = w.seed_base;
-        let seeds = (0..count).map(move |j| base.wrapping_add(3_000_000 + j));
-        self.cold = Sets::generate(w, reference, seeds, false, &mut Vec::new())?;
+        let count = std::mem::take(&mut self.cold).len();
+        self.cold = Sets::cold(w, reference, 3_000_000, count, &mut Vec::new())?;
         Ok(())
     }
 }

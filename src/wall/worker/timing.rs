@@ -214,20 +214,15 @@ pub(crate) fn time(
     let (mut failure, baseline_ok) = verify_timed(w, bench, candidate, &warm.first_ok_call)?;
 
     // Inputs never seen before: a cache of results misses here and nowhere else.
-    let ColdTimes { cold: cold_times, warm: warm_times, failure: cold_failure } =
-        time_cold(w, bench, entries, &call_failure)?;
-    if failure.is_none() {
-        failure = cold_failure.map(|f| prefix(f, "on a fresh input set after timing: "));
-    }
-    let mut cold = ColdCheck::new(&cold_times, &warm_times);
-    if failure.is_none() && cold.memoized() {
+    let mut cold_run = time_cold(w, bench, entries, &call_failure)?;
+    let mut cold = ColdCheck::new(&cold_run.cold, &cold_run.warm);
+    if failure.is_none() && cold_run.failure.is_none() && cold.memoized() {
         // A side gets one call per cold set, so one slow host-side call (a launcher whose
         // writes block on a full pipe) can pass for a cache miss: a cache misses again on
         // sets it has never seen, jitter does not come back on cue.
         bench.renew_cold(w, reference)?;
-        let again = time_cold(w, bench, entries, &call_failure)?;
-        failure = again.failure.map(|f| prefix(f, "on a fresh input set after timing: "));
-        let second = ColdCheck::new(&again.cold, &again.warm);
+        cold_run = time_cold(w, bench, entries, &call_failure)?;
+        let second = ColdCheck::new(&cold_run.cold, &cold_run.warm);
         if !second.memoized() {
             w.notes.push(format!(
                 "fresh input sets ran {:.2}x slower than seen ones (the baseline {:.2}x), and {:.2}x on a second pair of fresh sets: host-side jitter, not a cache",
@@ -235,6 +230,9 @@ pub(crate) fn time(
             ));
         }
         cold = second;
+    }
+    if failure.is_none() {
+        failure = cold_run.failure.map(|f| prefix(f, "on a fresh input set after timing: "));
     }
     let others_after = nvml.as_ref().map(|n| n.other_processes()).unwrap_or_default();
     let (sm_after, mem_mhz, throttle, temperature) = clock_snapshot(&nvml);
