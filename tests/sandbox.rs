@@ -410,32 +410,25 @@ fn node_classes(run: &Path) -> Vec<(String, String)> {
 
 #[test]
 fn a_hosted_worker_answers_through_the_trampoline_and_its_layers_are_recorded() {
-    use nightshift::wall::protocol::{FailureClass, Mode, Outcome, WorkerReport, WorkerRequest};
-    use nightshift::wall::{run_worker, EvalError, HostTool};
+    use nightshift::wall::protocol::{Standalone, StandaloneRequest};
+    use nightshift::wall::{run_standalone, EvalError, HostTool};
     let task = nightshift::task::Task::load(&common::root().join("tasks/vector_add")).unwrap();
-    // A simulated request for a library that does not exist: the worker answers at once,
-    // on its sealed channel, with a rejection, whatever hosts it.
-    let missing = std::path::PathBuf::from("/nonexistent/candidate.so");
-    let request = WorkerRequest {
+    // A request for a library that does not exist: the worker puts its sandbox up, then
+    // either finds no GPU (this machine) or no library, and says so on its stdout, through
+    // the trampoline and the tool.
+    let request = StandaloneRequest {
+        mode: Standalone::Sanitize,
         task,
-        reference: missing.clone(),
-        baseline: missing.clone(),
-        candidate: missing,
-        mode: Mode::Simulate { delay_ms: 0, outcome: Box::new(WorkerReport::of(Outcome::Passed)) },
+        library: std::path::PathBuf::from("/nonexistent/candidate.so"),
         device: 0,
-        timing: Default::default(),
-        threads: 1,
-        seed_base: 1,
-        deadline_s: 0.0,
-        sandbox: true,
-        sandbox_skip: Vec::new(),
-        achievable_dram_gbs: None,
+        seed: 1,
+        policy: None,
         host_outputs: Vec::new(),
     };
     let argv = stand_in_tool().iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let host = HostTool { argv, outputs: Vec::new(), allow_unconfined: false };
     let exe = common::nightshift_bin();
-    let run = match run_worker(&exe, &request, std::time::Duration::from_secs(60), Some(&host)) {
+    let run = match run_standalone(&exe, request, std::time::Duration::from_secs(60), &host) {
         Err(EvalError::Env(e)) => {
             eprintln!("this machine cannot make the hosted arrangement: checking the refusal instead: {e}");
             assert!(e.to_string().contains("--allow-unconfined-profiling"), "{e}");
@@ -443,10 +436,8 @@ fn a_hosted_worker_answers_through_the_trampoline_and_its_layers_are_recorded() 
         }
         other => other.expect("the hosted worker runs"),
     };
-    assert!(run.tampering.is_none(), "the trampoline and the tool kept off the channel: {:?}", run.tampering);
-    let report = run.report.as_ref().unwrap_or_else(|| panic!("no sealed report came through: {}", run.stderr));
-    let Outcome::Rejected { failure } = &report.outcome else { panic!("{:?}", report.outcome) };
-    assert_eq!(failure.class, FailureClass::MissingEntry);
+    let (error, _) = run.done.as_ref().unwrap_or_else(|| panic!("no last word came through: {}", run.stderr));
+    assert!(error.is_some(), "no GPU or no library: the call cannot have run");
     let layers: Vec<String> = run.hosted_layers().iter().map(|l| l.name.clone()).collect();
     for name in ["user namespace", "mount namespace", "network namespace", "pid namespace", "landlock", "seccomp"] {
         assert!(layers.iter().any(|l| l == name), "{name} not recorded: {layers:?}");

@@ -4,7 +4,7 @@
 use super::sass::read_sass;
 use super::{fail, print_json, EXIT_ENV, EXIT_PASSED, EXIT_REJECTED, EXIT_USAGE};
 use crate::task::Task;
-use crate::toolkit::profile::{self, MetricSet, ProfileFailure, Timings};
+use crate::wall::judge::profile::{self, MetricSet, ProfileFailure, Timings};
 use crate::wall::{EvalError, EvalOptions};
 use heuristics::{Hints, Report};
 use std::path::{Path, PathBuf};

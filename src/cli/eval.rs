@@ -41,9 +41,10 @@ pub struct Args {
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
-    /// Timed samples per side at least.
-    #[arg(long, default_value_t = 100)]
-    pub samples: usize,
+    /// Timed rounds per phase (baseline before, candidate, baseline after); each round is a
+    /// batch of calls on input sets of their own.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
     /// Print the verdict as JSON: {"status", "failure", "check", "timing", "energy", "build", ...}.
     #[arg(long)]
     pub json: bool,
@@ -59,7 +60,7 @@ pub fn run(a: Args) -> ExitCode {
     opts.allow_unconfined_profiling = a.allow_unconfined_profiling;
     opts.time = !a.no_time;
     opts.extra_flags = a.nvcc_flags;
-    opts.timing.min_samples = a.samples.max(5);
+    opts.timing.rounds = a.rounds.max(2);
     for d in a.defines {
         match d.split_once('=') {
             Some((k, v)) if !k.is_empty() => {

@@ -220,11 +220,23 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Internal: runs candidate code in an isolated process (spawned by eval).
+    /// Internal: judges one candidate (spawned by eval and optimize): owns the buffers,
+    /// the seeds and the clock, and starts one worker per library.
+    #[command(hide = true)]
+    Judge {
+        /// The request file the orchestrator wrote (task, libraries, mode, deadline).
+        request: PathBuf,
+    },
+    /// Internal: loads one kernel library in a sandboxed process: `--serve` for the judge
+    /// (commands on fd 3), `--standalone REQUEST` under ncu or compute-sanitizer.
     #[command(hide = true)]
     Worker {
-        /// The request file eval wrote (task, libraries, sizes, seeds, phases).
-        request: PathBuf,
+        /// Serve the judge: its commands come on fd 3.
+        #[arg(long, conflicts_with = "standalone", required_unless_present = "standalone")]
+        serve: bool,
+        /// The request file the orchestrator wrote for a standalone run.
+        #[arg(long)]
+        standalone: Option<PathBuf>,
     },
     /// Internal: applies the worker's sandbox to itself and tries to break out (check-env, tests).
     #[command(hide = true)]
@@ -284,7 +296,9 @@ pub fn main() -> ExitCode {
         }
     }
     match cli.command {
-        Cmd::Worker { request } => crate::wall::worker::main(&request),
+        Cmd::Judge { request } => crate::wall::judge::process::main(&request),
+        Cmd::Worker { standalone: Some(request), .. } => crate::wall::worker::standalone::main(&request),
+        Cmd::Worker { .. } => crate::wall::worker::serve::main(),
         Cmd::SandboxProbe { scratch, outside, port, signal_pid, policy } => {
             let targets = crate::wall::sandbox::probe::Targets { scratch, outside, port, signal_pid, policy };
             print_json(&crate::wall::sandbox::probe::run(&targets));

@@ -211,16 +211,16 @@ fn outcome(out: &mut String, v: &Verdict) {
     }
 }
 
-/// The timing: both sides, the bench, the floors, the host-clock check, clocks, cold sets.
+/// The timing: both sides, the bench, the floors, the judge's clock against the events, clocks.
 fn timing(out: &mut String, t: &TimingReport, device: Option<&DeviceInfo>) {
     let _ = writeln!(out, "  time      baseline {}", side(&t.baseline));
     let _ = writeln!(out, "            candidate {}", side(&t.candidate));
     let _ = writeln!(
         out,
-        "            bench {}; {} input sets rotated; L2 {}; median moved {:.2}% (baseline) {:.2}% (candidate) across {} rounds",
+        "            bench {}; {} input sets for the candidate, each used once; L2 {}; median moved {:.2}% (baseline) {:.2}% (candidate) across {} rounds",
         t.size,
         t.input_sets,
-        if t.flush_l2 { "flushed before each call" } else { "not flushed (task setting)" },
+        if t.flush_l2 { "flushed before each round" } else { "not flushed (task setting)" },
         100.0 * t.baseline.median_spread(),
         100.0 * t.candidate.median_spread(),
         t.candidate.round_medians_ms.len()
@@ -240,13 +240,17 @@ fn timing(out: &mut String, t: &TimingReport, device: Option<&DeviceInfo>) {
             gbs / 1e3
         );
     }
+    let cc = &t.clock_check;
     let _ = writeln!(
         out,
-        "            host clock {:.4} ms/call vs events {:.4} ms/call over {} calls ({})",
-        t.host_check.host_ms_per_call,
-        t.host_check.event_ms_per_call,
-        t.host_check.calls,
-        if t.host_check.ok { "consistent" } else { "WORK ESCAPES THE STREAM" }
+        "            judge's clock: {:.4} ms a call beyond the events (baseline), {:.4} ms (candidate), tolerance {:.4} ms: figures from {}",
+        cc.baseline_gap_ms,
+        cc.candidate_gap_ms,
+        cc.tolerance_ms,
+        match cc.figure {
+            crate::wall::protocol::Figure::Events => "the workers' events",
+            crate::wall::protocol::Figure::Judge => "the judge's windows (the candidate's events left work out)",
+        }
     );
     let c = &t.clocks;
     let fmt = |x: Option<u32>| x.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
@@ -263,15 +267,6 @@ fn timing(out: &mut String, t: &TimingReport, device: Option<&DeviceInfo>) {
         },
         c.temperature_c.map(|t| format!(", {t} C")).unwrap_or_default()
     );
-    if let Some(cold) = &t.cold {
-        let _ = writeln!(
-            out,
-            "            fresh inputs: {:.2}x the warm median (candidate), {:.2}x (baseline){}",
-            cold.candidate_ratio,
-            cold.baseline_ratio,
-            if t.repeats > 0 { format!("; timed {} times for noise", t.repeats + 1) } else { String::new() }
-        );
-    }
     if !t.baseline_outputs_ok {
         let _ = writeln!(out, "            WARNING: the baseline's timed outputs did not match the reference");
     }

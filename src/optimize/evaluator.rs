@@ -207,18 +207,18 @@ impl Evaluator for GpuEvaluator {
             seconds: started.elapsed().as_secs_f64(),
             sandbox: Vec::new(),
         };
-        let profiled = match crate::toolkit::profile::profile_built(
+        let profiled = match crate::wall::judge::profile::profile_built(
             &b.task,
             built.clone(),
             &b.opts_for(device),
-            crate::toolkit::profile::MetricSet::Required,
+            crate::wall::judge::profile::MetricSet::Required,
             dir,
         ) {
             Ok(p) => p,
-            Err(crate::toolkit::profile::ProfileFailure::Rejected(f)) => {
+            Err(crate::wall::judge::profile::ProfileFailure::Rejected(f)) => {
                 return fail(format!("the kernel failed under ncu: {}: {}", f.class, f.message))
             }
-            Err(crate::toolkit::profile::ProfileFailure::Error(e)) => return fail(format!("profiling failed: {e}")),
+            Err(crate::wall::judge::profile::ProfileFailure::Error(e)) => return fail(format!("profiling failed: {e}")),
         };
         let profile = match heuristics::ncu::parse(&profiled.csv) {
             Ok(p) => p,

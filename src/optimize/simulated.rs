@@ -1,6 +1,7 @@
 //! The simulated evaluator (`optimize --simulate-gpu`, hidden: tests on machines without a
-//! GPU). It still builds for real and still runs every candidate's library in a fresh
-//! isolated worker (so isolation is tested for real); only the GPU work is replaced by an
+//! GPU). It still builds for real and still runs a judge process per judgment whose
+//! sandboxed worker loads the candidate's library (so isolation is tested for real); only
+//! the GPU work is replaced by an
 //! outcome decided from the candidate: a `NIGHTSHIFT_SIM(speedup=X)` (with an optional
 //! `, cv=C`: round-to-round timing noise, 1% unless given) or `NIGHTSHIFT_SIM(fail=CLASS)`
 //! marker in its source (`final=env-error` makes the end-of-run check meet a broken
@@ -13,8 +14,8 @@ use crate::run::config::SimSettings;
 use crate::run::events::Candidate;
 use crate::toolkit::build::Built;
 use crate::wall::protocol::{
-    CheckSummary, EnergyReport, Failure, FailureClass, HostCheck, Mode, Outcome, SideEnergy, SideTiming, TimingReport,
-    WorkerReport, REPEAT_CALLS,
+    CheckSummary, EnergyReport, Failure, FailureClass, JudgeReport, Mode, Outcome, SideEnergy, SideTiming, TimingReport,
+    REPEAT_CALLS,
 };
 use crate::wall::{EvalError, Verdict};
 use regex::Regex;
@@ -37,8 +38,8 @@ impl SimulatedEvaluator {
         SimulatedEvaluator { bench, settings }
     }
 
-    /// The worker reports `outcome` after the configured delay, touching no GPU.
-    fn mode(&self, outcome: WorkerReport) -> Mode {
+    /// The judge reports `outcome` after the configured delay, touching no GPU.
+    fn mode(&self, outcome: JudgeReport) -> Mode {
         Mode::Simulate { delay_ms: self.settings.delay_ms, outcome: Box::new(outcome) }
     }
 }
@@ -96,7 +97,7 @@ impl Evaluator for SimulatedEvaluator {
     }
 }
 
-fn simulated_report(speedup: f64, cv: f64, energy: bool) -> WorkerReport {
+fn simulated_report(speedup: f64, cv: f64, energy: bool) -> JudgeReport {
     let baseline_ms = 1.0;
     // Five rounds whose medians scatter with a sample deviation of `cv` around the
     // median, the baseline's rounds steady: the speedup's interval is as wide as `cv`.
@@ -110,7 +111,7 @@ fn simulated_report(speedup: f64, cv: f64, energy: bool) -> WorkerReport {
         samples: 100,
         round_medians_ms: SCATTER.iter().map(|z| ms * (1.0 + cv * z)).collect(),
     };
-    let mut r = WorkerReport::of(Outcome::Passed);
+    let mut r = JudgeReport::of(Outcome::Passed);
     r.check = Some(CheckSummary {
         cases: 3,
         calls: 6 + REPEAT_CALLS,
@@ -125,7 +126,6 @@ fn simulated_report(speedup: f64, cv: f64, energy: bool) -> WorkerReport {
         speedup,
         size: "simulated".into(),
         input_sets: 2,
-        host_check: HostCheck { calls: 10, host_ms_per_call: baseline_ms, event_ms_per_call: baseline_ms, ok: true },
         floor_ms: Some(0.5),
         pct_of_floor: Some(50.0 * speedup),
         baseline_pct_of_floor: Some(50.0),
@@ -150,18 +150,18 @@ fn simulated_report(speedup: f64, cv: f64, energy: bool) -> WorkerReport {
 }
 
 /// The simulated outcome of a candidate.
-fn simulate(source_path: &Path, candidate: &Candidate, energy: bool, final_check: bool) -> WorkerReport {
+fn simulate(source_path: &Path, candidate: &Candidate, energy: bool, final_check: bool) -> JudgeReport {
     let source = std::fs::read_to_string(source_path).unwrap_or_default();
     if let Some(c) = SIM_MARKER.captures(&source) {
         let fields: std::collections::HashMap<&str, &str> =
             c[1].split(',').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.trim(), v.trim())).collect();
         if final_check && fields.get("final") == Some(&"env-error") {
-            return WorkerReport::of(Outcome::EnvError { message: "simulated: the GPU fell off the bus".into() });
+            return JudgeReport::of(Outcome::EnvError { message: "simulated: the GPU fell off the bus".into() });
         }
         if let Some(class) = fields.get("fail") {
             let class: FailureClass = serde_json::from_value(serde_json::Value::String(class.to_string()))
                 .unwrap_or(FailureClass::WrongAnswer);
-            return WorkerReport::of(Outcome::Rejected {
+            return JudgeReport::of(Outcome::Rejected {
                 failure: Failure::new(class, format!("simulated {class}: the source asks for it")),
             });
         }

@@ -94,11 +94,21 @@ pub(super) struct CheckSection {
     pub(super) seeds: Spanned<i64>,
     #[serde(default = "default_true")]
     pub(super) deterministic: bool,
+    /// Whether the reference may produce NaN or infinite outputs (and a kernel must match
+    /// them); without it, a reference that does is a task error.
+    #[serde(default)]
+    pub(super) nonfinite: bool,
 }
 
 impl Default for CheckSection {
     fn default() -> Self {
-        CheckSection { rtol: default_rtol(), atol: default_atol(), seeds: default_seeds(), deterministic: true }
+        CheckSection {
+            rtol: default_rtol(),
+            atol: default_atol(),
+            seeds: default_seeds(),
+            deterministic: true,
+            nonfinite: false,
+        }
     }
 }
 

@@ -11,6 +11,7 @@ mod file;
 pub mod init;
 mod resolve;
 pub mod types;
+pub mod values;
 mod wording;
 
 use expr::{Expr, ExprError};
@@ -80,6 +81,11 @@ pub struct Task {
     pub tolerance: Tolerance,
     pub seeds: u32,
     pub deterministic: bool,
+    /// `[check] nonfinite = true`: the reference's outputs may hold NaN or infinities, which
+    /// a kernel must then match; otherwise a reference that produces them is a task error
+    /// (NaN compared with NaN would pass a kernel that never wrote an output).
+    #[serde(default)]
+    pub allow_nonfinite: bool,
     pub roofline: Option<Roofline>,
     pub tune: BTreeMap<String, Vec<String>>,
     pub flush_l2: bool,

@@ -48,6 +48,7 @@ pub(super) fn resolve(dir: &Path, raw: TaskFile, at: &Locator) -> Result<Task, T
         tolerance,
         seeds: seeds as u32,
         deterministic: raw.check.deterministic,
+        allow_nonfinite: raw.check.nonfinite,
         roofline,
         tune,
         flush_l2: raw.timing.flush_l2,

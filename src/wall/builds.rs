@@ -4,8 +4,7 @@
 use crate::task::Task;
 use crate::toolkit::build::{self, BuildError, BuildSpec, Built};
 use crate::toolkit::toolchain::Toolchain;
-use crate::wall::options::EvalOptions;
-use crate::wall::verdict::EvalError;
+use crate::wall::judge::{EvalError, EvalOptions};
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -1,45 +1,36 @@
 //! The trust wall: a candidate goes in, a verdict comes out.
 //!
-//! Everything that stands between a generated kernel and a believed result lives here: the
-//! orchestrator's side (`options`, `verdict`, `builds`: the trusted builds, `judge`: the
-//! `eval` command and judging with a worker under a deadline, `client`: spawning the worker
-//! and reading its sealed channel, `classify`, `report_check`: whether a sealed report fits
-//! its request, `sanitizer`, `gpu_lock`), the wire between the two sides (`protocol`,
-//! `channel`), and the worker's side (`worker`, `sandbox`, `verify`). The invariant: only the worker process, sandboxed
-//! by itself, ever maps candidate code; nothing outside `worker` loads or runs it, and
-//! nothing outside this folder believes a pass that `report_check` has not checked.
+//! Two rooms and what lies between them. The trusted side (`judge`) decides: the
+//! orchestrator's half builds and words verdicts, and the judge process owns every buffer,
+//! seed, reference output and clock. The untrusted side (`worker`) is the process that
+//! loads one kernel library, sandboxed before it loads anything, and does what the judge
+//! asks. `protocol` is the one thing both import; below them lie the GPU layer both use
+//! (`gpu`: contexts, the judge's exportable buffers, its generate and compare kernels), the
+//! sandbox the worker and the hosted tools run in (`sandbox`), and the judge's
+//! infrastructure that loads no kernel code (`bandwidth`, `nvml`, `gpu_lock`,
+//! `runtime_dir`), and the builds (`builds`).
 //!
-//! GPU access lives here too, because the worker is what uses it: `gpu` (cudarc's driver
-//! API, guarded buffers, the L2 flush), `nvml` (clocks, throttling, energy), `bandwidth`
-//! (the stream triad, run under the GPU lock in a process that loads no candidate code),
-//! and `runtime_dir` (the private folder holding the GPU locks and evaluation folders).
+//! The invariants: only a worker maps kernel code; no worker holds anything that makes a
+//! verdict trusted; `judge` never imports `worker` and `worker` never imports `judge`.
 mod builds;
-mod classify;
-mod client;
-mod judge;
-mod options;
-mod verdict;
 
 pub mod bandwidth;
-pub mod channel;
 pub mod gpu;
 pub mod gpu_lock;
+pub mod judge;
 pub mod nvml;
 pub mod protocol;
-pub mod report_check;
 pub mod runtime_dir;
 pub mod sandbox;
-pub mod sanitizer;
-pub mod verify;
 pub mod worker;
 
 // What crosses the wall from the orchestrator's side: evaluation options, the verdict, the
-// trusted builds, judging, the worker client and the classification of its runs.
+// trusted builds, judging, and hosted standalone runs.
 pub(crate) use builds::build_one;
 pub use builds::{build_trusted, TrustedBuilds};
-pub use classify::{classify, Classified};
-pub use client::{check_hosting, run_worker, unconfined_refusal, HostTool, WorkerRun};
-pub use judge::{evaluate, judge, sanitize, SANITIZER_TOOLS};
-pub use options::{fresh_seed_base, require_gpu, resolve_arch, EvalOptions, DEFAULT_TIMEOUT, NO_GPU_HINT};
-pub(crate) use verdict::tail;
-pub use verdict::{BuildSummary, EvalError, Phases, Status, Verdict};
+pub(crate) use judge::tail;
+pub use judge::{
+    check_hosting, classify, evaluate, fresh_seed_base, judge, require_gpu, resolve_arch, run_standalone, sanitize,
+    unconfined_refusal, BuildSummary, Classified, EvalError, EvalOptions, HostTool, Phases, StandaloneRun, Status,
+    Verdict, DEFAULT_TIMEOUT, NO_GPU_HINT, SANITIZER_TOOLS,
+};

@@ -84,6 +84,16 @@ impl NvmlDevice {
         })
     }
 
+    /// GPU memory process `pid` holds on the device, as the driver accounts it (None where
+    /// NVML cannot see it).
+    pub fn process_memory_bytes(&self, pid: u32) -> Option<u64> {
+        let d = self.device()?;
+        d.running_compute_processes().ok()?.into_iter().find(|p| p.pid == pid).and_then(|p| match p.used_gpu_memory {
+            nvml_wrapper::enums::device::UsedGpuMemory::Used(b) => Some(b),
+            nvml_wrapper::enums::device::UsedGpuMemory::Unavailable => None,
+        })
+    }
+
     pub fn driver_version(&self) -> Option<String> {
         self.nvml.sys_driver_version().ok()
     }

@@ -4,8 +4,8 @@ use crate::task::Task;
 use crate::toolkit::build;
 use crate::toolkit::toolchain::EnvError;
 use crate::wall::gpu;
-use crate::wall::protocol::{Mode, TimingPlan, WorkerRequest};
-use crate::wall::verdict::EvalError;
+use super::verdict::EvalError;
+use crate::wall::protocol::{JudgeRequest, Mode, Standalone, StandaloneRequest, TimingPlan};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,7 +22,8 @@ pub struct EvalOptions {
     pub sanitize: bool,
     pub timing: TimingPlan,
     pub cache: PathBuf,
-    /// The executable that provides `worker` (this binary, unless a test says otherwise).
+    /// The executable that provides `judge` and `worker` (this binary, unless a test says
+    /// otherwise).
     pub worker_exe: PathBuf,
     pub threads: usize,
     /// Where input seeds start: random per `eval`, per run for `optimize`, so that no
@@ -57,33 +58,56 @@ impl EvalOptions {
         }
     }
 
-    /// What a worker is asked under these options: load the three libraries and run
-    /// `mode`, sandboxed, with no deadline of its own. The hosting tool's output folders,
-    /// when a tool hosts it, are added where the tool is known (`client::run_worker`).
-    pub fn worker_request(
+    /// What the judge is asked under these options: judge `cand` against the trusted
+    /// builds in `mode`, with `deadline`, its workers' scratch folders in `folder`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn judge_request(
         &self,
         task: &Task,
-        [reference, baseline, candidate]: [PathBuf; 3],
+        trusted: &crate::wall::builds::TrustedBuilds,
+        cand: &crate::toolkit::build::Built,
         mode: Mode,
         achievable_dram_gbs: Option<f64>,
-    ) -> WorkerRequest {
-        WorkerRequest {
+        deadline: Duration,
+        folder: &std::path::Path,
+    ) -> JudgeRequest {
+        let setting = std::env::var("NIGHTSHIFT_SANDBOX").unwrap_or_default();
+        JudgeRequest {
             task: task.clone(),
-            reference,
-            baseline,
-            candidate,
+            reference: trusted.reference.library.clone(),
+            baseline: trusted.baseline.library.clone(),
+            candidate: cand.library.clone(),
             mode,
             device: self.device,
             timing: self.timing.clone(),
-            threads: self.threads,
             seed_base: self.seed_base,
-            deadline_s: 0.0,
-            sandbox: true,
-            sandbox_skip: Vec::new(),
+            deadline_s: deadline.as_secs_f64(),
+            folder: folder.to_path_buf(),
+            worker_exe: self.worker_exe.clone(),
+            sandbox: setting != "off",
+            sandbox_skip: sandbox_skip(&setting),
             achievable_dram_gbs,
+        }
+    }
+
+    /// A standalone worker's request (a profile or a sanitizer run of `library`). The
+    /// hosting tool's output folders are added where the tool is known (`hosted`).
+    pub fn standalone_request(&self, task: &Task, library: &std::path::Path, mode: Standalone) -> StandaloneRequest {
+        StandaloneRequest {
+            mode,
+            task: task.clone(),
+            library: library.to_path_buf(),
+            device: self.device,
+            seed: self.seed_base,
+            policy: None,
             host_outputs: Vec::new(),
         }
     }
+}
+
+/// Layers left out by `NIGHTSHIFT_SANDBOX=no-landlock,no-seccomp`.
+pub fn sandbox_skip(setting: &str) -> Vec<String> {
+    setting.split(',').filter_map(|s| s.trim().strip_prefix("no-")).map(str::to_string).collect()
 }
 
 /// A seed base nobody can predict; below 2^62 so that offsets never wrap.

@@ -1,10 +1,12 @@
-//! The worker client: spawns one worker (hosted under a tool or not) holding the GPU's lock,
-//! hands it a fresh evaluation key, and follows its sealed report channel to the end.
+//! Standalone workers under a hosting tool (ncu for profiles, compute-sanitizer for memory
+//! checks): each runs through the hosted arrangement (`nightshift hosted`: private
+//! namespaces), holding the GPU's lock, its lines followed to the end; and the check that
+//! hosted runs can be confined here at all.
 
+use super::verdict::{tail, EvalError};
 use crate::toolkit::process;
 use crate::toolkit::toolchain::EnvError;
-use crate::wall::protocol::{DeviceInfo, Mode, Phase, WorkerMessage, WorkerReport, WorkerRequest};
-use crate::wall::verdict::{tail, EvalError};
+use crate::wall::protocol::{DeviceInfo, StandaloneMessage, StandalonePhase, StandaloneRequest};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -61,29 +63,23 @@ pub fn check_hosting(
     }
     Ok(arrangement)
 }
-/// Everything observed about one worker process.
+/// Everything observed about one standalone worker. What it said before `Loading` is
+/// ours; after, its library could have written any of it.
 #[derive(Debug, Default)]
-pub struct WorkerRun {
-    pub last_phase: Option<(Phase, String)>,
-    /// Every phase announced, in order.
-    pub phases_seen: Vec<Phase>,
-    /// Seconds per phase by the orchestrator's clock (from one announcement to the next),
-    /// which holds even when the worker dies without a report.
+pub struct StandaloneRun {
+    pub last_phase: Option<(StandalonePhase, String)>,
+    /// It announced `Loading`: from then on whatever happened is the library's.
+    pub loaded: bool,
+    /// Seconds per phase by the orchestrator's clock (from one announcement to the next).
     pub phase_seconds: BTreeMap<String, f64>,
     /// Seconds from the spawn to the first announced phase: the process start, and under
     /// a hosting tool the trampoline's namespaces and the tool's own start.
     pub first_phase_s: Option<f64>,
     pub device: Option<DeviceInfo>,
     pub sandbox: Vec<crate::wall::sandbox::Layer>,
-    /// Seconds the worker took to put its sandbox up.
     pub sandbox_s: f64,
-    /// Whether the worker was asked to sandbox itself (NIGHTSHIFT_SANDBOX=off says no).
-    pub sandbox_requested: bool,
-    pub report: Option<Box<WorkerReport>>,
-    /// The first line on the report channel that the worker did not write.
-    pub tampering: Option<String>,
-    /// A sealed line that did not parse (a worker bug, never the candidate's doing).
-    pub unreadable: Option<String>,
+    /// Its last word: an error (and whether it was ours), or None for a clean call.
+    pub done: Option<(Option<String>, bool)>,
     pub status: Option<ExitStatus>,
     pub timed_out: bool,
     pub stderr: String,
@@ -94,7 +90,7 @@ pub struct WorkerRun {
     pub hosting: Option<crate::wall::sandbox::hosted::Arrangement>,
 }
 
-impl WorkerRun {
+impl StandaloneRun {
     /// The hosted arrangement's layers, then the worker's own (empty when not hosted).
     pub fn hosted_layers(&self) -> Vec<crate::wall::sandbox::Layer> {
         match &self.hosting {
@@ -104,39 +100,31 @@ impl WorkerRun {
     }
 }
 
-/// The longest line the orchestrator reads from a worker's report channel.
-pub(super) const MAX_CHANNEL_LINE: usize = 4 << 20;
+/// The longest line read from a standalone worker's stdout.
+pub(super) const MAX_LINE: usize = 4 << 20;
 
-/// Follows the report channel: opens each sealed line, notes the first that is not the
-/// worker's, and times the phases as they are announced (the first one from `spawned`).
-pub(super) fn follow_channel(
-    stdout: impl Read,
-    key: crate::wall::channel::Key,
-    hosted: bool,
-    spawned: Instant,
-) -> WorkerRun {
-    let mut run = WorkerRun::default();
-    let mut opener = crate::wall::channel::Opener::new(key);
-    let mut current: Option<(Phase, Instant)> = None;
-    let close = |run: &mut WorkerRun, current: &mut Option<(Phase, Instant)>| {
+/// Follows a standalone worker's lines (a hosting tool prints its own among them: lines
+/// that are not the worker's messages are skipped), timing the phases as announced.
+pub(super) fn follow(stdout: impl Read, spawned: Instant) -> StandaloneRun {
+    let mut run = StandaloneRun::default();
+    let mut current: Option<(StandalonePhase, Instant)> = None;
+    let close = |run: &mut StandaloneRun, current: &mut Option<(StandalonePhase, Instant)>| {
         if let Some((p, t)) = current.take() {
             *run.phase_seconds.entry(p.name().to_string()).or_default() += t.elapsed().as_secs_f64();
         }
     };
     let mut reader = BufReader::new(stdout);
     loop {
-        // Lines are capped: candidate code writing endlessly without a newline must not
-        // exhaust the orchestrator's memory. An overlong line is tampering (the worker's
-        // own lines are a few kilobytes); the rest of it is read and dropped.
+        // Lines are capped: a library writing endlessly without a newline must not
+        // exhaust the orchestrator's memory; the rest of such a line is dropped.
         let mut raw = Vec::new();
-        match (&mut reader).take(MAX_CHANNEL_LINE as u64).read_until(b'\n', &mut raw) {
+        match (&mut reader).take(MAX_LINE as u64).read_until(b'\n', &mut raw) {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        if !raw.ends_with(b"\n") && raw.len() >= MAX_CHANNEL_LINE {
-            run.tampering.get_or_insert(format!("a line longer than {} MiB", MAX_CHANNEL_LINE >> 20));
+        if !raw.ends_with(b"\n") && raw.len() >= MAX_LINE {
             let mut sink = Vec::new();
-            while let Ok(n) = (&mut reader).take(MAX_CHANNEL_LINE as u64).read_until(b'\n', &mut sink) {
+            while let Ok(n) = (&mut reader).take(MAX_LINE as u64).read_until(b'\n', &mut sink) {
                 if n == 0 || sink.ends_with(b"\n") {
                     break;
                 }
@@ -145,100 +133,74 @@ pub(super) fn follow_channel(
             continue;
         }
         let line = String::from_utf8_lossy(&raw);
-        let line = line.strip_suffix('\n').unwrap_or(&line);
-        let body = match opener.open(line) {
-            Ok(body) => body.to_string(),
-            // A hosting tool (ncu, compute-sanitizer) prints its own lines on this pipe.
-            Err(crate::wall::channel::Tamper::Malformed) if hosted && !line.trim_start().starts_with('{') => continue,
-            Err(t) => {
-                if run.tampering.is_none() {
-                    let excerpt: String = line.chars().take(160).collect();
-                    run.tampering = Some(format!("{t}: `{excerpt}`"));
-                }
-                continue;
-            }
-        };
-        if run.report.is_some() && run.tampering.is_none() {
-            run.tampering = Some("a sealed line after the final report".into());
-        }
-        match serde_json::from_str::<WorkerMessage>(&body) {
-            Ok(WorkerMessage::Phase { phase, detail }) => {
+        let Ok(msg) = serde_json::from_str::<StandaloneMessage>(line.trim_end()) else { continue };
+        // After `Loading`, the library may write these lines itself: only the first
+        // `Done` counts, and nothing it says moves the boundary back.
+        match msg {
+            StandaloneMessage::Phase { phase, detail } => {
                 close(&mut run, &mut current);
                 run.first_phase_s.get_or_insert_with(|| spawned.elapsed().as_secs_f64());
                 current = Some((phase, Instant::now()));
-                run.phases_seen.push(phase);
+                run.loaded |= phase >= StandalonePhase::Loading;
                 run.last_phase = Some((phase, detail));
             }
-            Ok(WorkerMessage::Device { device }) => run.device = Some(device),
-            Ok(WorkerMessage::Sandbox { layers, seconds }) => {
+            StandaloneMessage::Device { device } if !run.loaded => run.device = Some(device),
+            StandaloneMessage::Sandbox { layers, seconds } if !run.loaded => {
                 run.sandbox = layers;
                 run.sandbox_s = seconds;
             }
-            Ok(WorkerMessage::Done { report }) => {
+            StandaloneMessage::Done { error, ours } if run.done.is_none() => {
                 close(&mut run, &mut current);
-                run.report = Some(report);
+                // After the library loaded, "ours" is its word, worth nothing.
+                run.done = Some((error, ours && !run.loaded));
             }
-            Err(e) => {
-                let excerpt: String = body.chars().take(300).collect();
-                run.unreadable.get_or_insert(format!("{e}: {excerpt}"));
-            }
+            _ => {}
         }
     }
     close(&mut run, &mut current);
     run
 }
 
-/// Spawns `exe worker REQUEST` (under `host` if given, e.g. compute-sanitizer, through
-/// the hosted arrangement), isolated, with a fresh evaluation key on its stdin, holding
-/// the GPU's lock while it runs, and follows it until it ends or `timeout` passes. A
-/// hosted run the arrangement cannot confine, and that is not allowed to run unconfined,
-/// is an environment error.
-pub fn run_worker(
+/// Runs `exe worker --standalone REQUEST` under `host` (ncu, compute-sanitizer) through
+/// the hosted arrangement, sandboxed, holding the GPU's lock, until it ends or `timeout`
+/// passes. A hosted run the arrangement cannot confine, and that is not allowed to run
+/// unconfined, is an environment error.
+pub fn run_standalone(
     exe: &Path,
-    request: &WorkerRequest,
+    mut request: StandaloneRequest,
     timeout: Duration,
-    host: Option<&HostTool>,
-) -> Result<WorkerRun, EvalError> {
-    // Not in the shared /tmp: a hosted candidate run unconfined, or another user, could
+    host: &HostTool,
+) -> Result<StandaloneRun, EvalError> {
+    // Not in the shared /tmp: a hosted library run unconfined, or another user, could
     // write there (a request swapped before the worker reads it).
     let dir = crate::wall::runtime_dir::evaluation_dir().map_err(|e| EvalError::Internal(e.to_string()))?;
     let scratch = dir.path().join("scratch");
     std::fs::create_dir(&scratch)
         .map_err(|e| EvalError::Internal(format!("cannot create {}: {e}", scratch.display())))?;
-    let mut request = request.clone();
-    request.deadline_s = timeout.as_secs_f64();
-    if let Some(h) = host {
-        request.host_outputs = h.outputs.clone();
-    }
+    request.host_outputs = host.outputs.clone();
     let setting = std::env::var("NIGHTSHIFT_SANDBOX").unwrap_or_default();
-    request.sandbox = request.sandbox && setting != "off";
-    request.sandbox_skip =
-        setting.split(',').filter_map(|s| s.trim().strip_prefix("no-")).map(str::to_string).collect();
+    if setting != "off" {
+        let cpu = ((timeout.as_secs_f64() * 8.0) as u64).max(60);
+        let mut p = crate::wall::sandbox::Policy::strict(scratch.clone(), &[request.library.clone()], cpu);
+        p.hosted = true;
+        p.skip = super::options::sandbox_skip(&setting);
+        request.policy = Some(p);
+    }
     // The request sits outside the scratch folder: the worker reads it before the sandbox.
     let req_path = dir.path().join("request.json");
-    std::fs::write(&req_path, serde_json::to_vec(&request).expect("requests serialize"))
-        .map_err(|e| EvalError::Internal(e.to_string()))?;
+    let bytes = serde_json::to_vec(&request).map_err(|e| EvalError::Internal(format!("the worker's request: {e}")))?;
+    std::fs::write(&req_path, bytes).map_err(|e| EvalError::Internal(e.to_string()))?;
     let hosting_report = dir.path().join("hosting.json");
-    let mut cmd = match host {
-        Some(h) => {
-            let keep: Vec<PathBuf> =
-                std::iter::once(dir.path().to_path_buf()).chain(h.outputs.iter().cloned()).collect();
-            let line = crate::wall::sandbox::hosted::command_line(exe, &hosting_report, &keep, h.allow_unconfined);
-            let mut c = Command::new(&line[0]);
-            c.args(&line[1..]).args(&h.argv).arg(exe);
-            c
-        }
-        None => Command::new(exe),
-    };
-    cmd.arg("worker").arg(&req_path).current_dir(&scratch);
+    let keep: Vec<PathBuf> = std::iter::once(dir.path().to_path_buf()).chain(host.outputs.iter().cloned()).collect();
+    let line = crate::wall::sandbox::hosted::command_line(exe, &hosting_report, &keep, host.allow_unconfined);
+    let mut cmd = Command::new(&line[0]);
+    cmd.args(&line[1..]).args(&host.argv).arg(exe).arg("worker").arg("--standalone").arg(&req_path).current_dir(&scratch);
     process::isolate(&mut cmd)
         .env("TMPDIR", &scratch)
-        .stdin(Stdio::piped())
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let lock = if matches!(request.mode, Mode::Simulate { .. })
-        || std::env::var_os("NIGHTSHIFT_GPU_LOCK").is_some_and(|v| v == "off")
-    {
+    let lock = if std::env::var_os("NIGHTSHIFT_GPU_LOCK").is_some_and(|v| v == "off") {
         None
     } else {
         let path = crate::wall::gpu_lock::lock_path(request.device).map_err(|e| EvalError::Internal(e.to_string()))?;
@@ -247,20 +209,14 @@ pub fn run_worker(
                 .map_err(|e| EvalError::Internal(format!("cannot take the GPU lock {}: {e}", path.display())))?,
         )
     };
-    let key = crate::wall::channel::Key::fresh();
     let started = Instant::now();
     let mut child =
         cmd.spawn().map_err(|e| EvalError::Internal(format!("cannot start the worker {}: {e}", exe.display())))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A worker that died at once closed the pipe: its exit says the rest.
-        let _ = std::io::Write::write_all(&mut stdin, format!("{}\n", key.to_hex()).as_bytes());
-    }
-    let stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
-    let hosted = host.is_some();
-    let messages = std::thread::spawn(move || follow_channel(stdout, key, hosted, started));
+    let stdout = child.stdout.take().ok_or_else(|| EvalError::Internal("the worker's stdout".into()))?;
+    let mut stderr = child.stderr.take().ok_or_else(|| EvalError::Internal("the worker's stderr".into()))?;
+    let messages = std::thread::spawn(move || follow(stdout, started));
     let errors = std::thread::spawn(move || {
-        // Keep the tail: a chatty candidate must not exhaust memory.
+        // Keep the tail: a chatty library must not exhaust memory.
         let mut kept: Vec<u8> = Vec::new();
         let mut buf = [0u8; 8192];
         loop {
@@ -286,20 +242,14 @@ pub fn run_worker(
     run.timed_out = timed_out;
     run.seconds = started.elapsed().as_secs_f64();
     run.gpu_wait_s = lock.map(|l| l.waited.as_secs_f64()).unwrap_or(0.0);
-    run.sandbox_requested = request.sandbox;
-    if hosted {
-        // The trampoline writes its arrangement before it starts the tool: no report, no
-        // tool run.
-        let arrangement = crate::wall::sandbox::hosted::read_report(&hosting_report).map_err(|e| {
-            EvalError::Internal(format!(
-                "the hosted trampoline said nothing of its arrangement ({e}): {}",
-                tail(&run.stderr, 2000)
-            ))
-        })?;
-        if !arrangement.started {
-            return Err(EvalError::Env(unconfined_refusal(&arrangement)));
-        }
-        run.hosting = Some(arrangement);
+    // The trampoline writes its arrangement before it starts the tool: no report, no
+    // tool run.
+    let arrangement = crate::wall::sandbox::hosted::read_report(&hosting_report).map_err(|e| {
+        EvalError::Internal(format!("the hosted trampoline said nothing of its arrangement ({e}): {}", tail(&run.stderr, 2000)))
+    })?;
+    if !arrangement.started {
+        return Err(EvalError::Env(unconfined_refusal(&arrangement)));
     }
+    run.hosting = Some(arrangement);
     Ok(run)
 }

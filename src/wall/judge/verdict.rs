@@ -5,7 +5,7 @@ use crate::task::Task;
 use crate::toolkit::build::{BuildFailure, Built};
 use crate::toolkit::toolchain::EnvError;
 use crate::wall::protocol::{CheckSummary, DeviceInfo, EnergyReport, Failure, FailureClass, TimingReport};
-use crate::wall::sanitizer::SanitizerReport;
+use super::sanitizer::SanitizerReport;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

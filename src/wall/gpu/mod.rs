@@ -1,13 +1,18 @@
-//! The worker's view of the GPU: the device's primary context (shared with the CUDA
-//! runtime inside candidate libraries), one non-blocking stream, raw device buffers with
-//! guard zones, events, an L2 flush kernel, and device facts. Built on cudarc's
-//! `result` layer so that nothing is enqueued behind our back between timed calls.
+//! The GPU as both sides of the wall use it, over cudarc's `result` layer so that nothing
+//! is enqueued behind our back between timed calls: the device's primary context (shared
+//! with the CUDA runtime inside a worker's library), one non-blocking stream, raw device
+//! buffers, events, the L2 flush kernel and device facts (here); buffers the judge owns and
+//! hands to workers as file descriptors (`vmm`); and the judge's own kernels, which make
+//! input sets and compare outputs on the device (`kernels`, `launch`).
 
 use crate::wall::protocol::DeviceInfo;
-use crate::wall::verify::{GUARD_BYTE, GUARD_BYTES};
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
+
+pub mod kernels;
+pub mod launch;
+pub mod vmm;
 
 pub type GpuResult<T> = Result<T, GpuError>;
 
@@ -69,6 +74,7 @@ pub fn query_device(ordinal: usize) -> GpuResult<(String, (i32, i32), i32)> {
 }
 
 pub struct Gpu {
+    pub ordinal: i32,
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     pub info: DeviceInfo,
@@ -154,7 +160,7 @@ impl Gpu {
         let ctx = CudaContext::new(ordinal).ctx("creating the CUDA context")?;
         let stream = ctx.new_stream().ctx("creating a stream")?;
         let info = device_info(&ctx)?;
-        Ok(Gpu { ctx, stream, info, flush: None })
+        Ok(Gpu { ordinal: ordinal as i32, ctx, stream, info, flush: None })
     }
 
     pub fn bind(&self) -> GpuResult<()> {
@@ -178,6 +184,16 @@ impl Gpu {
         }
         // SAFETY: dst points at a live allocation of at least data.len() bytes (callers' contract).
         unsafe { result::memcpy_htod_sync(dst, data) }.ctx("copying to the device")
+    }
+
+    /// Copies `data` to `dst` in order on the stream. The host bytes are staged before the
+    /// call returns (pageable memory), so `data` may go right after.
+    pub fn upload_async(&self, dst: sys::CUdeviceptr, data: &[u8]) -> GpuResult<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: dst covers data.len() bytes of a live allocation (callers' contract).
+        unsafe { result::memcpy_htod_async(dst, data, self.raw_stream()) }.ctx("copying to the device")
     }
 
     pub fn download(&self, src: sys::CUdeviceptr, bytes: usize) -> GpuResult<Vec<u8>> {
@@ -331,45 +347,5 @@ impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // SAFETY: ptr came from cuMemAlloc and is freed once. Errors (a dead context) are moot.
         let _ = unsafe { result::free_sync(self.ptr) };
-    }
-}
-
-/// A buffer with [`GUARD_BYTES`] of canary on each side, to catch writes just outside it.
-/// Unguarded buffers (guard 0) are exact-size allocations, for compute-sanitizer, which
-/// only reports accesses outside an allocation.
-pub struct GuardedBuffer {
-    raw: DeviceBuffer,
-    guard: usize,
-    pub len_bytes: usize,
-}
-
-impl GuardedBuffer {
-    pub fn new(gpu: &Gpu, len_bytes: usize, guarded: bool) -> GpuResult<GuardedBuffer> {
-        let guard = if guarded { GUARD_BYTES } else { 0 };
-        let raw = gpu.alloc(len_bytes + 2 * guard)?;
-        if guarded {
-            // SAFETY: the allocation spans both guards and the data.
-            unsafe { result::memset_d8_sync(raw.ptr, GUARD_BYTE, raw.bytes) }.ctx("writing guard zones")?;
-        }
-        Ok(GuardedBuffer { raw, guard, len_bytes })
-    }
-
-    pub fn guarded(&self) -> bool {
-        self.guard > 0
-    }
-
-    /// The pointer the kernel sees.
-    pub fn ptr(&self) -> sys::CUdeviceptr {
-        self.raw.ptr + self.guard as u64
-    }
-
-    /// The two guard zones, as they are now on the device (empty when unguarded).
-    pub fn read_guards(&self, gpu: &Gpu) -> GpuResult<(Vec<u8>, Vec<u8>)> {
-        if self.guard == 0 {
-            return Ok((Vec::new(), Vec::new()));
-        }
-        let before = gpu.download(self.raw.ptr, self.guard)?;
-        let after = gpu.download(self.ptr() + self.len_bytes as u64, self.guard)?;
-        Ok((before, after))
     }
 }

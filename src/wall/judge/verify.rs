@@ -1,10 +1,12 @@
 //! The pure half of the correctness wall: comparing outputs with reference outputs,
-//! finding elements a kernel never wrote, and checking guard zones around buffers.
-//! The worker moves bytes; everything that decides right or wrong lives here, where it is
-//! unit-tested without a GPU.
+//! finding elements a kernel never wrote, and checking guard zones around buffers. The
+//! judge moves bytes; everything that decides right or wrong on the host lives here, where
+//! it is unit-tested without a GPU (the device compare in `gpu::kernels` has the same
+//! semantics, and a test holds it to them).
 
 use crate::task::types::ElemType;
 use crate::task::Tolerance;
+use crate::wall::protocol::{Comparison, Mismatch};
 use serde::{Deserialize, Serialize};
 
 /// Bytes before and after every device buffer, filled with [`GUARD_BYTE`]. 256 keeps the
@@ -88,32 +90,11 @@ pub fn count_poison(elem: ElemType, run: &[u8], second: bool) -> usize {
     }
 }
 
-/// How far an output is from its reference.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Comparison {
-    pub elements: usize,
-    pub mismatches: usize,
-    pub first_mismatch: Option<Mismatch>,
-    #[serde(deserialize_with = "crate::wall::protocol::lenient_f64::deserialize")]
-    pub max_abs_err: f64,
-    #[serde(deserialize_with = "crate::wall::protocol::lenient_f64::deserialize")]
-    pub max_rel_err: f64,
+trait Merge {
+    fn merge(&mut self, other: Comparison);
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Mismatch {
-    pub index: usize,
-    #[serde(deserialize_with = "crate::wall::protocol::lenient_f64::deserialize")]
-    pub got: f64,
-    #[serde(deserialize_with = "crate::wall::protocol::lenient_f64::deserialize")]
-    pub expected: f64,
-}
-
-impl Comparison {
-    pub fn ok(&self) -> bool {
-        self.mismatches == 0
-    }
-
+impl Merge for Comparison {
     fn merge(&mut self, other: Comparison) {
         self.elements += other.elements;
         self.mismatches += other.mismatches;

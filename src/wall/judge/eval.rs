@@ -1,21 +1,21 @@
-//! `nightshift eval` and judging: build reference, baseline and candidate, run one worker process
-//! under a deadline, and turn whatever happened into a [`Verdict`].
+//! `nightshift eval` and judging from the orchestrator: build reference, baseline and
+//! candidate, run one judge process under a deadline (`spawn`), and turn its report into a
+//! [`Verdict`]; then, when asked, the sanitizers on standalone workers (`hosted`).
 //!
-//! The orchestrator never loads candidate code. It classifies every way a worker can end:
-//! a report (passed, rejected with a class, task error), a signal, an exit code, or the
-//! deadline, using the last phase the worker announced to tell a candidate's crash from
-//! an infrastructure failure.
+//! The orchestrator never loads kernel code and never opens the GPU for it: the judge
+//! decides, from what it observed itself, and this side only words the verdict.
 
+use super::classify::{classify, Classified};
+use super::hosted::{check_hosting, run_standalone, HostTool};
+use super::options::{resolve_arch, EvalOptions, DEFAULT_TIMEOUT};
+use super::sanitizer::{parse_sanitizer, SanitizerReport};
+use super::spawn::run_judge;
+use super::verdict::{tail, BuildSummary, EvalError, Phases, Status, Verdict};
 use crate::task::Task;
 use crate::toolkit::build::{BuildError, Built};
 use crate::toolkit::toolchain::{EnvError, Toolchain};
 use crate::wall::builds::{build_one, build_trusted, TrustedBuilds};
-use crate::wall::classify::{classify, Classified};
-use crate::wall::client::{check_hosting, run_worker, HostTool, WorkerRun};
-use crate::wall::options::{resolve_arch, EvalOptions, DEFAULT_TIMEOUT};
-use crate::wall::protocol::{Failure, FailureClass, Mode, Outcome, WorkerRequest};
-use crate::wall::sanitizer::{parse_sanitizer, SanitizerReport};
-use crate::wall::verdict::{tail, BuildSummary, EvalError, Phases, Status, Verdict};
+use crate::wall::protocol::{Failure, FailureClass, JudgeReport, Mode, Outcome, Standalone};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -63,8 +63,8 @@ pub fn evaluate(task: &Task, candidate: Option<&Path>, opts: &EvalOptions) -> Re
     Ok(verdict)
 }
 
-/// Judges a built candidate against the trusted builds: one worker in `mode` under the
-/// deadline, classified, then the sanitizers when asked for and the candidate passed.
+/// Judges a built candidate against the trusted builds: one judge process in `mode`
+/// under the deadline, then the sanitizers when asked for and the candidate passed.
 pub fn judge(
     task: &Task,
     trusted: &TrustedBuilds,
@@ -77,7 +77,7 @@ pub fn judge(
     let started = Instant::now();
     let mut verdict = Verdict::pending(task, candidate_path, arch);
     verdict.build = Some(BuildSummary::from_built(cand));
-    // Measured here, in a process that never loads candidate code, and only for timings:
+    // Measured here, in a process that never loads kernel code, and only for timings:
     // a failure is a note, never the evaluation's.
     let achievable = match mode {
         Mode::Evaluate { time: true, .. } => opts
@@ -85,59 +85,45 @@ pub fn judge(
             .or_else(|| crate::wall::bandwidth::achievable_or_note(opts.device, &mut verdict.notes)),
         _ => None,
     };
-    let libraries = [trusted.reference.library.clone(), trusted.baseline.library.clone(), cand.library.clone()];
-    let request = opts.worker_request(task, libraries, mode, achievable);
     let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(DEFAULT_TIMEOUT);
-    let run = run_worker(&opts.worker_exe, &request, timeout, None)?;
-    verdict.device = run.device.clone();
-    verdict.sandbox = run.sandbox.clone();
+    // Outside the shared /tmp: nothing another user or a worker writes can reach it.
+    let folder = crate::wall::runtime_dir::evaluation_dir().map_err(|e| EvalError::Internal(e.to_string()))?;
+    let request = opts.judge_request(task, trusted, cand, mode, achievable, timeout, folder.path());
+    let run = run_judge(&opts.worker_exe, &request, timeout)?;
     if run.gpu_wait_s >= 0.5 {
         verdict.notes.push(format!(
             "waited {:.1} s for the GPU: another nightshift process was using it (one measurement at a time per GPU)",
             run.gpu_wait_s
         ));
     }
-    apply_phases(&mut verdict.phases, &run);
-    let classified = classify(&run, &request, timeout);
-    match classified {
-        Classified::Report(report) => {
-            verdict.check = report.check;
-            verdict.speedup = report.timing.as_ref().and_then(|t| {
-                crate::stats::Speedup::from_rounds(
-                    t.speedup,
-                    &t.baseline.round_medians_ms,
-                    &t.candidate.round_medians_ms,
-                )
-            });
-            verdict.timing = report.timing;
-            verdict.energy = report.energy;
-            verdict.notes.extend(report.notes);
-            match report.outcome {
-                Outcome::Passed => verdict.status = Status::Passed,
-                Outcome::Rejected { failure } => {
-                    verdict.failure = Some(failure);
-                    verdict.stderr_tail = Some(tail(&run.stderr, 4000)).filter(|t| !t.trim().is_empty());
-                }
-                Outcome::TaskError { message } => return Err(EvalError::Task(message)),
-                Outcome::EnvError { message } => {
-                    return Err(EvalError::Env(EnvError { what: "a usable GPU".into(), hint: message }))
-                }
-                Outcome::InternalError { message } => {
-                    return Err(EvalError::Internal(format!("{message}\n{}", tail(&run.stderr, 2000))))
-                }
-            }
-        }
-        Classified::Rejected(failure) => {
+    let seconds = run.seconds;
+    let report = run.into_report(timeout)?;
+    verdict.device = report.device.clone();
+    verdict.sandbox = report.sandbox.clone();
+    apply_phases(&mut verdict.phases, &report, seconds);
+    verdict.check = report.check;
+    verdict.speedup = report.timing.as_ref().and_then(|t| {
+        crate::stats::Speedup::from_rounds(t.speedup, &t.baseline.round_medians_ms, &t.candidate.round_medians_ms)
+    });
+    verdict.timing = report.timing;
+    verdict.energy = report.energy;
+    verdict.notes.extend(report.notes);
+    match report.outcome {
+        Outcome::Passed => verdict.status = Status::Passed,
+        Outcome::Rejected { failure } => {
             verdict.failure = Some(failure);
-            verdict.stderr_tail = Some(tail(&run.stderr, 4000)).filter(|t| !t.trim().is_empty());
+            verdict.stderr_tail = report.stderr_tail;
         }
-        Classified::TaskError(m) => return Err(EvalError::Task(m)),
-        Classified::Internal(m) => return Err(EvalError::Internal(format!("{m}\n{}", tail(&run.stderr, 2000)))),
+        Outcome::TaskError { message } => return Err(EvalError::Task(message)),
+        Outcome::EnvError { message } => {
+            return Err(EvalError::Env(EnvError { what: "a usable GPU".into(), hint: message }))
+        }
+        Outcome::InternalError { message } => return Err(EvalError::Internal(message)),
     }
 
     if verdict.passed() && opts.sanitize {
         let sanitize_started = Instant::now();
-        let (reports, hosted_layers) = sanitize(&request, opts, timeout)?;
+        let (reports, hosted_layers) = sanitize(task, &cand.library, opts, timeout)?;
         verdict.hosted_sandbox = hosted_layers;
         for r in &reports {
             if !r.clean() && verdict.failure.is_none() {
@@ -150,7 +136,7 @@ pub fn judge(
                         r.tool,
                         task.smallest_check(),
                         found,
-                        if r.summary.is_empty() { "no summary: the tool failed" } else { &r.summary }
+                        if r.summary.is_empty() { "no summary" } else { &r.summary }
                     ),
                 ));
             }
@@ -162,25 +148,28 @@ pub fn judge(
     Ok(verdict)
 }
 
-/// Phase seconds by the orchestrator's clock: right even when the worker died.
-fn apply_phases(p: &mut Phases, run: &WorkerRun) {
-    let get = |names: &[&str]| names.iter().map(|n| run.phase_seconds.get(*n).copied().unwrap_or(0.0)).sum::<f64>();
+/// Phase seconds by the judge's clock.
+fn apply_phases(p: &mut Phases, report: &JudgeReport, seconds: f64) {
+    let get = |names: &[&str]| names.iter().map(|n| report.phases.get(*n).copied().unwrap_or(0.0)).sum::<f64>();
     p.check = get(&["load-candidate", "check-baseline", "check"]);
     p.time = get(&["time"]);
     p.energy = get(&["energy"]);
-    p.setup = (run.seconds - p.check - p.time - p.energy).max(0.0);
-    p.sandbox = run.sandbox_s;
-    p.worker = run.phase_seconds.clone();
+    p.setup = (seconds - p.check - p.time - p.energy).max(0.0);
+    p.sandbox = report.sandbox_s;
+    p.worker = report.phases.clone();
 }
 
 /// The compute-sanitizer tools `--sanitize` runs: out-of-bounds and misaligned accesses,
 /// shared-memory races, reads of uninitialized global memory, and barrier misuse.
 pub const SANITIZER_TOOLS: [&str; 4] = ["memcheck", "racecheck", "initcheck", "synccheck"];
 
-/// Every tool of [`SANITIZER_TOOLS`] on the smallest check size, with the layers the
-/// first tool's run held (the hosted arrangement's, then the worker's).
+/// Every tool of [`SANITIZER_TOOLS`] on the smallest check size, each on a standalone
+/// worker of the candidate's library; with the layers the first tool's run held (the
+/// hosted arrangement's, then the worker's). A tool that fails before the worker loaded
+/// the library is an environment failure, never the candidate's.
 pub fn sanitize(
-    request: &WorkerRequest,
+    task: &Task,
+    library: &Path,
     opts: &EvalOptions,
     timeout: Duration,
 ) -> Result<(Vec<SanitizerReport>, Vec<crate::wall::sandbox::Layer>), EvalError> {
@@ -188,15 +177,13 @@ pub fn sanitize(
         what: "compute-sanitizer".into(),
         hint: "install the CUDA toolkit's compute-sanitizer (it ships with CUDA 13.0), or leave out --sanitize".into(),
     })?;
-    let mut req = request.clone();
-    req.mode = Mode::Sanitize;
     let mut out = Vec::new();
     let mut layers = Vec::new();
     // Outside the shared /tmp and outside the worker's scratch folder: nothing the
     // candidate runs can rewrite a log before it is read.
     let logs = crate::wall::runtime_dir::evaluation_dir().map_err(|e| EvalError::Internal(e.to_string()))?;
     for check in SANITIZER_TOOLS {
-        // The tool's report goes to a file: the worker's stdout carries the protocol.
+        // The tool's report goes to a file: the worker's stdout carries its progress.
         let log = logs.path().join(format!("{check}.log"));
         let host = HostTool {
             argv: vec![
@@ -211,15 +198,26 @@ pub fn sanitize(
             outputs: vec![logs.path().to_path_buf()],
             allow_unconfined: opts.allow_unconfined_profiling,
         };
-        let run = run_worker(&opts.worker_exe, &req, timeout * 4, Some(&host))?;
+        let request = opts.standalone_request(task, library, Standalone::Sanitize);
+        let run = run_standalone(&opts.worker_exe, request, timeout * 4, &host)?;
         if layers.is_empty() {
             layers = run.hosted_layers();
         }
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let mut report = parse_sanitizer(check, &text);
-        if let Classified::Rejected(f) = classify(&run, &req, timeout * 4) {
-            report.findings.push(format!("under {check} the candidate failed: {}", f.message));
-            report.errors = Some(report.errors.unwrap_or(0).max(1));
+        match classify(&run, timeout * 4) {
+            Classified::Ran => {}
+            Classified::Rejected(f) => {
+                report.findings.push(format!("under {check} the candidate failed: {}", f.message));
+                report.errors = Some(report.errors.unwrap_or(0).max(1));
+            }
+            Classified::Env(m) => return Err(EvalError::Env(EnvError { what: "a usable GPU".into(), hint: m })),
+            Classified::Internal(m) => {
+                return Err(EvalError::Internal(format!(
+                    "compute-sanitizer {check} failed before the candidate loaded: {m}\n{}",
+                    tail(&text, 1500)
+                )))
+            }
         }
         out.push(report);
     }

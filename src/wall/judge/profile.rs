@@ -1,5 +1,5 @@
-//! Profiling a candidate with Nsight Compute: the worker calls the entry once at the
-//! bench size between cuProfilerStart and cuProfilerStop under ncu, so every kernel the
+//! Profiling a candidate with Nsight Compute: a standalone worker calls the entry once at
+//! the bench size between cuProfilerStart and cuProfilerStop under ncu, so every kernel the
 //! entry launches is profiled and nothing else is. ncu collects what the diagnoses read
 //! (`heuristics::required_metrics`, as one `--metrics` list and no section), or `--set full` when a person asks for the whole report. The same ncu
 //! run prints the raw page as CSV (`--print-units base`), which `heuristics` parses, and
@@ -10,7 +10,7 @@
 //! - ncu prints it to `--log-file`, which takes the tool's own output ("Send all tool
 //!   output to the specified file", Nsight Compute CLI, File options). The profiled
 //!   process keeps the stdout and stderr it inherits, which the orchestrator reads as the
-//!   sealed channel and a log tail (the worker points its fd 1 at stderr before loading
+//!   worker's progress and a log tail (the worker points its fd 1 at stderr before loading
 //!   anything). On the console the two would share one stream, the application's lines
 //!   before ncu's table (tests/fixtures/h200/ncu_full_raw_all.csv), so a candidate could
 //!   print a table of its own ahead of the real one.
@@ -25,7 +25,7 @@
 //! - ncu does hand its log's descriptor down to the process it starts: on an H100 a
 //!   candidate that wrote a table into every descriptor it held put three into the log.
 //!   So the worker closes every descriptor onto the tool's folders before it loads any
-//!   library (`WorkerRequest::host_outputs`). Behind that, the log is still read as if it
+//!   library (`StandaloneRequest::host_outputs`). Behind that, the log is still read as if it
 //!   could be written: only what follows ncu's last "Disconnected from process" line
 //!   when ncu prints one (with `--log-file` it may not), one table, every row as wide as
 //!   its header; anything else is refused as a forged report.
@@ -34,8 +34,10 @@ use crate::task::Task;
 use crate::toolkit::build::Built;
 use crate::toolkit::process;
 use crate::toolkit::toolchain::{find_profiler, EnvError, Toolchain};
-use crate::wall::protocol::{Mode, Outcome, Phase};
-use crate::wall::{self, classify, run_worker, Classified, EvalError, EvalOptions};
+use super::classify::{classify, Classified};
+use super::hosted::{run_standalone, StandaloneRun};
+use crate::wall::protocol::{Standalone, StandalonePhase};
+use crate::wall::{self, EvalError, EvalOptions};
 use serde::ser::SerializeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -270,9 +272,7 @@ fn profile_once(
     let private = crate::wall::runtime_dir::evaluation_dir().map_err(|e| EvalError::Internal(e.to_string()))?;
     let report_base = private.path().join("profile");
     let log = private.path().join(LOG_NAME);
-    let library = built.library.clone();
-    let request =
-        opts.worker_request(task, [library.clone(), library.clone(), library], Mode::Profile, opts.achievable_dram_gbs);
+    let request = opts.standalone_request(task, &built.library, Standalone::Profile);
     let argv = ncu_argv(&ncu, &report_base, &log, set);
     let host = wall::HostTool {
         argv,
@@ -281,20 +281,14 @@ fn profile_once(
     };
     // A full-set profile replays each kernel some 40 times.
     let timeout = opts.timeout.or(task.timeout_s.map(Duration::from_secs_f64)).unwrap_or(wall::DEFAULT_TIMEOUT) * 10;
-    let run = run_worker(&opts.worker_exe, &request, timeout, Some(&host))?;
+    let run = run_standalone(&opts.worker_exe, request, timeout, &host)?;
     let mut timings = worker_timings(&run);
     // ncu's own messages (an unknown metric, a refused counter) are in its log now.
     let log_tail = || wall::tail(std::fs::read_to_string(&log).unwrap_or_default().trim(), 2000);
-    match classify(&run, &request, timeout) {
-        Classified::Report(r) => match r.outcome {
-            Outcome::Passed => {}
-            Outcome::Rejected { failure } => return Err(ProfileFailure::Rejected(failure).into()),
-            Outcome::TaskError { message } => return Err(EvalError::Task(message).into()),
-            Outcome::EnvError { message } => return Err(EnvError { what: "a usable GPU".into(), hint: message }.into()),
-            Outcome::InternalError { message } => return Err(EvalError::Internal(message).into()),
-        },
+    match classify(&run, timeout) {
+        Classified::Ran => {}
         Classified::Rejected(f) => return Err(ProfileFailure::Rejected(f).into()),
-        Classified::TaskError(m) => return Err(EvalError::Task(m).into()),
+        Classified::Env(m) => return Err(EnvError { what: "a usable GPU".into(), hint: m }.into()),
         Classified::Internal(m) => {
             return Err(EvalError::Internal(format!("{m}\n{}\nncu: {}", run.stderr, log_tail())).into())
         }
@@ -450,14 +444,14 @@ fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
 /// profiled call's setup (the bench inputs made and uploaded, two warm-up calls ncu does
 /// not profile), the profiled call (ncu's replays included), and ncu's finish after the
 /// worker's report (printing the raw page, writing the report, exiting).
-fn worker_timings(run: &wall::WorkerRun) -> Timings {
+fn worker_timings(run: &StandaloneRun) -> Timings {
     let mut timings = Timings::default();
     if run.gpu_wait_s > 0.0 {
         timings.add("gpu-lock-wait", run.gpu_wait_s);
     }
     let start = run.first_phase_s.unwrap_or(0.0);
-    let phase = |p: Phase| run.phase_seconds.get(p.name()).copied().unwrap_or(0.0);
-    let (call_setup, call) = (phase(Phase::ProfileSetup), phase(Phase::Profile));
+    let phase = |p: StandalonePhase| run.phase_seconds.get(p.name()).copied().unwrap_or(0.0);
+    let (call_setup, call) = (phase(StandalonePhase::Setup) + phase(StandalonePhase::WarmUp), phase(StandalonePhase::Call));
     let phases: f64 = run.phase_seconds.values().sum();
     timings.add("ncu-start", start);
     timings.add("worker-setup", phases - call_setup - call);
@@ -641,11 +635,12 @@ mod tests {
 
     #[test]
     fn worker_steps_add_up_to_the_run() {
-        let mut run = wall::WorkerRun { seconds: 10.0, first_phase_s: Some(1.5), ..Default::default() };
+        let mut run = StandaloneRun { seconds: 10.0, first_phase_s: Some(1.5), ..Default::default() };
         run.phase_seconds.insert("init".into(), 0.5);
-        run.phase_seconds.insert("load-candidate".into(), 0.25);
-        run.phase_seconds.insert("profile-setup".into(), 0.5);
-        run.phase_seconds.insert("profile".into(), 6.5);
+        run.phase_seconds.insert("loading".into(), 0.25);
+        run.phase_seconds.insert("setup".into(), 0.3);
+        run.phase_seconds.insert("warm-up".into(), 0.2);
+        run.phase_seconds.insert("call".into(), 6.5);
         let t = worker_timings(&run);
         assert_eq!(
             t.steps(),
