@@ -376,7 +376,9 @@ fn attacks_from_candidate_code_cannot_forge_a_verdict_or_stop_the_run() {
     let summary: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
     let classes = node_classes(&run);
     let class_of = |name: &str| classes.iter().find(|(f, _)| f.contains(name)).map(|(_, c)| c.as_str());
-    assert_eq!(class_of("a-forge"), Some("forged-report"), "{classes:?}");
+    // Lines on every descriptor reach the judge's socket as garbage, and the exit ends it:
+    // either way a rejection, never the forged 9x.
+    assert!(matches!(class_of("a-forge"), Some("process-exit" | "forged-report")), "{classes:?}");
     assert_eq!(class_of("c-close-all"), Some("forged-report"), "{classes:?}");
     assert_eq!(class_of("b-kill-parent"), Some("passed"), "refused signals leave the candidate running: {classes:?}");
     assert_eq!(class_of("d-escape"), Some("passed"), "{classes:?}");

@@ -1,13 +1,18 @@
 //! The layer order of `src/` (ARCHITECTURE.md's code map): a module may use its own layer and
 //! those below it, never one above. Top to bottom:
 //!
-//! 5. `cli`
-//! 4. `optimize`
-//! 3. `generate`, `report`
-//! 2. `run`, `wall`, `toolkit`
+//! 6. `cli`
+//! 5. `optimize`
+//! 4. `generate`, `report`
+//! 3. `run`, `wall`
+//! 2. `toolkit` (finding and running the CUDA tools: the wall builds with it and runs ncu
+//!    through it; it never reaches into the wall)
 //! 1. `task`, `scaffold`, and the loose leaf modules `stats` (when a speedup is a win: used by
-//!    the run's events, the wall and the loop alike) and `hostmem` (huge-page host buffers:
-//!    used by task input generation and the worker).
+//!    the run's events, the wall and the loop alike) and `hostmem` (huge-page host buffers).
+//!
+//! Inside the wall, its two rooms never import each other: `wall::judge` (the trusted
+//! side) and `wall::worker` (the process that loads a kernel library) share only
+//! `wall::protocol` and the layers below both (`gpu`, `sandbox`, ...).
 //!
 //! `lib.rs` and `main.rs` sit above everything. References are `crate::X` paths in code
 //! (comment lines are skipped: a doc link is not a dependency).
@@ -15,10 +20,11 @@ use std::path::{Path, PathBuf};
 
 fn layer(module: &str) -> Option<u8> {
     Some(match module {
-        "cli" => 5,
-        "optimize" => 4,
-        "generate" | "report" => 3,
-        "run" | "wall" | "toolkit" => 2,
+        "cli" => 6,
+        "optimize" => 5,
+        "generate" | "report" => 4,
+        "run" | "wall" => 3,
+        "toolkit" => 2,
         "task" | "scaffold" | "stats" | "hostmem" => 1,
         _ => return None,
     })
@@ -91,4 +97,27 @@ fn every_allowed_upward_import_is_still_there() {
             "{file} no longer uses {module}: drop it from ALLOWED ({why})"
         );
     }
+}
+
+/// The wall's rooms: (folder, the other room it must never name).
+const ROOMS: [(&str, &str); 2] = [("src/wall/judge", "wall::worker"), ("src/wall/worker", "wall::judge")];
+
+#[test]
+fn the_trusted_and_the_untrusted_side_share_only_the_protocol() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut bad = Vec::new();
+    for (room, other) in ROOMS {
+        let mut files = Vec::new();
+        rust_files(&root.join(room), &mut files);
+        assert!(!files.is_empty(), "{room} holds no Rust files");
+        for file in files {
+            let rel = file.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+            for (n, line) in std::fs::read_to_string(&file).unwrap().lines().enumerate() {
+                if !line.trim_start().starts_with("//") && line.contains(other) {
+                    bad.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "a room of the wall reaches into the other:\n{}", bad.join("\n"));
 }

@@ -3,13 +3,12 @@
 //! checked against what its seed generates (inputs left alone, guard zones intact), and an
 //! output compared with the reference's under the task's tolerance.
 
-use super::kernels::{CmpSpec, GenSpec, CHECK_GENERATED, COMPARE, COMPARE_PTX, GENERATE, GENERATE_PTX};
+use super::kernels::{
+    CmpSpec, GenSpec, BLOCK, CHECK_GENERATED_KERNEL, COMPARE_KERNEL, COMPARE_PTX, GENERATE_KERNEL, GENERATE_PTX,
+};
 use super::{Ctx, Gpu, GpuResult};
 use cudarc::driver::{result, sys};
 use std::ffi::c_void;
-
-/// Threads per block; the kernels loop over their elements with any grid.
-const BLOCK: u32 = 256;
 
 pub struct Kernels {
     generate: sys::CUfunction,
@@ -20,10 +19,11 @@ pub struct Kernels {
 
 impl Kernels {
     pub fn load(gpu: &Gpu) -> GpuResult<Kernels> {
+        let generating = gpu.load_kernels(GENERATE_PTX, &[GENERATE_KERNEL, CHECK_GENERATED_KERNEL])?;
         Ok(Kernels {
-            generate: gpu.load_kernel(GENERATE_PTX, GENERATE)?,
-            check_generated: gpu.load_kernel(GENERATE_PTX, CHECK_GENERATED)?,
-            compare: gpu.load_kernel(COMPARE_PTX, COMPARE)?,
+            generate: generating[0],
+            check_generated: generating[1],
+            compare: gpu.load_kernel(COMPARE_PTX, COMPARE_KERNEL)?,
             grid: (gpu.info.sm_count.max(1) as u32) * 8,
         })
     }
@@ -69,7 +69,7 @@ impl Kernels {
     }
 
     /// Compares `got` with `expected` into the `CmpResult` at `result` (the caller
-    /// initialises it: see `kernels::CmpResult::fresh`).
+    /// initialises it to `CmpResult::INITIAL`).
     pub fn compare(
         &self,
         gpu: &Gpu,

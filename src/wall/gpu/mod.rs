@@ -250,16 +250,26 @@ impl Gpu {
     /// The kernel `name` of a trusted PTX image, JIT-compiled by the driver into this
     /// context (no nvcc needed); the module lives as long as the context.
     pub fn load_kernel(&self, ptx: &str, name: &str) -> GpuResult<sys::CUfunction> {
+        Ok(self.load_kernels(ptx, &[name])?[0])
+    }
+
+    /// Several kernels of one PTX image, compiled once.
+    pub fn load_kernels(&self, ptx: &str, names: &[&str]) -> GpuResult<Vec<sys::CUfunction>> {
         self.bind()?;
         // Both are constants of ours (the PTX images in this crate), never user input.
         let image = CString::new(ptx).expect("a PTX image without NUL");
-        let symbol = CString::new(name).expect("a kernel name without NUL");
         // SAFETY: a NUL-terminated PTX image.
         let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
-            .map_err(|e| GpuError::from_driver(e, &format!("loading the {name} kernel")))?;
-        // SAFETY: the module is live and stays loaded with the context.
-        unsafe { result::module::get_function(module, symbol) }
-            .map_err(|e| GpuError::from_driver(e, &format!("finding {name} in its PTX")))
+            .map_err(|e| GpuError::from_driver(e, &format!("loading the {} kernels", names.join(", "))))?;
+        names
+            .iter()
+            .map(|name| {
+                let symbol = CString::new(*name).expect("a kernel name without NUL");
+                // SAFETY: the module is live and stays loaded with the context.
+                unsafe { result::module::get_function(module, symbol) }
+                    .map_err(|e| GpuError::from_driver(e, &format!("finding {name} in its PTX")))
+            })
+            .collect()
     }
 
     /// Prepares the L2 flush: a read buffer of three times the L2 size.

@@ -98,7 +98,9 @@ impl EvalOptions {
             task: task.clone(),
             library: library.to_path_buf(),
             device: self.device,
-            seed: self.seed_base,
+            // Never the run's seed base: the worker reads its request, and the library it
+            // loads could read it back out of the worker's memory.
+            seed: fresh_seed_base(),
             policy: None,
             host_outputs: Vec::new(),
         }

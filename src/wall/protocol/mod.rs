@@ -19,4 +19,5 @@ pub use report::{
 };
 pub use worker::{
     Arg, Call, Command, Reply, Role, ServeRequest, Standalone, StandaloneMessage, StandalonePhase, StandaloneRequest,
+    SOCKET_LOST_EXIT,
 };

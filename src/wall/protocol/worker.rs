@@ -17,6 +17,10 @@ use crate::wall::sandbox::{Layer, Policy};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+/// Exit code of a served worker whose socket to the judge broke under it: its library
+/// closed or replaced the descriptor.
+pub const SOCKET_LOST_EXIT: i32 = 86;
+
 /// Which library a worker loads: whose fault its failures are after it loaded it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

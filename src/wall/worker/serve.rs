@@ -7,7 +7,7 @@ use super::library::Library;
 use crate::wall::gpu::vmm::Mapped;
 use crate::wall::gpu::Gpu;
 use crate::wall::protocol::wire;
-use crate::wall::protocol::{Arg, Call, Command, Reply, ServeRequest};
+use crate::wall::protocol::{Arg, Call, Command, Reply, ServeRequest, SOCKET_LOST_EXIT};
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -17,9 +17,9 @@ const SOCKET_FD: i32 = 3;
 
 fn say(sock: BorrowedFd<'_>, reply: &Reply) {
     if wire::send(sock, reply, &[]).is_err() {
-        // The judge is gone: nobody is left to answer.
+        // The socket is gone: closed under us, or the judge died (then nobody sees this).
         // SAFETY: terminates the process.
-        unsafe { libc::_exit(0) }
+        unsafe { libc::_exit(SOCKET_LOST_EXIT) }
     }
 }
 
@@ -62,9 +62,10 @@ pub fn main() -> ! {
     loop {
         let (cmd, mut fds) = match wire::recv::<Command>(sock, None) {
             Ok(m) => m,
-            // The judge closed the socket or sent garbage: nothing left to do.
+            // The socket closed or carried garbage: the judge is gone, or the library
+            // closed or wrote over its descriptor.
             // SAFETY: terminates the process.
-            Err(_) => unsafe { libc::_exit(0) },
+            Err(_) => unsafe { libc::_exit(SOCKET_LOST_EXIT) },
         };
         let reply = match cmd {
             Command::Quit => {

@@ -11,7 +11,7 @@
 
 use super::pools::{Layout, Pool};
 use super::workers::Worker;
-use super::{Damage, Halt, Judge, Team};
+use super::{Damage, Halt, Judge, SeedKind, Team};
 use crate::task::types::{ElemType, ParamType};
 use crate::task::{ArgRole, Size, Task, Tolerance};
 use crate::wall::judge::verify;
@@ -79,7 +79,7 @@ impl CheckSet {
         for (si, size) in j.task.checks.iter().enumerate() {
             for s in 0..j.task.seeds as u64 {
                 sizes.push(size.clone());
-                seeds.push(j.req.seed_base.wrapping_add(1000 * si as u64 + s));
+                seeds.push(j.seed(SeedKind::Check, 1000 * si as u64 + s));
             }
         }
         let layout = Layout::new(&j.task, &sizes).map_err(|e| Outcome::TaskError { message: e.to_string() })?;

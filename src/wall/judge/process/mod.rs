@@ -154,6 +154,18 @@ impl Judge {
         self.announce.phase(phase, detail);
     }
 
+    /// The seed of input set `n` of a kind: a keyed hash of the request's secret seed base.
+    /// The generator's mixing can be inverted (a kernel that reads a set could work out the
+    /// seed it came from), so seeds are never a counter: knowing one tells nothing of the next.
+    pub fn seed(&self, kind: SeedKind, n: u64) -> u64 {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(self.req.seed_base.to_le_bytes());
+        h.update([kind as u8]);
+        h.update(n.to_le_bytes());
+        u64::from_le_bytes(h.finalize()[..8].try_into().expect("8 bytes of a 32-byte digest"))
+    }
+
     /// What is left of the judgment's time, at least a second (the orchestrator's own
     /// deadline ends everything anyway).
     pub fn left(&self) -> Duration {
@@ -219,7 +231,7 @@ impl Judge {
 
     /// Runs the check kernels `launch` queues into the results buffer and reads back
     /// `count` records of type `T` (initialised from `init` first).
-    fn probe<T: Copy + Default>(
+    fn probe<T: Copy>(
         &self,
         init: &[T],
         launch: impl FnOnce(u64) -> Result<(), GpuError>,
@@ -232,7 +244,7 @@ impl Judge {
         launch(self.results.ptr).map_err(|e| self.gpu_stop(e))?;
         self.sync()?;
         let back = self.gpu.download(self.results.ptr, bytes).map_err(|e| self.gpu_stop(e))?;
-        let mut out = vec![T::default(); init.len()];
+        let mut out = init.to_vec();
         // SAFETY: `back` holds exactly `bytes` bytes of what was uploaded as `T`s.
         unsafe { std::ptr::copy_nonoverlapping(back.as_ptr(), out.as_mut_ptr() as *mut u8, bytes) };
         Ok(out)
@@ -251,7 +263,7 @@ impl Judge {
                 }
             }
         }
-        let init: Vec<CmpResult> = vec![CmpResult::fresh(); which.len()];
+        let init: Vec<CmpResult> = vec![CmpResult::INITIAL; which.len()];
         let record = std::mem::size_of::<CmpResult>() as u64;
         let got = self.probe(&init, |results| {
             for (i, (k, arg, p)) in which.iter().enumerate() {
@@ -325,6 +337,13 @@ impl Judge {
     }
 }
 
+/// What an input set is for: its seeds are drawn apart.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SeedKind {
+    Check = 1,
+    Bench = 2,
+}
+
 /// What a check kernel found wrong with a buffer: where the first changed byte of a
 /// guard zone is (from the zone's start), or the first input element that changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -341,7 +360,12 @@ pub fn main(request_path: &Path) -> ! {
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
     {
-        Ok(r) => r,
+        Ok(r) => {
+            // The seed base is the judge's secret: gone from the disk before any worker
+            // exists, whatever its sandbox manages.
+            let _ = std::fs::remove_file(request_path);
+            r
+        }
         Err(e) => finish(
             JudgeReport::of(Outcome::InternalError {
                 message: format!("cannot read the judge's request {}: {e}", request_path.display()),

@@ -13,7 +13,7 @@
 use super::checks::{self, label, output_mismatch};
 use super::pools::{Layout, Pool};
 use super::workers::Worker;
-use super::{energy, Halt, Judge, Team};
+use super::{energy, Halt, Judge, SeedKind, Team};
 use crate::wall::protocol::{Failure, Outcome};
 use std::time::{Duration, Instant};
 
@@ -57,8 +57,6 @@ pub(crate) struct Bench {
     candidate_right: u64,
 }
 
-/// Where bench seeds start past the run's seed base (check seeds lie below).
-const BENCH_SEEDS: u64 = 1_000_000;
 /// Slots for the first calls that size the rounds.
 const PROBE_SLOTS: usize = 2;
 /// Of the GPU memory free after the judge's own buffers, what the bench sets may take.
@@ -137,7 +135,7 @@ impl Bench {
 
     fn fresh_seed(&mut self, j: &Judge) -> u64 {
         self.sets += 1;
-        j.req.seed_base.wrapping_add(BENCH_SEEDS + self.sets)
+        j.seed(SeedKind::Bench, self.sets)
     }
 
     /// A phase: one warm-up round, `rounds` timed rounds, then the energy loop if asked.

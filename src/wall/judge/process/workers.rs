@@ -12,7 +12,7 @@
 use crate::wall::gpu::vmm::Exported;
 use crate::wall::protocol::wire::{self, WireError};
 use crate::wall::protocol::{
-    Call, Command, DeviceInfo, Failure, FailureClass, Outcome, Reply, Role, ServeRequest,
+    Call, Command, DeviceInfo, Failure, FailureClass, Outcome, Reply, Role, ServeRequest, SOCKET_LOST_EXIT,
 };
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -39,6 +39,8 @@ pub enum Fault {
     Protocol(String),
     /// The entry returned a CUDA error, or the wait after the calls did.
     Cuda { call: Option<usize>, error: String },
+    /// The library did not load or has no entry to call.
+    Load(String),
     /// It reported itself broken before loading anything: ours, or the machine's
     /// (`true`: no driver, no such GPU).
     Broken(String, bool),
@@ -54,6 +56,7 @@ impl std::fmt::Display for Fault {
             Fault::Cuda { call: Some(c), error } => write!(f, "{error} on call {}", c + 1),
             Fault::Cuda { call: None, error } => write!(f, "{error} while the judge waited for its calls"),
             Fault::Broken(m, _) => write!(f, "{m}"),
+            Fault::Load(m) => write!(f, "could not load its library: {m}"),
         }
     }
 }
@@ -106,15 +109,34 @@ impl Worker {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let theirs_fd = theirs.as_raw_fd();
-        // SAFETY: only async-signal-safe calls between fork and exec: dup2 and prctl.
+        // SAFETY: only async-signal-safe system calls between fork and exec, on constants
+        // and descriptors that exist before the fork (no allocation).
         unsafe {
             cmd.pre_exec(move || {
-                if libc::dup2(theirs_fd, 3) < 0 {
+                if theirs_fd == 3 {
+                    // Already in place: only the close-on-exec flag must go.
+                    if libc::fcntl(3, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                } else if libc::dup2(theirs_fd, 3) < 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                // Nothing of the judge's but the socket: not its GPU driver's descriptors
+                // (a process holding them could reach the judge's memory), not NVML's.
+                if libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) != 0 {
+                    for fd in 4..65536 {
+                        libc::close(fd);
+                    }
                 }
                 // The worker dies with the judge, whatever killed the judge.
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                // If the machine runs out of memory, a worker goes first, never the judge.
+                let adj = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if adj >= 0 {
+                    libc::write(adj, b"1000".as_ptr() as *const libc::c_void, 4);
+                    libc::close(adj);
                 }
                 Ok(())
             });
@@ -175,6 +197,7 @@ impl Worker {
         self.loaded = true;
         match self.ask(&Command::Load, &[], within)? {
             Reply::Loaded => Ok(()),
+            Reply::Failed { error, .. } => Err(Fault::Load(error)),
             other => Err(self.unexpected(other)),
         }
     }
@@ -319,21 +342,24 @@ impl Drop for Worker {
 
 /// The failure class of a candidate's fault.
 pub fn candidate_failure(fault: &Fault, what: &str) -> Failure {
+    let socket_lost = format!("exit code {SOCKET_LOST_EXIT}");
     let class = match fault {
         Fault::Died(how) if how.starts_with("signal") => FailureClass::Crash,
+        Fault::Died(how) if *how == socket_lost => FailureClass::ForgedReport,
         Fault::Died(_) => FailureClass::ProcessExit,
         Fault::Timeout(_) => FailureClass::Timeout,
         Fault::Cuda { error, .. } if error.contains("ILLEGAL_ADDRESS") || error.contains("IllegalAddress") => {
             FailureClass::IllegalAddress
         }
         Fault::Cuda { .. } => FailureClass::LaunchError,
+        Fault::Load(_) => FailureClass::MissingEntry,
         Fault::Protocol(_) | Fault::Broken(..) | Fault::Spawn(_) => FailureClass::ForgedReport,
     };
     let hint = match class {
         FailureClass::ProcessExit => ": kernels and launchers must return, never exit",
         FailureClass::Timeout => ": an endless loop or a deadlock?",
         FailureClass::IllegalAddress => ": a kernel read or wrote outside any allocation",
-        FailureClass::ForgedReport => ": candidate code must not touch descriptors it did not open",
+        FailureClass::ForgedReport => ": its socket to the judge was closed or written over; candidate code must not touch descriptors it did not open",
         _ => "",
     };
     Failure::new(class, format!("{what}{hint}"))
