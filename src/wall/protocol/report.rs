@@ -52,7 +52,7 @@ fn default_rounds() -> usize {
     5
 }
 fn default_round_ms() -> f64 {
-    20.0
+    10.0
 }
 fn default_max_calls() -> usize {
     128

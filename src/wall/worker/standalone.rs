@@ -73,7 +73,11 @@ pub fn main(request_path: &Path) -> ! {
         Err((m, _)) => out.done(Some(m), true),
     };
     out.send(&StandaloneMessage::Device { device: gpu.info.clone() });
-    super::clear_environment();
+    // ncu's injected code reads its variables while it profiles; a sanitizer's has read
+    // them by now, and a library looking for them is looking for a sanitizer.
+    if request.mode == Standalone::Sanitize {
+        super::clear_environment();
+    }
     let task = &request.task;
     let size = match request.mode {
         Standalone::Profile => task.bench.clone(),

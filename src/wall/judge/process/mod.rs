@@ -154,6 +154,12 @@ impl Judge {
         self.announce.phase(phase, detail);
     }
 
+    /// Adds `since`'s elapsed time to a step of the judgment (`time.reference`, ...): the
+    /// report says where a judgment's seconds went, beside its phases.
+    pub fn spent(&mut self, step: &str, since: Instant) {
+        *self.announce.seconds.entry(step.to_string()).or_default() += since.elapsed().as_secs_f64();
+    }
+
     /// The seed of input set `n` of a kind: a keyed hash of the request's secret seed base.
     /// The generator's mixing can be inverted (a kernel that reads a set could work out the
     /// seed it came from), so seeds are never a counter: knowing one tells nothing of the next.
@@ -227,6 +233,77 @@ impl Judge {
             r.map_err(|e| self.gpu_stop(e))?;
         }
         Ok(())
+    }
+
+    /// Case `k` of `to` made the same as in `from` for a call: its inputs and in-out
+    /// buffers copied on the device (cheaper than generating them again), its outputs
+    /// poisoned (pattern A).
+    pub fn copy_case(&self, from: &Pool, to: &Pool, k: usize) -> Result<(), Halt> {
+        for place in to.layout.cases[k].places.iter().flatten() {
+            let r = match place.init {
+                Some(_) => {
+                    let src = from.ptr(place);
+                    // SAFETY: both pools hold this case's buffer at the same offset, of the
+                    // same size (one layout); on the judge's stream.
+                    unsafe {
+                        cudarc::driver::result::memcpy_dtod_async(
+                            to.ptr(place),
+                            src,
+                            place.bytes() as usize,
+                            self.gpu.raw_stream(),
+                        )
+                    }
+                    .map_err(|e| GpuError::from_driver(e, "copying an input set"))
+                }
+                None => self.gpu.fill_async(
+                    to.ptr(place),
+                    place.elem.size(),
+                    super::verify::poison(place.elem, false),
+                    place.count as usize,
+                ),
+            };
+            r.map_err(|e| self.gpu_stop(e))?;
+        }
+        Ok(())
+    }
+
+    /// The first input of `cases` in `side` that differs from its copy in `reference`:
+    /// (case, argument, first element), compared word by word on the device.
+    pub fn same_inputs(&self, side: &Pool, reference: &Pool, cases: &[usize]) -> Result<Option<(usize, usize, u64)>, Halt> {
+        let mut which = Vec::new();
+        for &k in cases {
+            for (arg, place) in side.layout.cases[k].places.iter().enumerate() {
+                if let Some(p) = place {
+                    if checks::is_input(&self.task, arg) {
+                        which.push((k, arg, *p));
+                    }
+                }
+            }
+        }
+        let init: Vec<CmpResult> = vec![CmpResult::INITIAL; which.len()];
+        let record = std::mem::size_of::<CmpResult>() as u64;
+        let got = self.probe(&init, |results| {
+            for (i, (k, arg, p)) in which.iter().enumerate() {
+                // Exact words no wider than f64 holds exactly: 4, 2 or 1 bytes.
+                let bytes = p.bytes();
+                let word = [4u64, 2, 1].into_iter().find(|w| bytes % w == 0).unwrap_or(1);
+                let elem = match word {
+                    4 => crate::task::types::ElemType::U32,
+                    2 => crate::task::types::ElemType::U16,
+                    _ => crate::task::types::ElemType::U8,
+                };
+                let exact = crate::task::Tolerance { rtol: 0.0, atol: 0.0 };
+                let spec = CmpSpec::new(elem, bytes / word, exact);
+                let r = reference.layout.cases[*k].places[*arg].expect("the same layout");
+                self.kernels.compare(&self.gpu, side.ptr(p), reference.ptr(&r), &spec, results + i as u64 * record)?;
+            }
+            Ok(())
+        })?;
+        Ok(which.iter().zip(got).find(|(_, r)| r.mismatches > 0).map(|((k, arg, p), r)| {
+            let bytes = p.bytes();
+            let word = [4u64, 2, 1].into_iter().find(|w| bytes % w == 0).unwrap_or(1);
+            (*k, *arg, r.first_mismatch * word / p.elem.size() as u64)
+        }))
     }
 
     /// Runs the check kernels `launch` queues into the results buffer and reads back
@@ -377,8 +454,11 @@ pub fn main(request_path: &Path) -> ! {
         Mode::Simulate { delay_ms, outcome } => simulate(&req, delay_ms, *outcome, &mut announce),
         Mode::Evaluate { time, energy, check_baseline } => {
             announce.phase(Phase::Init, "the judge's GPU context and buffers");
+            // The task's workers start first: their sandboxes and contexts come up while
+            // the judge makes its own.
+            let team = spawn_team(&req);
             match Judge::open(req, announce) {
-                Ok(j) => evaluate(j, time, energy, check_baseline),
+                Ok(j) => evaluate(j, team, time, energy, check_baseline),
                 Err(outcome) => {
                     let mut announce = Announcer { current: None, seconds: BTreeMap::new() };
                     finish(JudgeReport::of(outcome), &mut announce)
@@ -401,9 +481,26 @@ fn finish(mut report: JudgeReport, announce: &mut Announcer) -> ! {
 }
 
 /// A worker of `role` for `library`, sandboxed as its role allows, in a scratch folder of
-/// its own.
+/// its own; started and waited for.
 fn start_worker(req: &JudgeRequest, role: Role, library: &Path, simulate: bool) -> Result<Worker, Outcome> {
-    let scratch = req.folder.join(format!("{}-scratch", role.name()));
+    let mut w = spawn_worker(req, role, library, simulate)?;
+    ready(&mut w, role)?;
+    Ok(w)
+}
+
+fn ready(w: &mut Worker, role: Role) -> Result<(), Outcome> {
+    w.ready(Duration::from_secs(60)).map_err(|f| match f {
+        workers::Fault::Broken(m, true) => Outcome::EnvError { message: m },
+        other => Outcome::InternalError { message: format!("the {} worker {other}", role.name()) },
+    })
+}
+
+/// A worker started, not yet waited for.
+fn spawn_worker(req: &JudgeRequest, role: Role, library: &Path, simulate: bool) -> Result<Worker, Outcome> {
+    // Each process a scratch folder of its own: nothing one leaves there meets the next.
+    static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let scratch = req.folder.join(format!("{}-{n}-scratch", role.name()));
     let policy = req.sandbox.then(|| {
         let mut p = crate::wall::sandbox::Policy::strict(scratch.clone(), &[library.to_path_buf()], req.cpu_seconds());
         p.skip = req.sandbox_skip.clone();
@@ -419,10 +516,7 @@ fn start_worker(req: &JudgeRequest, role: Role, library: &Path, simulate: bool) 
         simulate,
         ready_within: Duration::from_secs(60),
     };
-    Worker::start(spawn).map_err(|f| match f {
-        workers::Fault::Broken(m, true) => Outcome::EnvError { message: m },
-        other => Outcome::InternalError { message: format!("the {} worker {other}", role.name()) },
-    })
+    Worker::spawn(spawn).map_err(|f| Outcome::InternalError { message: format!("the {} worker {f}", role.name()) })
 }
 
 /// The simulated judgment: the candidate's worker loads the library (its constructors
@@ -460,11 +554,30 @@ fn simulate(req: &JudgeRequest, delay_ms: u64, outcome: JudgeReport, announce: &
     report
 }
 
+/// The reference's worker, the baseline's when it is another library, and the worker
+/// the candidate will be checked in, started (none loads anything until told).
+fn spawn_team(req: &JudgeRequest) -> Result<(Worker, Option<Worker>, Worker), Outcome> {
+    let reference = spawn_worker(req, Role::Reference, &req.reference, false)?;
+    let baseline = if req.reference == req.baseline {
+        None
+    } else {
+        Some(spawn_worker(req, Role::Baseline, &req.baseline, false)?)
+    };
+    let candidate = spawn_worker(req, Role::Candidate, &req.candidate, false)?;
+    Ok((reference, baseline, candidate))
+}
+
 /// The whole judgment; every way it ends is a report.
-fn evaluate(mut j: Judge, time: bool, energy: bool, check_baseline: bool) -> JudgeReport {
+fn evaluate(
+    mut j: Judge,
+    team: Result<(Worker, Option<Worker>, Worker), Outcome>,
+    time: bool,
+    energy: bool,
+    check_baseline: bool,
+) -> JudgeReport {
     let mut report = JudgeReport::of(Outcome::Passed);
     report.device = Some(j.gpu.info.clone());
-    let outcome = match run(&mut j, &mut report, time, energy, check_baseline) {
+    let outcome = match team.map_err(Halt::Outcome).and_then(|t| run(&mut j, t, &mut report, time, energy, check_baseline)) {
         Ok(()) => Outcome::Passed,
         Err(Halt::Outcome(o)) => o,
         Err(Halt::Failure(f)) => Outcome::Rejected { failure: f },
@@ -489,12 +602,20 @@ impl Team {
     }
 }
 
-fn run(j: &mut Judge, report: &mut JudgeReport, time: bool, energy: bool, check_baseline: bool) -> Result<(), Halt> {
-    let same = j.req.reference == j.req.baseline;
-    let mut reference = start_worker(&j.req, Role::Reference, &j.req.reference, false)?;
+fn run(
+    j: &mut Judge,
+    (mut reference, mut baseline, mut checked): (Worker, Option<Worker>, Worker),
+    report: &mut JudgeReport,
+    time: bool,
+    energy: bool,
+    check_baseline: bool,
+) -> Result<(), Halt> {
+    ready(&mut reference, Role::Reference)?;
     j.worker_pids.push(reference.pid);
-    let baseline = if same { None } else { Some(start_worker(&j.req, Role::Baseline, &j.req.baseline, false)?) };
-    j.worker_pids.extend(baseline.as_ref().map(|b| b.pid));
+    if let Some(b) = baseline.as_mut() {
+        ready(b, Role::Baseline)?;
+        j.worker_pids.push(b.pid);
+    }
     let within = j.within(1, Duration::from_secs(5));
     reference.load(within).map_err(|f| Halt::Outcome(reference.blame(&f, "while it loaded the reference")))?;
     let mut team = Team { reference, baseline };
@@ -522,52 +643,68 @@ fn run(j: &mut Judge, report: &mut JudgeReport, time: bool, energy: bool, check_
         }
     }
 
-    let mut bench = if time { Some(rounds::Bench::prepare(j, &mut team)?) } else { None };
-    let mut first = rounds::PhaseResult::default();
-    if let Some(bench) = bench.as_mut() {
-        j.phase(Phase::Time, format!("baseline, before the candidate, at {}", j.task.bench));
-        first = bench.phase(j, &mut team, rounds::Side::BaselineBefore, energy)?;
-    }
-
+    // The check, in a candidate process of its own (started with the judge, loaded only
+    // now): a candidate that fails it costs no timing at all.
     j.phase(Phase::LoadCandidate, j.req.candidate.display().to_string());
-    let mut candidate = start_worker(&j.req, Role::Candidate, &j.req.candidate, false)?;
-    j.worker_pids.push(candidate.pid);
-    report.sandbox = candidate.sandbox.clone();
-    report.sandbox_s = candidate.sandbox_s;
-    checks.lend(j, &mut candidate)?;
-    if let Some(bench) = bench.as_ref() {
-        bench.lend(j, &mut candidate)?;
-    }
-    let loaded = candidate.load(within);
-    j.candidate_alive = true;
-    let result = (|| -> Result<rounds::PhaseResult, Halt> {
-        loaded.map_err(|f| Halt::Outcome(candidate.blame(&f, "while it loaded the library")))?;
+    ready(&mut checked, Role::Candidate)?;
+    j.worker_pids.push(checked.pid);
+    report.sandbox = checked.sandbox.clone();
+    report.sandbox_s = checked.sandbox_s;
+    checks.lend(j, &mut checked)?;
+    let result = candidate_phase(j, &mut checked, report, |j, w| {
         j.phase(Phase::Check, format!("{} cases", checks.cases()));
-        report.check = Some(checks.check(j, &mut candidate)?);
-        match bench.as_mut() {
-            Some(bench) => {
-                j.phase(Phase::Time, format!("candidate at {}", j.task.bench));
-                bench.phase(j, &mut team, rounds::Side::Candidate(&mut candidate), energy)
-            }
-            None => Ok(rounds::PhaseResult::default()),
-        }
-    })();
-    if result.is_err() {
-        report.stderr_tail = Some(candidate.output_tail(4000)).filter(|t| !t.trim().is_empty());
+        checks.check(j, w)
+    });
+    let check = result?;
+    report.check = Some(check);
+    if !time {
+        return Ok(());
     }
-    let killed = candidate.kill();
-    j.candidate_alive = false;
-    j.notes.push(format!("the candidate's process was ended and reaped in {:.0} ms", killed.as_secs_f64() * 1e3));
-    let middle = result?;
 
-    if let Some(bench) = bench.as_mut() {
-        // The GPU must be whole before the baseline is timed again.
-        j.sync()?;
-        j.phase(Phase::Time, format!("baseline, after the candidate, at {}", j.task.bench));
-        let last = bench.phase(j, &mut team, rounds::Side::BaselineAfter, energy)?;
-        let (timing, energy_report) = timing::report(j, bench, &first, &middle, &last, baseline_is_candidate)?;
-        report.timing = Some(timing);
-        report.energy = energy_report;
-    }
+    // Timing: the baseline before and after a second candidate process, which starts now
+    // (our code only until it is told to load: no candidate work exists while the baseline
+    // is timed) and is ended before the baseline is timed again.
+    let mut timed = spawn_worker(&j.req, Role::Candidate, &j.req.candidate, false)?;
+    let mut bench = rounds::Bench::prepare(j, &mut team)?;
+    j.phase(Phase::Time, format!("baseline, before the candidate, at {}", j.task.bench));
+    let first = bench.phase(j, &mut team, rounds::Side::BaselineBefore, energy)?;
+    ready(&mut timed, Role::Candidate)?;
+    j.worker_pids.push(timed.pid);
+    bench.lend(j, &mut timed)?;
+    let middle = candidate_phase(j, &mut timed, report, |j, w| {
+        j.phase(Phase::Time, format!("candidate at {}", j.task.bench));
+        bench.phase(j, &mut team, rounds::Side::Candidate(w), energy)
+    })?;
+    // The GPU must be whole before the baseline is timed again.
+    j.sync()?;
+    j.phase(Phase::Time, format!("baseline, after the candidate, at {}", j.task.bench));
+    let last = bench.phase(j, &mut team, rounds::Side::BaselineAfter, energy)?;
+    let (timing, energy_report) = timing::report(j, &bench, &first, &middle, &last, baseline_is_candidate)?;
+    report.timing = Some(timing);
+    report.energy = energy_report;
     Ok(())
+}
+
+/// Loads the library in candidate worker `w`, runs `work` with it, and ends the process
+/// whatever happened (its GPU context goes with it), keeping its output when it failed.
+fn candidate_phase<T>(
+    j: &mut Judge,
+    w: &mut Worker,
+    report: &mut JudgeReport,
+    work: impl FnOnce(&mut Judge, &mut Worker) -> Result<T, Halt>,
+) -> Result<T, Halt> {
+    let within = j.within(1, Duration::from_secs(5));
+    let loaded = w.load(within);
+    j.candidate_alive = true;
+    let result = match loaded {
+        Err(f) => Err(Halt::Outcome(w.blame(&f, "while it loaded the library"))),
+        Ok(()) => work(j, w),
+    };
+    if result.is_err() {
+        report.stderr_tail = Some(w.output_tail(4000)).filter(|t| !t.trim().is_empty());
+    }
+    let killed = w.kill();
+    j.candidate_alive = false;
+    j.notes.push(format!("a candidate process was ended and reaped in {:.0} ms", killed.as_secs_f64() * 1e3));
+    result
 }

@@ -60,7 +60,9 @@ pub(crate) struct Bench {
 /// Slots for the first calls that size the rounds.
 const PROBE_SLOTS: usize = 2;
 /// Of the GPU memory free after the judge's own buffers, what the bench sets may take.
-const MEMORY_SHARE: f64 = 0.5;
+const MEMORY_SHARE: f64 = 0.25;
+/// Slots of a warm-up round: enough calls for lazy loading and the clocks.
+const WARM_UP_SLOTS: usize = 8;
 
 impl Bench {
     /// Sizes the rounds from the baseline's first calls and makes the buffers.
@@ -82,13 +84,18 @@ impl Bench {
         let mut bench = Bench::with_slots(j, team, probe)?;
         j.phase(crate::wall::protocol::Phase::Time, "the baseline's first calls at the bench size");
         // Twice: the first round pays for lazy module loading and clock ramps.
-        bench.round(j, team, &mut Side::BaselineBefore)?;
-        let warm = bench.round(j, team, &mut Side::BaselineBefore)?;
+        bench.round(j, team, &mut Side::BaselineBefore, probe)?;
+        let warm = bench.round(j, team, &mut Side::BaselineBefore, probe)?;
         let per_call_ms = crate::wall::protocol::median(&warm.events_ms).max(warm.window_ms / warm.events_ms.len().max(1) as f64 * 0.1);
         let per_call_ms = if per_call_ms.is_finite() && per_call_ms > 0.0 { per_call_ms } else { 1.0 };
         let wanted = (j.req.timing.round_ms / per_call_ms).ceil() as usize;
         let slots = wanted.clamp(1, j.req.timing.max_calls.max(1)).min(fits).max(1);
         bench.per_call = Duration::from_secs_f64(per_call_ms / 1e3);
+        j.notes.push(format!(
+            "timed in rounds of {slots} calls, each on an input set of its own ({:.1} MB a set, two copies: the reference's and the timed library's){}",
+            slot_bytes as f64 / 1e6,
+            if slots < wanted { format!("; {wanted} would have filled a {} ms round, GPU memory allowed {slots}", j.req.timing.round_ms) } else { String::new() }
+        ));
         if slots != bench.slots {
             let within = j.within(1, Duration::from_secs(5));
             for w in [Some(&mut team.reference), team.baseline.as_mut()].into_iter().flatten() {
@@ -107,6 +114,7 @@ impl Bench {
     }
 
     fn with_slots(j: &mut Judge, team: &mut Team, slots: usize) -> Result<Bench, Halt> {
+        let started = Instant::now();
         let layout = Layout::slots(&j.task, &j.task.bench, slots)
             .map_err(|e| Halt::Outcome(Outcome::TaskError { message: e.to_string() }))?;
         let reference = j.new_pool(layout.clone())?;
@@ -116,6 +124,7 @@ impl Bench {
         r.import(reference.id, &reference.mem, within).map_err(|f| Halt::Outcome(r.blame(&f, "")))?;
         let b = team.baseline();
         b.import(side.id, &side.mem, within).map_err(|f| Halt::Outcome(b.blame(&f, "")))?;
+        j.spent("time.buffers", started);
         Ok(Bench {
             slots,
             reference,
@@ -141,11 +150,11 @@ impl Bench {
     /// A phase: one warm-up round, `rounds` timed rounds, then the energy loop if asked.
     pub fn phase(&mut self, j: &mut Judge, team: &mut Team, mut side: Side<'_>, energy: bool) -> Result<PhaseResult, Halt> {
         if !matches!(side, Side::BaselineBefore) {
-            self.round(j, team, &mut side)?;
+            self.round(j, team, &mut side, WARM_UP_SLOTS.min(self.slots))?;
         }
         let mut result = PhaseResult::default();
         for _ in 0..j.req.timing.rounds.max(2) {
-            result.rounds.push(self.round(j, team, &mut side)?);
+            result.rounds.push(self.round(j, team, &mut side, self.slots)?);
         }
         if energy {
             j.phase(crate::wall::protocol::Phase::Energy, "NVML energy counter");
@@ -164,15 +173,19 @@ impl Bench {
         Ok(result)
     }
 
-    /// One round on fresh input sets.
-    pub fn round(&mut self, j: &mut Judge, team: &mut Team, side: &mut Side<'_>) -> Result<Round, Halt> {
-        let s = self.slots;
+    /// One round of `s` calls (at most the bench's slots) on fresh input sets: generated
+    /// into the reference's buffers and copied into the timed library's.
+    pub fn round(&mut self, j: &mut Judge, team: &mut Team, side: &mut Side<'_>, s: usize) -> Result<Round, Halt> {
+        let s = s.clamp(1, self.slots);
+        let step = Instant::now();
         let seeds: Vec<u64> = (0..s).map(|_| self.fresh_seed(j)).collect();
         for (k, seed) in seeds.iter().enumerate() {
             j.prepare(&self.reference, k, *seed, false)?;
-            j.prepare(&self.side, k, *seed, false)?;
+            j.copy_case(&self.reference, &self.side, k)?;
         }
         j.sync()?;
+        j.spent("time.inputs", step);
+        let step = Instant::now();
         let at = format!("at the bench size {}", j.task.bench);
         let r = &mut team.reference;
         let ref_calls = (0..s).map(|k| self.reference.call(k)).collect();
@@ -181,6 +194,7 @@ impl Bench {
             j.gpu.flush_l2_async().map_err(|e| j.gpu_stop(e))?;
         }
         j.sync()?;
+        j.spent("time.reference", step);
 
         let calls = (0..s).map(|k| self.side.call(k)).collect();
         let all: Vec<usize> = (0..s).collect();
@@ -197,6 +211,8 @@ impl Bench {
         };
         let results = j.compare(&self.side, &self.reference, &all)?;
         let window_ms = started.elapsed().as_secs_f64() * 1e3;
+        j.spent("time.windows", started);
+        let step = Instant::now();
 
         if !j.task.allow_nonfinite {
             if let Some((k, arg, r)) = results.iter().find(|(_, _, r)| r.expected_nonfinite > 0) {
@@ -212,7 +228,10 @@ impl Bench {
             }
         }
         let wrong = results.iter().find(|(_, _, r)| r.mismatches > 0).map(|(k, _, _)| *k);
-        let damaged = j.intact(&self.side, &seeds.iter().copied().enumerate().collect::<Vec<_>>(), true)?;
+        let damaged = match j.intact(&self.side, &seeds.iter().copied().enumerate().collect::<Vec<_>>(), false)? {
+            Some(d) => Some(d),
+            None => j.same_inputs(&self.side, &self.reference, &all)?.map(|(k, arg, i)| (k, arg, super::Damage::Input(i))),
+        };
         let candidate = matches!(side, Side::Candidate(_));
         if let Some(k) = wrong {
             let worker_role = if candidate { "candidate" } else { "baseline" };
@@ -241,6 +260,7 @@ impl Bench {
         if candidate {
             self.candidate_right += s as u64;
         }
+        j.spent("time.checks", step);
         Ok(Round { window_ms, events_ms })
     }
 

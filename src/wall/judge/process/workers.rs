@@ -94,7 +94,9 @@ pub struct Spawn<'a> {
 }
 
 impl Worker {
-    pub fn start(s: Spawn<'_>) -> Result<Worker, Fault> {
+    /// Starts the worker and hands it its request; [`Worker::ready`] waits for it to be
+    /// ready, so that its start overlaps the judge's own.
+    pub fn spawn(s: Spawn<'_>) -> Result<Worker, Fault> {
         let (mine, theirs) = wire::pair().map_err(|e| Fault::Spawn(format!("socket pair: {e}")))?;
         std::fs::create_dir_all(&s.scratch)
             .map_err(|e| Fault::Spawn(format!("cannot create {}: {e}", s.scratch.display())))?;
@@ -171,12 +173,17 @@ impl Worker {
             simulate: s.simulate,
         };
         wire::send(w.sock.as_fd(), &request, &[]).map_err(|e| w.fault_from(e, s.ready_within))?;
-        match w.receive(s.ready_within)? {
+        Ok(w)
+    }
+
+    /// Waits for the worker's first answer: sandboxed and on the GPU, or broken.
+    pub fn ready(&mut self, within: Duration) -> Result<(), Fault> {
+        match self.receive(within)? {
             Reply::Ready { device, sandbox, sandbox_s } => {
-                w.device = device;
-                w.sandbox = sandbox;
-                w.sandbox_s = sandbox_s;
-                Ok(w)
+                self.device = device;
+                self.sandbox = sandbox;
+                self.sandbox_s = sandbox_s;
+                Ok(())
             }
             Reply::Broken { message, environment } => Err(Fault::Broken(message, environment)),
             other => Err(Fault::Protocol(format!("answered {other:?} before it was ready"))),
