@@ -219,50 +219,26 @@ impl Judge {
     /// Writes case `k`'s inputs from `seed` and poisons its outputs (pattern A or B), on
     /// the judge's stream.
     pub fn prepare(&self, pool: &Pool, k: usize, seed: u64, second: bool) -> Result<(), Halt> {
+        self.generate_inputs(pool, k, seed)?;
+        self.poison(pool, k, second)
+    }
+
+    /// Case `k`'s inputs and in-out buffers, generated from `seed` (on the stream).
+    pub fn generate_inputs(&self, pool: &Pool, k: usize, seed: u64) -> Result<(), Halt> {
         for (arg, place) in pool.layout.cases[k].places.iter().enumerate() {
-            let Some(place) = place else { continue };
-            let r = match pools::input_spec(place, seed, arg) {
-                Some(spec) => self.kernels.generate(&self.gpu, pool.ptr(place), &spec),
-                None => self.gpu.fill_async(
-                    pool.ptr(place),
-                    place.elem.size(),
-                    super::verify::poison(place.elem, second),
-                    place.count as usize,
-                ),
-            };
-            r.map_err(|e| self.gpu_stop(e))?;
+            let Some(spec) = place.as_ref().and_then(|p| pools::input_spec(p, seed, arg)) else { continue };
+            let place = place.as_ref().expect("a spec comes from a place");
+            self.kernels.generate(&self.gpu, pool.ptr(place), &spec).map_err(|e| self.gpu_stop(e))?;
         }
         Ok(())
     }
 
-    /// Case `k` of `to` made the same as in `from` for a call: its inputs and in-out
-    /// buffers copied on the device (cheaper than generating them again), its outputs
-    /// poisoned (pattern A).
-    pub fn copy_case(&self, from: &Pool, to: &Pool, k: usize) -> Result<(), Halt> {
-        for place in to.layout.cases[k].places.iter().flatten() {
-            let r = match place.init {
-                Some(_) => {
-                    let src = from.ptr(place);
-                    // SAFETY: both pools hold this case's buffer at the same offset, of the
-                    // same size (one layout); on the judge's stream.
-                    unsafe {
-                        cudarc::driver::result::memcpy_dtod_async(
-                            to.ptr(place),
-                            src,
-                            place.bytes() as usize,
-                            self.gpu.raw_stream(),
-                        )
-                    }
-                    .map_err(|e| GpuError::from_driver(e, "copying an input set"))
-                }
-                None => self.gpu.fill_async(
-                    to.ptr(place),
-                    place.elem.size(),
-                    super::verify::poison(place.elem, false),
-                    place.count as usize,
-                ),
-            };
-            r.map_err(|e| self.gpu_stop(e))?;
+    /// Case `k`'s outputs poisoned with pattern A or B (on the stream).
+    pub fn poison(&self, pool: &Pool, k: usize, second: bool) -> Result<(), Halt> {
+        for place in pool.layout.cases[k].places.iter().flatten().filter(|p| p.init.is_none()) {
+            self.gpu
+                .fill_async(pool.ptr(place), place.elem.size(), super::verify::poison(place.elem, second), place.count as usize)
+                .map_err(|e| self.gpu_stop(e))?;
         }
         Ok(())
     }

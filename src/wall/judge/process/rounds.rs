@@ -173,15 +173,16 @@ impl Bench {
         Ok(result)
     }
 
-    /// One round of `s` calls (at most the bench's slots) on fresh input sets: generated
-    /// into the reference's buffers and copied into the timed library's.
+    /// One round of `s` calls (at most the bench's slots) on fresh input sets. The
+    /// reference computes its outputs first, on its own copy; the timed library's copy is
+    /// written only once the window is open, so nothing can be worked out before it.
     pub fn round(&mut self, j: &mut Judge, team: &mut Team, side: &mut Side<'_>, s: usize) -> Result<Round, Halt> {
         let s = s.clamp(1, self.slots);
         let step = Instant::now();
         let seeds: Vec<u64> = (0..s).map(|_| self.fresh_seed(j)).collect();
         for (k, seed) in seeds.iter().enumerate() {
             j.prepare(&self.reference, k, *seed, false)?;
-            j.copy_case(&self.reference, &self.side, k)?;
+            j.poison(&self.side, k, false)?;
         }
         j.sync()?;
         j.spent("time.inputs", step);
@@ -190,9 +191,6 @@ impl Bench {
         let r = &mut team.reference;
         let ref_calls = (0..s).map(|k| self.reference.call(k)).collect();
         r.run(ref_calls, 1, j.within(s, self.per_call * 4)).map_err(|f| Halt::Outcome(r.blame(&f, &at)))?;
-        if j.task.flush_l2 {
-            j.gpu.flush_l2_async().map_err(|e| j.gpu_stop(e))?;
-        }
         j.sync()?;
         j.spent("time.reference", step);
 
@@ -203,7 +201,16 @@ impl Bench {
             Side::Candidate(w) => w,
             _ => team.baseline(),
         };
+        // The window opens before the inputs exist where the library can see them: a
+        // watcher that computes as they appear works inside it.
         let started = Instant::now();
+        for (k, seed) in seeds.iter().enumerate() {
+            j.generate_inputs(&self.side, k, *seed)?;
+        }
+        if j.task.flush_l2 {
+            j.gpu.flush_l2_async().map_err(|e| j.gpu_stop(e))?;
+        }
+        j.sync()?;
         let ran = worker.run(calls, 1, j.within(s, per_call));
         let events_ms = match ran {
             Ok(e) => e,

@@ -74,19 +74,20 @@ pub(crate) fn agreement(baseline_gaps: &[f64], candidate_gaps: &[f64], candidate
     (decision, ClockCheck { baseline_gap_ms: gb, candidate_gap_ms: gc, tolerance_ms: tolerance, figure })
 }
 
-/// A round's value per call under the chosen figure.
+/// A round's value per call under the chosen figure: its events' sum over its calls, or
+/// its window over its calls less the baseline's gap. Never a median of the events: the
+/// window bounds only their sum, and a worker can spread a sum as it likes (a few long
+/// calls and many short ones make a short median).
 fn round_value(r: &Round, figure: Figure, baseline_gap: f64) -> f64 {
+    let n = r.events_ms.len().max(1) as f64;
     match figure {
-        Figure::Events => median(&r.events_ms),
-        Figure::Judge => r.window_ms / r.events_ms.len().max(1) as f64 - baseline_gap,
+        Figure::Events => r.events_ms.iter().sum::<f64>() / n,
+        Figure::Judge => r.window_ms / n - baseline_gap,
     }
 }
 
 fn samples(rounds: &[&Round], figure: Figure, baseline_gap: f64) -> Vec<f64> {
-    match figure {
-        Figure::Events => rounds.iter().flat_map(|r| r.events_ms.iter().copied()).collect(),
-        Figure::Judge => rounds.iter().map(|r| round_value(r, figure, baseline_gap)).collect(),
-    }
+    rounds.iter().map(|r| round_value(r, figure, baseline_gap)).collect()
 }
 
 pub(crate) fn report(
@@ -101,8 +102,8 @@ pub(crate) fn report(
     let candidate_rounds: Vec<&Round> = middle.rounds.iter().collect();
     let baseline_gaps: Vec<f64> = baseline_rounds.iter().map(|r| gap(r)).collect();
     let candidate_gaps: Vec<f64> = candidate_rounds.iter().map(|r| gap(r)).collect();
-    let candidate_events: Vec<f64> = candidate_rounds.iter().flat_map(|r| r.events_ms.iter().copied()).collect();
-    let (decision, clock_check) = agreement(&baseline_gaps, &candidate_gaps, median(&candidate_events));
+    let candidate_means: Vec<f64> = candidate_rounds.iter().map(|r| round_value(r, Figure::Events, 0.0)).collect();
+    let (decision, clock_check) = agreement(&baseline_gaps, &candidate_gaps, median(&candidate_means));
     let figure = clock_check.figure;
     let gb = clock_check.baseline_gap_ms;
     match decision {
@@ -116,7 +117,7 @@ pub(crate) fn report(
                 FailureClass::TimingAnomaly,
                 format!(
                     "the judge's clock held {excess:.4} ms a call more than the candidate's own events account for (beyond the {gb:.4} ms a call the baseline's rounds hold): work ran outside its timed events (another stream or thread, or a kernel left running), or its launcher worked while the GPU idled; its events would claim {:.4} ms a call",
-                    median(&candidate_events)
+                    median(&candidate_means)
                 ),
             )))
         }

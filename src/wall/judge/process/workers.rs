@@ -25,6 +25,14 @@ use std::time::{Duration, Instant};
 /// The most of a worker's output kept (its tail).
 const OUTPUT_TAIL: usize = 256 << 10;
 
+/// What a worker's scratch folder may hold: bytes on disk, and entries. Past either the
+/// judge ends the worker: a library that fills the disk is judged for it, before the disk
+/// it shares with the run is full.
+pub const SCRATCH_BYTES: u64 = 1 << 30;
+const SCRATCH_ENTRIES: u64 = 100_000;
+/// How often the scratch folder is measured.
+const SCRATCH_EVERY: Duration = Duration::from_millis(100);
+
 /// What went wrong with a worker, as the judge saw it.
 #[derive(Debug, Clone)]
 pub enum Fault {
@@ -44,6 +52,8 @@ pub enum Fault {
     /// It reported itself broken before loading anything: ours, or the machine's
     /// (`true`: no driver, no such GPU).
     Broken(String, bool),
+    /// It filled its scratch folder past the quota, and the judge ended it.
+    Exhausted(String),
 }
 
 impl std::fmt::Display for Fault {
@@ -57,6 +67,7 @@ impl std::fmt::Display for Fault {
             Fault::Cuda { call: None, error } => write!(f, "{error} while the judge waited for its calls"),
             Fault::Broken(m, _) => write!(f, "{m}"),
             Fault::Load(m) => write!(f, "could not load its library: {m}"),
+            Fault::Exhausted(m) => write!(f, "was ended: {m}"),
         }
     }
 }
@@ -78,6 +89,9 @@ pub struct Worker {
     pub sandbox_s: f64,
     /// Set once it is known dead (reaped).
     dead: Option<String>,
+    /// The scratch folder's watch: what it found past the quota, and its stop.
+    over_quota: Arc<Mutex<Option<String>>>,
+    watching: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How a worker is started.
@@ -151,7 +165,12 @@ impl Worker {
             let out = output.clone();
             readers.push(std::thread::spawn(move || keep_tail(stream, out)));
         }
+        let over_quota = Arc::new(Mutex::new(None));
+        let watching = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        watch_scratch(child.id(), s.scratch.clone(), over_quota.clone(), watching.clone());
         let mut w = Worker {
+            over_quota,
+            watching,
             role: s.role,
             pid: child.id(),
             child,
@@ -263,6 +282,9 @@ impl Worker {
     /// that died is its death.
     fn fault_from(&mut self, e: WireError, within: Duration) -> Fault {
         if let Some(how) = self.reap(Duration::from_millis(500)) {
+            if let Some(m) = self.over_quota.lock().ok().and_then(|o| o.clone()) {
+                return Fault::Exhausted(m);
+            }
             return Fault::Died(how);
         }
         match e {
@@ -281,6 +303,8 @@ impl Worker {
         loop {
             match self.child.try_wait() {
                 Ok(Some(status)) => {
+                    // Reaped: its pid may be reused, so the watch must never signal it again.
+                    self.watching.store(false, std::sync::atomic::Ordering::Relaxed);
                     let how = describe_status(status);
                     self.dead = Some(how.clone());
                     return Some(how);
@@ -295,6 +319,7 @@ impl Worker {
     /// GPU context down with it.
     pub fn kill(&mut self) -> Duration {
         let started = Instant::now();
+        self.watching.store(false, std::sync::atomic::Ordering::Relaxed);
         if self.dead.is_none() {
             let _ = self.child.kill();
             if let Ok(status) = self.child.wait() {
@@ -360,6 +385,7 @@ pub fn candidate_failure(fault: &Fault, what: &str) -> Failure {
         }
         Fault::Cuda { .. } => FailureClass::LaunchError,
         Fault::Load(_) => FailureClass::MissingEntry,
+        Fault::Exhausted(_) => FailureClass::ResourceLeak,
         Fault::Protocol(_) | Fault::Broken(..) | Fault::Spawn(_) => FailureClass::ForgedReport,
     };
     let hint = match class {
@@ -370,6 +396,71 @@ pub fn candidate_failure(fault: &Fault, what: &str) -> Failure {
         _ => "",
     };
     Failure::new(class, format!("{what}{hint}"))
+}
+
+/// Measures `scratch` every [`SCRATCH_EVERY`] while `watching`; past the quota, notes why
+/// and ends process `pid`.
+fn watch_scratch(
+    pid: u32,
+    scratch: PathBuf,
+    over: Arc<Mutex<Option<String>>>,
+    watching: Arc<std::sync::atomic::AtomicBool>,
+) {
+    // A pidfd names this very process: once it is reaped, a signal through it reaches
+    // nothing, whoever reuses the number.
+    // SAFETY: plain syscall; the result is checked.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_long, 0) } as i32;
+    std::thread::spawn(move || {
+        while watching.load(std::sync::atomic::Ordering::Relaxed) {
+            let (bytes, entries) = usage(&scratch);
+            if bytes > SCRATCH_BYTES || entries > SCRATCH_ENTRIES {
+                if let Ok(mut o) = over.lock() {
+                    *o = Some(format!(
+                        "its scratch folder held {:.0} MiB in {entries} entries, past the {} MiB and {SCRATCH_ENTRIES} entries a worker may use",
+                        bytes as f64 / (1 << 20) as f64,
+                        SCRATCH_BYTES >> 20
+                    ));
+                }
+                // SAFETY: plain syscalls on our child's pidfd (or, where the kernel has
+                // none, its pid, which the judge has not reaped while it watches).
+                unsafe {
+                    if pidfd >= 0 {
+                        libc::syscall(libc::SYS_pidfd_send_signal, pidfd, libc::SIGKILL, std::ptr::null::<u8>(), 0);
+                    } else {
+                        libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                    }
+                }
+                break;
+            }
+            std::thread::sleep(SCRATCH_EVERY);
+        }
+        if pidfd >= 0 {
+            // SAFETY: the descriptor opened above, closed once.
+            unsafe { libc::close(pidfd) };
+        }
+    });
+}
+
+/// Bytes on disk and entries under `dir`, links not followed.
+fn usage(dir: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let (mut bytes, mut entries) = (0u64, 0u64);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(list) = std::fs::read_dir(&d) else { continue };
+        for e in list.flatten() {
+            entries += 1;
+            if entries > SCRATCH_ENTRIES {
+                return (bytes, entries);
+            }
+            let Ok(m) = std::fs::symlink_metadata(e.path()) else { continue };
+            bytes += m.blocks() * 512;
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    (bytes, entries)
 }
 
 fn describe_status(status: std::process::ExitStatus) -> String {
