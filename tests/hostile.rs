@@ -310,6 +310,9 @@ fn every_case_says_what_it_expects() {
             *per_threat.entry(THREATS.iter().find(|t| **t == c.threat).unwrap()).or_default() += 1;
         }
     }
+    for t in THREATS {
+        assert!(per_threat.get(t).copied().unwrap_or(0) >= 2, "fewer than two red-team cases of `{t}`: {per_threat:?}");
+    }
 }
 
 /// The `#define NIGHTSHIFT_...` resources the test provides.
