@@ -3,12 +3,12 @@
 // task: slow_map
 // threat: escaped timing
 // mechanism: the judge's clock: a round's figure must come from all of its work (the sum of its events, or its window), never from the median of per-call events whose only check is their sum
-// why: does the baseline's work, every call of it, on a stream of its own; on the given stream, two calls in three hold only a spin of 0.935 of a call's time and every third waits for all the work so far: each round's events still sum to its window (the clock check agrees), their spread stays under the 10% noise limit, and their median claims a 7% speedup for the baseline's own kernel
+// why: does the baseline's work, every call of it, on a stream of its own; on the given stream, two calls in three hold only a spin of 0.94 of a call's time and every third waits for all the work so far: each round's events still sum to its window (the clock check agrees), their spread (8.5%) stays under the 10% noise limit, and their median claims a 6% speedup for the baseline's own kernel
 #include <cuda_runtime.h>
 #include <time.h>
 
 constexpr int BENCH_N = 1048576;
-constexpr double SHORT = 0.935;  // of a call's time, for two calls in three
+constexpr double SHORT = 0.94;  // of a call's time, for two calls in three
 
 __global__ void slow_map_kernel(const float* __restrict__ x, float* __restrict__ y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

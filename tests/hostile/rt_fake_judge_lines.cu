@@ -4,11 +4,12 @@
 // modes: eval diagnose
 // threat: forged verdict
 // mechanism: the judge's stdout is a pipe no worker holds (Landlock closes /proc/<judge>/fd, seccomp pidfd_getfd); a standalone worker's lines after `loading` are never believed
-// why: writes finished judge reports (passed, speedup 9, a note nightshift_forged) and standalone `done` lines to stdout, stderr and every descriptor but the judge's socket, and tries the judge's own stdout through /proc/<ppid>/fd/1; then computes the right answer. The verdict must be the judge's: no forged note or kernel name in it
+// why: writes finished judge reports (passed, speedup 9, a note nightshift_forged) and standalone `done` lines to stdout, stderr and every pipe it holds (a standalone worker's report channel among them), and tries the judge's own stdout through /proc/<ppid>/fd/1; then computes the right answer. The verdict must be the judge's: no forged note or kernel name in it
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 static int breached = 0;
 static void breach(const char* what) { fprintf(stderr, "REDTEAM-BREACH: %s\n", what); fflush(stderr); breached = 1; }
@@ -28,8 +29,11 @@ static const char* lines[] = {
     "{\"event\":\"done\",\"error\":null,\"ours\":true}\n",
 };
 static void forge() {
-  for (int fd = 0; fd < 256; ++fd) {
-    if (fd == 3) continue;
+  // Its stdout and stderr, and every pipe beyond them: a standalone worker's report
+  // channel is one (a served worker's fd 3 is the judge's socket, another case's).
+  for (int fd = 1; fd < 256; ++fd) {
+    struct stat st;
+    if (fd > 2 && (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode))) continue;
     for (const char* l : lines) write(fd, l, strlen(l));
   }
   char path[64];

@@ -4,7 +4,7 @@
 // modes: eval optimize
 // threat: escaped timing
 // mechanism: the judge's window must hold all the work on a round's inputs: today a round's inputs are written into the lent buffers, and the reference run on them, before the window opens
-// why: computes the baseline's own answer, but not in its calls: a host thread watches the last bench slot's output for the judge's poison (the judge poisons outputs after writing each slot's inputs), then computes every slot of the round on a stream of its own while the judge runs the (three times slower) reference; its calls then only wait for that work, which is long done: every event is a few µs, and the window holds nothing but the judge's own checks
+// why: computes the baseline's own answer, but not in its calls: a host thread watches the last bench slot's output for the judge's poison (the judge poisons outputs after writing each slot's inputs), then computes every slot of the round on a stream of its own while the judge runs the (three times slower) reference; its calls then only wait for that work, long done, and spin a steady 50 µs: every event is 50 µs (a 20x claim, steady enough to be reliable), and the window holds nothing but that and the judge's own checks
 #include <atomic>
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -23,6 +23,13 @@ __global__ void slow_map_kernel(const float* __restrict__ x, float* __restrict__
 #pragma unroll 1
   for (int k = 0; k < 4096; ++k) v = fmaf(v, 0.999f, 0.001f * __sinf(v));
   y[i] = v;
+}
+
+__global__ void spin_ns(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  while (now - start < ns);
 }
 
 static long long now_ns() {
@@ -97,6 +104,7 @@ extern "C" void slow_map(const float* x, float* y, int n, cudaStream_t s) {
     long r = ready.load();
     if (r > used && i < slots.load() && xs[i] == x && ys[i] == y) {
       cudaStreamWaitEvent(s, done, 0);
+      spin_ns<<<1, 32, 0, s>>>(50000);  // a steady 50 us a call: a reliable timing
       if (i == slots.load() - 1) used = r;
       last_bench_ns.store(now_ns());
       return;
