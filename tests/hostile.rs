@@ -315,6 +315,73 @@ fn every_case_says_what_it_expects() {
     }
 }
 
+/// Builds every case for real on a machine without a GPU (where eval stops at the missing
+/// driver once the build is done): a case that should be refused at build time is, and
+/// every other case builds, so that no GPU time goes to a typo. The `#define NIGHTSHIFT_`
+/// resources get stand-ins: a header for SECRET_FILE, this test's own executable for
+/// CUBLAS_FILE (a file past 64 KiB).
+#[test]
+#[ignore = "builds every hostile case with nvcc: minutes of CPU"]
+fn every_case_builds_as_it_expects() {
+    if nightshift::wall::gpu::driver_present() {
+        eprintln!("a GPU machine: every_hostile_case_gets_its_class_and_the_caller_survives builds them all");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret.h");
+    std::fs::write(&secret, "#define RT_SECRET \"stand-in\"\n").unwrap();
+    let stand_ins: BTreeMap<&str, String> = [
+        ("SECRET_FILE", quoted(&secret.display().to_string())),
+        ("CUBLAS_FILE", quoted(&std::env::current_exe().unwrap().display().to_string())),
+    ]
+    .into_iter()
+    .collect();
+    let at_build = ["build-error", "build-timeout", "forbidden-import", "missing-entry"];
+    let mut wrong = Vec::new();
+    for c in cases().into_iter().filter(|c| selected(&c.name)) {
+        let text: String = std::fs::read_to_string(&c.path)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let name = l.strip_prefix("#define NIGHTSHIFT_").and_then(|r| r.split_whitespace().next());
+                match name.and_then(|n| stand_ins.get(n).map(|v| (n, v))) {
+                    Some((n, v)) => format!("#define NIGHTSHIFT_{n} {v}\n"),
+                    None => format!("{l}\n"),
+                }
+            })
+            .collect();
+        let source = dir.path().join(c.path.file_name().unwrap());
+        std::fs::write(&source, text).unwrap();
+        let out = common::building_command()
+            .arg("eval")
+            .arg(c.task_dir())
+            .arg(&source)
+            .args(&c.flags)
+            .args(["--arch", "sm_90a", "--json"])
+            .output()
+            .unwrap();
+        let v: Option<Value> = serde_json::from_slice(&out.stdout).ok();
+        let got = match &v {
+            Some(v) if v["error"] == "environment" => "built".to_string(),
+            Some(v) => v["failure"]["class"].as_str().unwrap_or("?").to_string(),
+            None => format!("no verdict: {}", String::from_utf8_lossy(&out.stderr)),
+        };
+        let expected = &c.expect[&c.modes[0]];
+        let refused_at_build = expected.iter().all(|e| at_build.contains(&e.as_str()));
+        let ok = if refused_at_build { expected.contains(&got) } else { got == "built" };
+        eprintln!("{}: {got}{}", c.name, if ok { "" } else { "  <-- not as expected" });
+        if !ok {
+            let message = v.as_ref().map(|v| v["failure"]["message"].to_string()).unwrap_or_default();
+            wrong.push(format!(
+                "{}: expected {}, got {got}: {message}",
+                c.name,
+                if refused_at_build { expected.join("|") } else { "a build".into() }
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// The `#define NIGHTSHIFT_...` resources the test provides.
 const RESOURCES: &[&str] = &[
     "LISTENER_PORT",

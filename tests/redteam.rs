@@ -174,7 +174,13 @@ fn judge_with(lib: &Path, handed: Option<std::os::fd::RawFd>) -> Judged {
             _ => None,
         })
         .collect();
-    assert_eq!(reports.len(), 1, "the judge's stdout holds one report and nothing forged:\n{}\n{}", got.stdout, got.stderr);
+    assert_eq!(
+        reports.len(),
+        1,
+        "the judge's stdout holds one report and nothing forged:\n{}\n{}",
+        got.stdout,
+        got.stderr
+    );
     let report = reports.into_iter().next().unwrap();
     let text = format!("{}\n{}\n{}", got.stdout, got.stderr, serde_json::to_string(&report).unwrap());
     Judged { class: class_of(&report), report, text }
@@ -191,7 +197,11 @@ fn attack(name: &str, body: &str, defines: &[(&str, String)]) -> Judged {
 /// simulated outcome stands, and no mark, key or forged line reached the report.
 fn assert_refused(j: &Judged, what: &str) {
     assert!(!j.text.contains(BREACH), "{what}: the attack got through: {}", breach_lines(&j.report));
-    assert_eq!(j.class, "passed", "{what}: the library's process did not survive its refused attack: {:?}", j.report.outcome);
+    assert_eq!(
+        j.class, "passed",
+        "{what}: the library's process did not survive its refused attack: {:?}",
+        j.report.outcome
+    );
     assert!(j.report.notes.iter().any(|n| n == OURS), "{what}: the report is not the judge's: {:?}", j.report.notes);
     assert!(!j.text.contains(CANARY), "{what}: the orchestrator's key reached the judgment");
     assert!(!j.text.contains(FORGED), "{what}: a forged line reached the judgment");
@@ -711,7 +721,10 @@ fn build_reads_secret(how: &str) {
         secret.display(),
         out.status.code()
     );
-    assert!(!stdout.contains(CANARY) && !stderr.contains(CANARY), "the secret reached the verdict:\n{stdout}\n{stderr}");
+    assert!(
+        !stdout.contains(CANARY) && !stderr.contains(CANARY),
+        "the secret reached the verdict:\n{stdout}\n{stderr}"
+    );
 }
 
 /// Waits for the build branch (nvcc confined to the toolkit, the task and its folder).
