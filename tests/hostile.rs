@@ -43,7 +43,8 @@
 //!   .device/tests/hostile-* --ignored --nocapture --test-threads 1
 //! ```
 //!
-//! Subsets: `NIGHTSHIFT_HOSTILE_CASES=rt_*,noop` (names or `*` patterns, comma-separated),
+//! Subsets: `NIGHTSHIFT_HOSTILE_CASES=rt_*,noop` (names or `*` patterns, comma-separated;
+//! `!rt_*` leaves out what it matches),
 //! `NIGHTSHIFT_HOSTILE_MODES=eval,diagnose`, `NIGHTSHIFT_HOSTILE_SHARD=1/2` (every second
 //! case, for runs split across device calls). `NIGHTSHIFT_HOSTILE_REPORT=FILE` also writes
 //! the table there. It prints one row per case and mode as it goes, the table and a summary
@@ -865,10 +866,13 @@ fn gpu_works() -> Result<(), String> {
     Ok(())
 }
 
-/// `NIGHTSHIFT_HOSTILE_CASES`: names or `*` patterns, comma-separated.
+/// `NIGHTSHIFT_HOSTILE_CASES`: names or `*` patterns, comma-separated; one that starts
+/// with `!` leaves its matches out (`!rt_*`: every case but the red team's).
 fn selected(name: &str) -> bool {
     let Ok(v) = std::env::var("NIGHTSHIFT_HOSTILE_CASES") else { return true };
-    v.split(',').map(str::trim).filter(|p| !p.is_empty()).any(|p| glob(p, name))
+    let patterns: Vec<&str> = v.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+    let (out, into): (Vec<&str>, Vec<&str>) = patterns.iter().partition(|p| p.starts_with('!'));
+    !out.iter().any(|p| glob(&p[1..], name)) && (into.is_empty() || into.iter().any(|p| glob(p, name)))
 }
 
 fn glob(pattern: &str, name: &str) -> bool {
@@ -878,6 +882,13 @@ fn glob(pattern: &str, name: &str) -> bool {
             name.starts_with(head) && (0..=name.len() - head.len()).any(|i| glob(tail, &name[head.len() + i..]))
         }
     }
+}
+
+#[test]
+fn case_patterns_match_as_documented() {
+    assert!(glob("rt_*", "rt_unix_socket_path") && glob("*socket*", "rt_unix_socket_path"));
+    assert!(glob("rt_*_path", "rt_unix_socket_path") && !glob("rt_*_path", "rt_unix_socket_abstract"));
+    assert!(glob("noop", "noop") && !glob("noop", "noop2") && glob("*", "anything"));
 }
 
 fn modes_selected() -> Option<Vec<Mode>> {
