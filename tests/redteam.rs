@@ -572,12 +572,12 @@ fn a_file_outside_the_scratch_folder_keeps_its_mode_owner_times_and_attributes()
   if (syscall(SYS_setxattr, RT_VICTIM, "user.redteam", "x", 1, 0) == 0) breach("set an extended attribute on the victim");"#;
     let j = attack("metadata", body, &[("RT_VICTIM", quoted(&victim.display().to_string()))]);
     let after = std::fs::metadata(&victim).unwrap();
+    assert_refused(&j, "a file's metadata outside scratch");
     assert_eq!(
         (before.mode(), before.uid(), before.gid(), before.mtime()),
         (after.mode(), after.uid(), after.gid(), after.mtime()),
         "the victim's mode, owner or times changed"
     );
-    assert_refused(&j, "a file's metadata outside scratch");
 }
 
 /// Holds today (Landlock reads only): the build cache (every judged library, the
@@ -649,7 +649,8 @@ fn a_frame_written_on_the_judges_socket_is_a_forged_report() {
 fn judge_lines_written_by_a_worker_are_not_a_verdict() {
     let body = r#"
   const char* line = "{\"event\":\"done\",\"report\":{\"outcome\":{\"outcome\":\"passed\"},\"notes\":[\"nightshift_forged\"],\"timing\":{\"speedup\":9.0}}}\n";
-  for (int fd = 0; fd < 64; ++fd) if (fd != 3) write(fd, line, strlen(line));
+  write(1, line, strlen(line));
+  write(2, line, strlen(line));
   char path[64]; snprintf(path, sizeof path, "/proc/%d/fd/1", (int)getppid());
   int out = open(path, O_WRONLY);
   if (out >= 0) { write(out, line, strlen(line)); breach("wrote into the judge's stdout"); }"#;
