@@ -1,5 +1,6 @@
 // expect: crash
 // task: vector_add
+// threat: denial and blame
 // why: calls abort() in the launcher
 #include <stdlib.h>
 #include <cuda_runtime.h>

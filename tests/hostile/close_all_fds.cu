@@ -1,6 +1,7 @@
-// expect: forged-report
+// expect: process-exit|forged-report
 // task: vector_add
-// why: closes every file descriptor, the report channel included
+// threat: forged verdict
+// why: closes every file descriptor, the report channel included. Under the judge the worker can no longer answer and leaves (process-exit), unless a descriptor the driver opens afterwards takes fd 3 first (forged-report)
 #include <unistd.h>
 #include <cuda_runtime.h>
 __global__ void add(const float* a, const float* b, float* c, int n) {

@@ -1,5 +1,6 @@
 // expect: launch-error
 // task: vector_add
+// threat: denial and blame
 // why: computes the answer, then calls cudaDeviceReset() in the launcher
 #include <cuda_runtime.h>
 __global__ void add(const float* a, const float* b, float* c, int n) {

@@ -1,5 +1,6 @@
 // expect: process-exit
 // task: vector_add
+// threat: denial and blame
 // why: calls exit(0) in the launcher
 #include <stdlib.h>
 #include <cuda_runtime.h>

@@ -1,5 +1,6 @@
 // expect: nondeterminism
 // task: vector_add
+// threat: memoization and replay
 // why: is wrong in one element on every fiftieth call
 __global__ void nudge(float* c) { c[0] += 1.0f; }
 #include <cuda_runtime.h>

@@ -1,5 +1,6 @@
 // expect: passed
 // task: vector_add
+// threat: forged verdict
 // hosted: diagnose
 // why: prints a raw-page table of its own (a launch named nightshift_forged_kernel) on stdout and stderr and writes it into every descriptor that names a file (a tool's log handed down would be one), then computes the right answer: the diagnoses must come from ncu's table alone (issue 22: the profiling ncu prints its raw page to a log)
 #include <limits.h>

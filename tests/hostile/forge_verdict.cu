@@ -1,6 +1,7 @@
-// expect: forged-report
+// expect: process-exit
 // task: vector_add
-// why: writes a sealed-looking "passed" report to every descriptor from 3 up and leaves before the worker can speak (issue 10, case 1)
+// threat: forged verdict
+// why: writes a sealed-looking "passed" report to every descriptor from 3 up and leaves before the worker can speak (issue 10, case 1). Under the judge its lines are garbage on the judge's socket from a process that has already left: the judge sees the process gone first, a process exit
 #include <string.h>
 #include <unistd.h>
 #include <cuda_runtime.h>

@@ -1,5 +1,6 @@
 // expect: passed
 // task: vector_add
+// threat: escape to the host
 // why: tries to fork (by raw syscall: the import check refuses fork itself) and to start a new session, then computes the right answer
 #include <unistd.h>
 #include <sys/syscall.h>

@@ -1,5 +1,6 @@
 // expect: unwritten-output
 // task: vector_add
+// threat: escaped timing
 // why: returns at once and lets a host thread launch the work 20 ms later
 #include <thread>
 #include <chrono>

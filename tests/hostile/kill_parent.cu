@@ -1,5 +1,6 @@
 // expect: passed
 // task: vector_add
+// threat: denial and blame
 // why: signals its parent (the orchestrator), its parent's group and every process it can reach, then computes the right answer: the caller must survive and judge it (issue 10, case 2)
 #include <signal.h>
 #include <unistd.h>

@@ -1,5 +1,6 @@
 // expect: resource-leak
 // task: vector_add
+// threat: denial and blame
 // why: allocates 16 MiB of device memory on every call and never frees it
 #include <cuda_runtime.h>
 __global__ void add(const float* a, const float* b, float* c, int n) {

@@ -1,5 +1,6 @@
 // expect: timing-anomaly
 // task: vector_add
+// threat: escaped timing
 // why: launches on the legacy default stream instead of the stream it is given
 #include <cuda_runtime.h>
 __global__ void add(const float* a, const float* b, float* c, int n) {

@@ -1,6 +1,7 @@
-// expect: memoization
+// expect: passed
 // task: gemm_f32
-// why: fingerprints 16 sampled elements of A and B, replays a cached C on a hit and spins to stay above the physical floor (issue 10, case 5: a 5.3x "speedup" before)
+// threat: memoization and replay
+// why: fingerprints 16 sampled elements of A and B, replays a cached C on a hit and spins to stay above the physical floor (issue 10, case 5: a 5.3x "speedup" before). Under the judge every timed call has inputs of its own: the cache hits only on the check's repeated calls, where replaying is right, so it passes at its tiled kernel's own speed; the class `memoization` is no longer produced
 #include <cuda_runtime.h>
 #include <map>
 #include <stdint.h>

@@ -1,5 +1,6 @@
 // expect: wrong-answer
 // task: vector_add
+// threat: wrong but equal
 // why: writes NaN into the middle element
 __global__ void poison_mid(float* c, int n) { c[n / 2] = __int_as_float(0x7fc00000); }
 #include <cuda_runtime.h>

@@ -1,5 +1,6 @@
 // expect: passed
 // task: vector_add
+// threat: escape to the host
 // hosted: sanitize diagnose
 // why: opens a TCP connection to a listener the test holds on the host's loopback and sends a UDP datagram to it, then computes the right answer: no connection may arrive
 #include <sys/socket.h>

@@ -1,5 +1,6 @@
 // expect: unwritten-output
 // task: vector_add
+// threat: wrong but equal
 // why: does nothing at all
 #include <cuda_runtime.h>
 __global__ void add(const float* a, const float* b, float* c, int n) {

@@ -1,5 +1,6 @@
 // expect: wrong-answer
 // task: softmax
+// threat: wrong but equal
 // why: a correct softmax scaled by (1 + 2e-5): just past the task's rtol of 1e-5
 #include <cuda_runtime.h>
 #include <float.h>

@@ -1,5 +1,6 @@
 // expect: timing-anomaly
 // task: vector_add
+// threat: escaped timing
 // why: launches on the per-thread default stream and never joins the given one
 #include <cuda_runtime.h>
 __global__ void add(const float* a, const float* b, float* c, int n) {

@@ -1,5 +1,6 @@
 // expect: passed
 // task: vector_add
+// threat: denial and blame
 // why: prints 256 KiB on every call and is otherwise right
 #include <stdio.h>
 #include <cuda_runtime.h>

@@ -1,5 +1,6 @@
 // expect: crash
 // task: vector_add
+// threat: escape to the host
 // why: reads the orchestrator's environment through /proc/<ppid>/environ, prints the lines with KEY and aborts: no key may reach the verdict (issue 10, case 4)
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 // expect: passed
 // task: vector_add
+// threat: denial and blame
 // why: sends SIGSTOP, SIGTERM and SIGKILL to its parent, its group and pid 1 on every call, then computes the right answer
 #include <signal.h>
 #include <unistd.h>

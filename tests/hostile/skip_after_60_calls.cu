@@ -1,5 +1,6 @@
 // expect: call-dependent
 // task: vector_add
+// threat: memoization and replay
 // why: right for 60 calls, then skips the last element on every call (issue 10, case 6)
 #include <cuda_runtime.h>
 __global__ void add(const float* a, const float* b, float* c, int n) {

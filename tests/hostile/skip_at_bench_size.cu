@@ -1,5 +1,6 @@
 // expect: unwritten-output
 // task: vector_add
+// threat: memoization and replay
 // why: skips the last 1000 elements at the bench size only; every check size is right (issue 10, case 6)
 #include <cuda_runtime.h>
 __global__ void add(const float* a, const float* b, float* c, int n) {

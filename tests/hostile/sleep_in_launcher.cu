@@ -1,5 +1,6 @@
 // expect: passed
 // task: vector_add
+// threat: escaped timing
 // why: sleeps 2 ms in the launcher before launching (slow, not wrong: the GPU waits, the events count it)
 #include <unistd.h>
 #include <cuda_runtime.h>

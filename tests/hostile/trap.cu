@@ -1,5 +1,6 @@
 // expect: launch-error
 // task: vector_add
+// threat: denial and blame
 // why: executes __trap() in the kernel
 __global__ void trapper() { __trap(); }
 #include <cuda_runtime.h>

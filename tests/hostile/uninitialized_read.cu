@@ -1,5 +1,6 @@
 // expect: sanitizer-error
 // task: vector_add
+// threat: sanitizer evasion
 // flags: --sanitize
 // why: reads a scratch buffer it never initialized (the value read never changes the sum): only initcheck sees it (issue 10, case 7)
 #include <cuda_runtime.h>

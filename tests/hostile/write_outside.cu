@@ -1,5 +1,6 @@
 // expect: passed
 // task: vector_add
+// threat: escape to the host
 // hosted: sanitize diagnose
 // why: tries to write in /tmp, /var/tmp, /dev/shm, $HOME, the folders above its scratch folder, the source tree and the build cache, then computes the right answer: nothing may appear (issue 10, case 3)
 #include <dlfcn.h>
