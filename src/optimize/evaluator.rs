@@ -218,7 +218,9 @@ impl Evaluator for GpuEvaluator {
             Err(crate::wall::judge::profile::ProfileFailure::Rejected(f)) => {
                 return fail(format!("the kernel failed under ncu: {}: {}", f.class, f.message))
             }
-            Err(crate::wall::judge::profile::ProfileFailure::Error(e)) => return fail(format!("profiling failed: {e}")),
+            Err(crate::wall::judge::profile::ProfileFailure::Error(e)) => {
+                return fail(format!("profiling failed: {e}"))
+            }
         };
         let profile = match heuristics::ncu::parse(&profiled.csv) {
             Ok(p) => p,

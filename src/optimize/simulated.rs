@@ -14,8 +14,8 @@ use crate::run::config::SimSettings;
 use crate::run::events::Candidate;
 use crate::toolkit::build::Built;
 use crate::wall::protocol::{
-    CheckSummary, EnergyReport, Failure, FailureClass, JudgeReport, Mode, Outcome, SideEnergy, SideTiming, TimingReport,
-    REPEAT_CALLS,
+    CheckSummary, EnergyReport, Failure, FailureClass, JudgeReport, Mode, Outcome, SideEnergy, SideTiming,
+    TimingReport, REPEAT_CALLS,
 };
 use crate::wall::{EvalError, Verdict};
 use regex::Regex;

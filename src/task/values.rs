@@ -23,7 +23,11 @@ pub enum ValueError {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ArgValue {
     /// A buffer of `count` elements; `init` for those the kernel reads (inputs, in-out).
-    Buffer { elem: ElemType, count: usize, init: Option<Init> },
+    Buffer {
+        elem: ElemType,
+        count: usize,
+        init: Option<Init>,
+    },
     Scalar([u8; 8]),
 }
 
@@ -87,7 +91,9 @@ mod tests {
         let task = Task::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/softmax")).unwrap();
         let args = args_at(&task, &task.bench).unwrap();
         let (rows, cols) = (task.bench.vars["rows"], task.bench.vars["cols"]);
-        assert!(matches!(args[0], ArgValue::Buffer { elem: ElemType::F32, count, init: Some(_) } if count as i64 == rows * cols));
+        assert!(
+            matches!(args[0], ArgValue::Buffer { elem: ElemType::F32, count, init: Some(_) } if count as i64 == rows * cols)
+        );
         assert!(matches!(args[1], ArgValue::Buffer { init: None, .. }), "the output has no init");
         assert_eq!(args[2], ArgValue::Scalar((rows as i32 as i64).to_le_bytes()));
         assert_eq!(args[0].bytes(), 4 * (rows * cols) as usize);

@@ -32,7 +32,14 @@ impl Kernels {
         (count.div_ceil(BLOCK as u64).max(1)).min(self.grid as u64) as u32
     }
 
-    fn launch(&self, gpu: &Gpu, f: sys::CUfunction, count: u64, params: &mut [*mut c_void], what: &str) -> GpuResult<()> {
+    fn launch(
+        &self,
+        gpu: &Gpu,
+        f: sys::CUfunction,
+        count: u64,
+        params: &mut [*mut c_void],
+        what: &str,
+    ) -> GpuResult<()> {
         if count == 0 {
             return Ok(());
         }

@@ -194,7 +194,13 @@ pub fn run_standalone(
     let keep: Vec<PathBuf> = std::iter::once(dir.path().to_path_buf()).chain(host.outputs.iter().cloned()).collect();
     let line = crate::wall::sandbox::hosted::command_line(exe, &hosting_report, &keep, host.allow_unconfined);
     let mut cmd = Command::new(&line[0]);
-    cmd.args(&line[1..]).args(&host.argv).arg(exe).arg("worker").arg("--standalone").arg(&req_path).current_dir(&scratch);
+    cmd.args(&line[1..])
+        .args(&host.argv)
+        .arg(exe)
+        .arg("worker")
+        .arg("--standalone")
+        .arg(&req_path)
+        .current_dir(&scratch);
     process::isolate(&mut cmd)
         .env("TMPDIR", &scratch)
         .stdin(Stdio::null())
@@ -245,7 +251,10 @@ pub fn run_standalone(
     // The trampoline writes its arrangement before it starts the tool: no report, no
     // tool run.
     let arrangement = crate::wall::sandbox::hosted::read_report(&hosting_report).map_err(|e| {
-        EvalError::Internal(format!("the hosted trampoline said nothing of its arrangement ({e}): {}", tail(&run.stderr, 2000)))
+        EvalError::Internal(format!(
+            "the hosted trampoline said nothing of its arrangement ({e}): {}",
+            tail(&run.stderr, 2000)
+        ))
     })?;
     if !arrangement.started {
         return Err(EvalError::Env(unconfined_refusal(&arrangement)));

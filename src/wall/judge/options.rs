@@ -1,10 +1,10 @@
 //! What an evaluation is asked to do (`EvalOptions`), the build target, and the GPU it needs.
 
+use super::verdict::EvalError;
 use crate::task::Task;
 use crate::toolkit::build;
 use crate::toolkit::toolchain::EnvError;
 use crate::wall::gpu;
-use super::verdict::EvalError;
 use crate::wall::protocol::{JudgeRequest, Mode, Standalone, StandaloneRequest, TimingPlan};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -30,12 +30,12 @@
 //!   when ncu prints one (with `--log-file` it may not), one table, every row as wide as
 //!   its header; anything else is refused as a forged report.
 
+use super::classify::{classify, Classified};
+use super::hosted::{run_standalone, StandaloneRun};
 use crate::task::Task;
 use crate::toolkit::build::Built;
 use crate::toolkit::process;
 use crate::toolkit::toolchain::{find_profiler, EnvError, Toolchain};
-use super::classify::{classify, Classified};
-use super::hosted::{run_standalone, StandaloneRun};
 use crate::wall::protocol::{Standalone, StandalonePhase};
 use crate::wall::{self, EvalError, EvalOptions};
 use serde::ser::SerializeMap;
@@ -451,7 +451,8 @@ fn worker_timings(run: &StandaloneRun) -> Timings {
     }
     let start = run.first_phase_s.unwrap_or(0.0);
     let phase = |p: StandalonePhase| run.phase_seconds.get(p.name()).copied().unwrap_or(0.0);
-    let (call_setup, call) = (phase(StandalonePhase::Setup) + phase(StandalonePhase::WarmUp), phase(StandalonePhase::Call));
+    let (call_setup, call) =
+        (phase(StandalonePhase::Setup) + phase(StandalonePhase::WarmUp), phase(StandalonePhase::Call));
     let phases: f64 = run.phase_seconds.values().sum();
     timings.add("ncu-start", start);
     timings.add("worker-setup", phases - call_setup - call);

@@ -164,6 +164,8 @@ mod tests {
         assert!(run.unreadable.is_none());
         let bad = follow("not json\n".as_bytes());
         assert!(bad.unreadable.is_some());
-        assert!(matches!(bad.into_report(Duration::from_secs(1)), Err(EvalError::Internal(m)) if m.contains("does not parse")));
+        assert!(
+            matches!(bad.into_report(Duration::from_secs(1)), Err(EvalError::Internal(m)) if m.contains("does not parse"))
+        );
     }
 }

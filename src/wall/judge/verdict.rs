@@ -1,11 +1,11 @@
 //! The verdict model: what one evaluation of a candidate found, as printed and stored,
 //! and the errors that are not the candidate's fault.
 
+use super::sanitizer::SanitizerReport;
 use crate::task::Task;
 use crate::toolkit::build::{BuildFailure, Built};
 use crate::toolkit::toolchain::EnvError;
 use crate::wall::protocol::{CheckSummary, DeviceInfo, EnergyReport, Failure, FailureClass, TimingReport};
-use super::sanitizer::SanitizerReport;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

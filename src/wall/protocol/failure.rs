@@ -115,7 +115,6 @@ pub struct CaseRef {
     pub call: Option<u64>,
 }
 
-
 /// How far an output is from its reference.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {

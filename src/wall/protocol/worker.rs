@@ -75,16 +75,24 @@ pub struct Call {
 #[serde(tag = "command", rename_all = "kebab-case")]
 pub enum Command {
     /// Map the buffer whose descriptor rides with this message, `bytes` long, as `pool`.
-    Import { pool: u32, bytes: u64 },
+    Import {
+        pool: u32,
+        bytes: u64,
+    },
     /// Load the library: its constructors run, and from here on whatever this process
     /// does is the library's.
     Load,
     /// Call the entry once per call, back to back on the worker's stream, each between
     /// two events, `repeat` times over (energy readings repeat; timing never does); wait
     /// for the whole context; answer with each call's event time.
-    Run { calls: Vec<Call>, repeat: u32 },
+    Run {
+        calls: Vec<Call>,
+        repeat: u32,
+    },
     /// Unmap a pool the judge no longer lends (it frees the memory once every process let go).
-    Release { pool: u32 },
+    Release {
+        pool: u32,
+    },
     Quit,
 }
 
@@ -93,15 +101,28 @@ pub enum Command {
 #[serde(tag = "reply", rename_all = "kebab-case")]
 pub enum Reply {
     /// Sandboxed and on the GPU (no device when simulated); nothing loaded yet.
-    Ready { device: Option<DeviceInfo>, sandbox: Vec<Layer>, sandbox_s: f64 },
-    Imported { pool: u32 },
-    Released { pool: u32 },
+    Ready {
+        device: Option<DeviceInfo>,
+        sandbox: Vec<Layer>,
+        sandbox_s: f64,
+    },
+    Imported {
+        pool: u32,
+    },
+    Released {
+        pool: u32,
+    },
     Loaded,
     /// Milliseconds of each call by the worker's events (of the first pass when repeated).
-    Ran { event_ms: Vec<f64> },
+    Ran {
+        event_ms: Vec<f64>,
+    },
     /// The entry returned an error, or the wait after the calls did: the CUDA error's
     /// name, and the call when known.
-    Failed { call: Option<usize>, error: String },
+    Failed {
+        call: Option<usize>,
+        error: String,
+    },
     /// The worker itself failed before it loaded anything: ours (the request, the sandbox)
     /// or the machine's (`environment`: no driver, no such GPU).
     Broken {
@@ -170,12 +191,23 @@ impl StandalonePhase {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum StandaloneMessage {
-    Sandbox { layers: Vec<Layer>, seconds: f64 },
-    Device { device: DeviceInfo },
-    Phase { phase: StandalonePhase, detail: String },
+    Sandbox {
+        layers: Vec<Layer>,
+        seconds: f64,
+    },
+    Device {
+        device: DeviceInfo,
+    },
+    Phase {
+        phase: StandalonePhase,
+        detail: String,
+    },
     /// The end: None when the call returned cleanly, else what went wrong, and whether
     /// it was ours (before the library loaded) or the library's.
-    Done { error: Option<String>, ours: bool },
+    Done {
+        error: Option<String>,
+        ours: bool,
+    },
 }
 
 #[cfg(test)]
@@ -185,11 +217,15 @@ mod tests {
     #[test]
     fn commands_and_replies_round_trip() {
         let c = Command::Run {
-            calls: vec![Call { args: vec![Arg::Buffer { pool: 1, offset: 256 }, Arg::Value { bytes: [7, 0, 0, 0, 0, 0, 0, 0] }] }],
+            calls: vec![Call {
+                args: vec![Arg::Buffer { pool: 1, offset: 256 }, Arg::Value { bytes: [7, 0, 0, 0, 0, 0, 0, 0] }],
+            }],
             repeat: 1,
         };
         let back: Command = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
-        assert!(matches!(back, Command::Run { calls, repeat: 1 } if calls[0].args[0] == Arg::Buffer { pool: 1, offset: 256 }));
+        assert!(
+            matches!(back, Command::Run { calls, repeat: 1 } if calls[0].args[0] == Arg::Buffer { pool: 1, offset: 256 })
+        );
         let r = Reply::Ran { event_ms: vec![0.5, 0.25] };
         let back: Reply = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert!(matches!(back, Reply::Ran { event_ms } if event_ms == vec![0.5, 0.25]));

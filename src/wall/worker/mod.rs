@@ -20,7 +20,8 @@ use crate::wall::gpu::Gpu;
 fn open_gpu(device: usize) -> Result<Gpu, (String, bool)> {
     if !crate::wall::gpu::driver_present() {
         return Err((
-            "no CUDA driver: libcuda.so could not be loaded (is this a GPU machine with the NVIDIA driver installed?)".into(),
+            "no CUDA driver: libcuda.so could not be loaded (is this a GPU machine with the NVIDIA driver installed?)"
+                .into(),
             true,
         ));
     }

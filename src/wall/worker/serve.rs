@@ -96,7 +96,10 @@ struct Server {
 impl Server {
     fn import(&mut self, pool: u32, bytes: u64, fd: Option<OwnedFd>) -> Reply {
         let (Some(gpu), Some(fd)) = (&self.gpu, fd) else {
-            return Reply::Broken { message: format!("pool {pool}: no GPU or no descriptor to map"), environment: false };
+            return Reply::Broken {
+                message: format!("pool {pool}: no GPU or no descriptor to map"),
+                environment: false,
+            };
         };
         match gpu.import(fd, bytes as usize) {
             Ok(m) => {

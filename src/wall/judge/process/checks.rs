@@ -148,7 +148,9 @@ impl CheckSet {
             for (k, outs) in first.iter().enumerate() {
                 for (arg, o) in outs.iter().enumerate() {
                     let (Some(bytes), Some(elem)) = (o, elem_of(&j.task, arg)) else { continue };
-                    if let Some(message) = nonfinite(elem, bytes, &j.task.args[arg].name, &label(self.size(k), self.seeds[k])) {
+                    if let Some(message) =
+                        nonfinite(elem, bytes, &j.task.args[arg].name, &label(self.size(k), self.seeds[k]))
+                    {
                         return Err(task_error(message));
                     }
                 }
@@ -271,8 +273,9 @@ impl CheckSet {
                         )
                     } else {
                         let n = elem.size();
-                        let first =
-                            (0..got.len() / n).find(|&i| got[i * n..(i + 1) * n] != again[i * n..(i + 1) * n]).unwrap_or(0);
+                        let first = (0..got.len() / n)
+                            .find(|&i| got[i * n..(i + 1) * n] != again[i * n..(i + 1) * n])
+                            .unwrap_or(0);
                         Failure::new(
                             FailureClass::Nondeterminism,
                             format!(
@@ -333,7 +336,10 @@ impl CheckSet {
             } else {
                 (
                     FailureClass::Nondeterminism,
-                    format!("wrong on {} of {REPEAT_CALLS} repeated calls with the same inputs (first: call {first_call})", wrong.len()),
+                    format!(
+                        "wrong on {} of {REPEAT_CALLS} repeated calls with the same inputs (first: call {first_call})",
+                        wrong.len()
+                    ),
                 )
             };
             let mut f = Failure::new(class, format!("{what} at {}; {}", label(size, seed), first.message));

@@ -83,7 +83,8 @@ impl Announcer {
 }
 
 fn emit(msg: &JudgeMessage) {
-    let mut line = serde_json::to_string(msg).unwrap_or_else(|e| format!("{{\"event\":\"unprintable\",\"error\":\"{e}\"}}"));
+    let mut line =
+        serde_json::to_string(msg).unwrap_or_else(|e| format!("{{\"event\":\"unprintable\",\"error\":\"{e}\"}}"));
     line.push('\n');
     let mut out = std::io::stdout().lock();
     if out.write_all(line.as_bytes()).and_then(|_| out.flush()).is_err() {
@@ -237,7 +238,12 @@ impl Judge {
     pub fn poison(&self, pool: &Pool, k: usize, second: bool) -> Result<(), Halt> {
         for place in pool.layout.cases[k].places.iter().flatten().filter(|p| p.init.is_none()) {
             self.gpu
-                .fill_async(pool.ptr(place), place.elem.size(), super::verify::poison(place.elem, second), place.count as usize)
+                .fill_async(
+                    pool.ptr(place),
+                    place.elem.size(),
+                    super::verify::poison(place.elem, second),
+                    place.count as usize,
+                )
                 .map_err(|e| self.gpu_stop(e))?;
         }
         Ok(())
@@ -245,7 +251,12 @@ impl Judge {
 
     /// The first input of `cases` in `side` that differs from its copy in `reference`:
     /// (case, argument, first element), compared word by word on the device.
-    pub fn same_inputs(&self, side: &Pool, reference: &Pool, cases: &[usize]) -> Result<Option<(usize, usize, u64)>, Halt> {
+    pub fn same_inputs(
+        &self,
+        side: &Pool,
+        reference: &Pool,
+        cases: &[usize],
+    ) -> Result<Option<(usize, usize, u64)>, Halt> {
         let mut which = Vec::new();
         for &k in cases {
             for (arg, place) in side.layout.cases[k].places.iter().enumerate() {
@@ -284,11 +295,7 @@ impl Judge {
 
     /// Runs the check kernels `launch` queues into the results buffer and reads back
     /// `count` records of type `T` (initialised from `init` first).
-    fn probe<T: Copy>(
-        &self,
-        init: &[T],
-        launch: impl FnOnce(u64) -> Result<(), GpuError>,
-    ) -> Result<Vec<T>, Halt> {
+    fn probe<T: Copy>(&self, init: &[T], launch: impl FnOnce(u64) -> Result<(), GpuError>) -> Result<Vec<T>, Halt> {
         let bytes = std::mem::size_of_val(init);
         assert!(bytes <= RESULTS_BYTES, "a round's check results fit the results buffer");
         // SAFETY: `init` is plain old data (u64 or repr(C) structs of u64 and f64).
@@ -305,7 +312,12 @@ impl Judge {
 
     /// Compares every output of `cases` in `side` with the same case in `reference`.
     /// Returns one result per (case, output argument), in order.
-    pub fn compare(&self, side: &Pool, reference: &Pool, cases: &[usize]) -> Result<Vec<(usize, usize, CmpResult)>, Halt> {
+    pub fn compare(
+        &self,
+        side: &Pool,
+        reference: &Pool,
+        cases: &[usize],
+    ) -> Result<Vec<(usize, usize, CmpResult)>, Halt> {
         let mut which = Vec::new();
         for &k in cases {
             for (arg, place) in side.layout.cases[k].places.iter().enumerate() {
@@ -332,7 +344,12 @@ impl Judge {
 
     /// Guard zones and inputs of `cases` (with the seeds they were made from): the first
     /// damage found, as (case, argument, what).
-    pub fn intact(&self, pool: &Pool, cases: &[(usize, u64)], inputs: bool) -> Result<Option<(usize, usize, Damage)>, Halt> {
+    pub fn intact(
+        &self,
+        pool: &Pool,
+        cases: &[(usize, u64)],
+        inputs: bool,
+    ) -> Result<Option<(usize, usize, Damage)>, Halt> {
         #[derive(Clone, Copy)]
         enum Zone {
             Before,
@@ -553,11 +570,12 @@ fn evaluate(
 ) -> JudgeReport {
     let mut report = JudgeReport::of(Outcome::Passed);
     report.device = Some(j.gpu.info.clone());
-    let outcome = match team.map_err(Halt::Outcome).and_then(|t| run(&mut j, t, &mut report, time, energy, check_baseline)) {
-        Ok(()) => Outcome::Passed,
-        Err(Halt::Outcome(o)) => o,
-        Err(Halt::Failure(f)) => Outcome::Rejected { failure: f },
-    };
+    let outcome =
+        match team.map_err(Halt::Outcome).and_then(|t| run(&mut j, t, &mut report, time, energy, check_baseline)) {
+            Ok(()) => Outcome::Passed,
+            Err(Halt::Outcome(o)) => o,
+            Err(Halt::Failure(f)) => Outcome::Rejected { failure: f },
+        };
     report.outcome = outcome;
     report.notes.extend(std::mem::take(&mut j.notes));
     j.announce.close();

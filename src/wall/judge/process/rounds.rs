@@ -86,7 +86,8 @@ impl Bench {
         // Twice: the first round pays for lazy module loading and clock ramps.
         bench.round(j, team, &mut Side::BaselineBefore, probe)?;
         let warm = bench.round(j, team, &mut Side::BaselineBefore, probe)?;
-        let per_call_ms = crate::wall::protocol::median(&warm.events_ms).max(warm.window_ms / warm.events_ms.len().max(1) as f64 * 0.1);
+        let per_call_ms = crate::wall::protocol::median(&warm.events_ms)
+            .max(warm.window_ms / warm.events_ms.len().max(1) as f64 * 0.1);
         let per_call_ms = if per_call_ms.is_finite() && per_call_ms > 0.0 { per_call_ms } else { 1.0 };
         let wanted = (j.req.timing.round_ms / per_call_ms).ceil() as usize;
         let slots = wanted.clamp(1, j.req.timing.max_calls.max(1)).min(fits).max(1);
@@ -148,7 +149,13 @@ impl Bench {
     }
 
     /// A phase: one warm-up round, `rounds` timed rounds, then the energy loop if asked.
-    pub fn phase(&mut self, j: &mut Judge, team: &mut Team, mut side: Side<'_>, energy: bool) -> Result<PhaseResult, Halt> {
+    pub fn phase(
+        &mut self,
+        j: &mut Judge,
+        team: &mut Team,
+        mut side: Side<'_>,
+        energy: bool,
+    ) -> Result<PhaseResult, Halt> {
         if !matches!(side, Side::BaselineBefore) {
             self.round(j, team, &mut side, WARM_UP_SLOTS.min(self.slots))?;
         }
@@ -166,8 +173,13 @@ impl Bench {
                 Side::Candidate(w) => &mut **w,
                 _ => team.baseline(),
             };
-            let reading = energy::measure(j, w, &self.side, &self.reference, self.slots, per_call_ms)
-                .map_err(|h| if candidate { h } else { as_task_error(h) })?;
+            let reading = energy::measure(j, w, &self.side, &self.reference, self.slots, per_call_ms).map_err(|h| {
+                if candidate {
+                    h
+                } else {
+                    as_task_error(h)
+                }
+            })?;
             result.energy = Some(reading);
         }
         Ok(result)
@@ -237,7 +249,9 @@ impl Bench {
         let wrong = results.iter().find(|(_, _, r)| r.mismatches > 0).map(|(k, _, _)| *k);
         let damaged = match j.intact(&self.side, &seeds.iter().copied().enumerate().collect::<Vec<_>>(), false)? {
             Some(d) => Some(d),
-            None => j.same_inputs(&self.side, &self.reference, &all)?.map(|(k, arg, i)| (k, arg, super::Damage::Input(i))),
+            None => {
+                j.same_inputs(&self.side, &self.reference, &all)?.map(|(k, arg, i)| (k, arg, super::Damage::Input(i)))
+            }
         };
         let candidate = matches!(side, Side::Candidate(_));
         if let Some(k) = wrong {

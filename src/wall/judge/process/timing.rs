@@ -126,11 +126,10 @@ pub(crate) fn report(
     // Paired rounds: the baseline before and after each candidate round, by geometric mean.
     let k = middle.rounds.len().min(before.rounds.len()).min(after.rounds.len());
     let paired: Vec<Vec<f64>> = (0..k)
-        .map(|i| {
-            vec![(round_value(&before.rounds[i], figure, gb) * round_value(&after.rounds[i], figure, gb)).sqrt()]
-        })
+        .map(|i| vec![(round_value(&before.rounds[i], figure, gb) * round_value(&after.rounds[i], figure, gb)).sqrt()])
         .collect();
-    let candidate_by_round: Vec<Vec<f64>> = middle.rounds[..k].iter().map(|r| vec![round_value(r, figure, gb)]).collect();
+    let candidate_by_round: Vec<Vec<f64>> =
+        middle.rounds[..k].iter().map(|r| vec![round_value(r, figure, gb)]).collect();
     let baseline_t = SideTiming::from_samples(&samples(&baseline_rounds, figure, gb), &paired);
     let candidate_t = SideTiming::from_samples(&samples(&candidate_rounds, figure, gb), &candidate_by_round);
     let floor = floor_ms(&j.task, &j.gpu.info);
@@ -190,12 +189,9 @@ pub(crate) fn report(
         report.speedup = 0.0;
     }
     let energy = match (&before.energy, &middle.energy, &after.energy) {
-        (Some(b0), Some(c), Some(b1)) => Some(energy_report(
-            [b0, b1],
-            c,
-            report.baseline.median_ms,
-            report.candidate.median_ms,
-        )?),
+        (Some(b0), Some(c), Some(b1)) => {
+            Some(energy_report([b0, b1], c, report.baseline.median_ms, report.candidate.median_ms)?)
+        }
         _ => None,
     };
     Ok((report, energy))
@@ -203,7 +199,12 @@ pub(crate) fn report(
 
 /// Energy per call from the loops' power and each side's time per call; a candidate loop
 /// that ended sooner than its calls take did less work than it was asked.
-fn energy_report(baseline: [&Loop; 2], candidate: &Loop, baseline_ms: f64, candidate_ms: f64) -> Result<EnergyReport, Halt> {
+fn energy_report(
+    baseline: [&Loop; 2],
+    candidate: &Loop,
+    baseline_ms: f64,
+    candidate_ms: f64,
+) -> Result<EnergyReport, Halt> {
     let expected_ms = candidate.calls as f64 * candidate_ms;
     if candidate.window_ms < 0.8 * expected_ms {
         return Err(Halt::Failure(Failure::new(

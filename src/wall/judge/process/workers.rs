@@ -28,7 +28,7 @@ const OUTPUT_TAIL: usize = 256 << 10;
 /// What a worker's scratch folder may hold: bytes on disk, and entries. Past either the
 /// judge ends the worker: a library that fills the disk is judged for it, before the disk
 /// it shares with the run is full.
-pub const SCRATCH_BYTES: u64 = 1 << 30;
+pub const SCRATCH_BYTES: u64 = 64 << 20;
 const SCRATCH_ENTRIES: u64 = 100_000;
 /// How often the scratch folder is measured.
 const SCRATCH_EVERY: Duration = Duration::from_millis(100);
@@ -161,7 +161,13 @@ impl Worker {
         drop(theirs);
         let output = Arc::new(Mutex::new(Vec::new()));
         let mut readers = Vec::new();
-        for stream in [child.stdout.take().map(|o| Box::new(o) as Box<dyn Read + Send>), child.stderr.take().map(|e| Box::new(e) as Box<dyn Read + Send>)].into_iter().flatten() {
+        for stream in [
+            child.stdout.take().map(|o| Box::new(o) as Box<dyn Read + Send>),
+            child.stderr.take().map(|e| Box::new(e) as Box<dyn Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
             let out = output.clone();
             readers.push(std::thread::spawn(move || keep_tail(stream, out)));
         }
@@ -184,13 +190,8 @@ impl Worker {
             sandbox_s: 0.0,
             dead: None,
         };
-        let request = ServeRequest {
-            role: s.role,
-            library: s.library,
-            device: s.device,
-            policy: s.policy,
-            simulate: s.simulate,
-        };
+        let request =
+            ServeRequest { role: s.role, library: s.library, device: s.device, policy: s.policy, simulate: s.simulate };
         wire::send(w.sock.as_fd(), &request, &[]).map_err(|e| w.fault_from(e, s.ready_within))?;
         Ok(w)
     }
@@ -242,9 +243,7 @@ impl Worker {
         self.calls += n as u64 * repeat.max(1) as u64;
         match self.ask(&Command::Run { calls, repeat }, &[], within)? {
             Reply::Ran { event_ms } if event_ms.len() == n => Ok(event_ms),
-            Reply::Ran { event_ms } => {
-                Err(Fault::Protocol(format!("{} event times for {n} calls", event_ms.len())))
-            }
+            Reply::Ran { event_ms } => Err(Fault::Protocol(format!("{} event times for {n} calls", event_ms.len()))),
             other => Err(self.unexpected(other)),
         }
     }
