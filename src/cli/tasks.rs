@@ -100,10 +100,14 @@ pub fn validate(dir: &Path, build: bool, arch: Option<String>, json: bool) -> Ex
             }
         }
     }
+    let warnings = task.warnings();
     if json {
-        print_json(&serde_json::json!({"valid": true, "task": task, "builds": builds}));
+        print_json(&serde_json::json!({"valid": true, "task": task, "builds": builds, "warnings": warnings}));
     } else {
         print!("{}", render::task_detail(&task));
+        for w in &warnings {
+            println!("warning: {w}");
+        }
         for b in &builds {
             println!(
                 "built {}: {}",

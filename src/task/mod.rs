@@ -321,6 +321,27 @@ impl Task {
         }
     }
 
+    /// What about the task weakens the judge's guarantees, in words for `validate`.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let reads: Vec<&Init> = self
+            .args
+            .iter()
+            .filter_map(|a| match &a.role {
+                ArgRole::Input { init, .. } | ArgRole::InOut { init, .. } => Some(init),
+                _ => None,
+            })
+            .collect();
+        let random = |i: &Init| !matches!(i, Init::Const { .. } | Init::Arange);
+        if !reads.is_empty() && !reads.iter().any(|i| random(i)) {
+            out.push(
+                "every input is a constant or `arange`: every call sees the same inputs, so a kernel could remember its one answer and no judge could tell; give at least one input a random `init` (normal, uniform, randint, randperm)"
+                    .to_string(),
+            );
+        }
+        out
+    }
+
     /// The smallest check size by total buffer bytes (sanitizers run there).
     pub fn smallest_check(&self) -> &Size {
         self.checks.iter().min_by_key(|s| self.total_bytes(s)).expect("a task has at least one check size")

@@ -355,3 +355,38 @@ fn semantic_errors_name_the_field_and_line_too() {
     assert_in_words(&e);
     insta::assert_snapshot!("float_for_int_value", e);
 }
+
+#[test]
+fn a_task_whose_inputs_are_all_constant_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("baseline.cu"), "// k").unwrap();
+    let text = |init: &str| {
+        format!(
+            r#"[task]
+name = "t"
+entry = "k"
+baseline = "baseline.cu"
+[[arg]]
+name = "x"
+type = "const float*"
+len = "n"
+init = "{init}"
+[[arg]]
+name = "y"
+type = "float*"
+len = "n"
+output = true
+[[arg]]
+name = "n"
+type = "int"
+[sizes]
+bench = {{ n = 1024 }}
+check = [{{ n = 3 }}]
+"#
+        )
+    };
+    let load = |init: &str| Task::from_text(dir.path(), &dir.path().join("task.toml"), &text(init)).unwrap();
+    assert_eq!(load("ones").warnings().len(), 1, "a constant input");
+    assert!(load("arange").warnings()[0].contains("same inputs"));
+    assert!(load("normal(0, 1)").warnings().is_empty());
+}
