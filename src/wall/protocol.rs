@@ -213,6 +213,8 @@ pub enum WorkerMessage {
 #[serde(rename_all = "kebab-case")]
 pub enum FailureClass {
     BuildError,
+    /// The build ran past its time limit (not cached: the next try may have more CPU).
+    BuildTimeout,
     MissingEntry,
     ForbiddenImport,
     LaunchError,
@@ -248,6 +250,7 @@ impl FailureClass {
     pub fn name(self) -> &'static str {
         match self {
             FailureClass::BuildError => "build-error",
+            FailureClass::BuildTimeout => "build-timeout",
             FailureClass::MissingEntry => "missing-entry",
             FailureClass::ForbiddenImport => "forbidden-import",
             FailureClass::LaunchError => "launch-error",
