@@ -9,7 +9,7 @@
 use crate::task::Task;
 use crate::toolkit::build::{BuildError, Built};
 use crate::toolkit::toolchain::{EnvError, Toolchain};
-use crate::wall::builds::{build_one, build_trusted, TrustedBuilds};
+use crate::wall::build::{build_one, build_trusted, TrustedBuilds};
 use crate::wall::classify::{classify, Classified};
 use crate::wall::client::{check_hosting, run_worker, HostTool, WorkerRun};
 use crate::wall::options::{resolve_arch, EvalOptions, DEFAULT_TIMEOUT};
