@@ -1,18 +1,32 @@
 //! Real builds with nvcc (the PyPI wheels in CI): every task's baseline and reference and
-//! every test candidate, with their ptxas reports, SASS and import checks.
+//! every test candidate, with their ptxas reports, SASS and import checks, built confined
+//! as every build is.
 
 mod common;
 
 use nightshift::task::Task;
 use nightshift::toolkit::build::{build, BuildError, BuildFailure, BuildSpec, Built};
+use nightshift::wall::build::{Confinement, Limits};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn build_file(task: &Task, source: &Path, trusted: bool) -> Result<Built, BuildError> {
+fn confinement(task: &Task, trusted: bool, limits: Limits) -> Confinement {
+    Confinement::new(&common::nightshift_bin(), &common::require_toolchain(), task, trusted, limits)
+}
+
+fn build_spec(spec: &BuildSpec, limits: Limits) -> Result<Built, BuildError> {
     let tc = common::require_toolchain();
+    build(&tc, &common::test_cache(), spec, &confinement(spec.task, spec.trusted, limits))
+}
+
+fn build_file(task: &Task, source: &Path, trusted: bool) -> Result<Built, BuildError> {
+    build_limited(task, source, trusted, Limits::default())
+}
+
+fn build_limited(task: &Task, source: &Path, trusted: bool, limits: Limits) -> Result<Built, BuildError> {
     let spec =
         BuildSpec { task, source, trusted, arch: "sm_90a".into(), extra_flags: vec![], defines: BTreeMap::new() };
-    build(&tc, &common::test_cache(), &spec)
+    build_spec(&spec, limits)
 }
 
 fn task(name: &str) -> Task {
@@ -139,7 +153,7 @@ fn builds_are_cached_by_content() {
     defines.insert("BLOCK".to_string(), "512".to_string());
     let spec =
         BuildSpec { task: &t, source: &t.baseline, trusted: true, arch: "sm_90a".into(), extra_flags: vec![], defines };
-    let tuned = build(&tc, &common::test_cache(), &spec).unwrap();
+    let tuned = build(&tc, &common::test_cache(), &spec, &confinement(&t, true, Limits::default())).unwrap();
     assert_ne!(tuned.key, first.key);
 }
 

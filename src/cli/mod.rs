@@ -263,6 +263,18 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<std::ffi::OsString>,
     },
+    /// Internal: applies a build's confinement to itself (Landlock, seccomp, rlimits, no
+    /// capabilities, a fresh keyring, a minimal environment) and execs the program (every
+    /// nvcc, cuobjdump and nvdisasm run of a build goes through it).
+    #[command(hide = true)]
+    Confine {
+        /// The build's policy, as JSON (what it may read, run and write; its limits).
+        #[arg(long)]
+        policy: String,
+        /// The program and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -273,6 +285,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_PASSED });
         }
     };
+    if let Cmd::Confine { policy, command } = cli.command {
+        // First, before anything could start a thread.
+        return crate::wall::build::confine::main(&crate::wall::build::confine::Args { policy, command });
+    }
     if !matches!(cli.command, Cmd::Worker { .. } | Cmd::SandboxProbe { .. } | Cmd::Hosted { .. }) {
         // The orchestrator holds API keys: a non-dumpable process's /proc entries
         // (environ, mem) are closed to other processes of the same user, candidates
@@ -352,6 +368,18 @@ pub fn main() -> ExitCode {
         }
         Cmd::Validate { task, build, arch, json } => tasks::validate(&task, build, arch, json),
         Cmd::Eval(args) => eval::run(*args),
+        Cmd::Confine { .. } => unreachable!("handled first"),
+    }
+}
+
+/// `--build-timeout`, checked.
+fn build_timeout(seconds: Option<f64>) -> Result<Option<Duration>, ExitCode> {
+    match seconds {
+        Some(t) if !(t > 0.0 && t.is_finite()) => {
+            Err(fail(EXIT_USAGE, "--build-timeout must be a positive number of seconds"))
+        }
+        Some(t) => Ok(Some(Duration::from_secs_f64(t))),
+        None => Ok(None),
     }
 }
 

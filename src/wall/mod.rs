@@ -1,7 +1,8 @@
 //! The trust wall: a candidate goes in, a verdict comes out.
 //!
 //! Everything that stands between a generated kernel and a believed result lives here: the
-//! orchestrator's side (`options`, `verdict`, `build`: the trusted builds, `judge`: the
+//! orchestrator's side (`options`, `verdict`, `build`: the confined build, its trampoline
+//! and the trusted builds, `judge`: the
 //! `eval` command and judging with a worker under a deadline, `client`: spawning the worker
 //! and reading its sealed channel, `classify`, `report_check`: whether a sealed report fits
 //! its request, `sanitizer`, `gpu_lock`), the wire between the two sides (`protocol`,
@@ -13,7 +14,7 @@
 //! API, guarded buffers, the L2 flush), `nvml` (clocks, throttling, energy), `bandwidth`
 //! (the stream triad, run under the GPU lock in a process that loads no candidate code),
 //! and `runtime_dir` (the private folder holding the GPU locks and evaluation folders).
-mod build;
+pub mod build;
 mod classify;
 mod client;
 mod judge;
@@ -36,7 +37,7 @@ pub mod worker;
 // What crosses the wall from the orchestrator's side: evaluation options, the verdict, the
 // trusted builds, judging, the worker client and the classification of its runs.
 pub(crate) use build::build_one;
-pub use build::{build_trusted, TrustedBuilds};
+pub use build::{build_confined, build_trusted, TrustedBuilds};
 pub use classify::{classify, Classified};
 pub use client::{check_hosting, run_worker, unconfined_refusal, HostTool, WorkerRun};
 pub use judge::{evaluate, judge, sanitize, SANITIZER_TOOLS};

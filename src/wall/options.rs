@@ -17,6 +17,9 @@ pub struct EvalOptions {
     pub defines: BTreeMap<String, String>,
     pub device: usize,
     pub timeout: Option<Duration>,
+    /// `--build-timeout`: how long one build may run (else the task's `[build] timeout_s`,
+    /// else `wall::build::DEFAULT_TIMEOUT`).
+    pub build_timeout: Option<Duration>,
     pub time: bool,
     pub energy: bool,
     pub sanitize: bool,
@@ -44,6 +47,7 @@ impl EvalOptions {
             defines: BTreeMap::new(),
             device: 0,
             timeout: None,
+            build_timeout: None,
             time: true,
             energy: false,
             sanitize: false,
