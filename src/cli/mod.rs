@@ -271,8 +271,17 @@ enum Cmd {
         /// The build's policy, as JSON (what it may read, run and write; its limits).
         #[arg(long)]
         policy: String,
+        /// Instead of running a program, try to break out and print a JSON report (tests).
+        #[arg(long)]
+        probe: bool,
+        /// With --probe: a file the build must not read (repeatable).
+        #[arg(long)]
+        secret: Vec<PathBuf>,
+        /// With --probe: a folder the build must not write.
+        #[arg(long)]
+        outside: Option<PathBuf>,
         /// The program and its arguments.
-        #[arg(last = true, required = true)]
+        #[arg(last = true, required_unless_present = "probe")]
         command: Vec<std::ffi::OsString>,
     },
 }
@@ -285,8 +294,17 @@ pub fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_PASSED });
         }
     };
-    if let Cmd::Confine { policy, command } = cli.command {
+    if let Cmd::Confine { policy, probe, secret, outside, command } = cli.command {
         // First, before anything could start a thread.
+        if probe {
+            return match serde_json::from_str(&policy) {
+                Ok(p) => {
+                    print_json(&crate::wall::build::probe::run(&p, &secret, outside.as_deref()));
+                    ExitCode::from(EXIT_PASSED)
+                }
+                Err(e) => fail(EXIT_USAGE, &format!("the policy does not parse: {e}")),
+            };
+        }
         return crate::wall::build::confine::main(&crate::wall::build::confine::Args { policy, command });
     }
     if !matches!(cli.command, Cmd::Worker { .. } | Cmd::SandboxProbe { .. } | Cmd::Hosted { .. }) {

@@ -23,6 +23,7 @@ pub mod confine;
 mod fs;
 pub mod policy;
 mod privileges;
+pub mod probe;
 mod syscalls;
 
 pub use fs::is_vendor_library;
