@@ -8,7 +8,7 @@ mod common;
 
 use nightshift::task::Task;
 use nightshift::toolkit::build::{build, BuildError, BuildFailure, BuildSpec, Built, Confine};
-use nightshift::wall::build::probe::ProbeReport;
+use nightshift::wall::build::probe::{self, ProbeReport};
 use nightshift::wall::build::{Confinement, Limits, Policy};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -536,16 +536,8 @@ fn probe(secrets: &[&Path], outside: &Path) -> ProbeReport {
     let tc = common::require_toolchain();
     let scratch = tempfile::tempdir().unwrap();
     let policy = Policy::new(&tc, &task("vector_add"), false, &Limits::default()).in_scratch(scratch.path());
-    let mut c = Command::new(common::nightshift_bin());
-    c.args(["confine", "--probe", "--policy"]).arg(serde_json::to_string(&policy).unwrap());
-    for s in secrets {
-        c.arg("--secret").arg(s);
-    }
-    c.arg("--outside").arg(outside).current_dir(scratch.path()).env("OPENAI_API_KEY", "sk-test-secret");
-    let out = c.output().unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-    })
+    let secrets: Vec<PathBuf> = secrets.iter().map(|s| s.to_path_buf()).collect();
+    probe::spawn(&common::nightshift_bin(), &policy, &secrets, Some(outside)).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -607,14 +599,16 @@ fn the_confinement_costs_a_few_milliseconds_per_tool() {
     let t = task("vector_add");
     let scratch = tempfile::tempdir().unwrap();
     let confined = confinement(&t, false, Limits::default());
-    let runs = 20;
+    // The fastest of many runs: the machine's other work only ever adds time.
     let time = |cmd: &dyn Fn() -> Command| {
-        let started = Instant::now();
-        for _ in 0..runs {
-            let status = cmd().current_dir(scratch.path()).status().unwrap();
-            assert!(status.success());
-        }
-        started.elapsed().as_secs_f64() * 1000.0 / runs as f64
+        (0..20)
+            .map(|_| {
+                let started = Instant::now();
+                let status = cmd().current_dir(scratch.path()).status().unwrap();
+                assert!(status.success());
+                started.elapsed().as_secs_f64() * 1000.0
+            })
+            .fold(f64::INFINITY, f64::min)
     };
     let plain = time(&|| {
         let mut c = Command::new("/bin/true");
@@ -625,7 +619,7 @@ fn the_confinement_costs_a_few_milliseconds_per_tool() {
     let outside = tempfile::tempdir().unwrap();
     let apply: Vec<f64> = (0..5).map(|_| probe(&[], outside.path()).apply_ms).collect();
     eprintln!(
-        "confinement: /bin/true {plain:.2} ms plain, {wrapped:.2} ms through `nightshift confine` (+{:.2} ms per tool; applying the policy: {:.2} ms, median of 5)",
+        "confinement: /bin/true {plain:.2} ms plain, {wrapped:.2} ms through `nightshift confine` (+{:.2} ms per tool, fastest of 20 each; applying the policy: {:.2} ms, median of 5)",
         wrapped - plain,
         median(apply)
     );
@@ -641,18 +635,16 @@ fn the_confinement_costs_a_few_milliseconds_per_tool() {
         extra_flags: vec![],
         defines: BTreeMap::new(),
     };
-    let mut secs = [0.0f64; 2];
-    for round in 0..2 {
+    let mut secs = [f64::INFINITY; 2];
+    for _ in 0..3 {
         for (i, c) in [&Unconfined(Duration::from_secs(120)) as &dyn Confine, &confined].into_iter().enumerate() {
             let cache = tempfile::tempdir().unwrap();
             let started = Instant::now();
             let b = build(&tc, cache.path(), &spec, c).unwrap();
             assert!(!b.cached && b.sass.is_some() && b.sass_lines.is_some());
-            if round == 1 {
-                secs[i] = started.elapsed().as_secs_f64();
-            }
+            secs[i] = secs[i].min(started.elapsed().as_secs_f64());
         }
     }
-    eprintln!("a vector_add build: {:.2} s unconfined, {:.2} s confined", secs[0], secs[1]);
+    eprintln!("a vector_add build (fastest of 3): {:.2} s unconfined, {:.2} s confined", secs[0], secs[1]);
     assert!(wrapped - plain < 100.0, "the trampoline costs {:.1} ms", wrapped - plain);
 }

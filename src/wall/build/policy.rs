@@ -124,10 +124,38 @@ fn push_unique(list: &mut Vec<PathBuf>, p: Option<PathBuf>) {
 }
 
 impl Policy {
+    /// The host compiler's and the system's part of every build's policy: what a build
+    /// without a toolkit or a task may touch (check-env probes it).
+    pub fn system(limits: &Limits) -> Policy {
+        let mut run = Vec::new();
+        for p in SYSTEM_RUN.iter().chain(LOADERS) {
+            push_unique(&mut run, canonical(p));
+        }
+        let mut read = Vec::new();
+        for p in SYSTEM_READ {
+            push_unique(&mut read, canonical(p));
+        }
+        let mut libraries = Vec::new();
+        for p in SYSTEM_LIBRARIES {
+            push_unique(&mut libraries, canonical(p));
+        }
+        Policy {
+            scratch: PathBuf::new(),
+            read,
+            run,
+            libraries,
+            path: ["/usr/bin", "/bin"].map(PathBuf::from).to_vec(),
+            memory_bytes: limits.memory_bytes,
+            file_bytes: limits.file_bytes,
+            cpu_seconds: limits.cpu_seconds(),
+        }
+    }
+
     /// The policy of a build of a `task` kernel with `tc` (trusted: the reference or the
     /// baseline, which may link the task's `baseline_libs`); the scratch folder is set per
     /// build ([`Policy::in_scratch`]).
     pub fn new(tc: &Toolchain, task: &Task, trusted: bool, limits: &Limits) -> Policy {
+        let system = Policy::system(limits);
         let home = canonical(&tc.home).unwrap_or_else(|| tc.home.clone());
         let mut run = Vec::new();
         for p in [home.join("bin"), home.join("nvvm")] {
@@ -136,8 +164,8 @@ impl Policy {
         for tool in [Some(&tc.nvcc), tc.cuobjdump.as_ref(), tc.nvdisasm.as_ref()].into_iter().flatten() {
             push_unique(&mut run, canonical(tool).and_then(|t| t.parent().map(Path::to_path_buf)));
         }
-        for p in SYSTEM_RUN.iter().chain(LOADERS) {
-            push_unique(&mut run, canonical(p));
+        for p in system.run {
+            push_unique(&mut run, Some(p));
         }
 
         let mut read = Vec::new();
@@ -154,30 +182,14 @@ impl Policy {
         for lib in task.libs_for(trusted) {
             push_unique(&mut read, find_library(tc, &lib).and_then(canonical));
         }
-        for p in SYSTEM_READ {
-            push_unique(&mut read, canonical(p));
-        }
-
-        let mut libraries = Vec::new();
-        for p in SYSTEM_LIBRARIES {
-            push_unique(&mut libraries, canonical(p));
+        for p in system.read {
+            push_unique(&mut read, Some(p));
         }
 
         let mut path = Vec::new();
         push_unique(&mut path, canonical(home.join("bin")));
-        for p in ["/usr/bin", "/bin"] {
-            path.push(PathBuf::from(p));
-        }
-        Policy {
-            scratch: PathBuf::new(),
-            read,
-            run,
-            libraries,
-            path,
-            memory_bytes: limits.memory_bytes,
-            file_bytes: limits.file_bytes,
-            cpu_seconds: limits.cpu_seconds(),
-        }
+        path.extend(system.path);
+        Policy { read, run, path, ..system }
     }
 
     /// This policy for a build in `scratch`.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Attempt {
@@ -223,4 +224,25 @@ fn clone_new_user() -> Attempt {
         unsafe { libc::waitpid(r as libc::pid_t, &mut status, 0) };
     }
     outcome("clone into a user namespace", false, sys(r))
+}
+
+/// Runs `exe confine --probe` under `policy` (its scratch folder set) and reads its report.
+pub fn spawn(exe: &Path, policy: &Policy, secrets: &[PathBuf], outside: Option<&Path>) -> Result<ProbeReport, String> {
+    let mut c = Command::new(exe);
+    c.args(["confine", "--probe", "--policy"]).arg(serde_json::to_string(policy).expect("a policy serializes"));
+    for s in secrets {
+        c.arg("--secret").arg(s);
+    }
+    if let Some(o) = outside {
+        c.arg("--outside").arg(o);
+    }
+    crate::toolkit::process::isolate(&mut c).current_dir(&policy.scratch);
+    let out = c.output().map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "the build probe ended with {} and no report ({e}): {}",
+            crate::toolkit::process::describe_status(out.status),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+    })
 }
