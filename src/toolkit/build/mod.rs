@@ -317,21 +317,24 @@ pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec, confine: &dyn Confi
     cmd.args(&command).current_dir(work);
     let out = process::run_captured(&mut cmd, timeout)
         .map_err(|e| BuildError::Io(format!("cannot run {}: {e}", tc.nvcc.display())))?;
-    let mut log = format!("$ nvcc {}\n{}{}", command.join(" "), out.stdout, out.stderr);
+    let mut output = format!("{}{}", out.stdout, out.stderr);
+    let out_of_memory = !out.timed_out && !out.success() && ran_out_of_memory(&output);
     if out.timed_out {
-        log.push_str(&format!("\nnvcc {}\n", out.describe_end(timeout)));
-        let failure = BuildFailure::Timeout { seconds: timeout.as_secs_f64(), log: log.clone() };
-        let dir = keep_uncached(&root, &key, "timeout", tmp, &log);
-        return Err(BuildError::Rejected { failure, dir, seconds: started.elapsed().as_secs_f64() });
-    }
-    if !out.success() && ran_out_of_memory(&out.stdout, &out.stderr) {
-        log.push_str(&format!(
+        output.push_str(&format!("\nnvcc {}\n", out.describe_end(timeout)));
+    } else if out_of_memory {
+        output.push_str(&format!(
             "\nnightshift: the build ran out of memory: its limit is {} (a compiler that needs more is a build error)\n",
             confine.memory_limit()
         ));
-        let failure =
-            BuildFailure::Compile { log: log.split_once('\n').map(|(_, r)| r.to_string()).unwrap_or_default() };
-        let dir = keep_uncached(&root, &key, "memory", tmp, &log);
+    }
+    let log = format!("$ nvcc {}\n{output}", command.join(" "));
+    if out.timed_out || out_of_memory {
+        let (failure, why) = if out.timed_out {
+            (BuildFailure::Timeout { seconds: timeout.as_secs_f64(), log: output }, "timeout")
+        } else {
+            (BuildFailure::Compile { log: output }, "memory")
+        };
+        let dir = keep_uncached(&root, &key, why, tmp, &log);
         return Err(BuildError::Rejected { failure, dir, seconds: started.elapsed().as_secs_f64() });
     }
     std::fs::write(work.join(LOG_NAME), &log).map_err(io)?;
@@ -349,8 +352,7 @@ pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec, confine: &dyn Confi
         notes: confine.notes(&out.stderr),
     };
     if !out.success() {
-        let log_tail = log.split_once('\n').map(|(_, rest)| rest.to_string()).unwrap_or_default();
-        record.failure = Some(BuildFailure::Compile { log: log_tail });
+        record.failure = Some(BuildFailure::Compile { log: output });
     } else {
         let lib_bytes = std::fs::read(work.join(LIBRARY_NAME)).map_err(io)?;
         record.link = imports::read_link_facts(&lib_bytes).map_err(|e| BuildError::Io(e.to_string()))?;
@@ -393,13 +395,11 @@ fn check_link(spec: &BuildSpec, link: &LinkFacts) -> Option<BuildFailure> {
 
 /// Whether a failed build's output says a compiler ran out of memory (cudafe++ and cicc:
 /// "out of memory", gcc: "memory exhausted", ptxas: "Memory allocation failure").
-fn ran_out_of_memory(stdout: &str, stderr: &str) -> bool {
+fn ran_out_of_memory(output: &str) -> bool {
     const SIGNS: [&str; 5] =
         ["out of memory", "memory exhausted", "cannot allocate memory", "memory allocation failure", "bad_alloc"];
-    [stdout, stderr].iter().any(|t| {
-        let t = t.to_ascii_lowercase();
-        SIGNS.iter().any(|s| t.contains(s))
-    })
+    let output = output.to_ascii_lowercase();
+    SIGNS.iter().any(|s| output.contains(s))
 }
 
 /// A build that ran out of time or memory is not cached: its scratch folder goes, and its
@@ -482,5 +482,19 @@ mod tests {
         }
         assert_eq!(arch_for_capability(9, 0), "sm_90a");
         assert_eq!(arch_for_capability(8, 6), "sm_86");
+    }
+
+    #[test]
+    fn every_compiler_s_words_for_running_out_of_memory_are_recognised() {
+        for said in [
+            "x.h(40): catastrophic error: out of memory",
+            "cc1plus: out of memory allocating 65536 bytes after a total of 1 bytes",
+            "virtual memory exhausted: Cannot allocate memory",
+            "ptxas fatal   : Memory allocation failure",
+            "terminate called after throwing an instance of 'std::bad_alloc'",
+        ] {
+            assert!(ran_out_of_memory(said), "{said}");
+        }
+        assert!(!ran_out_of_memory("shim.cu(3): error: identifier \"x\" is undefined"));
     }
 }
