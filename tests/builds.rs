@@ -534,10 +534,44 @@ fn a_build_out_of_memory_is_a_build_error_that_says_so() {
 /// The probe's report under the confinement of a vector_add candidate's build.
 fn probe(secrets: &[&Path], outside: &Path) -> ProbeReport {
     let tc = common::require_toolchain();
+    let policy = Policy::new(&tc, &task("vector_add"), false, &Limits::default());
+    let targets = probe::Targets {
+        secrets: secrets.iter().map(|s| s.to_path_buf()).collect(),
+        readable: Vec::new(),
+        outside: Some(outside.to_path_buf()),
+    };
+    probe_with(policy, &targets)
+}
+
+fn probe_with(policy: Policy, targets: &probe::Targets) -> ProbeReport {
     let scratch = tempfile::tempdir().unwrap();
-    let policy = Policy::new(&tc, &task("vector_add"), false, &Limits::default()).in_scratch(scratch.path());
-    let secrets: Vec<PathBuf> = secrets.iter().map(|s| s.to_path_buf()).collect();
-    probe::spawn(&common::nightshift_bin(), &policy, &secrets, Some(outside)).unwrap_or_else(|e| panic!("{e}"))
+    probe::spawn(&common::nightshift_bin(), &policy.in_scratch(scratch.path()), targets)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn nvidia_s_libraries_in_a_system_library_folder_stay_unreadable() {
+    // A library folder as a GPU machine has it: the driver's and cuBLAS beside the system's.
+    let libs = tempfile::tempdir().unwrap();
+    for name in ["libc.so.6", "libz.so.1", "libcuda.so.1", "libnvidia-ml.so.1", "libcublas.so.13", "libcublasLt.so.13"]
+    {
+        std::fs::write(libs.path().join(name), name).unwrap();
+    }
+    std::fs::create_dir(libs.path().join("gconv")).unwrap();
+    std::fs::write(libs.path().join("gconv/gconv-modules.cache"), "cache").unwrap();
+    let tc = common::require_toolchain();
+    let mut policy = Policy::new(&tc, &task("vector_add"), false, &Limits::default());
+    policy.libraries.push(libs.path().canonicalize().unwrap());
+    let at = |name: &str| libs.path().join(name);
+    let targets = probe::Targets {
+        secrets: ["libcuda.so.1", "libnvidia-ml.so.1", "libcublas.so.13", "libcublasLt.so.13"].map(at).to_vec(),
+        readable: ["libc.so.6", "libz.so.1", "gconv/gconv-modules.cache"].map(at).to_vec(),
+        outside: None,
+    };
+    let report = probe_with(policy, &targets);
+    let breaches: Vec<_> = report.breaches().iter().map(|a| format!("{} ({})", a.action, a.detail)).collect();
+    assert!(breaches.is_empty(), "{breaches:?}");
+    eprintln!("policy applied in {:.2} ms with the library folder granted file by file", report.apply_ms);
 }
 
 #[test]

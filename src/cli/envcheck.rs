@@ -206,7 +206,7 @@ fn build_items(exe: &std::path::Path, items: &mut Vec<Item>) {
         Err(e) => return items.push(item("build probe", false, Err(format!("no scratch folder: {e}")))),
     };
     let policy = Policy::system(&Limits::default()).in_scratch(scratch.path());
-    let report = match probe::spawn(exe, &policy, &[], None) {
+    let report = match probe::spawn(exe, &policy, &probe::Targets::default()) {
         Ok(r) => r,
         Err(e) => return items.push(item("build probe", false, Err(e))),
     };

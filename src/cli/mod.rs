@@ -277,6 +277,9 @@ enum Cmd {
         /// With --probe: a file the build must not read (repeatable).
         #[arg(long)]
         secret: Vec<PathBuf>,
+        /// With --probe: a file the build must be able to read (repeatable).
+        #[arg(long)]
+        readable: Vec<PathBuf>,
         /// With --probe: a folder the build must not write.
         #[arg(long)]
         outside: Option<PathBuf>,
@@ -294,12 +297,13 @@ pub fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_PASSED });
         }
     };
-    if let Cmd::Confine { policy, probe, secret, outside, command } = cli.command {
+    if let Cmd::Confine { policy, probe, secret, readable, outside, command } = cli.command {
         // First, before anything could start a thread.
         if probe {
             return match serde_json::from_str(&policy) {
                 Ok(p) => {
-                    print_json(&crate::wall::build::probe::run(&p, &secret, outside.as_deref()));
+                    let targets = crate::wall::build::probe::Targets { secrets: secret, readable, outside };
+                    print_json(&crate::wall::build::probe::run(&p, &targets));
                     ExitCode::from(EXIT_PASSED)
                 }
                 Err(e) => fail(EXIT_USAGE, &format!("the policy does not parse: {e}")),

@@ -58,12 +58,23 @@ fn rule(path: &Path, access: BitFlags<AccessFs>) -> Option<PathBeneath<PathFd>> 
 /// else each entry but those (the folder can then not be listed, which no linker needs).
 fn library_rules(dir: &Path, access: BitFlags<AccessFs>) -> Vec<PathBeneath<PathFd>> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let names: Vec<(String, PathBuf)> =
-        entries.flatten().map(|e| (e.file_name().to_string_lossy().into_owned(), e.path())).collect();
-    if !names.iter().any(|(n, _)| is_vendor_library(n)) {
+    let entries: Vec<(String, PathBuf, bool)> = entries
+        .flatten()
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path(), e.file_type().is_ok_and(|t| t.is_dir())))
+        .collect();
+    if !entries.iter().any(|(n, ..)| is_vendor_library(n)) {
         return rule(dir, access).into_iter().collect();
     }
-    names.iter().filter(|(n, _)| !is_vendor_library(n)).filter_map(|(_, p)| rule(p, access)).collect()
+    // A thousand entries or so: their types come from the listing, not a stat each. A
+    // symlink gets file rights only, valid whatever it points to.
+    entries
+        .iter()
+        .filter(|(n, ..)| !is_vendor_library(n))
+        .filter_map(|(_, p, is_dir)| {
+            let access = if *is_dir { access } else { access & AccessFs::from_file(ABI_TESTED) };
+            Some(PathBeneath::new(PathFd::new(p).ok()?, access))
+        })
+        .collect()
 }
 
 /// Applies the rules; Ok(what holds) or Err(why not).

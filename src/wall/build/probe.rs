@@ -67,9 +67,19 @@ fn c_path(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap_or_default()
 }
 
-/// Applies `policy` and tries everything; `secrets` are files it must not read, `outside`
-/// a folder it must not write.
-pub fn run(policy: &Policy, secrets: &[PathBuf], outside: Option<&Path>) -> ProbeReport {
+/// What a probe tries besides its fixed list.
+#[derive(Debug, Clone, Default)]
+pub struct Targets {
+    /// Files a build must not read.
+    pub secrets: Vec<PathBuf>,
+    /// Files a build must be able to read.
+    pub readable: Vec<PathBuf>,
+    /// A folder a build must not write.
+    pub outside: Option<PathBuf>,
+}
+
+/// Applies `policy` and tries everything.
+pub fn run(policy: &Policy, targets: &Targets) -> ProbeReport {
     let started = std::time::Instant::now();
     let layers: Vec<Layer> = confine::apply(policy);
     let apply_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -87,14 +97,17 @@ pub fn run(policy: &Policy, secrets: &[PathBuf], outside: Option<&Path>) -> Prob
         true,
         std::fs::write(scratch.join("probe-ok"), b"ok").map(|_| "written".into()),
     ));
-    for s in secrets {
+    for s in &targets.secrets {
         a.push(outcome(
             format!("read {}", s.display()),
             false,
             std::fs::read(s).map(|b| format!("read {} bytes", b.len())),
         ));
     }
-    if let Some(dir) = outside {
+    for r in &targets.readable {
+        a.push(outcome(format!("read {}", r.display()), true, std::fs::read(r).map(|b| format!("{} bytes", b.len()))));
+    }
+    if let Some(dir) = &targets.outside {
         let target = dir.join("nightshift-build-escape");
         a.push(outcome(
             format!("write {}", target.display()),
@@ -227,13 +240,16 @@ fn clone_new_user() -> Attempt {
 }
 
 /// Runs `exe confine --probe` under `policy` (its scratch folder set) and reads its report.
-pub fn spawn(exe: &Path, policy: &Policy, secrets: &[PathBuf], outside: Option<&Path>) -> Result<ProbeReport, String> {
+pub fn spawn(exe: &Path, policy: &Policy, targets: &Targets) -> Result<ProbeReport, String> {
     let mut c = Command::new(exe);
     c.args(["confine", "--probe", "--policy"]).arg(serde_json::to_string(policy).expect("a policy serializes"));
-    for s in secrets {
+    for s in &targets.secrets {
         c.arg("--secret").arg(s);
     }
-    if let Some(o) = outside {
+    for r in &targets.readable {
+        c.arg("--readable").arg(r);
+    }
+    if let Some(o) = &targets.outside {
         c.arg("--outside").arg(o);
     }
     crate::toolkit::process::isolate(&mut c).current_dir(&policy.scratch);
