@@ -170,6 +170,7 @@ fn sandbox_items(items: &mut Vec<Item>) {
         }
         Err(e) => items.push(item("sandbox probe", false, Err(e.to_string()))),
     }
+    build_items(&exe, items);
     match crate::wall::sandbox::probe::spawn_hosted(&exe, &crate::wall::sandbox::probe::HostedSpec::worker()) {
         Ok(hosted) => {
             let a = &hosted.arrangement;
@@ -194,6 +195,38 @@ fn sandbox_items(items: &mut Vec<Item>) {
         }
         Err(e) => items.push(item("hosted probe", false, Err(e.to_string()))),
     }
+}
+
+/// The confined build's layers as this kernel enforces them, from a real probe under the
+/// host compiler's part of a build's policy.
+fn build_items(exe: &std::path::Path, items: &mut Vec<Item>) {
+    use crate::wall::build::{probe, Limits, Policy};
+    let scratch = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => return items.push(item("build probe", false, Err(format!("no scratch folder: {e}")))),
+    };
+    let policy = Policy::system(&Limits::default()).in_scratch(scratch.path());
+    let report = match probe::spawn(exe, &policy, &probe::Targets::default()) {
+        Ok(r) => r,
+        Err(e) => return items.push(item("build probe", false, Err(e))),
+    };
+    let off: Vec<String> =
+        report.layers.iter().filter(|l| !l.active).map(|l| format!("{} OFF: {}", l.name, l.detail)).collect();
+    let on: Vec<&str> = report.layers.iter().filter(|l| l.active).map(|l| l.name.as_str()).collect();
+    let layers = if off.is_empty() {
+        Ok(format!("nvcc, the host compiler and cuobjdump run under {}", on.join(", ")))
+    } else {
+        Err(format!("{}; the other layers still hold", off.join("; ")))
+    };
+    items.push(item("build confinement", false, layers));
+    let breaches: Vec<String> = report.breaches().iter().map(|a| a.action.clone()).collect();
+    let verdict = if breaches.is_empty() {
+        let refused = report.attempts.iter().filter(|a| !a.should_be_allowed).count();
+        Ok(format!("{refused} escape attempts refused ({:.1} ms to apply)", report.apply_ms))
+    } else {
+        Err(format!("a confined build could: {}", breaches.join("; ")))
+    };
+    items.push(item("build probe", false, verdict));
 }
 
 /// What a probe's attempts amount to.

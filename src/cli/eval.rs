@@ -38,6 +38,10 @@ pub struct Args {
     /// Seconds before the worker is killed (default: the task's, else 120).
     #[arg(long)]
     pub timeout: Option<f64>,
+    /// Seconds one build may take before nvcc is killed: a candidate's is `build-timeout`,
+    /// never cached (default: the task's [build] timeout_s, else 120).
+    #[arg(long, value_name = "SECONDS")]
+    pub build_timeout: Option<f64>,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
@@ -55,6 +59,10 @@ pub fn run(a: Args) -> ExitCode {
         Ok(o) => o,
         Err(code) => return code,
     };
+    match super::build_timeout(a.build_timeout) {
+        Ok(t) => opts.build_timeout = t,
+        Err(code) => return code,
+    }
     opts.energy = a.energy;
     opts.sanitize = a.sanitize;
     opts.allow_unconfined_profiling = a.allow_unconfined_profiling;

@@ -275,6 +275,30 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<std::ffi::OsString>,
     },
+    /// Internal: applies a build's confinement to itself (Landlock, seccomp, rlimits, no
+    /// capabilities, a fresh keyring, a minimal environment) and execs the program (every
+    /// nvcc, cuobjdump and nvdisasm run of a build goes through it).
+    #[command(hide = true)]
+    Confine {
+        /// The build's policy, as JSON (what it may read, run and write; its limits).
+        #[arg(long)]
+        policy: String,
+        /// Instead of running a program, try to break out and print a JSON report (tests).
+        #[arg(long)]
+        probe: bool,
+        /// With --probe: a file the build must not read (repeatable).
+        #[arg(long)]
+        secret: Vec<PathBuf>,
+        /// With --probe: a file the build must be able to read (repeatable).
+        #[arg(long)]
+        readable: Vec<PathBuf>,
+        /// With --probe: a folder the build must not write.
+        #[arg(long)]
+        outside: Option<PathBuf>,
+        /// The program and its arguments.
+        #[arg(last = true, required_unless_present = "probe")]
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -285,6 +309,20 @@ pub fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_PASSED });
         }
     };
+    if let Cmd::Confine { policy, probe, secret, readable, outside, command } = cli.command {
+        // First, before anything could start a thread.
+        if probe {
+            return match serde_json::from_str(&policy) {
+                Ok(p) => {
+                    let targets = crate::wall::build::probe::Targets { secrets: secret, readable, outside };
+                    print_json(&crate::wall::build::probe::run(&p, &targets));
+                    ExitCode::from(EXIT_PASSED)
+                }
+                Err(e) => fail(EXIT_USAGE, &format!("the policy does not parse: {e}")),
+            };
+        }
+        return crate::wall::build::confine::main(&crate::wall::build::confine::Args { policy, command });
+    }
     if !matches!(cli.command, Cmd::Worker { .. } | Cmd::SandboxProbe { .. } | Cmd::Hosted { .. }) {
         // The orchestrator holds API keys: a non-dumpable process's /proc entries
         // (environ, mem) are closed to other processes of the same user, candidates
@@ -366,6 +404,18 @@ pub fn main() -> ExitCode {
         }
         Cmd::Validate { task, build, arch, json } => tasks::validate(&task, build, arch, json),
         Cmd::Eval(args) => eval::run(*args),
+        Cmd::Confine { .. } => unreachable!("handled first"),
+    }
+}
+
+/// `--build-timeout`, checked.
+fn build_timeout(seconds: Option<f64>) -> Result<Option<Duration>, ExitCode> {
+    match seconds {
+        Some(t) if !(t > 0.0 && t.is_finite()) => {
+            Err(fail(EXIT_USAGE, "--build-timeout must be a positive number of seconds"))
+        }
+        Some(t) => Ok(Some(Duration::from_secs_f64(t))),
+        None => Ok(None),
     }
 }
 

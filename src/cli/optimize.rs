@@ -81,6 +81,10 @@ pub struct Args {
     /// Seconds before a worker is killed (default: the task's, else 120).
     #[arg(long)]
     pub timeout: Option<f64>,
+    /// Seconds one build may take before nvcc is killed: the kernel's verdict is
+    /// `build-timeout`, never cached (default: the task's [build] timeout_s, else 120).
+    #[arg(long, value_name = "SECONDS")]
+    pub build_timeout: Option<f64>,
     /// Build target (default: the first GPU's own).
     #[arg(long)]
     pub arch: Option<String>,
@@ -251,6 +255,7 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
         arch,
         parallel,
         timeout_s: positive(a.timeout, "--timeout").map_err(usage)?,
+        build_timeout_s: positive(a.build_timeout, "--build-timeout").map_err(usage)?,
         final_seeds: a.final_seeds.unwrap_or(8),
         final_sanitize: !a.no_final_sanitize,
         simulated,

@@ -58,7 +58,10 @@ pub(crate) fn build_target(
     arch: Option<String>,
 ) -> Result<(crate::toolkit::toolchain::Toolchain, EvalOptions, String), ExitCode> {
     let tc = crate::toolkit::toolchain::Toolchain::find().map_err(|e| fail(EXIT_ENV, &e.to_string()))?;
-    let mut opts = EvalOptions::new(PathBuf::new());
+    // This binary confines the builds (`nightshift confine`).
+    let exe =
+        std::env::current_exe().map_err(|e| fail(EXIT_ENV, &format!("cannot find the nightshift executable: {e}")))?;
+    let mut opts = EvalOptions::new(exe);
     opts.arch = arch;
     match wall::resolve_arch(&opts) {
         Ok(a) => Ok((tc, opts, a)),

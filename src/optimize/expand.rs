@@ -249,7 +249,7 @@ impl Ctx {
                 extra_flags: c.flags.clone(),
                 defines: c.defines.clone(),
             };
-            match build::build(&ctx.toolchain, &ctx.cache, &spec) {
+            match crate::wall::build_confined(&ctx.toolchain, &ctx.evaluator.bench().opts, &spec) {
                 Ok(b) => Ok(b),
                 Err(build::BuildError::Rejected { failure, dir, .. }) => {
                     Err(Ok(Box::new(Verdict::build_rejected(&ctx.task, &path, &arch, &failure, &dir))))
@@ -303,7 +303,10 @@ pub async fn expand(ctx: Arc<Ctx>, job: Job) -> Done {
             }
             log_error(ctx.store.write_json(&format!("{rel}/verdict.json"), &*verdict));
             let summary = NodeSummary::of(&verdict);
-            ctx.judged.lock().unwrap().insert(key, (id, summary.clone()));
+            // A build that ran out of time may finish next time: a repeat is built again.
+            if verdict.failure.as_ref().is_none_or(|f| f.class != FailureClass::BuildTimeout) {
+                ctx.judged.lock().unwrap().insert(key, (id, summary.clone()));
+            }
             return finished(summary, None, None, false);
         }
         Err(Err(message)) => return finished(NodeSummary::failed(NodeFailure::Internal, &message), None, None, true),

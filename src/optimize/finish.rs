@@ -15,7 +15,7 @@ use crate::run::best::{best_of_json, read_best_json, Best, Tried, BEST_CU, BEST_
 use crate::run::events::{Event, NodeSummary};
 use crate::run::store::{node_rel, RunStore, StoreError};
 use crate::stats::Bar;
-use crate::toolkit::build::{self, BuildError, BuildSpec};
+use crate::toolkit::build::{BuildError, BuildSpec};
 use crate::wall::{EvalError, Verdict};
 use search::NodeId;
 use serde::Serialize;
@@ -114,13 +114,17 @@ pub async fn verify_best(
         let node = search.tree.node(id);
         let candidate = node.payload.clone();
         let path = ctx.store.dir().join(&candidate.source);
-        let (task, arch, tc, cache) =
-            (ctx.task.clone(), ctx.evaluator.bench().arch.clone(), ctx.toolchain.clone(), ctx.cache.clone());
+        let (task, arch, tc, opts) = (
+            ctx.task.clone(),
+            ctx.evaluator.bench().arch.clone(),
+            ctx.toolchain.clone(),
+            ctx.evaluator.bench().opts.clone(),
+        );
         let (p, c) = (path.clone(), candidate.clone());
         let built = tokio::task::spawn_blocking(move || {
             let spec =
                 BuildSpec { task: &task, source: &p, trusted: false, arch, extra_flags: c.flags, defines: c.defines };
-            build::build(&tc, &cache, &spec)
+            crate::wall::build_confined(&tc, &opts, &spec)
         })
         .await
         .map_err(|e| EnvFailure(format!("the rebuild of node {id} did not finish: {e}")))?;

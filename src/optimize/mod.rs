@@ -111,6 +111,7 @@ fn eval_options(cfg: &RunConfig) -> Result<EvalOptions, RunError> {
     let mut opts = EvalOptions::new(exe);
     opts.arch = Some(cfg.arch.clone());
     opts.timeout = cfg.timeout_s.map(Duration::from_secs_f64);
+    opts.build_timeout = cfg.build_timeout_s.map(Duration::from_secs_f64);
     opts.seed_base = cfg.input_seed_base;
     opts.allow_unconfined_profiling = cfg.allow_unconfined_profiling;
     // Several lanes share the host's cores for input generation and comparison.

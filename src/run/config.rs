@@ -183,6 +183,9 @@ pub struct RunConfig {
     /// Expansions in flight at once (generation, build, queued for a GPU).
     pub parallel: usize,
     pub timeout_s: Option<f64>,
+    /// `--build-timeout`: seconds one build may take (else the task's, else 120).
+    #[serde(default)]
+    pub build_timeout_s: Option<f64>,
     /// Re-verification of the best kernel at the end: check seeds and sanitizers.
     pub final_seeds: u32,
     pub final_sanitize: bool,

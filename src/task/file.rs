@@ -160,4 +160,6 @@ pub(super) struct BuildSection {
     /// Header folders inside the task directory, passed as -I and hashed into the build.
     #[serde(default)]
     pub(super) include: Vec<Spanned<String>>,
+    /// Seconds one build may take before it is killed (`build-timeout`, not cached).
+    pub(super) timeout_s: Option<Spanned<f64>>,
 }

@@ -222,6 +222,9 @@ pub struct BuildConfig {
     /// Header folders, relative to the task directory (read-only context for generators).
     #[serde(default)]
     pub include: Vec<String>,
+    /// Seconds one build may take (`[build] timeout_s`; default: the wall's, 120 s).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
 }
 
 /// The least work a correct kernel must do at one size.

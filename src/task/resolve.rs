@@ -34,6 +34,13 @@ pub(super) fn resolve(dir: &Path, raw: TaskFile, at: &Locator) -> Result<Task, T
     let tune = tune(&raw.tune, at)?;
     let timeout_s = timeout(&raw.timing, at)?;
     build(dir, &raw.build, at)?;
+    let build_timeout_s = match &raw.build.timeout_s {
+        Some(t) if !(*t.get_ref() > 0.0 && *t.get_ref() <= 3600.0) => {
+            return Err(at.err(t, "build.timeout_s", "expected seconds between 0 and 3600"))
+        }
+        Some(t) => Some(*t.get_ref()),
+        None => None,
+    };
 
     Ok(Task {
         dir: dir.to_path_buf(),
@@ -58,6 +65,7 @@ pub(super) fn resolve(dir: &Path, raw: TaskFile, at: &Locator) -> Result<Task, T
             libs: raw.build.libs.iter().map(|l| l.get_ref().clone()).collect(),
             baseline_libs: raw.build.baseline_libs.iter().map(|l| l.get_ref().clone()).collect(),
             include: raw.build.include.iter().map(|l| l.get_ref().clone()).collect(),
+            timeout_s: build_timeout_s,
         },
     })
 }

@@ -207,6 +207,17 @@ fn seeds_and_tolerances_are_range_checked() {
 }
 
 #[test]
+fn the_build_timeout_is_read_and_range_checked() {
+    assert_eq!(load(GOOD).unwrap().build.timeout_s, None);
+    let t = load(&format!("{GOOD}\n[build]\ntimeout_s = 30\n")).unwrap();
+    assert_eq!(t.build.timeout_s, Some(30.0));
+    let text = format!("{GOOD}\n[build]\ntimeout_s = 0\n");
+    let e = error(&text);
+    assert_eq!(e.field, "build.timeout_s");
+    assert_eq!(e.line, Some(line_of(&text, "timeout_s = 0")));
+}
+
+#[test]
 fn tune_knobs_must_be_macro_names() {
     let e = error(&GOOD.replace("BLOCK = [128, 256]", "\"2BLOCK\" = [128]"));
     assert_eq!(e.field, "tune.2BLOCK");

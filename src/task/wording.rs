@@ -44,6 +44,7 @@ pub(super) fn field_holds(keys: &[&str]) -> Option<&'static str> {
         ["build", "flags"] => "a list of strings (nvcc flags)",
         ["build", "libs" | "baseline_libs"] => "a list of strings (library names as given to -l)",
         ["build", "include"] => "a list of strings (folders inside the task directory)",
+        ["build", "timeout_s"] => "a number of seconds",
         _ => return None,
     })
 }

@@ -1,6 +1,10 @@
 //! Running cuobjdump and nvdisasm on compiled code: SASS text for any binary (cubin,
 //! shared library, object, executable), plus nvdisasm's line-annotated SASS when the
 //! code carries line info. The text goes to the pure `sass` crate.
+//!
+//! A build disassembles a candidate's library, an ELF its author shaped: there the tools
+//! are started through the build's confinement ([`Tools`]), with their temporary files in
+//! the build's scratch folder. `nightshift sass` on the user's own file runs them as they are.
 
 use crate::toolkit::process;
 use std::path::{Path, PathBuf};
@@ -39,42 +43,66 @@ pub enum DisasmError {
     TempDir(#[source] std::io::Error),
 }
 
-fn run(tool: &Path, args: &[&str], file: &Path, cwd: Option<&Path>) -> Result<String, DisasmError> {
-    let mut cmd = Command::new(tool);
+/// How the tools are started: `start(tool)` gives the command to which the arguments are
+/// added; temporary files go into `scratch` (else the system's temporary folder).
+pub struct Tools<'a> {
+    pub start: &'a dyn Fn(&Path) -> Command,
+    pub scratch: Option<&'a Path>,
+    pub timeout: Duration,
+}
+
+fn run(tools: &Tools, tool: &Path, args: &[&str], file: &Path, cwd: Option<&Path>) -> Result<String, DisasmError> {
+    let mut cmd = (tools.start)(tool);
     cmd.args(args).arg(file);
-    if let Some(d) = cwd {
+    if let Some(d) = cwd.or(tools.scratch) {
         cmd.current_dir(d);
     }
-    let out = process::run_captured(&mut cmd, TIMEOUT)
+    let out = process::run_captured(&mut cmd, tools.timeout)
         .map_err(|source| DisasmError::Spawn { tool: tool.to_path_buf(), source })?;
     if !out.success() {
         return Err(DisasmError::Failed {
             tool: tool.to_path_buf(),
             args: args.join(" "),
-            end: out.describe_end(TIMEOUT),
+            end: out.describe_end(tools.timeout),
             stderr: out.stderr.trim().to_string(),
         });
     }
     Ok(out.stdout)
 }
 
+/// Disassembles the user's own `file` with the tools run as they are.
 pub fn disassemble(cuobjdump: &Path, nvdisasm: Option<&Path>, file: &Path) -> Result<Disassembly, DisasmError> {
+    let tools = Tools { start: &|tool: &Path| Command::new(tool), scratch: None, timeout: TIMEOUT };
+    disassemble_with(cuobjdump, nvdisasm, file, &tools)
+}
+
+/// Disassembles `file` with the tools started through `tools`.
+pub fn disassemble_with(
+    cuobjdump: &Path,
+    nvdisasm: Option<&Path>,
+    file: &Path,
+    tools: &Tools,
+) -> Result<Disassembly, DisasmError> {
     let file = file.canonicalize().map_err(|source| DisasmError::Read { path: file.to_path_buf(), source })?;
     let bytes = std::fs::read(&file).map_err(|source| DisasmError::Read { path: file.clone(), source })?;
-    let mut d = Disassembly { sass: run(cuobjdump, &["-sass"], &file, None)?, ..Default::default() };
+    let mut d = Disassembly { sass: run(tools, cuobjdump, &["-sass"], &file, None)?, ..Default::default() };
     let Some(nvdisasm) = nvdisasm else {
         d.notes.push("nvdisasm not found: no source lines".into());
         return Ok(d);
     };
     if is_cubin(&bytes) {
-        match run(nvdisasm, &["-c", "-gi"], &file, None) {
+        match run(tools, nvdisasm, &["-c", "-gi"], &file, None) {
             Ok(t) => d.lines = Some(t),
             Err(e) => d.notes.push(e.to_string()),
         }
         return Ok(d);
     }
-    let dir = tempfile::tempdir().map_err(DisasmError::TempDir)?;
-    if let Err(e) = run(cuobjdump, &["-xelf", "all"], &file, Some(dir.path())) {
+    let dir = match tools.scratch {
+        Some(s) => tempfile::Builder::new().prefix(".cubins-").tempdir_in(s),
+        None => tempfile::tempdir(),
+    }
+    .map_err(DisasmError::TempDir)?;
+    if let Err(e) = run(tools, cuobjdump, &["-xelf", "all"], &file, Some(dir.path())) {
         d.notes.push(format!("cannot extract cubins: {e}"));
         return Ok(d);
     }
@@ -84,7 +112,7 @@ pub fn disassemble(cuobjdump: &Path, nvdisasm: Option<&Path>, file: &Path) -> Re
     cubins.sort();
     let mut text = String::new();
     for c in &cubins {
-        match run(nvdisasm, &["-c", "-gi"], c, None) {
+        match run(tools, nvdisasm, &["-c", "-gi"], c, None) {
             Ok(t) => text.push_str(&t),
             Err(e) => d.notes.push(e.to_string()),
         }

@@ -8,11 +8,12 @@
 //! (`gpu`: contexts, the judge's exportable buffers, its generate and compare kernels), the
 //! sandbox the worker and the hosted tools run in (`sandbox`), and the judge's
 //! infrastructure that loads no kernel code (`bandwidth`, `nvml`, `gpu_lock`,
-//! `runtime_dir`), and the builds (`builds`).
+//! `runtime_dir`), and the confined build (`build`: nvcc, the host compiler and the
+//! disassemblers in a confinement of their own, and the trusted builds).
 //!
 //! The invariants: only a worker maps kernel code; no worker holds anything that makes a
 //! verdict trusted; `judge` never imports `worker` and `worker` never imports `judge`.
-mod builds;
+pub mod build;
 
 pub mod bandwidth;
 pub mod gpu;
@@ -26,8 +27,8 @@ pub mod worker;
 
 // What crosses the wall from the orchestrator's side: evaluation options, the verdict, the
 // trusted builds, judging, and hosted standalone runs.
-pub(crate) use builds::build_one;
-pub use builds::{build_trusted, TrustedBuilds};
+pub(crate) use build::build_one;
+pub use build::{build_confined, build_trusted, TrustedBuilds};
 pub(crate) use judge::tail;
 pub use judge::{
     check_hosting, classify, evaluate, fresh_seed_base, judge, require_gpu, resolve_arch, run_standalone, sanitize,

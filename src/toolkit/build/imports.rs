@@ -3,6 +3,11 @@
 //! shared library, so their import list is short and every entry is the candidate's own
 //! doing: a cuBLAS call, a `dlopen`, a `fork` stands out and is refused unless the task
 //! allows it.
+//!
+//! This is an early, friendly rejection with a clear message, not a wall: a library can
+//! reach a function without importing it (a symbol looked up at run time, a syscall made
+//! directly). What a candidate can load is enforced where it runs, by the worker's
+//! sandbox; what it can read while it is built, by the confined build (`wall::build`).
 
 use object::read::elf::{Dyn, ElfFile64};
 use object::{Object, ObjectSymbol};

@@ -4,7 +4,16 @@
 //! Builds are cached by a content hash of everything that can change the binary (sources,
 //! task headers, flags, arch, nvcc version), and a cache entry is published by an atomic
 //! rename, so parallel builds of the same candidate never see half an entry. Failed builds
-//! are cached too: a generator that repeats itself costs no second compile.
+//! are cached too: a generator that repeats itself costs no second compile. A build that
+//! ran out of time or memory is not: the next try may have more CPU, or a machine under
+//! less pressure.
+//!
+//! Every tool a build starts (nvcc and everything it runs, cuobjdump and nvdisasm on the
+//! library) is started through the caller's [`Confine`]: the build writes only its scratch
+//! folder (the future cache entry) and runs as long as the caller allows. The entry is
+//! published afterwards, by this (unconfined) process. What the tools may read, write and
+//! run is the caller's to decide (the wall's confined build, `wall::build`); toolkit only
+//! asks for it.
 
 pub mod imports;
 pub mod shim;
@@ -21,14 +30,34 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Bumped whenever the layout of a cache entry or the shim changes.
-const CACHE_FORMAT: &str = "nightshift-build-v1";
+/// Bumped whenever the layout of a cache entry or the shim changes, or what a build may do
+/// (v2: builds are confined; entries built unconfined are not reused).
+const CACHE_FORMAT: &str = "nightshift-build-v2";
 const LIBRARY_NAME: &str = "kernel.so";
 const RECORD_NAME: &str = "build.json";
 pub const SASS_NAME: &str = "sass.txt";
 pub const SASS_LINES_NAME: &str = "sass_lines.txt";
 pub const LOG_NAME: &str = "build.log";
-const NVCC_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How a build starts its tools, and for how long they may run: the caller's (the wall's
+/// confined build). The build's tools run only through it.
+pub trait Confine: Sync {
+    /// A command that runs `program` confined to `scratch`: the build's folder, its working
+    /// directory and the only folder it may write. The build adds the program's arguments
+    /// and runs it in its own process group with a scrubbed environment.
+    fn command(&self, program: &Path, scratch: &Path) -> Command;
+    /// How long nvcc may run (and each cuobjdump or nvdisasm run after it); past it the
+    /// process group is killed and the build fails as [`BuildFailure::Timeout`], uncached.
+    fn timeout(&self) -> Duration;
+    /// The memory limit in words ("16 GiB of address space per process"), for the log of a
+    /// build that ran out of it.
+    fn memory_limit(&self) -> String;
+    /// What a tool's stderr says about the confinement itself (a layer the kernel lacks),
+    /// as notes of the build.
+    fn notes(&self, _stderr: &str) -> Vec<String> {
+        Vec::new()
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct BuildSpec<'a> {
@@ -47,9 +76,22 @@ pub struct BuildSpec<'a> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum BuildFailure {
-    Compile { log: String },
-    MissingEntry { entry: String, detail: String },
-    ForbiddenImport { imports: Vec<ForbiddenImport> },
+    Compile {
+        log: String,
+    },
+    MissingEntry {
+        entry: String,
+        detail: String,
+    },
+    ForbiddenImport {
+        imports: Vec<ForbiddenImport>,
+    },
+    /// nvcc ran past its time limit and was killed with everything it started. Never
+    /// cached: the next try may have more CPU.
+    Timeout {
+        seconds: f64,
+        log: String,
+    },
 }
 
 impl BuildFailure {
@@ -64,6 +106,9 @@ impl BuildFailure {
                 let list: Vec<String> = imports.iter().map(|i| i.reason.clone()).collect();
                 format!("forbidden import: {}", list.join("; "))
             }
+            BuildFailure::Timeout { seconds, .. } => format!(
+                "build timeout: nvcc was still compiling after {seconds:.0} s and was killed ([build] timeout_s in task.toml, or --build-timeout, sets the limit)"
+            ),
         }
     }
 }
@@ -159,7 +204,7 @@ fn task_headers(task: &Task) -> Vec<(String, Vec<u8>)> {
 }
 
 /// Finds `lib<name>.so` (or its highest `.so.N`) in the toolchain's library folder.
-fn find_library(tc: &Toolchain, name: &str) -> Option<PathBuf> {
+pub fn find_library(tc: &Toolchain, name: &str) -> Option<PathBuf> {
     let dir = tc.lib_dir();
     let plain = dir.join(format!("lib{name}.so"));
     if plain.exists() {
@@ -214,8 +259,9 @@ fn nvcc_command(tc: &Toolchain, spec: &BuildSpec, gencode: &str) -> Result<Vec<S
     Ok(args)
 }
 
-/// Builds `spec` (or returns the cached build) under `cache/build/`.
-pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec) -> Result<Built, BuildError> {
+/// Builds `spec` (or returns the cached build) under `cache/build/`, every tool started
+/// through `confine`.
+pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec, confine: &dyn Confine) -> Result<Built, BuildError> {
     let started = Instant::now();
     let source = std::fs::read(spec.source)
         .map_err(|e| BuildError::Io(format!("cannot read {}: {e}", spec.source.display())))?;
@@ -266,11 +312,31 @@ pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec) -> Result<Built, Bu
     std::fs::write(work.join(&source_name), &source).map_err(io)?;
     std::fs::write(work.join("shim.cu"), &shim).map_err(io)?;
 
-    let mut cmd = Command::new(&tc.nvcc);
+    let timeout = confine.timeout();
+    let mut cmd = confine.command(&tc.nvcc, work);
     cmd.args(&command).current_dir(work);
-    let out = process::run_captured(&mut cmd, NVCC_TIMEOUT)
+    let out = process::run_captured(&mut cmd, timeout)
         .map_err(|e| BuildError::Io(format!("cannot run {}: {e}", tc.nvcc.display())))?;
-    let log = format!("$ nvcc {}\n{}{}", command.join(" "), out.stdout, out.stderr);
+    let mut output = format!("{}{}", out.stdout, out.stderr);
+    let out_of_memory = !out.timed_out && !out.success() && ran_out_of_memory(&output);
+    if out.timed_out {
+        output.push_str(&format!("\nnvcc {}\n", out.describe_end(timeout)));
+    } else if out_of_memory {
+        output.push_str(&format!(
+            "\nnightshift: the build ran out of memory: its limit is {} (a compiler that needs more is a build error)\n",
+            confine.memory_limit()
+        ));
+    }
+    let log = format!("$ nvcc {}\n{output}", command.join(" "));
+    if out.timed_out || out_of_memory {
+        let (failure, why) = if out.timed_out {
+            (BuildFailure::Timeout { seconds: timeout.as_secs_f64(), log: output }, "timeout")
+        } else {
+            (BuildFailure::Compile { log: output }, "memory")
+        };
+        let dir = keep_uncached(&root, &key, why, tmp, &log);
+        return Err(BuildError::Rejected { failure, dir, seconds: started.elapsed().as_secs_f64() });
+    }
     std::fs::write(work.join(LOG_NAME), &log).map_err(io)?;
 
     let mut record = BuildRecord {
@@ -283,20 +349,16 @@ pub fn build(tc: &Toolchain, cache: &Path, spec: &BuildSpec) -> Result<Built, Bu
         link: LinkFacts::default(),
         has_sass: false,
         has_sass_lines: false,
-        notes: Vec::new(),
+        notes: confine.notes(&out.stderr),
     };
     if !out.success() {
-        let mut log_tail = format!("{}{}", out.stdout, out.stderr);
-        if out.timed_out {
-            log_tail.push_str(&format!("\nnvcc {}", out.describe_end(NVCC_TIMEOUT)));
-        }
-        record.failure = Some(BuildFailure::Compile { log: log_tail });
+        record.failure = Some(BuildFailure::Compile { log: output });
     } else {
         let lib_bytes = std::fs::read(work.join(LIBRARY_NAME)).map_err(io)?;
         record.link = imports::read_link_facts(&lib_bytes).map_err(|e| BuildError::Io(e.to_string()))?;
         record.failure = check_link(spec, &record.link);
         if record.failure.is_none() {
-            dump_sass(tc, work, &mut record);
+            dump_sass(tc, work, confine, &mut record);
         }
     }
     let json = serde_json::to_vec_pretty(&record).expect("a build record serializes");
@@ -331,12 +393,42 @@ fn check_link(spec: &BuildSpec, link: &LinkFacts) -> Option<BuildFailure> {
     None
 }
 
-fn dump_sass(tc: &Toolchain, work: &Path, record: &mut BuildRecord) {
+/// Whether a failed build's output says a compiler ran out of memory (cudafe++ and cicc:
+/// "out of memory", gcc: "memory exhausted", ptxas: "Memory allocation failure").
+fn ran_out_of_memory(output: &str) -> bool {
+    const SIGNS: [&str; 5] =
+        ["out of memory", "memory exhausted", "cannot allocate memory", "memory allocation failure", "bad_alloc"];
+    let output = output.to_ascii_lowercase();
+    SIGNS.iter().any(|s| output.contains(s))
+}
+
+/// A build that ran out of time or memory is not cached: its scratch folder goes, and its
+/// log is kept in `<key>.<why>/` (replacing an earlier one), which no cache lookup reads.
+fn keep_uncached(root: &Path, key: &str, why: &str, tmp: tempfile::TempDir, log: &str) -> PathBuf {
+    let dir = root.join(format!("{key}.{why}"));
+    drop(tmp);
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Ok(fresh) = tempfile::Builder::new().prefix(&format!(".{key}-{why}-")).tempdir_in(root) {
+        let kept = fresh.keep();
+        if std::fs::write(kept.join(LOG_NAME), log).is_err() || std::fs::rename(&kept, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&kept);
+        }
+    }
+    dir
+}
+
+fn dump_sass(tc: &Toolchain, work: &Path, confine: &dyn Confine, record: &mut BuildRecord) {
     let Some(cuobjdump) = &tc.cuobjdump else {
         record.notes.push("cuobjdump not found: no SASS kept".into());
         return;
     };
-    match crate::toolkit::disasm::disassemble(cuobjdump, tc.nvdisasm.as_deref(), &work.join(LIBRARY_NAME)) {
+    let tools = crate::toolkit::disasm::Tools {
+        start: &|tool: &Path| confine.command(tool, work),
+        scratch: Some(work),
+        timeout: confine.timeout(),
+    };
+    match crate::toolkit::disasm::disassemble_with(cuobjdump, tc.nvdisasm.as_deref(), &work.join(LIBRARY_NAME), &tools)
+    {
         Ok(d) => {
             record.has_sass = std::fs::write(work.join(SASS_NAME), d.sass).is_ok();
             if let Some(lines) = d.lines {
@@ -390,5 +482,19 @@ mod tests {
         }
         assert_eq!(arch_for_capability(9, 0), "sm_90a");
         assert_eq!(arch_for_capability(8, 6), "sm_86");
+    }
+
+    #[test]
+    fn every_compiler_s_words_for_running_out_of_memory_are_recognised() {
+        for said in [
+            "x.h(40): catastrophic error: out of memory",
+            "cc1plus: out of memory allocating 65536 bytes after a total of 1 bytes",
+            "virtual memory exhausted: Cannot allocate memory",
+            "ptxas fatal   : Memory allocation failure",
+            "terminate called after throwing an instance of 'std::bad_alloc'",
+        ] {
+            assert!(ran_out_of_memory(said), "{said}");
+        }
+        assert!(!ran_out_of_memory("shim.cu(3): error: identifier \"x\" is undefined"));
     }
 }

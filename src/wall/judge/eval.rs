@@ -14,7 +14,7 @@ use super::verdict::{tail, BuildSummary, EvalError, Phases, Status, Verdict};
 use crate::task::Task;
 use crate::toolkit::build::{BuildError, Built};
 use crate::toolkit::toolchain::{EnvError, Toolchain};
-use crate::wall::builds::{build_one, build_trusted, TrustedBuilds};
+use crate::wall::build::{build_one, build_trusted, TrustedBuilds};
 use crate::wall::protocol::{Failure, FailureClass, JudgeReport, Mode, Outcome, Standalone};
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -17,6 +17,9 @@ pub struct EvalOptions {
     pub defines: BTreeMap<String, String>,
     pub device: usize,
     pub timeout: Option<Duration>,
+    /// `--build-timeout`: how long one build may run (else the task's `[build] timeout_s`,
+    /// else `wall::build::DEFAULT_TIMEOUT`).
+    pub build_timeout: Option<Duration>,
     pub time: bool,
     pub energy: bool,
     pub sanitize: bool,
@@ -45,6 +48,7 @@ impl EvalOptions {
             defines: BTreeMap::new(),
             device: 0,
             timeout: None,
+            build_timeout: None,
             time: true,
             energy: false,
             sanitize: false,
@@ -64,7 +68,7 @@ impl EvalOptions {
     pub fn judge_request(
         &self,
         task: &Task,
-        trusted: &crate::wall::builds::TrustedBuilds,
+        trusted: &crate::wall::build::TrustedBuilds,
         cand: &crate::toolkit::build::Built,
         mode: Mode,
         achievable_dram_gbs: Option<f64>,

@@ -133,7 +133,7 @@ impl Verdict {
     pub fn build_rejected(task: &Task, candidate: &Path, arch: &str, failure: &BuildFailure, dir: &Path) -> Verdict {
         let mut verdict = Verdict::pending(task, candidate, arch);
         let mut f = failure_from_build(failure);
-        if let BuildFailure::Compile { log } = failure {
+        if let BuildFailure::Compile { log } | BuildFailure::Timeout { log, .. } = failure {
             verdict.stderr_tail = Some(tail(log, 4000));
         }
         f.message.push_str(&format!(" (build folder {})", dir.display()));
@@ -147,6 +147,7 @@ fn failure_from_build(f: &BuildFailure) -> Failure {
         BuildFailure::Compile { .. } => FailureClass::BuildError,
         BuildFailure::MissingEntry { .. } => FailureClass::MissingEntry,
         BuildFailure::ForbiddenImport { .. } => FailureClass::ForbiddenImport,
+        BuildFailure::Timeout { .. } => FailureClass::BuildTimeout,
     };
     Failure::new(class, f.summary())
 }
