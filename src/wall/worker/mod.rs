@@ -213,6 +213,7 @@ pub fn main(request_path: &Path) -> ! {
     // Before the sandbox and before any library: the descriptors are the tool's, and the
     // reference, baseline and candidate all load after this.
     close_handed_down(&request.host_outputs);
+    let mut sandbox = None;
     if request.sandbox {
         let scratch =
             std::env::current_dir().unwrap_or_else(|_| request_path.parent().unwrap_or(Path::new(".")).into());
@@ -222,9 +223,20 @@ pub fn main(request_path: &Path) -> ! {
         policy.skip = request.sandbox_skip.clone();
         let started = Instant::now();
         let layers = crate::wall::sandbox::apply(&policy);
-        proto.send(&WorkerMessage::Sandbox { layers, seconds: started.elapsed().as_secs_f64() });
+        let seconds = started.elapsed().as_secs_f64();
+        proto.send(&WorkerMessage::Sandbox { layers: layers.clone(), seconds });
+        sandbox = Some((layers, seconds));
     }
+    // Once the driver has read its environment and before anything untrusted is loaded:
+    // the environment goes (announced with the other layers).
+    let scrub = |proto: &Channel, sandbox: Option<(Vec<crate::wall::sandbox::Layer>, f64)>| {
+        if let Some((mut layers, seconds)) = sandbox {
+            layers.push(crate::wall::sandbox::scrub_environment());
+            proto.send(&WorkerMessage::Sandbox { layers, seconds });
+        }
+    };
     if let Mode::Simulate { delay_ms, outcome } = &request.mode {
+        scrub(&proto, sandbox);
         simulate(&proto, &request, *delay_ms, outcome.as_ref().clone());
     }
     let mut w = Worker {
@@ -238,6 +250,7 @@ pub fn main(request_path: &Path) -> ! {
         proto,
         notes: Vec::new(),
     };
+    scrub(&w.proto, sandbox);
     w.gpu.info.achievable_dram_gbs = request.achievable_dram_gbs.filter(|g| g.is_finite() && *g > 0.0);
     let device = w.gpu.info.clone();
     w.send(&WorkerMessage::Device { device });
