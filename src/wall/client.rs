@@ -29,7 +29,7 @@ pub fn unconfined_refusal(arrangement: &crate::wall::sandbox::hosted::Arrangemen
     EnvError {
         what: "private namespaces for ncu and compute-sanitizer".into(),
         hint: format!(
-            "{}. These tools run candidate code with /tmp, /dev/shm and TCP open to their front end, so nightshift runs them in private user, mount, network and PID namespaces, which this machine refuses. Allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone=1 or kernel.apparmor_restrict_unprivileged_userns=0, whichever is set), run as root, or pass --allow-unconfined-profiling to run them under the worker's own sandbox only (candidate code may then write the shared /tmp and /dev/shm and open TCP connections)",
+            "{}. These tools run candidate code beside code of their own that talks to their front end, so nightshift runs them in private user, mount, network and PID namespaces, which this machine refuses. Allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone=1 or kernel.apparmor_restrict_unprivileged_userns=0, whichever is set), run as root, or pass --allow-unconfined-profiling to run them under the worker's own sandbox only (candidate code then runs under the worker's own sandbox alone, in the host's namespaces)",
             arrangement.shortfall()
         ),
     }
@@ -221,8 +221,19 @@ pub fn run_worker(
     let hosting_report = dir.path().join("hosting.json");
     let mut cmd = match host {
         Some(h) => {
-            let keep: Vec<PathBuf> =
-                std::iter::once(dir.path().to_path_buf()).chain(h.outputs.iter().cloned()).collect();
+            // The evaluation folder, the tool's outputs, and what the worker loads and
+            // reads: they stay reachable at their own paths wherever they lie (under /tmp
+            // or $HOME the arrangement hides the rest).
+            let keep: Vec<PathBuf> = std::iter::once(dir.path().to_path_buf())
+                .chain(h.outputs.iter().cloned())
+                .chain(
+                    [&request.reference, &request.baseline, &request.candidate]
+                        .into_iter()
+                        .filter(|l| l.is_file())
+                        .cloned(),
+                )
+                .chain(std::path::absolute(&request.task.dir).ok().filter(|d| d.is_dir()))
+                .collect();
             let line = crate::wall::sandbox::hosted::command_line(exe, &hosting_report, &keep, h.allow_unconfined);
             let mut c = Command::new(&line[0]);
             c.args(&line[1..]).args(&h.argv).arg(exe);
