@@ -229,22 +229,8 @@ enum Cmd {
     /// Internal: applies the worker's sandbox to itself and tries to break out (check-env, tests).
     #[command(hide = true)]
     SandboxProbe {
-        /// The folder the sandbox lets the probe write.
-        #[arg(long)]
-        scratch: PathBuf,
-        /// A file outside the scratch folder the probe tries to create.
-        #[arg(long)]
-        outside: PathBuf,
-        /// A loopback TCP port (someone listens there) the probe tries to connect to.
-        #[arg(long)]
-        port: Option<u16>,
-        /// A process outside the sandbox to try to signal.
-        #[arg(long)]
-        signal_pid: Option<i32>,
-        /// Which arrangement to probe: the worker's strict policy, the hosted one, or the
-        /// private namespaces alone.
-        #[arg(long, value_enum, default_value = "strict")]
-        policy: crate::wall::sandbox::probe::ProbePolicy,
+        #[command(flatten)]
+        targets: crate::wall::sandbox::probe::Targets,
     },
     /// Internal: runs a hosting tool (ncu, compute-sanitizer) in private user, mount,
     /// network and PID namespaces (spawned by eval and profile).
@@ -285,8 +271,7 @@ pub fn main() -> ExitCode {
     }
     match cli.command {
         Cmd::Worker { request } => crate::wall::worker::main(&request),
-        Cmd::SandboxProbe { scratch, outside, port, signal_pid, policy } => {
-            let targets = crate::wall::sandbox::probe::Targets { scratch, outside, port, signal_pid, policy };
+        Cmd::SandboxProbe { targets } => {
             print_json(&crate::wall::sandbox::probe::run(&targets));
             ExitCode::from(EXIT_PASSED)
         }
