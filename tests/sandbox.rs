@@ -66,7 +66,12 @@ impl Listeners {
         tcp.set_nonblocking(true).unwrap();
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         udp.set_nonblocking(true).unwrap();
-        let home_dir = tempfile::tempdir_in(home_in).unwrap();
+        // Where this user may write: the checkout's target folder, else the system's
+        // temporary folders.
+        let home_dir = [home_in, Path::new("/var/tmp"), &std::env::temp_dir()]
+            .into_iter()
+            .find_map(|d| tempfile::tempdir_in(d).ok())
+            .expect("a folder to stand for $HOME");
         let home = home_dir.path().canonicalize().unwrap();
         let tag = format!("{}-{}", std::process::id(), rand_tag());
         let mut places = vec![PathBuf::from(format!("/tmp/nightshift-probe-{tag}.sock")), home.join("x.sock")];
@@ -291,14 +296,24 @@ fn attempt<'a>(report: &'a ProbeReport, part: &str) -> &'a probe::Attempt {
     report.attempts.iter().find(|a| a.action.contains(part)).unwrap_or_else(|| panic!("no `{part}` in {tried:?}"))
 }
 
+/// The probe under the hosted arrangement, below a stand-in tool, with every target: the
+/// listeners, a planted key, the wheel's libraries, an environment secret.
 fn hosted_probe(policy: ProbePolicy, listeners: &Listeners) -> probe::HostedProbe {
+    let wheel = wheel_libraries();
     let spec = HostedSpec {
         policy,
-        extra: listeners.extra(),
+        extra: Extra {
+            key: planted_key(),
+            library: wheel.as_ref().map(|w| w.0.clone()),
+            forbidden_library: wheel.as_ref().map(|w| w.1.clone()),
+            secret_var: Some("NV_NIGHTSHIFT_PROBE_SECRET".into()),
+            ..listeners.extra()
+        },
         host: stand_in_tool(),
         launcher: Vec::new(),
         allow_unconfined: false,
         home: Some(listeners.home.clone()),
+        env: vec![("NV_NIGHTSHIFT_PROBE_SECRET".into(), format!("sk-probe-{}", rand_tag()))],
     };
     probe::spawn_hosted(&common::nightshift_bin(), &spec).expect("the hosted probe reports")
 }
@@ -342,8 +357,20 @@ fn under_a_hosting_tool_the_shared_tmp_the_home_the_network_and_outside_processe
         "keyring",
         "x.sock",
         "abstract Unix socket",
+        "UDP datagram",
+        "prlimit64",
+        "ptrace",
+        "process_vm_readv",
+        "mknod",
+        "/proc/self/environ",
+        "after the scrub",
+        "environment block",
     ] {
         assert!(!attempt(&report, refused).allowed, "{refused}");
+    }
+    if wheel_libraries().is_some() {
+        assert!(!attempt(&report, "load /").allowed, "a hosted candidate loads no cuBLAS either");
+        assert!(attempt(&report, "load the granted library").allowed);
     }
     for works in ["scratch folder", "/proc/self/status"] {
         let a = attempt(&report, works);
@@ -356,11 +383,15 @@ fn under_a_hosting_tool_the_shared_tmp_the_home_the_network_and_outside_processe
         assert!(got.arrangement.holds(layer), "{} does not hold: {}", layer.name, layer.detail);
     }
     let mount = got.arrangement.layers.iter().find(|l| l.name == "mount namespace").unwrap();
-    for hidden in ["/tmp", "/run", listeners.home.to_str().unwrap()] {
+    for hidden in ["/tmp", "/run"] {
         if Path::new(hidden).is_dir() {
             assert!(mount.detail.contains(hidden), "{hidden} is not made private: {}", mount.detail);
         }
     }
+    // A home of its own, unless it lies in a folder made private anyway (a checkout in /tmp).
+    let home = listeners.home.to_str().unwrap();
+    let inside_another = ["/tmp", "/var/tmp", "/dev/shm", "/run"].iter().any(|f| listeners.home.starts_with(f));
+    assert!(inside_another || mount.detail.contains(home), "{home} is not made private: {}", mount.detail);
 }
 
 #[test]
@@ -417,6 +448,7 @@ fn hosted_runs_work_when_the_binary_and_the_libraries_live_under_tmp_or_the_home
             launcher: Vec::new(),
             allow_unconfined: false,
             home: Some(listeners.home.clone()),
+            env: Vec::new(),
         };
         let got = probe::spawn_hosted(&exe, &spec)
             .unwrap_or_else(|e| panic!("the trampoline under {place_name} reports: {e}"));
@@ -552,6 +584,7 @@ fn where_namespaces_are_forbidden_hosted_runs_are_refused_unless_waived() {
         launcher: launcher.clone(),
         allow_unconfined: false,
         home: None,
+        env: Vec::new(),
     };
     let refused = probe::spawn_hosted(&exe, &spec).expect("the trampoline reports");
     assert!(!refused.arrangement.started && refused.report.is_none(), "{:?}", refused.arrangement);

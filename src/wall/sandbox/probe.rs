@@ -657,6 +657,8 @@ pub struct HostedSpec {
     /// $HOME for the trampoline and the probe (the arrangement hides it); None: this
     /// process's.
     pub home: Option<PathBuf>,
+    /// Variables added to the trampoline's (and so the probe's) environment.
+    pub env: Vec<(String, String)>,
 }
 
 impl HostedSpec {
@@ -669,6 +671,7 @@ impl HostedSpec {
             launcher: Vec::new(),
             allow_unconfined: false,
             home: None,
+            env: Vec::new(),
         }
     }
 }
@@ -716,6 +719,7 @@ pub fn spawn_hosted(exe: &Path, spec: &HostedSpec) -> Result<HostedProbe, Sandbo
     if let Some(home) = &spec.home {
         cmd.env("HOME", home);
     }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
     let got = crate::toolkit::process::capture(&mut cmd, PROBE_TIMEOUT)
         .map_err(|source| SandboxError::Run { program: PathBuf::from(&line[0]), source })?;
     let arrangement = hosted::read_report(&report_path).map_err(|e| SandboxError::NoArrangement {
