@@ -39,7 +39,7 @@ run() {
   echo $? > "$d/rc"
 }
 
-# Whether a run worked, in one line.
+# Whether a run worked, in one line (and the layers the worker reported, off ones named).
 verdict() {
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -48,21 +48,31 @@ rc = open(d + "/rc").read().strip()
 try:
     v = json.load(open(d + "/out.json"))
 except Exception as e:
-    print(f"FAILED  exit {rc}, no JSON ({e}); stderr: {open(d + '/stderr.txt').read()[-300:]!r}")
+    print(f"FAILED  exit {rc}, no JSON ({e}); stderr: {open(d + '/stderr.txt').read()[-400:]!r}")
     sys.exit()
 if mode == "diagnose":
     kernels = v.get("kernels", [])
     ok = rc == "0" and len(kernels) > 0
     print(("worked " if ok else "FAILED ") + f"exit {rc}, {len(kernels)} kernels diagnosed")
-else:
-    status = v.get("status")
-    extra = ""
-    if mode == "sanitize":
-        extra = " sanitizers: " + json.dumps(v.get("sanitizers") or v.get("sanitizer") or "?")[:200]
-    if mode == "energy":
-        extra = " energy: " + json.dumps(v.get("energy") or "?")[:120]
-    ok = rc == "0" and status == "passed"
-    print(("worked " if ok else "FAILED ") + f"exit {rc}, status {status}{extra}")
+    sys.exit()
+status = v.get("status")
+ok = rc == "0" and status == "passed"
+extra = ""
+if mode == "sanitize":
+    reports = v.get("sanitizer") or []
+    clean = bool(reports) and all(r.get("errors") == 0 for r in reports)
+    ok = ok and clean
+    extra = "; sanitizers: " + ", ".join(f"{r.get('tool')} errors {r.get('errors')}" for r in reports)
+if mode == "energy":
+    ok = ok and bool(v.get("energy"))
+    extra = "; energy reported" if v.get("energy") else "; no energy"
+failure = v.get("failure") or {}
+if failure:
+    extra += f"; failure {failure.get('class')}: {str(failure.get('message', ''))[:200]}"
+off = [l["name"] + ": " + l["detail"][:160] for l in (v.get("sandbox") or []) + (v.get("hosted_sandbox") or []) if not l.get("active")]
+layers = ", ".join(l["name"] for l in (v.get("sandbox") or []))
+extra += f"; layers: {layers}" + (f"; OFF: {off}" if off else "")
+print(("worked " if ok else "FAILED ") + f"exit {rc}, status {status}{extra}")
 PY
 }
 

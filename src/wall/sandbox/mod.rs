@@ -165,8 +165,12 @@ impl Layer {
 /// `scrub_environment()` after the GPU is open and before a kernel library is loaded.
 pub fn apply(policy: &Policy) -> Vec<Layer> {
     let skipped = |name: &str| policy.skip.iter().any(|s| s == name);
-    // While /proc/self/stat is readable: where the environment's strings lie.
+    // While /proc/self/stat is readable: where the environment's strings lie; and an
+    // experiment's seccomp log, while its folder is.
     environment::remember_block();
+    if let Some(Err(e)) = seccomp_report::prepare() {
+        eprintln!("sandbox: no seccomp report: {e}");
+    }
     type Apply = fn(&Policy) -> Layer;
     let layers: [(&str, Apply); 5] = [
         ("rlimits", limits::apply),

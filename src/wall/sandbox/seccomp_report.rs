@@ -27,9 +27,22 @@ pub(super) fn requested() -> Option<PathBuf> {
     std::env::var_os(REPORT_VAR).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
-/// Opens the log and installs the SIGSYS handler. Before the sandbox.
-pub(super) fn install(dir: &Path, names: Vec<Sys>) -> Result<(), SandboxError> {
-    let _ = NAMES.set(names);
+/// Opens the log, when the report mode is asked for: before the sandbox (Landlock closes
+/// the folder). Whether it is open, or why not.
+pub(super) fn prepare() -> Option<Result<(), SandboxError>> {
+    let dir = requested()?;
+    Some(open_log(&dir))
+}
+
+/// Whether the log is open.
+pub(super) fn ready() -> bool {
+    LOG_FD.load(Ordering::SeqCst) >= 0
+}
+
+fn open_log(dir: &Path) -> Result<(), SandboxError> {
+    if ready() {
+        return Ok(());
+    }
     std::fs::create_dir_all(dir).map_err(|source| SandboxError::File { path: dir.to_path_buf(), source })?;
     let path = dir.join(format!("seccomp-{}.log", std::process::id()));
     let file = std::fs::OpenOptions::new()
@@ -38,6 +51,12 @@ pub(super) fn install(dir: &Path, names: Vec<Sys>) -> Result<(), SandboxError> {
         .open(&path)
         .map_err(|source| SandboxError::File { path: path.clone(), source })?;
     LOG_FD.store(file.into_raw_fd(), Ordering::SeqCst);
+    Ok(())
+}
+
+/// Installs the SIGSYS handler that writes to the open log.
+pub(super) fn install(names: Vec<Sys>) -> Result<(), SandboxError> {
+    let _ = NAMES.set(names);
     // SAFETY: a zeroed sigaction with a handler of the SA_SIGINFO shape, installed once.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();

@@ -708,12 +708,17 @@ fn trapping(mut prog: BpfProgram) -> BpfProgram {
 
 pub(super) fn apply(policy: &Policy) -> Layer {
     let profile = Profile::of(policy);
-    let report = super::seccomp_report::requested();
+    // The report mode, when asked for and its log could be opened (before Landlock, in
+    // `sandbox::apply`); a report mode that cannot be had leaves the filter as it is.
+    let report = match super::seccomp_report::requested() {
+        None => None,
+        Some(_) if !super::seccomp_report::ready() => Some(Err("its log could not be opened".to_string())),
+        Some(_) => Some(super::seccomp_report::install(names()).map_err(|e| e.to_string())),
+    };
     let result = (|| -> Result<(), SandboxError> {
         let me = std::process::id() as u64;
         let mut progs = programs(profile, me)?;
-        if let Some(dir) = &report {
-            super::seccomp_report::install(dir, names())?;
+        if matches!(report, Some(Ok(()))) {
             progs = progs.into_iter().map(trapping).collect();
         }
         // TSYNC: threads a hosting tool started before the sandbox get the filter too.
@@ -728,7 +733,11 @@ pub(super) fn apply(policy: &Policy) -> Layer {
                 Profile::Worker => "allow-list of the calls the worker, the C library and the CUDA driver make (ENOSYS for others); EPERM for io_uring, keyrings, mknod, ptrace and process memory, signals, limits and affinity of other processes, fork, exec, new sessions and namespaces, mounts, file modes and owners, socket pairs and every socket but the driver's Unix seqpacket listener; no connect",
                 Profile::Hosted => "allow-list of the calls the worker, the C library, the CUDA driver and the tool's injected code make (ENOSYS for others); EPERM for io_uring, keyrings, mknod, ptrace and process memory, signals, limits and affinity of other processes, fork, exec, new sessions and namespaces, mounts, file owners, socket pairs and every socket but Unix stream and seqpacket and netlink route ones (the tool's listener, in the private network namespace); no connect",
             };
-            let louder = if report.is_some() { " (report mode: refusals are written down)" } else { "" };
+            let louder = match &report {
+                None => String::new(),
+                Some(Ok(())) => " (report mode: refusals are written down)".into(),
+                Some(Err(e)) => format!(" (no report mode: {e})"),
+            };
             Layer::on("seccomp", format!("{what}{louder}"))
         }
         Err(e) => Layer::off("seccomp", format!("could not be applied: {e}")),
