@@ -356,8 +356,9 @@ fn describe(status: RestrictionStatus, policy: &Policy, plan: &Plan) -> Layer {
     let notes = if missing.is_empty() { String::new() } else { format!("; {}", missing.join("; ")) };
     match status.ruleset {
         RulesetStatus::FullyEnforced => Layer::on("landlock", format!("ABI {abi}, fully enforced: {what}{notes}")),
+        // Partially: the rights this code asks for beyond the kernel's ABI (said above).
         RulesetStatus::PartiallyEnforced => {
-            Layer::on("landlock", format!("ABI {abi}, partially enforced: {what}{notes}"))
+            Layer::on("landlock", format!("ABI {abi}, enforced as far as it goes: {what}{notes}"))
         }
         RulesetStatus::NotEnforced => Layer::off("landlock", format!("ABI {abi}: not enforced")),
     }
