@@ -142,8 +142,8 @@ enum Cmd {
         #[arg(long, short)]
         verbose: bool,
         /// Run ncu even where it cannot be confined in private namespaces (a kernel that
-        /// forbids user namespaces); candidate code may then write the shared /tmp and
-        /// open TCP connections.
+        /// forbids user namespaces); the tool then sees the host's /tmp, $HOME, /run and
+        /// network, and only the worker's own sandbox guards them.
         #[arg(long)]
         allow_unconfined_profiling: bool,
         /// Collect ncu's full set (every section, for reading the report in Nsight

@@ -29,7 +29,7 @@ pub fn unconfined_refusal(arrangement: &crate::wall::sandbox::hosted::Arrangemen
     EnvError {
         what: "private namespaces for ncu and compute-sanitizer".into(),
         hint: format!(
-            "{}. These tools run candidate code beside code of their own that talks to their front end, so nightshift runs them in private user, mount, network and PID namespaces, which this machine refuses. Allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone=1 or kernel.apparmor_restrict_unprivileged_userns=0, whichever is set), run as root, or pass --allow-unconfined-profiling to run them under the worker's own sandbox only (candidate code then runs under the worker's own sandbox alone, in the host's namespaces)",
+            "{}. These tools run candidate code beside code of their own that talks to their front end, so nightshift runs them in private user, mount, network and PID namespaces, which this machine refuses. Allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone=1 or kernel.apparmor_restrict_unprivileged_userns=0, whichever is set), run as root, or pass --allow-unconfined-profiling to run them under the worker's own sandbox alone (the tool and its injected code then see the host's /tmp, $HOME, /run and network; the worker's sandbox still keeps candidate code from them)",
             arrangement.shortfall()
         ),
     }

@@ -20,6 +20,11 @@ use std::sync::OnceLock;
 /// [env_start, env_end) of this process, as the kernel gave it at exec.
 static BLOCK: OnceLock<Option<(usize, usize)>> = OnceLock::new();
 
+/// The environment after the scrub: an empty array, not null (C code walks `environ`
+/// without checking it). Writable memory, though nothing writes to it: glibc's setenv
+/// copies an array it did not allocate, and unsetenv finds nothing to move.
+static mut EMPTY_ENVIRON: [*mut libc::c_char; 1] = [std::ptr::null_mut()];
+
 /// The most a kernel's environment block may hold (ARG_MAX is a quarter of the stack
 /// limit; anything larger is a misread, and nothing is overwritten).
 const MAX_BLOCK: usize = 32 << 20;
@@ -46,9 +51,10 @@ pub(super) fn remember_block() {
 pub fn scrub_environment() -> Layer {
     let block = *BLOCK.get_or_init(read_block);
     let mut count = 0usize;
-    // SAFETY: `environ` is read once and replaced with null, which every reader (getenv,
-    // Rust's env, setenv) takes for an empty environment; the array itself is left alone,
-    // so a driver thread inside getenv at this moment reads valid pointers (to zeros).
+    // SAFETY: `environ` is read once and replaced with an empty array, which every reader
+    // (getenv, Rust's env, setenv, C code walking it) takes for an empty environment; the
+    // old array is left alone, so a driver thread inside getenv at this moment reads valid
+    // pointers (to zeros, below).
     unsafe {
         let env = libc::environ;
         if !env.is_null() {
@@ -56,7 +62,7 @@ pub fn scrub_environment() -> Layer {
                 count += 1;
             }
         }
-        libc::environ = std::ptr::null_mut();
+        libc::environ = std::ptr::addr_of_mut!(EMPTY_ENVIRON) as *mut *mut libc::c_char;
     }
     let Some((start, end)) = block else {
         return Layer::off(
