@@ -5,29 +5,280 @@
 
 mod common;
 
-use nightshift::wall::sandbox::probe::{self, HostedSpec, ProbePolicy, ProbeReport};
+use nightshift::wall::sandbox::probe::{self, Extra, HostedSpec, ProbePolicy, ProbeReport};
 use serde_json::Value;
 use std::ffi::OsString;
-use std::path::Path;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Listeners the probe must not reach, set up before it starts and checked after it ends:
+/// TCP and UDP on the loopback, Unix sockets (stream at a path, seqpacket at PATH.seq) in
+/// /tmp, in a folder standing for $HOME and, where this user may, in /run, and the same
+/// two kinds on an abstract name.
+struct Listeners {
+    tcp: std::net::TcpListener,
+    udp: std::net::UdpSocket,
+    unix: Vec<(PathBuf, std::os::unix::net::UnixListener, OwnedFd)>,
+    abstract_name: String,
+    abstract_listeners: (std::os::unix::net::UnixListener, OwnedFd),
+    _home: tempfile::TempDir,
+    home: PathBuf,
+}
+
+/// A nonblocking seqpacket listener at a path or an abstract name.
+fn seqpacket_listener(path: Option<&Path>, abstract_name: Option<&str>) -> OwnedFd {
+    // SAFETY: plain syscalls on a descriptor owned here and a zeroed, then filled address.
+    unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0);
+        assert!(fd >= 0);
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let (bytes, offset) = match (path, abstract_name) {
+            (Some(p), _) => (p.as_os_str().as_bytes().to_vec(), 0),
+            (None, Some(n)) => (n.as_bytes().to_vec(), 1),
+            _ => unreachable!(),
+        };
+        for (i, b) in bytes.iter().enumerate() {
+            addr.sun_path[offset + i] = *b as libc::c_char;
+        }
+        let base = std::mem::size_of::<libc::sa_family_t>();
+        let len = if offset == 1 { base + 1 + bytes.len() } else { base + bytes.len() + 1 };
+        assert_eq!(libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len as libc::socklen_t), 0);
+        assert_eq!(libc::listen(fd, 4), 0);
+        OwnedFd::from_raw_fd(fd)
+    }
+}
+
+fn nothing_pending(fd: &OwnedFd) -> bool {
+    // SAFETY: accept on a nonblocking listener we own.
+    let got = unsafe { libc::accept(fd.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut()) };
+    got < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
+}
+
+impl Listeners {
+    /// `home_in`: where the folder standing for $HOME is made (outside /tmp for the hosted
+    /// tests, so that hiding it is the home's doing and not /tmp's).
+    fn new(home_in: &Path) -> Listeners {
+        use std::os::linux::net::SocketAddrExt;
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        tcp.set_nonblocking(true).unwrap();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_nonblocking(true).unwrap();
+        // Where this user may write: the checkout's target folder, else the system's
+        // temporary folders.
+        let home_dir = [home_in, Path::new("/var/tmp"), &std::env::temp_dir()]
+            .into_iter()
+            .find_map(|d| tempfile::tempdir_in(d).ok())
+            .expect("a folder to stand for $HOME");
+        let home = home_dir.path().canonicalize().unwrap();
+        let tag = format!("{}-{}", std::process::id(), rand_tag());
+        let mut places = vec![PathBuf::from(format!("/tmp/nightshift-probe-{tag}.sock")), home.join("x.sock")];
+        let run = PathBuf::from(format!("/run/nightshift-probe-{tag}.sock"));
+        if std::os::unix::net::UnixListener::bind(&run).is_ok() {
+            let _ = std::fs::remove_file(&run);
+            places.push(run);
+        }
+        let unix = places
+            .into_iter()
+            .map(|p| {
+                let stream = std::os::unix::net::UnixListener::bind(&p).unwrap();
+                stream.set_nonblocking(true).unwrap();
+                let seq = seqpacket_listener(Some(&PathBuf::from(format!("{}.seq", p.display()))), None);
+                (p, stream, seq)
+            })
+            .collect();
+        let abstract_name = format!("nightshift-probe-{tag}");
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap();
+        let stream = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let seq = seqpacket_listener(None, Some(&format!("{abstract_name}.seq")));
+        Listeners { tcp, udp, unix, abstract_name, abstract_listeners: (stream, seq), _home: home_dir, home }
+    }
+
+    fn extra(&self) -> Extra {
+        Extra {
+            port: Some(self.tcp.local_addr().unwrap().port()),
+            udp_port: Some(self.udp.local_addr().unwrap().port()),
+            unix: self.unix.iter().map(|(p, _, _)| p.clone()).collect(),
+            abstract_names: vec![self.abstract_name.clone()],
+            ..Extra::default()
+        }
+    }
+
+    /// Nothing reached any listener.
+    fn assert_untouched(&self) {
+        assert!(
+            matches!(self.tcp.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "a TCP connection reached this process's listener"
+        );
+        assert!(self.udp.recv_from(&mut [0u8; 64]).is_err(), "a UDP datagram reached this process's socket");
+        for (p, stream, seq) in &self.unix {
+            assert!(
+                matches!(stream.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+                "a connection reached {}",
+                p.display()
+            );
+            assert!(nothing_pending(seq), "a seqpacket connection reached {}.seq", p.display());
+        }
+        let (stream, seq) = &self.abstract_listeners;
+        assert!(matches!(stream.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
+        assert!(nothing_pending(seq), "a connection reached @{}.seq", self.abstract_name);
+    }
+}
+
+impl Drop for Listeners {
+    fn drop(&mut self) {
+        for (p, _, _) in &self.unix {
+            let _ = std::fs::remove_file(p);
+            let _ = std::fs::remove_file(format!("{}.seq", p.display()));
+        }
+    }
+}
+
+fn rand_tag() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos() as u64).unwrap_or(0)
+}
+
+/// Plants a key in a fresh session keyring of this thread (the probe started from it
+/// inherits the keyring): its serial, or None where keyrings are unavailable.
+fn planted_key() -> Option<i64> {
+    // SAFETY: keyctl and add_key with NUL-terminated strings and a payload we own.
+    unsafe {
+        if libc::syscall(libc::SYS_keyctl, 1 as libc::c_long, c"nightshift-test".as_ptr()) < 0 {
+            return None;
+        }
+        let payload = b"a secret of the user's";
+        let serial = libc::syscall(
+            libc::SYS_add_key,
+            c"user".as_ptr(),
+            c"nightshift-probe-secret".as_ptr(),
+            payload.as_ptr(),
+            payload.len(),
+            -3 as libc::c_long,
+        );
+        (serial > 0).then_some(serial)
+    }
+}
+
+/// The CUDA runtime and cuBLAS of the wheel toolchain in `.cuda/` (one folder, as in
+/// /usr/local/cuda/lib64), when it is installed.
+fn wheel_libraries() -> Option<(PathBuf, PathBuf)> {
+    let lib = std::fs::read_dir(common::root().join(".cuda/lib")).ok()?.flatten().find_map(|e| {
+        let dir = e.path().join("site-packages/nvidia/cu13/lib");
+        dir.is_dir().then_some(dir)
+    })?;
+    let (cudart, cublas) = (lib.join("libcudart.so.13"), lib.join("libcublas.so.13"));
+    (cudart.is_file() && cublas.is_file()).then_some((cudart, cublas))
+}
+
+static PEEK: [u8; 8] = *b"peekaboo";
+
+fn breaches(report: &ProbeReport) -> Vec<String> {
+    report.breaches().iter().map(|a| format!("{} ({})", a.action, a.detail)).collect()
+}
 
 #[test]
 fn the_sandbox_refuses_every_escape_and_allows_the_scratch_folder() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let report = probe::spawn(&common::nightshift_bin(), Some(port)).expect("the probe reports");
-    let breaches: Vec<_> = report.breaches().iter().map(|a| format!("{} ({})", a.action, a.detail)).collect();
-    assert!(breaches.is_empty(), "escapes: {breaches:?}\nlayers: {:?}", report.layers);
+    let listeners = Listeners::new(&common::root().join("target"));
+    let key = planted_key();
+    if key.is_none() {
+        eprintln!("no keyrings here: the planted-key part is skipped");
+    }
+    let wheel = wheel_libraries();
+    if wheel.is_none() {
+        eprintln!("no wheel toolchain in .cuda/: the library part is skipped");
+    }
+    let extra = Extra {
+        key,
+        peek: Some(PEEK.as_ptr() as u64),
+        library: wheel.as_ref().map(|w| w.0.clone()),
+        forbidden_library: wheel.as_ref().map(|w| w.1.clone()),
+        secret_var: Some("NV_NIGHTSHIFT_PROBE_SECRET".into()),
+        ..listeners.extra()
+    };
+    // An NV_ variable, like the ones compute-sanitizer sets: the orchestrator passes those on.
+    let secret = format!("sk-probe-{}", rand_tag());
+    let env = [("NV_NIGHTSHIFT_PROBE_SECRET".to_string(), secret)];
+    let report = probe::spawn_with(&common::nightshift_bin(), extra, &env).expect("the probe reports");
+    let escapes = breaches(&report);
+    assert!(escapes.is_empty(), "escapes: {escapes:?}\nlayers: {:?}", report.layers);
+    listeners.assert_untouched();
     let tried: Vec<&str> = report.attempts.iter().map(|a| a.action.as_str()).collect();
-    for must in ["write /", "environ", "signal the parent", "fork", "exec", "IPv4 socket", "connect to 127.0.0.1"] {
-        assert!(tried.iter().any(|a| a.contains(must)), "the probe did not try `{must}`: {tried:?}");
+    let mut must = vec![
+        "write /",
+        "write a file in /tmp",
+        "/proc/self/environ",
+        "/proc/self/mem",
+        "signal the parent",
+        "tgkill",
+        "fork",
+        "exec",
+        "IPv4 socket",
+        "socket pair",
+        "connect to 127.0.0.1",
+        "UDP datagram",
+        "Unix socket /tmp/",
+        "x.sock",
+        "abstract Unix socket",
+        "io_uring",
+        "mknod",
+        "keyring",
+        "prlimit64",
+        "ptrace",
+        "process_vm_readv",
+        "after the scrub",
+        "environment block",
+    ];
+    if key.is_some() {
+        must.push("planted key");
+    }
+    if wheel.is_some() {
+        must.extend(["load the granted library", "libcublas.so.13", "read the bytes", "copy"]);
+    }
+    for m in must {
+        assert!(tried.iter().any(|a| a.contains(m)), "the probe did not try `{m}`: {tried:?}");
+    }
+    // SAFETY: plain syscall.
+    if unsafe { libc::geteuid() } == 0 {
+        let mknod = attempt(&report, "mknod");
+        assert!(mknod.detail.contains("not permitted"), "root's mknod is refused by the filter: {mknod:?}");
     }
     assert!(report.attempts.iter().filter(|a| a.should_be_allowed).all(|a| a.allowed), "scratch writes work");
-    // This machine's kernel has Landlock and seccomp; CI runs on the same kind.
+    // This machine's kernel has Landlock, seccomp and keyrings; CI runs on the same kind.
     for layer in &report.layers {
         assert!(layer.active, "layer {} is off: {}", layer.name, layer.detail);
     }
-    drop(listener);
+    for name in ["rlimits", "keyring", "capabilities", "landlock", "seccomp", "environment"] {
+        assert!(report.layers.iter().any(|l| l.name == name), "no {name} layer: {:?}", report.layers);
+    }
+}
+
+#[test]
+fn a_baseline_may_load_the_vendor_library_its_task_names_and_a_candidate_may_not() {
+    let Some((cudart, cublas)) = wheel_libraries() else {
+        eprintln!("no wheel toolchain in .cuda/: skipped");
+        return;
+    };
+    let exe = common::nightshift_bin();
+    let run = |vendor: Vec<String>| {
+        let extra = Extra {
+            library: Some(cudart.clone()),
+            forbidden_library: Some(cublas.clone()),
+            vendor,
+            ..Extra::default()
+        };
+        probe::spawn_with(&exe, extra, &[]).expect("the probe reports")
+    };
+    let candidate = run(Vec::new());
+    let load = attempt(&candidate, "load /");
+    assert!(!load.allowed && load.detail.contains("Permission denied"), "{load:?}");
+    assert!(attempt(&candidate, "load the granted library").allowed, "the runtime beside it loads");
+    let baseline = run(vec!["cublas".into()]);
+    assert!(breaches(&baseline).is_empty(), "{:?}", breaches(&baseline));
+    let load = attempt(&baseline, "load /");
+    assert!(load.allowed, "a policy naming cublas loads it: {load:?}");
 }
 
 fn nightshift() -> Command {
@@ -45,8 +296,25 @@ fn attempt<'a>(report: &'a ProbeReport, part: &str) -> &'a probe::Attempt {
     report.attempts.iter().find(|a| a.action.contains(part)).unwrap_or_else(|| panic!("no `{part}` in {tried:?}"))
 }
 
-fn hosted_probe(policy: ProbePolicy, port: Option<u16>) -> probe::HostedProbe {
-    let spec = HostedSpec { policy, port, host: stand_in_tool(), launcher: Vec::new(), allow_unconfined: false };
+/// The probe under the hosted arrangement, below a stand-in tool, with every target: the
+/// listeners, a planted key, the wheel's libraries, an environment secret.
+fn hosted_probe(policy: ProbePolicy, listeners: &Listeners) -> probe::HostedProbe {
+    let wheel = wheel_libraries();
+    let spec = HostedSpec {
+        policy,
+        extra: Extra {
+            key: planted_key(),
+            library: wheel.as_ref().map(|w| w.0.clone()),
+            forbidden_library: wheel.as_ref().map(|w| w.1.clone()),
+            secret_var: Some("NV_NIGHTSHIFT_PROBE_SECRET".into()),
+            ..listeners.extra()
+        },
+        host: stand_in_tool(),
+        launcher: Vec::new(),
+        allow_unconfined: false,
+        home: Some(listeners.home.clone()),
+        env: vec![("NV_NIGHTSHIFT_PROBE_SECRET".into(), format!("sk-probe-{}", rand_tag()))],
+    };
     probe::spawn_hosted(&common::nightshift_bin(), &spec).expect("the hosted probe reports")
 }
 
@@ -65,31 +333,46 @@ fn confined_here(got: &probe::HostedProbe) -> bool {
 }
 
 #[test]
-fn under_a_hosting_tool_the_shared_tmp_the_network_and_outside_processes_are_out_of_reach() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let got = hosted_probe(ProbePolicy::Hosted, Some(port));
+fn under_a_hosting_tool_the_shared_tmp_the_home_the_network_and_outside_processes_are_out_of_reach() {
+    let listeners = Listeners::new(&common::root().join("target"));
+    let got = hosted_probe(ProbePolicy::Hosted, &listeners);
     if !confined_here(&got) {
         return;
     }
     let report = got.report.expect("the probe ran");
-    let breaches: Vec<_> = report.breaches().iter().map(|a| format!("{} ({})", a.action, a.detail)).collect();
-    assert!(breaches.is_empty(), "escapes: {breaches:?}\narrangement: {:?}", got.arrangement);
+    let escapes = breaches(&report);
+    assert!(escapes.is_empty(), "escapes: {escapes:?}\narrangement: {:?}", got.arrangement);
+    listeners.assert_untouched();
     // Judged by the shared /tmp itself: the spawner looked for the file there afterwards.
     let escape = attempt(&report, "write /tmp/nightshift-probe-escape");
     assert!(!escape.allowed, "the probe's file reached the shared /tmp: {escape:?}");
-    assert!(escape.detail.contains("private /tmp"), "written inside, where it stays: {escape:?}");
-    assert!(!attempt(&report, "connect to 127.0.0.1").allowed);
-    assert!(
-        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
-        "a connection from inside the arrangement reached this process's listener"
-    );
-    for refused in ["signal the process that started it", "signal the parent", "fork", "mount a tmpfs"] {
+    for refused in [
+        "signal the process that started it",
+        "signal the parent",
+        "fork",
+        "mount a tmpfs",
+        "IPv4 socket",
+        "loopback",
+        "io_uring",
+        "keyring",
+        "x.sock",
+        "abstract Unix socket",
+        "UDP datagram",
+        "prlimit64",
+        "ptrace",
+        "process_vm_readv",
+        "mknod",
+        "/proc/self/environ",
+        "after the scrub",
+        "environment block",
+    ] {
         assert!(!attempt(&report, refused).allowed, "{refused}");
     }
-    // What the tool and its injected code need still works, inside.
-    for works in ["own /tmp", "loopback and connect to itself", "scratch folder", "IPv4 socket"] {
+    if wheel_libraries().is_some() {
+        assert!(!attempt(&report, "load /").allowed, "a hosted candidate loads no cuBLAS either");
+        assert!(attempt(&report, "load the granted library").allowed);
+    }
+    for works in ["scratch folder", "/proc/self/status"] {
         let a = attempt(&report, works);
         assert!(a.allowed, "{works}: {}", a.detail);
     }
@@ -99,29 +382,87 @@ fn under_a_hosting_tool_the_shared_tmp_the_network_and_outside_processes_are_out
     for layer in &got.arrangement.layers {
         assert!(got.arrangement.holds(layer), "{} does not hold: {}", layer.name, layer.detail);
     }
+    let mount = got.arrangement.layers.iter().find(|l| l.name == "mount namespace").unwrap();
+    for hidden in ["/tmp", "/run"] {
+        if Path::new(hidden).is_dir() {
+            assert!(mount.detail.contains(hidden), "{hidden} is not made private: {}", mount.detail);
+        }
+    }
+    // A home of its own, unless it lies in a folder made private anyway (a checkout in /tmp).
+    let home = listeners.home.to_str().unwrap();
+    let inside_another = ["/tmp", "/var/tmp", "/dev/shm", "/run"].iter().any(|f| listeners.home.starts_with(f));
+    assert!(inside_another || mount.detail.contains(home), "{home} is not made private: {}", mount.detail);
 }
 
 #[test]
 fn the_namespaces_alone_hide_the_host_without_the_worker_sandbox() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let got = hosted_probe(ProbePolicy::None, Some(port));
+    let listeners = Listeners::new(&common::root().join("target"));
+    let got = hosted_probe(ProbePolicy::None, &listeners);
     if !confined_here(&got) {
         return;
     }
     let report = got.report.expect("the probe ran");
     assert!(report.layers.is_empty(), "no worker sandbox under this policy: {:?}", report.layers);
-    let breaches: Vec<_> = report.breaches().iter().map(|a| format!("{} ({})", a.action, a.detail)).collect();
-    assert!(breaches.is_empty(), "escapes: {breaches:?}");
-    // Not refused: absent. The PID namespace has no such process to signal.
+    let escapes = breaches(&report);
+    assert!(escapes.is_empty(), "escapes: {escapes:?}");
+    listeners.assert_untouched();
+    // Not refused: absent. The PID namespace has no such process to signal, the mount
+    // namespace no such socket file, the network namespace no such listener.
     let signal = attempt(&report, "signal the process that started it");
     assert!(signal.detail.contains("No such process"), "{signal:?}");
     let connect = attempt(&report, "connect to 127.0.0.1");
     assert!(connect.detail.contains("refused"), "only the namespace's own loopback answers: {connect:?}");
-    assert!(matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
+    for (path, _, _) in &listeners.unix {
+        let a = attempt(&report, &format!("Unix socket {}", path.display()));
+        assert!(a.detail.contains("No such file"), "{} is in sight: {a:?}", path.display());
+    }
+    let a = attempt(&report, "abstract Unix socket");
+    assert!(a.detail.contains("refused"), "the host's abstract names are another namespace's: {a:?}");
     assert!(!attempt(&report, "write /tmp/nightshift-probe-escape").allowed);
     assert!(attempt(&report, "own /tmp").allowed && attempt(&report, "loopback").allowed);
+}
+
+/// Hard-links (or copies) `file` into `dir`.
+fn place(file: &Path, dir: &Path) -> PathBuf {
+    let to = dir.join(file.file_name().unwrap());
+    if std::fs::hard_link(file, &to).is_err() {
+        std::fs::copy(file, &to).unwrap();
+    }
+    to
+}
+
+#[test]
+fn hosted_runs_work_when_the_binary_and_the_libraries_live_under_tmp_or_the_home() {
+    let listeners = Listeners::new(&common::root().join("target"));
+    let wheel = wheel_libraries();
+    let tmp = tempfile::tempdir_in("/tmp").unwrap();
+    for (place_name, dir) in [("/tmp", tmp.path().to_path_buf()), ("$HOME", listeners.home.join("apps"))] {
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::create_dir_all(dir.join("lib")).unwrap();
+        let exe = place(&common::nightshift_bin(), &dir.join("bin"));
+        let library = wheel.as_ref().map(|w| place(&w.0, &dir.join("lib")));
+        let spec = HostedSpec {
+            policy: ProbePolicy::Hosted,
+            extra: Extra { library: library.clone(), ..Extra::default() },
+            host: stand_in_tool(),
+            launcher: Vec::new(),
+            allow_unconfined: false,
+            home: Some(listeners.home.clone()),
+            env: Vec::new(),
+        };
+        let got = probe::spawn_hosted(&exe, &spec)
+            .unwrap_or_else(|e| panic!("the trampoline under {place_name} reports: {e}"));
+        if !confined_here(&got) {
+            return;
+        }
+        let report = got.report.unwrap_or_else(|| panic!("the probe under {place_name} ran: {}", got.stderr));
+        assert!(breaches(&report).is_empty(), "{place_name}: {:?}", breaches(&report));
+        if library.is_some() {
+            assert!(attempt(&report, "load the granted library").allowed, "{place_name}");
+        }
+        let mount = got.arrangement.layers.iter().find(|l| l.name == "mount namespace").unwrap();
+        assert!(mount.detail.contains("bound back in"), "{place_name}: {}", mount.detail);
+    }
 }
 
 /// Whether any process runs with `arg` on its command line.
@@ -238,21 +579,24 @@ fn where_namespaces_are_forbidden_hosted_runs_are_refused_unless_waived() {
     let exe = common::nightshift_bin();
     let spec = HostedSpec {
         policy: ProbePolicy::Hosted,
-        port: None,
+        extra: Extra::default(),
         host: stand_in_tool(),
         launcher: launcher.clone(),
         allow_unconfined: false,
+        home: None,
+        env: Vec::new(),
     };
     let refused = probe::spawn_hosted(&exe, &spec).expect("the trampoline reports");
     assert!(!refused.arrangement.started && refused.report.is_none(), "{:?}", refused.arrangement);
     let why = refused.arrangement.shortfall();
     assert!(why.contains("max_user_namespaces"), "the refusal names the kernel setting: {why}");
-    // Waived, the tool runs with the worker's own sandbox alone, and the shared /tmp is
-    // open to it: what the default refusal prevents.
+    // Waived, the tool runs with the worker's own sandbox alone, in the host's namespaces;
+    // that sandbox still holds (the shared /tmp among the rest).
     let waived = probe::spawn_hosted(&exe, &HostedSpec { allow_unconfined: true, ..spec }).unwrap();
     assert!(waived.arrangement.started && !waived.arrangement.confined, "{:?}", waived.arrangement);
     let report = waived.report.expect("the waived probe ran");
-    assert!(attempt(&report, "write /tmp/nightshift-probe-escape").allowed, "{:?}", report.attempts);
+    assert!(breaches(&report).is_empty(), "{:?}", breaches(&report));
+    assert!(!attempt(&report, "write /tmp/nightshift-probe-escape").allowed, "{:?}", report.attempts);
 
     common::require_toolchain();
     let run_dir = tempfile::tempdir().unwrap();

@@ -157,6 +157,9 @@ fn sandbox_items(items: &mut Vec<Item>) {
                 let name = match layer.name.as_str() {
                     "landlock" => "sandbox landlock",
                     "seccomp" => "sandbox seccomp",
+                    "keyring" => "sandbox keyring",
+                    "capabilities" => "sandbox capabilities",
+                    "environment" => "sandbox environment",
                     _ => "sandbox rlimits",
                 };
                 let found = if layer.active {

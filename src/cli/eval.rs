@@ -19,8 +19,8 @@ pub struct Args {
     #[arg(long)]
     pub sanitize: bool,
     /// With --sanitize: run compute-sanitizer even where it cannot be confined in private
-    /// namespaces (a kernel that forbids user namespaces); candidate code may then write
-    /// the shared /tmp and open TCP connections.
+    /// namespaces (a kernel that forbids user namespaces); the tool then sees the host's
+    /// /tmp, $HOME, /run and network, and only the worker's own sandbox guards them.
     #[arg(long, requires = "sanitize")]
     pub allow_unconfined_profiling: bool,
     /// Check only; skip timing.

@@ -142,8 +142,8 @@ enum Cmd {
         #[arg(long, short)]
         verbose: bool,
         /// Run ncu even where it cannot be confined in private namespaces (a kernel that
-        /// forbids user namespaces); candidate code may then write the shared /tmp and
-        /// open TCP connections.
+        /// forbids user namespaces); the tool then sees the host's /tmp, $HOME, /run and
+        /// network, and only the worker's own sandbox guards them.
         #[arg(long)]
         allow_unconfined_profiling: bool,
         /// Collect ncu's full set (every section, for reading the report in Nsight
@@ -241,22 +241,8 @@ enum Cmd {
     /// Internal: applies the worker's sandbox to itself and tries to break out (check-env, tests).
     #[command(hide = true)]
     SandboxProbe {
-        /// The folder the sandbox lets the probe write.
-        #[arg(long)]
-        scratch: PathBuf,
-        /// A file outside the scratch folder the probe tries to create.
-        #[arg(long)]
-        outside: PathBuf,
-        /// A loopback TCP port (someone listens there) the probe tries to connect to.
-        #[arg(long)]
-        port: Option<u16>,
-        /// A process outside the sandbox to try to signal.
-        #[arg(long)]
-        signal_pid: Option<i32>,
-        /// Which arrangement to probe: the worker's strict policy, the hosted one, or the
-        /// private namespaces alone.
-        #[arg(long, value_enum, default_value = "strict")]
-        policy: crate::wall::sandbox::probe::ProbePolicy,
+        #[command(flatten)]
+        targets: crate::wall::sandbox::probe::Targets,
     },
     /// Internal: runs a hosting tool (ncu, compute-sanitizer) in private user, mount,
     /// network and PID namespaces (spawned by eval and profile).
@@ -337,8 +323,7 @@ pub fn main() -> ExitCode {
         Cmd::Judge { request } => crate::wall::judge::process::main(&request),
         Cmd::Worker { standalone: Some(request), .. } => crate::wall::worker::standalone::main(&request),
         Cmd::Worker { .. } => crate::wall::worker::serve::main(),
-        Cmd::SandboxProbe { scratch, outside, port, signal_pid, policy } => {
-            let targets = crate::wall::sandbox::probe::Targets { scratch, outside, port, signal_pid, policy };
+        Cmd::SandboxProbe { targets } => {
             print_json(&crate::wall::sandbox::probe::run(&targets));
             ExitCode::from(EXIT_PASSED)
         }

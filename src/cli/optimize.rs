@@ -100,8 +100,9 @@ pub struct Args {
     #[arg(long)]
     pub no_final_sanitize: bool,
     /// Run ncu and compute-sanitizer even where they cannot be confined in private
-    /// namespaces (a kernel that forbids user namespaces): the worker's own sandbox then
-    /// leaves candidates the shared /tmp and TCP. Needed again with --resume.
+    /// namespaces (a kernel that forbids user namespaces): only the worker's own sandbox
+    /// then stands between candidates and the host's /tmp, $HOME, /run and network.
+    /// Needed again with --resume.
     #[arg(long)]
     pub allow_unconfined_profiling: bool,
     /// Print the final summary as JSON on stdout (and no progress display).

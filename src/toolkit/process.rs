@@ -10,7 +10,21 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// Variables passed to subprocesses, by exact name or by prefix.
-const KEEP_EXACT: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "TMPDIR", "LD_LIBRARY_PATH", "TZ"];
+const KEEP_EXACT: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "TERM",
+    "TMPDIR",
+    "LD_LIBRARY_PATH",
+    "TZ",
+    // Experiments only, and only ever tighter or louder (see wall::sandbox): the seccomp
+    // filter's report mode, and /proc/self/maps closed to the driver.
+    "NIGHTSHIFT_SECCOMP_REPORT",
+    "NIGHTSHIFT_SANDBOX_HIDE_MAPS",
+];
 const KEEP_PREFIX: &[&str] = &["LC_", "CUDA_", "NVIDIA_", "NIGHTSHIFT_CUDA_", "NV_"];
 /// Never passed, whatever the prefix says.
 const SECRET_MARKERS: &[&str] =
@@ -148,7 +162,14 @@ fn drain<R: Read + Send + 'static>(reader: Option<R>) -> std::thread::JoinHandle
 /// Runs `cmd` isolated, capturing stdout and stderr, killing its process group if it
 /// outlives `timeout`.
 pub fn run_captured(cmd: &mut Command, timeout: Duration) -> std::io::Result<Captured> {
-    isolate(cmd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    isolate(cmd);
+    capture(cmd, timeout)
+}
+
+/// [`run_captured`] for a command already [`isolate`]d (and given variables of its own
+/// after that, which isolating again would drop).
+pub fn capture(cmd: &mut Command, timeout: Duration) -> std::io::Result<Captured> {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
     let mut child = cmd.spawn()?;
     track_group(&child);

@@ -198,7 +198,7 @@ pub fn sanitize(
             outputs: vec![logs.path().to_path_buf()],
             allow_unconfined: opts.allow_unconfined_profiling,
         };
-        let request = opts.standalone_request(task, library, Standalone::Sanitize);
+        let request = opts.standalone_request(task, library, false, Standalone::Sanitize);
         let run = run_standalone(&opts.worker_exe, request, timeout * 4, &host)?;
         if layers.is_empty() {
             layers = run.hosted_layers();

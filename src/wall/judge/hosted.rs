@@ -31,7 +31,7 @@ pub fn unconfined_refusal(arrangement: &crate::wall::sandbox::hosted::Arrangemen
     EnvError {
         what: "private namespaces for ncu and compute-sanitizer".into(),
         hint: format!(
-            "{}. These tools run candidate code with /tmp, /dev/shm and TCP open to their front end, so nightshift runs them in private user, mount, network and PID namespaces, which this machine refuses. Allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone=1 or kernel.apparmor_restrict_unprivileged_userns=0, whichever is set), run as root, or pass --allow-unconfined-profiling to run them under the worker's own sandbox only (candidate code may then write the shared /tmp and /dev/shm and open TCP connections)",
+            "{}. These tools run candidate code beside code of their own that talks to their front end, so nightshift runs them in private user, mount, network and PID namespaces, which this machine refuses. Allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone=1 or kernel.apparmor_restrict_unprivileged_userns=0, whichever is set), run as root, or pass --allow-unconfined-profiling to run them under the worker's own sandbox alone (the tool and its injected code then see the host's /tmp, $HOME, /run and network; the worker's sandbox still keeps candidate code from them)",
             arrangement.shortfall()
         ),
     }
@@ -182,6 +182,7 @@ pub fn run_standalone(
     if setting != "off" {
         let cpu = ((timeout.as_secs_f64() * 8.0) as u64).max(60);
         let mut p = crate::wall::sandbox::Policy::strict(scratch.clone(), &[request.library.clone()], cpu);
+        p.vendor_libraries = request.task.libs_for(request.trusted);
         p.hosted = true;
         p.skip = super::options::sandbox_skip(&setting);
         request.policy = Some(p);
@@ -191,7 +192,14 @@ pub fn run_standalone(
     let bytes = serde_json::to_vec(&request).map_err(|e| EvalError::Internal(format!("the worker's request: {e}")))?;
     std::fs::write(&req_path, bytes).map_err(|e| EvalError::Internal(e.to_string()))?;
     let hosting_report = dir.path().join("hosting.json");
-    let keep: Vec<PathBuf> = std::iter::once(dir.path().to_path_buf()).chain(host.outputs.iter().cloned()).collect();
+    // The evaluation folder, the tool's outputs, and what the worker loads and reads:
+    // they stay reachable at their own paths wherever they lie (under /tmp or $HOME the
+    // arrangement hides the rest).
+    let keep: Vec<PathBuf> = std::iter::once(dir.path().to_path_buf())
+        .chain(host.outputs.iter().cloned())
+        .chain(std::iter::once(request.library.clone()).filter(|l| l.is_file()))
+        .chain(std::path::absolute(&request.task.dir).ok().filter(|d| d.is_dir()))
+        .collect();
     let line = crate::wall::sandbox::hosted::command_line(exe, &hosting_report, &keep, host.allow_unconfined);
     let mut cmd = Command::new(&line[0]);
     cmd.args(&line[1..])

@@ -96,11 +96,18 @@ impl EvalOptions {
 
     /// A standalone worker's request (a profile or a sanitizer run of `library`). The
     /// hosting tool's output folders are added where the tool is known (`hosted`).
-    pub fn standalone_request(&self, task: &Task, library: &std::path::Path, mode: Standalone) -> StandaloneRequest {
+    pub fn standalone_request(
+        &self,
+        task: &Task,
+        library: &std::path::Path,
+        trusted: bool,
+        mode: Standalone,
+    ) -> StandaloneRequest {
         StandaloneRequest {
             mode,
             task: task.clone(),
             library: library.to_path_buf(),
+            trusted,
             device: self.device,
             // Never the run's seed base: the worker reads its request, and the library it
             // loads could read it back out of the worker's memory.

@@ -176,7 +176,7 @@ pub fn profile(
     };
     let build_s = build_started.elapsed().as_secs_f64();
     let dir = out.map(Path::to_path_buf).unwrap_or_else(|| built.dir.join("profile"));
-    let mut profiled = profile_built(task, built, opts, set, &dir)?;
+    let mut profiled = profile_built(task, built, trusted, opts, set, &dir)?;
     profiled.timings.0.insert(0, ("build", build_s));
     Ok(profiled)
 }
@@ -221,14 +221,16 @@ pub fn ncu_argv(ncu: &Path, report_base: &Path, log: &Path, set: MetricSet) -> V
 pub fn profile_built(
     task: &Task,
     built: Built,
+    trusted: bool,
     opts: &EvalOptions,
     set: MetricSet,
     dir: &Path,
 ) -> Result<Profiled, ProfileFailure> {
-    match profile_once(task, built.clone(), opts, set, dir) {
+    match profile_once(task, built.clone(), trusted, opts, set, dir) {
         Err(Attempt::NoReport(why)) if set == MetricSet::Required => {
             tracing::warn!("the reduced ncu profile gave no report; taking the full set: {why}");
-            let mut full = profile_once(task, built, opts, MetricSet::Full, dir).map_err(Attempt::into_failure)?;
+            let mut full =
+                profile_once(task, built, trusted, opts, MetricSet::Full, dir).map_err(Attempt::into_failure)?;
             full.timings.add("retried-with-full-set", 0.0);
             Ok(full)
         }
@@ -260,6 +262,7 @@ impl<E: Into<ProfileFailure>> From<E> for Attempt {
 fn profile_once(
     task: &Task,
     built: Built,
+    trusted: bool,
     opts: &EvalOptions,
     set: MetricSet,
     dir: &Path,
@@ -272,7 +275,7 @@ fn profile_once(
     let private = crate::wall::runtime_dir::evaluation_dir().map_err(|e| EvalError::Internal(e.to_string()))?;
     let report_base = private.path().join("profile");
     let log = private.path().join(LOG_NAME);
-    let request = opts.standalone_request(task, &built.library, Standalone::Profile);
+    let request = opts.standalone_request(task, &built.library, trusted, Standalone::Profile);
     let argv = ncu_argv(&ncu, &report_base, &log, set);
     let host = wall::HostTool {
         argv,

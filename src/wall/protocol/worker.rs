@@ -149,6 +149,10 @@ pub struct StandaloneRequest {
     pub mode: Standalone,
     pub task: Task,
     pub library: PathBuf,
+    /// The task's own reference or baseline (which may load the libraries the task lets
+    /// its baseline link), or a candidate (which may not).
+    #[serde(default)]
+    pub trusted: bool,
     pub device: usize,
     pub seed: u64,
     pub policy: Option<Policy>,

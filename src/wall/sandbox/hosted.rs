@@ -2,19 +2,22 @@
 //! the trampoline every run under a hosting tool goes through (ncu for profiles,
 //! compute-sanitizer for `--sanitize`).
 //!
-//! Such a tool starts the worker as its child and injects code into it that talks to the
-//! tool's front end over TCP and through files in /tmp, so the worker's hosted policy has
-//! to leave TCP, /tmp, /dev/shm and /var/tmp open. The trampoline makes what stays open
-//! reach nothing of the host's, by running the tool, and everything it starts, in
-//! namespaces of its own:
+//! Such a tool starts the worker as its child and injects code into it that listens for
+//! the tool's front end on an abstract Unix socket, so the worker's hosted policy leaves
+//! a little more open than a worker's own (see `syscalls`). The trampoline makes what
+//! stays open reach nothing of the host's, by running the tool, and everything it
+//! starts, in namespaces of its own:
 //! - *mount*: propagation made private first (nothing mounted here shows outside), then
-//!   fresh tmpfs on /tmp, /dev/shm and /var/tmp. What the tool and the worker write there
-//!   vanishes with the run; the host's /tmp (other runs' files, other users' sockets) is out
-//!   of sight. Folders the orchestrator hands over and reads back (`--keep`: the evaluation
-//!   folder, the tool's output folder) normally lie outside those folders; one that lies
-//!   under them is bound back in at its own path.
-//! - *network*: only a loopback of its own, brought up; the tool reaches its injected
-//!   code over it, and nothing leaves (the host's 127.0.0.1 is another interface).
+//!   fresh tmpfs on /tmp, /dev/shm, /var/tmp, the user's home and /run (`hosted_mounts`).
+//!   What the tool and the worker write there vanishes with the run; the host's /tmp
+//!   (other runs' files, other users' sockets), the home's keys and sockets, the runtime
+//!   sockets (docker.sock, D-Bus) are out of sight. What the run needs under them is bound
+//!   back in at its own path: the folders the orchestrator hands over and reads back and
+//!   the kernel libraries (`--keep`), the executable, the tool, the libraries' folders,
+//!   the toolkit, /run/nvidia-persistenced.
+//! - *network*: only a loopback of its own, brought up; nothing leaves (the host's
+//!   127.0.0.1 is another interface), and the abstract Unix socket names are the
+//!   namespace's own (the tool's front end reaches its injected code through one).
 //! - *PID*: the tool runs below a small init of ours; nothing inside can see or signal a
 //!   process outside, and when the trampoline dies (the orchestrator kills its process
 //!   group at the deadline) the init dies with it, and the kernel ends everything else
@@ -36,7 +39,7 @@
 //! PID namespace's init runs in `hosted_init`.
 
 use super::hosted_init::{run_below_init, Below};
-use super::hosted_mounts::private_mounts;
+use super::hosted_mounts::{folders_to_hide, private_mounts, what_to_keep};
 use super::hosted_namespaces::{enter_namespaces, loopback_only};
 use super::{Layer, SandboxError};
 use serde::{Deserialize, Serialize};
@@ -146,6 +149,16 @@ pub fn main(args: &Args) -> ExitCode {
         }
     };
     let cwd = std::env::current_dir().ok();
+    // Decided while the host's folders are still in sight.
+    let hidden = folders_to_hide();
+    let keep = what_to_keep(&args.keep, args.command.first().map(Path::new), &hidden);
+    // A folder to keep that is one of the shared temporary folders would undo them;
+    // others that are (or hold) a hidden folder, a task folder that is $HOME, are simply
+    // not bound (`what_to_keep`).
+    let refused_keep = args.keep.iter().find(|k| {
+        let k = k.canonicalize().unwrap_or_else(|_| k.to_path_buf());
+        PRIVATE_FOLDERS.iter().any(|p| Path::new(p).canonicalize().is_ok_and(|p| p.starts_with(&k)))
+    });
     let entered = enter_namespaces();
     let kept_root_capabilities = entered.kept_root_capabilities;
     let mut layers = vec![entered.user];
@@ -165,11 +178,23 @@ pub fn main(args: &Args) -> ExitCode {
         }
         program.exec();
     }
-    let mounts = private_mounts(&args.keep, cwd.as_deref());
+    let mounts = match refused_keep {
+        Some(k) => hosted_mounts_refused(k),
+        None => private_mounts(&hidden, &keep, cwd.as_deref()),
+    };
     layers.push(mounts.layer);
     layers.push(loopback_only());
     let below = Below { program, report, layers, mounts_private: mounts.private, allow: args.allow_unconfined };
     run_below_init(below, finish)
+}
+
+/// A folder to keep that is one the arrangement hides (or holds one): refused, since
+/// keeping it would undo the arrangement.
+fn hosted_mounts_refused(keep: &Path) -> super::hosted_mounts::Mounts {
+    super::hosted_mounts::Mounts {
+        layer: Layer::off(MOUNT, format!("{} cannot be kept: it is (or holds) a folder made private", keep.display())),
+        private: false,
+    }
 }
 
 /// A command line ready for execvp, prepared before any fork.

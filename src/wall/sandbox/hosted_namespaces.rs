@@ -111,11 +111,11 @@ pub(super) fn loopback_only() -> Layer {
     match bring_up_loopback() {
         Ok(()) => Layer::on(
             NETWORK,
-            "only a loopback of its own, brought up: the tool reaches its injected code over it, and nothing leaves",
+            "only a loopback of its own, brought up: nothing leaves, and abstract Unix socket names are the namespace's own (the tool's front end reaches its injected code through one)",
         ),
         Err(e) => Layer::on(
             NETWORK,
-            format!("only a loopback of its own, which could not be brought up ({e}): nothing leaves, but the tool may not reach its injected code"),
+            format!("only a loopback of its own, which could not be brought up ({e}): nothing leaves"),
         ),
     }
 }

@@ -1,34 +1,49 @@
 //! The worker's sandbox: what Linux offers an unprivileged process to fence itself in,
 //! applied by the worker to itself at start, before its first thread, before the GPU is
 //! opened and long before any untrusted library is mapped, so that every thread the
-//! driver or a candidate starts inherits it.
+//! driver or a candidate starts inherits it. Every layer is an allow-list.
 //!
-//! Three independent layers, each applied as far as the kernel allows and reported
-//! layer by layer (`check-env`, every verdict): Landlock (`fs`: write only the scratch
-//! folder, read only system folders, the libraries and this process's own `/proc`
-//! entry; no TCP; no signals or abstract sockets outside the sandbox), a seccomp filter
-//! (`syscalls`: no signals, tracing or memory access to other processes, no fork, no
-//! exec, no new process group or session, no sockets but Unix ones) and rlimits
-//! (`limits`: no core dumps, bounded file size, CPU time as a backstop to the deadline).
-//! A missing layer is said, never fatal: the others still hold.
+//! Five layers, each applied as far as the kernel allows and reported layer by layer
+//! (`check-env`, every verdict), in this order:
+//! - `rlimits` (`limits`): no core dumps, bounded file size, CPU time as a backstop.
+//! - `keyring` and `capabilities` (`privileges`): a fresh, empty session keyring; no
+//!   capability in any set; no_new_privs. Root or not.
+//! - `landlock` (`fs`, `libraries`): reads named file by file where a library could hide
+//!   (the worker's one kernel library and what it needs, the driver's libraries, the
+//!   vendor libraries its role may use), system folders without libraries, the /proc and
+//!   /sys entries the driver reads; writes only to the scratch folder; no TCP; no signals
+//!   or abstract-socket connections out of the sandbox.
+//! - `seccomp` (`syscalls`): an allow-list of system calls from traces of real runs;
+//!   ENOSYS for the unknown, EPERM for what reaches other processes or the host.
+//!
+//! A missing layer is said, never fatal: the others still hold. After the GPU is open and
+//! before a kernel library is loaded, the worker calls `scrub_environment()`
+//! (`environment`): the environment is emptied and its strings overwritten in memory.
 //!
 //! Under a hosting tool (ncu, compute-sanitizer) the tool's injected code shares the
-//! process and talks to its front end over TCP and files in /tmp, so the hosted policy
-//! leaves TCP, /tmp, /dev/shm and /var/tmp open and keeps the rest. What it leaves open
-//! reaches nothing of the host's: every hosted run goes through `nightshift hosted`
-//! (`hosted`), which runs the tool in private user, mount (fresh /tmp, /dev/shm and
-//! /var/tmp), network (loopback only) and PID namespaces, and refuses to start it where
-//! the kernel forbids them unless the user waives it (`--allow-unconfined-profiling`).
-//! Those layers are reported like the worker's.
+//! process; the hosted profile adds what the traces show it doing (a Unix listener on an
+//! abstract name that the front end connects to, a netlink route socket, chmod of its
+//! lock files answered without effect) and nothing else. Every hosted run goes through
+//! `nightshift hosted` (`hosted`), which runs the tool in private mount (fresh /tmp,
+//! /dev/shm, /var/tmp, $HOME and /run), network (loopback only), PID and, unless root,
+//! user namespaces, and refuses to start it where the kernel forbids them unless the user
+//! waives it (`--allow-unconfined-profiling`). Those layers are reported like the
+//! worker's.
 
+mod environment;
 mod fs;
 pub mod hosted;
 mod hosted_init;
 mod hosted_mounts;
 mod hosted_namespaces;
+mod libraries;
 mod limits;
+mod privileges;
 pub mod probe;
+pub mod seccomp_report;
 mod syscalls;
+
+pub use environment::scrub_environment;
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -87,36 +102,43 @@ impl SandboxError {
 pub struct Policy {
     /// The only folder it may write (its working directory, removed after the run).
     pub scratch: PathBuf,
-    /// Folders and files it may read besides the system's own (libraries, toolkits).
+    /// The kernel libraries it may load (in the judge's design, exactly one), each with
+    /// the libraries it needs, resolved as ld.so resolves them.
+    #[serde(default)]
+    pub libraries: Vec<PathBuf>,
+    /// Vendor libraries it may load besides, by name as given to -l (`cublas`): the task's
+    /// `baseline_libs` for the reference and baseline processes; a candidate gets none.
+    #[serde(default)]
+    pub vendor_libraries: Vec<String>,
+    /// Further files and folders it may read (none by default).
+    #[serde(default)]
     pub read: Vec<PathBuf>,
-    /// Running under ncu or compute-sanitizer: TCP, /tmp, /dev/shm and /var/tmp stay open
-    /// (inside the hosted arrangement's namespaces, private ones).
+    /// Running under ncu or compute-sanitizer (inside the hosted arrangement): the hosted
+    /// seccomp profile, and the tool's injection folders readable.
     pub hosted: bool,
     /// RLIMIT_CPU: CPU seconds over all threads, a backstop to the orchestrator's deadline.
     pub cpu_seconds: u64,
     /// RLIMIT_FSIZE in bytes.
     pub max_file_bytes: u64,
-    /// Layers not to apply ("landlock", "seccomp", "rlimits").
+    /// Layers not to apply ("rlimits", "keyring", "capabilities", "landlock", "seccomp").
     #[serde(default)]
     pub skip: Vec<String>,
 }
 
 impl Policy {
-    /// The strict policy for a worker in `scratch`, reading `libraries` and the
-    /// toolkit folders this process's environment names.
+    /// The policy for a worker in `scratch` that loads `libraries` (and no vendor library
+    /// beyond what they link: set `vendor_libraries` for a reference or baseline).
     pub fn strict(scratch: PathBuf, libraries: &[PathBuf], cpu_seconds: u64) -> Policy {
-        let mut read: Vec<PathBuf> = libraries.iter().filter_map(|l| l.parent().map(PathBuf::from)).collect();
-        if let Ok(exe) = std::env::current_exe() {
-            read.extend(exe.parent().map(PathBuf::from));
+        Policy {
+            scratch,
+            libraries: libraries.to_vec(),
+            vendor_libraries: Vec::new(),
+            read: Vec::new(),
+            hosted: false,
+            cpu_seconds,
+            max_file_bytes: 256 << 20,
+            skip: Vec::new(),
         }
-        for var in ["LD_LIBRARY_PATH", "NIGHTSHIFT_CUDA_HOME", "CUDA_HOME", "CUDA_PATH"] {
-            if let Some(v) = std::env::var_os(var) {
-                read.extend(std::env::split_paths(&v).filter(|p| p.is_absolute()));
-            }
-        }
-        read.sort();
-        read.dedup();
-        Policy { scratch, read, hosted: false, cpu_seconds, max_file_bytes: 256 << 20, skip: Vec::new() }
     }
 }
 
@@ -138,13 +160,25 @@ impl Layer {
     }
 }
 
-/// Fences in the calling process. Call before any other thread exists: Landlock binds
-/// the calling thread and what it starts later.
+/// Fences in the calling process. Call before any other thread exists (Landlock binds
+/// the calling thread and what it starts later) and before the GPU is opened; then
+/// `scrub_environment()` after the GPU is open and before a kernel library is loaded.
 pub fn apply(policy: &Policy) -> Vec<Layer> {
     let skipped = |name: &str| policy.skip.iter().any(|s| s == name);
+    // While /proc/self/stat is readable: where the environment's strings lie; and an
+    // experiment's seccomp log, while its folder is.
+    environment::remember_block();
+    if let Some(Err(e)) = seccomp_report::prepare() {
+        eprintln!("sandbox: no seccomp report: {e}");
+    }
     type Apply = fn(&Policy) -> Layer;
-    let layers: [(&str, Apply); 3] =
-        [("rlimits", limits::apply), ("landlock", fs::apply), ("seccomp", syscalls::apply)];
+    let layers: [(&str, Apply); 5] = [
+        ("rlimits", limits::apply),
+        ("keyring", |_| privileges::fresh_keyring()),
+        ("capabilities", |_| privileges::drop_capabilities()),
+        ("landlock", fs::apply),
+        ("seccomp", syscalls::apply),
+    ];
     layers
         .into_iter()
         .map(|(name, apply)| if skipped(name) { Layer::off(name, "left out on request") } else { apply(policy) })

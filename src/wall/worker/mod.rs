@@ -28,15 +28,6 @@ fn open_gpu(device: usize) -> Result<Gpu, (String, bool)> {
     Gpu::open(device).map_err(|e| (format!("cannot use GPU {device}: {e}"), true))
 }
 
-/// The process's environment, emptied before the library loads: what the orchestrator
-/// passed is scrubbed already, and what a hosting tool adds (its injection variables) is
-/// nobody's business once the tool has read it.
-fn clear_environment() {
-    // SAFETY: single-threaded use of libc's environment at this point of the worker's
-    // start (the driver's threads do not read the environment after cuInit).
-    unsafe { libc::clearenv() };
-}
-
 /// A panic ends the process plainly (no unwinding into the library's frames).
 fn install_panic_exit() {
     std::panic::set_hook(Box::new(|info| {

@@ -56,8 +56,13 @@ pub fn main() -> ! {
             }
         }
     };
+    // Once the driver has read its environment and before anything untrusted loads, the
+    // environment goes, from memory too (said with the other layers).
+    let mut layers = layers;
+    if request.policy.is_some() {
+        layers.push(crate::wall::sandbox::scrub_environment());
+    }
     say(sock, &Reply::Ready { device: gpu.as_ref().map(|g| g.info.clone()), sandbox: layers, sandbox_s });
-    super::clear_environment();
     let mut server = Server { gpu, library: None, pools: BTreeMap::new(), events: Vec::new(), path: request.library };
     loop {
         let (cmd, mut fds) = match wire::recv::<Command>(sock, None) {

@@ -63,9 +63,9 @@ pub fn main(request_path: &Path) -> ! {
     // Before the sandbox and any library: the descriptors are the tool's.
     close_handed_down(&request.host_outputs);
     let started = Instant::now();
-    if let Some(policy) = &request.policy {
-        let layers = crate::wall::sandbox::apply(policy);
-        out.send(&StandaloneMessage::Sandbox { layers, seconds: started.elapsed().as_secs_f64() });
+    let mut sandbox = request.policy.as_ref().map(|p| (crate::wall::sandbox::apply(p), started.elapsed().as_secs_f64()));
+    if let Some((layers, seconds)) = &sandbox {
+        out.send(&StandaloneMessage::Sandbox { layers: layers.clone(), seconds: *seconds });
     }
     out.phase(StandalonePhase::Init, "opening the GPU");
     let gpu = match super::open_gpu(request.device) {
@@ -74,9 +74,13 @@ pub fn main(request_path: &Path) -> ! {
     };
     out.send(&StandaloneMessage::Device { device: gpu.info.clone() });
     // ncu's injected code reads its variables while it profiles; a sanitizer's has read
-    // them by now, and a library looking for them is looking for a sanitizer.
+    // them by now, and a library looking for them is looking for a sanitizer: the
+    // environment goes, from memory too.
     if request.mode == Standalone::Sanitize {
-        super::clear_environment();
+        if let Some((layers, seconds)) = sandbox.as_mut() {
+            layers.push(crate::wall::sandbox::scrub_environment());
+            out.send(&StandaloneMessage::Sandbox { layers: layers.clone(), seconds: *seconds });
+        }
     }
     let task = &request.task;
     let size = match request.mode {

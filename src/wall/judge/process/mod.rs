@@ -496,6 +496,9 @@ fn spawn_worker(req: &JudgeRequest, role: Role, library: &Path, simulate: bool) 
     let scratch = req.folder.join(format!("{}-{n}-scratch", role.name()));
     let policy = req.sandbox.then(|| {
         let mut p = crate::wall::sandbox::Policy::strict(scratch.clone(), &[library.to_path_buf()], req.cpu_seconds());
+        // The reference and the baseline may load what the task lets its baseline link
+        // (cuBLAS for gemm_bf16); a candidate only what every kernel of the task may.
+        p.vendor_libraries = req.task.libs_for(role != Role::Candidate);
         p.skip = req.sandbox_skip.clone();
         p
     });
