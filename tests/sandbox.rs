@@ -766,6 +766,7 @@ fn a_hosted_worker_answers_through_the_trampoline_and_its_layers_are_recorded() 
         mode: Standalone::Sanitize,
         task,
         library: std::path::PathBuf::from("/nonexistent/candidate.so"),
+        trusted: false,
         device: 0,
         seed: 1,
         policy: None,
