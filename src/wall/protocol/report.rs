@@ -244,6 +244,12 @@ pub fn median(v: &[f64]) -> f64 {
 pub struct TimingReport {
     pub baseline: SideTiming,
     pub candidate: SideTiming,
+    /// The baseline's rounds before the candidate's process existed and after it ended
+    /// (ms a call, by the figure used): `baseline.round_medians_ms` pairs them.
+    #[serde(default)]
+    pub baseline_before_ms: Vec<f64>,
+    #[serde(default)]
+    pub baseline_after_ms: Vec<f64>,
     /// baseline median / candidate median per call.
     #[serde(deserialize_with = "lenient_f64::deserialize")]
     pub speedup: f64,

@@ -550,23 +550,34 @@ fn simulate(req: &JudgeRequest, delay_ms: u64, outcome: JudgeReport, announce: &
     report
 }
 
-/// The reference's worker, the baseline's when it is another library, and the worker
-/// the candidate will be checked in, started (none loads anything until told).
-fn spawn_team(req: &JudgeRequest) -> Result<(Worker, Option<Worker>, Worker), Outcome> {
+/// The workers of a judgment, started together (none loads anything until told): their
+/// sandboxes and contexts come up while the judge makes its own, and never while the
+/// baseline is timed (a context being made is GPU work).
+pub(crate) struct Started {
+    reference: Worker,
+    baseline: Option<Worker>,
+    /// The candidate's check runs in this one,
+    checked: Worker,
+    /// and its timing in this one, a process that never ran the check.
+    timed: Worker,
+}
+
+fn spawn_team(req: &JudgeRequest) -> Result<Started, Outcome> {
     let reference = spawn_worker(req, Role::Reference, &req.reference, false)?;
     let baseline = if req.reference == req.baseline {
         None
     } else {
         Some(spawn_worker(req, Role::Baseline, &req.baseline, false)?)
     };
-    let candidate = spawn_worker(req, Role::Candidate, &req.candidate, false)?;
-    Ok((reference, baseline, candidate))
+    let checked = spawn_worker(req, Role::Candidate, &req.candidate, false)?;
+    let timed = spawn_worker(req, Role::Candidate, &req.candidate, false)?;
+    Ok(Started { reference, baseline, checked, timed })
 }
 
 /// The whole judgment; every way it ends is a report.
 fn evaluate(
     mut j: Judge,
-    team: Result<(Worker, Option<Worker>, Worker), Outcome>,
+    team: Result<Started, Outcome>,
     time: bool,
     energy: bool,
     check_baseline: bool,
@@ -601,7 +612,7 @@ impl Team {
 
 fn run(
     j: &mut Judge,
-    (mut reference, mut baseline, mut checked): (Worker, Option<Worker>, Worker),
+    Started { mut reference, mut baseline, mut checked, mut timed }: Started,
     report: &mut JudgeReport,
     time: bool,
     energy: bool,
@@ -658,15 +669,14 @@ fn run(
         return Ok(());
     }
 
-    // Timing: the baseline before and after a second candidate process, which starts now
-    // (our code only until it is told to load: no candidate work exists while the baseline
-    // is timed) and is ended before the baseline is timed again.
-    let mut timed = spawn_worker(&j.req, Role::Candidate, &j.req.candidate, false)?;
+    // Timing: the baseline before and after a second candidate process, ready since the
+    // judge began (our code only until it is told to load: no candidate work exists while
+    // the baseline is timed) and ended before the baseline is timed again.
+    ready(&mut timed, Role::Candidate)?;
+    j.worker_pids.push(timed.pid);
     let mut bench = rounds::Bench::prepare(j, &mut team)?;
     j.phase(Phase::Time, format!("baseline, before the candidate, at {}", j.task.bench));
     let first = bench.phase(j, &mut team, rounds::Side::BaselineBefore, energy)?;
-    ready(&mut timed, Role::Candidate)?;
-    j.worker_pids.push(timed.pid);
     bench.lend(j, &mut timed)?;
     let middle = candidate_phase(j, &mut timed, report, |j, w| {
         j.phase(Phase::Time, format!("candidate at {}", j.task.bench));

@@ -163,6 +163,8 @@ pub(crate) fn report(
         baseline_pct_of_achievable: achievable.map(|f| 100.0 * f / baseline_t.median_ms),
         baseline: baseline_t,
         candidate: candidate_t,
+        baseline_before_ms: before.rounds.iter().map(|r| round_value(r, figure, gb)).collect(),
+        baseline_after_ms: after.rounds.iter().map(|r| round_value(r, figure, gb)).collect(),
         same_library,
         size: j.task.bench.to_string(),
         flush_l2: j.task.flush_l2,
