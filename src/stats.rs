@@ -1,6 +1,6 @@
-//! When a speedup is a win. Timing interleaves baseline and candidate in rounds, so each
-//! round gives one paired ratio of medians; their spread is how far the speedup itself
-//! moves. A claim of "faster" (the best kernel, the exit code, a report's headline) needs
+//! When a speedup is a win. The baseline is timed before and after the candidate in rounds,
+//! and each candidate round pairs with the matching baseline rounds into one ratio; their
+//! spread is how far the speedup itself moves. A claim of "faster" (the best kernel, the exit code, a report's headline) needs
 //! the 95% t-interval of the log speedup to clear 1 plus a margin, where the margin also
 //! covers what the run measured timing the baseline against itself: two identical
 //! libraries read 1.006x [1.004, 1.008] on an H100, a bias no number of rounds averages

@@ -556,6 +556,8 @@ impl Bait {
                     quoted(&name)
                 }
                 "VICTIM_FILE" => {
+                    // target/ is absent where only the staged binaries travelled.
+                    std::fs::create_dir_all(common::root().join("target")).map_err(|e| e.to_string())?;
                     let dir = tempfile::Builder::new()
                         .prefix("redteam-victim-")
                         .tempdir_in(common::root().join("target"))
@@ -683,14 +685,50 @@ fn cache_snapshot(cache: &Path) -> BTreeMap<PathBuf, (u64, i64, Vec<u8>)> {
 struct Outcome {
     class: String,
     exit: Option<i32>,
-    /// stdout and stderr of the caller (and, for optimize, the run's event log and verdicts).
+    /// stdout and stderr of the caller (and, for optimize, the run's event log and verdicts),
+    /// without the kernel's source a node report quotes: where a breach line or a canary
+    /// must not appear.
     said: String,
+    /// The verdicts alone, without the candidate's own output they quote (`stderr_tail`):
+    /// where a forged name must not appear, since a name there was believed.
+    believed: String,
     message: String,
     speedup: Option<f64>,
     reliable: bool,
 }
 
 /// The class an eval or a diagnose got: `passed`, the failure class, or why there is none.
+/// Keys whose values are quoted text, not nightshift's word: the kernel's source and diff
+/// (a node report's), and the process's own output (a verdict's tail).
+const SOURCE_KEYS: [&str; 3] = ["diff", "source", "source_diff"];
+const QUOTED_OUTPUT_KEYS: [&str; 2] = ["stderr_tail", "stdout_tail"];
+
+/// `v` without the values under `keys`, at any depth.
+fn without(v: &Value, keys: &[&str]) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter().filter(|(k, _)| !keys.contains(&k.as_str())).map(|(k, x)| (k.clone(), without(x, keys))).collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(|x| without(x, keys)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A text of JSON documents (one, or one per line) with the values under `keys` left out;
+/// what does not parse is kept as it is.
+fn json_without(text: &str, keys: &[&str]) -> String {
+    if let Ok(v) = serde_json::from_str::<Value>(text) {
+        return without(&v, keys).to_string();
+    }
+    text.lines()
+        .map(|l| match serde_json::from_str::<Value>(l) {
+            Ok(v) => without(&v, keys).to_string(),
+            Err(_) => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn class_of(mode: Mode, verdict: Option<&Value>, exit: Option<i32>, stderr: &str) -> String {
     match (mode, verdict) {
         (Mode::Diagnose, Some(v)) if exit == Some(0) && v["kernels"].as_array().is_some_and(|k| !k.is_empty()) => {
@@ -766,7 +804,9 @@ fn run_case(case: &Case, mode: Mode, source: &Path, scratch: &Path) -> Outcome {
         });
     let speedup = verdict.as_ref().and_then(|v| v["timing"]["speedup"].as_f64());
     let reliable = verdict.as_ref().is_none_or(|v| v["timing"]["reliable"] != false);
-    Outcome { class, exit, said: format!("{stdout}\n{stderr}"), message, speedup, reliable }
+    let quoted: Vec<&str> = SOURCE_KEYS.iter().chain(&QUOTED_OUTPUT_KEYS).copied().collect();
+    let believed = verdict.as_ref().map(|v| without(v, &quoted).to_string()).unwrap_or_default();
+    Outcome { class, exit, said: format!("{stdout}\n{stderr}"), believed, message, speedup, reliable }
 }
 
 /// The replayed node's verdict, from the run's event log.
@@ -778,14 +818,20 @@ fn optimize_outcome(run: &Path, exit: Option<i32>, stdout: String, stderr: Strin
     let finished = events
         .iter()
         .find(|e| e["event"] == "node-finished" && proposed.contains(&e["id"].as_u64().unwrap_or(u64::MAX)));
-    // What the run recorded of its judgments (its verdicts and summaries; not its reports,
-    // which quote the kernel's source, and with it the marks a case prints).
-    let mut said = format!("{stdout}\n{stderr}\n{log}");
+    // What the run recorded of its judgments: its verdicts and summaries, without the
+    // kernel's source its node reports quote (and with it the marks a case prints).
+    let quoted: Vec<&str> = SOURCE_KEYS.iter().chain(&QUOTED_OUTPUT_KEYS).copied().collect();
+    let mut recorded = vec![log.clone()];
     for e in walk(run) {
         if e.extension().is_some_and(|x| x == "json") {
-            said.push_str(&std::fs::read_to_string(&e).unwrap_or_default());
+            recorded.push(std::fs::read_to_string(&e).unwrap_or_default());
         }
     }
+    let said = format!(
+        "{stdout}\n{stderr}\n{}",
+        recorded.iter().map(|t| json_without(t, &SOURCE_KEYS)).collect::<Vec<_>>().join("\n")
+    );
+    let believed = recorded.iter().map(|t| json_without(t, &quoted)).collect::<Vec<_>>().join("\n");
     let (class, message, speedup, reliable) = match finished {
         Some(e) => {
             let s = &e["summary"];
@@ -806,7 +852,7 @@ fn optimize_outcome(run: &Path, exit: Option<i32>, stdout: String, stderr: Strin
             true,
         ),
     };
-    Outcome { class, exit, said, message, speedup, reliable }
+    Outcome { class, exit, said, believed, message, speedup, reliable }
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -991,7 +1037,7 @@ fn every_hostile_case_gets_its_class_and_the_caller_survives() {
                     wrong.push(format!("{what} reached what nightshift said"));
                 }
             }
-            if got.said.contains(FORGED_MARK) {
+            if got.believed.contains(FORGED_MARK) {
                 wrong.push("a forged name or note was believed".into());
             }
             if let Some(line) = got.said.lines().find(|l| l.contains(BREACH_MARK)) {

@@ -11,11 +11,10 @@
 //! `process-exit` carrying the mark, and each test also checks from outside what the attack
 //! would have touched (a listener, a datagram, a file, a key).
 //!
-//! Some of these assert the target design and fail before the branches that build it are
-//! merged: the seccomp allow-list, dropped capabilities, the fresh keyring and the hidden
-//! `/proc/self` entries (sandbox branch), and the confined build (build branch). Each such
-//! test says so in its first line. The libraries are built with the host C compiler (`cc`):
-//! a constructor needs no CUDA, and each build takes a fraction of a second.
+//! Each test's first line names the layer that holds it (the seccomp allow-list, dropped
+//! capabilities, the fresh keyring, Landlock, the confined build). The libraries are built
+//! with the host C compiler (`cc`): a constructor needs no CUDA, and each build takes a
+//! fraction of a second.
 
 mod common;
 
@@ -220,8 +219,8 @@ fn quoted(s: &str) -> String {
 // ---------------------------------------------------------------------------------------
 // Escapes to the host: sockets, io_uring, the keyring, devices, other processes.
 
-/// Waits for the sandbox branch (seccomp allow-list: no socket creation). Today a worker
-/// may create Unix sockets, and Landlock does not govern connecting to one by path.
+/// Held by the seccomp allow-list (no socket creation): Landlock alone does not govern
+/// connecting to a Unix socket by path.
 #[test]
 fn a_unix_socket_named_by_path_is_out_of_reach() {
     let dir = own_dir("unix-path");
@@ -244,7 +243,7 @@ fn a_unix_socket_named_by_path_is_out_of_reach() {
     assert_refused(&j, "a Unix socket by path");
 }
 
-/// Holds today (Landlock scopes abstract sockets on this kernel) and with the allow-list.
+/// Held by Landlock (abstract sockets scoped on this kernel) and the allow-list.
 #[test]
 fn an_abstract_unix_socket_is_out_of_reach() {
     use std::os::linux::net::SocketAddrExt;
@@ -265,7 +264,7 @@ fn an_abstract_unix_socket_is_out_of_reach() {
     assert_refused(&j, "an abstract Unix socket");
 }
 
-/// Holds today (seccomp refuses IP sockets) and with the allow-list.
+/// Held by seccomp (no IP sockets).
 #[test]
 fn udp_and_tcp_reach_nothing() {
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -325,8 +324,8 @@ const IO_URING: &str = r#"
   }
   breach("io_uring_setup worked");"#;
 
-/// Waits for the sandbox branch (seccomp allow-list: no io_uring). Today io_uring is
-/// allowed, and its socket operation makes the IPv4 socket seccomp refuses to `socket`.
+/// Held by the seccomp allow-list (no io_uring): io_uring's socket operation would make
+/// the IPv4 socket seccomp refuses to `socket`.
 #[test]
 fn io_uring_is_refused_and_its_socket_reaches_nothing() {
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -359,8 +358,8 @@ fn plant_session_key(description: &str, payload: &str) -> Option<i64> {
     }
 }
 
-/// Waits for the sandbox branch (a fresh empty keyring; keyctl refused). Today the worker
-/// inherits the session keyring of whoever started the run, and reads its keys.
+/// Held by a fresh empty session keyring and keyctl refused: otherwise the worker inherits
+/// the keyring of whoever started the run, and reads its keys.
 #[test]
 fn the_session_keyring_is_out_of_reach() {
     let description = format!("nightshift-redteam-{}", std::process::id());
@@ -382,8 +381,8 @@ fn the_session_keyring_is_out_of_reach() {
     assert_refused(&j, "the session keyring");
 }
 
-/// Waits for the sandbox branch (no capabilities; seccomp refuses mknod). Skipped unless
-/// root: a device node needs CAP_MKNOD.
+/// Held by dropped capabilities and seccomp refusing mknod. Skipped unless root: a device
+/// node needs CAP_MKNOD.
 #[test]
 fn a_device_node_cannot_be_made_even_as_root() {
     // SAFETY: plain syscall.
@@ -398,8 +397,8 @@ fn a_device_node_cannot_be_made_even_as_root() {
     assert_refused(&attack("mknod", body, &[]), "mknod");
 }
 
-/// Waits for the sandbox branch (no capabilities). Today a root worker keeps every
-/// capability the user had: CAP_SYS_PTRACE, CAP_SYS_RAWIO, CAP_DAC_OVERRIDE, CAP_MKNOD...
+/// Held by dropping every capability: a root worker would otherwise keep CAP_SYS_PTRACE,
+/// CAP_SYS_RAWIO, CAP_DAC_OVERRIDE, CAP_MKNOD...
 #[test]
 fn a_worker_holds_no_capabilities() {
     let body = r#"
@@ -411,9 +410,9 @@ fn a_worker_holds_no_capabilities() {
     assert_refused(&attack("capabilities", body, &[]), "capabilities");
 }
 
-/// Waits for the sandbox branch (seccomp: no prlimit, setpriority or affinity of others).
-/// Today a worker may read and set the judge's limits (RLIMIT_NOFILE at 3 would starve it
-/// of descriptors), renice it, and pin it to one core. Only reads are tried here.
+/// Held by seccomp (prlimit, setpriority and affinity on itself only): otherwise a worker
+/// could set the judge's limits (RLIMIT_NOFILE at 3 would starve it of descriptors),
+/// renice it, and pin it to one core. Only reads are tried here.
 #[test]
 fn the_parents_limits_and_scheduling_are_out_of_reach() {
     let body = r#"
@@ -428,7 +427,7 @@ fn the_parents_limits_and_scheduling_are_out_of_reach() {
     assert_refused(&attack("prlimit", body, &[]), "the parent's limits");
 }
 
-/// Holds today (seccomp refuses them all).
+/// Held by seccomp (it refuses them all).
 #[test]
 fn the_parent_cannot_be_traced_read_or_signalled() {
     let body = r#"
@@ -455,24 +454,29 @@ fn the_parent_cannot_be_traced_read_or_signalled() {
     assert_refused(&attack("parent", body, &[]), "the parent");
 }
 
-/// Waits for the sandbox branch (its own /proc/self maps and environ hidden). Today both
-/// read: the mappings name every library and folder, the environment the user's paths.
+/// Its own environment holds nothing: the worker empties `environ` and overwrites the
+/// kernel's copy of the strings in place, so /proc/self/environ reads zeros. Its own
+/// mappings stay readable on purpose (the CUDA driver reads /proc/self/maps: hidden, cuInit
+/// fails with CUDA_ERROR_OUT_OF_MEMORY on an H100); what they show is worth nothing, since
+/// no key or judge state lives in the worker (docs/threat-model.md).
 #[test]
-fn its_own_maps_and_environment_are_hidden() {
+fn its_own_environment_is_empty() {
     let body = r#"
-  const char* files[] = {"/proc/self/maps", "/proc/self/smaps", "/proc/self/environ", "/proc/self/task/self/environ"};
+  const char* files[] = {"/proc/self/environ", "/proc/thread-self/environ"};
   for (unsigned i = 0; i < sizeof files / sizeof *files; ++i) {
     int fd = open(files[i], O_RDONLY);
-    char buf[256];
-    if (fd >= 0 && read(fd, buf, sizeof buf) > 0) { char m[128]; snprintf(m, sizeof m, "read %s", files[i]); breach(m); }
-    if (fd >= 0) close(fd);
+    if (fd < 0) continue;
+    static char buf[1 << 16];
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    for (ssize_t k = 0; k < n; ++k)
+      if (buf[k] != 0) { char m[128]; snprintf(m, sizeof m, "read a variable from %s", files[i]); breach(m); break; }
   }
-  DIR* d = opendir("/proc/self/map_files");
-  if (d) { struct dirent* e; while ((e = readdir(d))) if (e->d_name[0] != '.') breach("listed /proc/self/map_files"); closedir(d); }"#;
-    assert_refused(&attack("proc_self", body, &[]), "its /proc/self");
+  if (getenv("PATH") || getenv("HOME") || getenv("OPENAI_API_KEY")) breach("getenv found a variable");"#;
+    assert_refused(&attack("proc_self", body, &[]), "its environment");
 }
 
-/// Holds today (Landlock grants no other process's /proc entry).
+/// Held by Landlock (it grants no other process's /proc entry).
 #[test]
 fn no_other_processes_environment_is_readable() {
     let body = r#"
@@ -494,10 +498,9 @@ fn no_other_processes_environment_is_readable() {
     assert_refused(&attack("environ", body, &[]), "other processes' environment");
 }
 
-/// Waits for a fix no branch has yet: a worker holds its stdio and the judge's socket and
-/// nothing else. Today a descriptor the orchestrator inherited without close-on-exec (from
-/// the user's shell, a CI wrapper, a service manager's sockets) passes through the judge
-/// into every worker, where candidate code can read, write or ioctl it.
+/// A worker holds its stdio and the judge's socket and nothing else (close_range from fd 4
+/// before exec): a descriptor the orchestrator inherited without close-on-exec (from the
+/// user's shell, a CI wrapper, a service manager's sockets) must not reach candidate code.
 #[test]
 fn a_worker_inherits_nothing_but_its_socket() {
     let body = r#"
@@ -521,7 +524,7 @@ fn a_worker_inherits_nothing_but_its_socket() {
     assert_refused(&judge_with(&lib, Some(held.as_raw_fd())), "inherited descriptors");
 }
 
-/// Holds today (Landlock): a file outside the scratch folder is neither written, moved,
+/// Held by Landlock: a file outside the scratch folder is neither written, moved,
 /// linked, truncated nor removed, and nothing new appears beside it, in /tmp or above the
 /// scratch folder.
 #[test]
@@ -553,10 +556,10 @@ fn a_file_outside_the_scratch_folder_keeps_its_contents_and_its_name() {
     assert_refused(&j, "a file outside scratch");
 }
 
-/// Waits for the sandbox branch (seccomp allow-list without chmod, chown, utimes and
-/// xattr calls). Landlock governs reads, writes and names, not a file's metadata: today a
-/// worker changes the mode, times and extended attributes of any file its user owns (as
-/// root, any file: `chmod u+s` on a shell, `chown` of a key), outside its folder too.
+/// Held by the seccomp allow-list (no chmod, chown, utimes or xattr calls). Landlock
+/// governs reads, writes and names, not a file's metadata: without it a worker would change
+/// the mode, times and extended attributes of any file its user owns (as root, any file:
+/// `chmod u+s` on a shell, `chown` of a key), outside its folder too.
 #[test]
 fn a_file_outside_the_scratch_folder_keeps_its_mode_owner_times_and_attributes() {
     use std::os::unix::fs::MetadataExt;
@@ -580,7 +583,7 @@ fn a_file_outside_the_scratch_folder_keeps_its_mode_owner_times_and_attributes()
     );
 }
 
-/// Holds today (Landlock reads only): the build cache (every judged library, the
+/// Held by Landlock (reads only): the build cache (every judged library, the
 /// baseline's too) cannot be rewritten from a worker, which would change later verdicts.
 #[test]
 fn the_libraries_it_was_built_beside_cannot_be_rewritten() {
@@ -632,7 +635,7 @@ fn the_scratch_folder_has_a_quota() {
 // ---------------------------------------------------------------------------------------
 // Forged verdicts: frames on the judge's socket, judge lines on every descriptor.
 
-/// Holds today: a reply the judge never asked for puts every later answer out of turn.
+/// Held by the protocol: a reply the judge never asked for puts every later answer out of turn.
 #[test]
 fn a_frame_written_on_the_judges_socket_is_a_forged_report() {
     let body = r#"
@@ -646,7 +649,7 @@ fn a_frame_written_on_the_judges_socket_is_a_forged_report() {
     assert!(!j.text.contains(BREACH));
 }
 
-/// Holds today: the judge's stdout is a pipe no worker holds; lines a worker prints are
+/// Held by the judge's design: the judge's stdout is a pipe no worker holds; lines a worker prints are
 /// its own output, and a worker that then leaves is a process exit, never a verdict.
 #[test]
 fn judge_lines_written_by_a_worker_are_not_a_verdict() {
@@ -731,13 +734,13 @@ fn build_reads_secret(how: &str) {
     );
 }
 
-/// Waits for the build branch (nvcc confined to the toolkit, the task and its folder).
+/// Held by the confined build (nvcc reads the toolkit, the task and its folder only).
 #[test]
 fn a_build_cannot_include_a_file_outside_its_folders() {
     build_reads_secret("include");
 }
 
-/// Waits for the build branch.
+/// Held by the confined build.
 #[test]
 fn a_build_cannot_incbin_a_file_outside_its_folders() {
     build_reads_secret("incbin");

@@ -35,7 +35,7 @@ pub struct Args {
     /// Macro for the candidate, NAME=VALUE (repeatable; the tuner's knobs).
     #[arg(short = 'D', value_name = "NAME=VALUE")]
     pub defines: Vec<String>,
-    /// Seconds before the worker is killed (default: the task's, else 120).
+    /// Seconds before the judgment (the judge and its workers) is killed (default: the task's, else 120).
     #[arg(long)]
     pub timeout: Option<f64>,
     /// Seconds one build may take before nvcc is killed: a candidate's is `build-timeout`,

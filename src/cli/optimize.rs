@@ -78,7 +78,7 @@ pub struct Args {
     /// A nightshift.toml with an [llm] table (default: ./nightshift.toml if present).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Seconds before a worker is killed (default: the task's, else 120).
+    /// Seconds before a judgment (the judge and its workers) is killed (default: the task's, else 120).
     #[arg(long)]
     pub timeout: Option<f64>,
     /// Seconds one build may take before nvcc is killed: the kernel's verdict is

@@ -1,6 +1,6 @@
 //! What a GPU lane does with a built candidate: judge it, profile it, re-verify it. One
 //! interface, [`Evaluator`], with two implementations chosen once where the run starts
-//! ([`for_run`]): [`GpuEvaluator`] here (a fresh isolated worker per judgment, ncu for
+//! ([`for_run`]): [`GpuEvaluator`] here (a judge process per judgment, ncu for
 //! profiles) and [`super::simulated::SimulatedEvaluator`], for tests on machines without a
 //! GPU. Both judge against one [`Bench`]: the task, its trusted builds, the target and
 //! the options every judgment starts from.
@@ -86,8 +86,8 @@ pub trait Evaluator: Send + Sync {
     /// The root: the baseline checked against the reference and timed against itself.
     fn baseline(&self, device: usize) -> Result<Verdict, EvalError>;
 
-    /// Judges one candidate: a fresh worker; the baseline (checked once at the start of
-    /// the run) is timed beside it on the same GPU.
+    /// Judges one candidate in a judge process of its own; the baseline (checked once at
+    /// the start of the run) is timed before and after it on the same GPU.
     fn judge(
         &self,
         device: usize,
@@ -129,7 +129,7 @@ fn unreliable(v: &Verdict) -> bool {
     v.passed() && v.timing.as_ref().is_some_and(|t| !t.reliable)
 }
 
-/// A timing that stayed noisy within the worker gets one more worker (the disturbance may
+/// A timing that stayed noisy in one judgment gets one more judgment (the disturbance may
 /// have passed); if that is noisy too, it is no measurement and must not steer the search.
 pub(super) fn judge_until_steady(judge: impl Fn() -> Result<Verdict, EvalError>) -> Result<Verdict, EvalError> {
     let mut verdict = judge()?;
@@ -144,14 +144,14 @@ pub(super) fn judge_until_steady(judge: impl Fn() -> Result<Verdict, EvalError>)
             verdict.status = wall::Status::Rejected;
             verdict.failure = Some(Failure::new(
                 FailureClass::NoisyTiming,
-                "correct, but its timing stayed too noisy in two workers to count as a measurement (another job on the GPU?)",
+                "correct, but its timing stayed too noisy in two judgments to count as a measurement (another job on the GPU?)",
             ));
         }
     }
     Ok(verdict)
 }
 
-/// The real evaluator: each judgment a fresh isolated worker on the GPU, profiles by ncu.
+/// The real evaluator: each judgment a judge process with sandboxed workers on the GPU, profiles by ncu.
 pub struct GpuEvaluator {
     bench: Bench,
 }

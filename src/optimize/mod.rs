@@ -2,8 +2,8 @@
 //! checked against the reference and timed once, by trusted code), then the orchestrator
 //! ([`orchestrator`]) drives the `search` crate's tree: each selection becomes an
 //! expansion task ([`expand`]) that profiles the parent once, asks the generator, builds
-//! on a CPU slot and is judged on a GPU lane ([`lanes`]) by a fresh isolated worker
-//! ([`evaluator`]). Everything lands in the run directory ([`store`]), whose append-only
+//! on a CPU slot and is judged on a GPU lane ([`lanes`]) by a judge process and its
+//! sandboxed workers ([`evaluator`]). Everything lands in the run directory ([`store`]), whose append-only
 //! event log ([`crate::run::events`]) is the source of truth for `--resume` ([`mod@resume`]).
 //! At the end the best kernel is re-verified with more seeds and the sanitizers
 //! ([`finish`]) and the result summarized ([`summary`]).

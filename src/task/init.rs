@@ -211,9 +211,9 @@ fn chunk_rng(seed: u64, stream: u64, chunk: u64) -> ChaCha8Rng {
 
 /// The generator inside one chunk: SplitMix64 (Steele, Lea and Flood 2014; passes
 /// BigCrush), under half ChaCha8's cost per draw (a normal draw: 4.5 ns, not 8). It
-/// starts from a ChaCha8 output, so reading a chunk tells a kernel nothing about the
-/// seed, other chunks or the other input sets of the run (the cold sets that catch
-/// memoization stay unpredictable).
+/// starts from a ChaCha8 output, so reading a chunk tells nothing about the seed, other
+/// chunks or other input sets. (The judge generates on the GPU, `wall::gpu::kernels`;
+/// `tests/judge_kernels.rs` holds its distributions and conversions to this generator's.)
 struct SplitMix64(u64);
 
 impl SplitMix64 {

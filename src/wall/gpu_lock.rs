@@ -1,7 +1,7 @@
 //! One GPU, one measurement at a time, across processes: an exclusive `flock` on a file
 //! named after the GPU's UUID, shared by every nightshift process of every run of this
-//! user on the machine. A worker that checks, times or profiles holds it from start to
-//! end; two `eval`s started together run one after the other instead of timing each other.
+//! user on the machine. The orchestrator holds it for the whole of every judge's and
+//! standalone worker's run; two `eval`s started together run one after the other instead of timing each other.
 //!
 //! The file lives in the user's own runtime folder ([`crate::wall::runtime_dir`]), not in /tmp:
 //! there nothing else (another user, a candidate run with `--allow-unconfined-profiling`)

@@ -1,9 +1,9 @@
-// expect: process-exit
+// expect: forged-report
 // task: vector_add
 // flags: --no-time
 // modes: eval
 // threat: denial and blame
-// mechanism: blame follows the load command: a worker that can no longer answer ends, and its end after the load is the library's
+// mechanism: blame follows the load command: a worker whose socket is gone after the load exits with SOCKET_LOST_EXIT, and the judge calls a broken protocol after the load a forged report (measured on an H100: forged-report)
 // why: computes the right answer, then closes the judge's socket (fd 3) so the worker cannot answer: a silent or vanished worker must be the candidate's failure, not the environment's
 #include <cuda_runtime.h>
 #include <unistd.h>

@@ -1,9 +1,10 @@
-// expect: passed
+// expect: passed|launch-error
+// expect.diagnose: passed|forged-report
 // task: vector_add
 // flags: --no-time
 // modes: eval diagnose
 // threat: forged verdict
-// mechanism: the judge's stdout is a pipe no worker holds (Landlock closes /proc/<judge>/fd, seccomp pidfd_getfd); a standalone worker's lines after `loading` are never believed
+// mechanism: the judge's stdout is a pipe no worker holds (Landlock closes /proc/<judge>/fd, seccomp pidfd_getfd); a standalone worker's lines after `loading` are never believed. Writing into every pipe it holds also writes into the CUDA runtime's own pipes and ncu's: on an H100 eval saw launch-error (cudaErrorOperatingSystem) and ncu wrote no report, which the baseline's profile then puts on the candidate (forged-report)
 // why: writes finished judge reports (passed, speedup 9, a note nightshift_forged) and standalone `done` lines to stdout, stderr and every pipe it holds (a standalone worker's report channel among them), and tries the judge's own stdout through /proc/<ppid>/fd/1; then computes the right answer. The verdict must be the judge's: no forged note or kernel name in it
 #include <cuda_runtime.h>
 #include <fcntl.h>

@@ -1,10 +1,10 @@
-// expect: passed
+// expect: resource-leak
 // task: vector_add
 // flags: --no-time
 // modes: eval
 // threat: denial and blame
-// mechanism: a quota on the scratch folder (none today: RLIMIT_FSIZE bounds one file, not the folder; the folder shares its file system with the run's own files: the private runtime folder, or ~/.cache without XDG_RUNTIME_DIR)
-// why: writes 2 GiB into its scratch folder in files under the 256 MiB file-size limit (enough to fill a runtime tmpfs, and, repeated, any disk), removes them and computes the right answer: a quota would stop it early
+// mechanism: a quota on the scratch folder: the judge watches it (64 MiB, 100k entries) and ends a worker past it as a resource leak
+// why: writes 2 GiB into its scratch folder in files under the 256 MiB file-size limit (enough to fill a runtime tmpfs, and, repeated, any disk), removes them and computes the right answer: the quota stops it early
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <fcntl.h>

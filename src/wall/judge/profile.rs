@@ -226,28 +226,81 @@ pub fn profile_built(
     set: MetricSet,
     dir: &Path,
 ) -> Result<Profiled, ProfileFailure> {
-    match profile_once(task, built.clone(), trusted, opts, set, dir) {
-        Err(Attempt::NoReport(why)) if set == MetricSet::Required => {
-            tracing::warn!("the reduced ncu profile gave no report; taking the full set: {why}");
-            let mut full =
-                profile_once(task, built, trusted, opts, MetricSet::Full, dir).map_err(Attempt::into_failure)?;
-            full.timings.add("retried-with-full-set", 0.0);
-            Ok(full)
+    let attempt = match profile_once(task, built.clone(), trusted, opts, set, dir) {
+        Err(Attempt::NoReport(missing)) if set == MetricSet::Required => {
+            tracing::warn!("the reduced ncu profile gave no report; taking the full set: {missing}");
+            profile_once(task, built, trusted, opts, MetricSet::Full, dir).map(|mut full| {
+                full.timings.add("retried-with-full-set", 0.0);
+                full
+            })
         }
+        other => other,
+    };
+    match attempt {
+        Err(Attempt::NoReport(missing)) if !trusted => Err(blame_missing_report(task, opts, missing)),
         other => other.map_err(Attempt::into_failure),
+    }
+}
+
+/// The candidate's failure when the baseline profiles and it does not. The message quotes
+/// ncu alone: the profiled process's stderr is the candidate's, and a rejection must not
+/// carry lines it wrote to look like ours.
+fn broken_profiler(missing: &NoReport) -> crate::wall::protocol::Failure {
+    crate::wall::protocol::Failure::new(
+        crate::wall::protocol::FailureClass::ForgedReport,
+        format!(
+            "ncu wrote no report for the candidate, and writes one for the task's baseline on this GPU: the candidate's process broke the profiler's channel (ncu's log: {})",
+            missing.ncu_log
+        ),
+    )
+}
+
+/// Whose fault a candidate's missing report is. ncu talks to the process it profiles
+/// through descriptors that process holds, and candidate code can write into them (on an
+/// H100 a candidate that wrote lines into every pipe it held left ncu without a report),
+/// yet a machine whose ncu cannot profile at all looks the same from here. So the control
+/// experiment decides: the task's baseline profiled the same way. Its report says the
+/// environment works and the candidate broke the profiler; without one the environment is
+/// at fault, as before.
+fn blame_missing_report(task: &Task, opts: &EvalOptions, missing: NoReport) -> ProfileFailure {
+    let control = (|| -> Result<(), ProfileFailure> {
+        let tc = Toolchain::find()?;
+        let arch = wall::resolve_arch(opts)?;
+        let baseline = wall::build_one(&tc, opts, task, &task.baseline, true, &arch)
+            .map_err(|e| EvalError::Internal(format!("the baseline's build: {e}")))?;
+        let scratch = crate::wall::runtime_dir::evaluation_dir().map_err(|e| EvalError::Internal(e.to_string()))?;
+        profile_once(task, baseline, true, opts, MetricSet::Full, scratch.path()).map_err(Attempt::into_failure)?;
+        Ok(())
+    })();
+    match control {
+        Ok(()) => ProfileFailure::Rejected(broken_profiler(&missing)),
+        Err(_) => EvalError::Internal(missing.to_string()).into(),
+    }
+}
+
+/// What is known of an ncu run that wrote no report: ncu's own log, and the stderr of the
+/// process it profiled (the library's words, once it loaded: never part of a verdict).
+struct NoReport {
+    ncu_log: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for NoReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ncu wrote no report (its log: {}; stderr: {})", self.ncu_log, self.stderr)
     }
 }
 
 /// Why one ncu run gave no profile: it wrote no report at all, or anything else.
 enum Attempt {
-    NoReport(String),
+    NoReport(NoReport),
     Failed(ProfileFailure),
 }
 
 impl Attempt {
     fn into_failure(self) -> ProfileFailure {
         match self {
-            Attempt::NoReport(message) => EvalError::Internal(message).into(),
+            Attempt::NoReport(missing) => EvalError::Internal(missing.to_string()).into(),
             Attempt::Failed(f) => f,
         }
     }
@@ -298,11 +351,7 @@ fn profile_once(
     }
     let report = report_base.with_extension("ncu-rep");
     if !report.is_file() {
-        return Err(Attempt::NoReport(format!(
-            "ncu wrote no report (its log: {}; stderr: {})",
-            log_tail(),
-            run.stderr.trim()
-        )));
+        return Err(Attempt::NoReport(NoReport { ncu_log: log_tail(), stderr: run.stderr.trim().to_string() }));
     }
     let reading = Instant::now();
     let logged = std::fs::read_to_string(&log)
@@ -467,6 +516,20 @@ fn worker_timings(run: &StandaloneRun) -> Timings {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_profile_the_candidate_broke_quotes_ncu_never_the_candidate() {
+        let missing = NoReport {
+            ncu_log: "==PROF== Connected to process 7".into(),
+            stderr: r#"{"event":"done","error":null,"ours":true} nightshift_forged"#.into(),
+        };
+        let f = broken_profiler(&missing);
+        assert_eq!(f.class, crate::wall::protocol::FailureClass::ForgedReport);
+        assert!(f.message.contains("==PROF== Connected to process 7"), "{}", f.message);
+        assert!(!f.message.contains("nightshift_forged") && !f.message.contains("\"event\""), "{}", f.message);
+        // The environment's error, where the baseline fails too, keeps both for a person.
+        assert!(missing.to_string().contains("nightshift_forged"));
+    }
     use super::*;
 
     fn argv(set: MetricSet) -> Vec<String> {

@@ -18,8 +18,8 @@ pub struct JudgeRequest {
     pub mode: Mode,
     pub device: usize,
     pub timing: TimingPlan,
-    /// Seeds of every input set start here: fresh per `eval`, per run for `optimize`, and
-    /// kept by the judge alone.
+    /// Seeds of every input set are keyed by this secret: fresh per `eval`, per run for
+    /// `optimize` (in run.json, for `--resume`), per final check; never in a worker's reach.
     pub seed_base: u64,
     /// The orchestrator's deadline for the whole judgment (the workers' CPU backstop).
     #[serde(deserialize_with = "super::lenient_f64::deserialize")]

@@ -25,8 +25,8 @@ pub mod lenient_f64 {
 
 /// How much timing a judgment does. Each side is timed in rounds: one round is a batch of
 /// calls back to back, each on an input set made for it, inside one window of the judge's
-/// clock. The baseline is timed in two phases (before the candidate's worker exists and
-/// after it is gone), the candidate in one, each of `rounds` rounds.
+/// clock. The baseline is timed in two phases (before the timed candidate process loads its
+/// library and after it is gone), the candidate in one, each of `rounds` rounds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TimingPlan {
     /// Rounds per phase.
@@ -173,7 +173,7 @@ pub struct DeviceInfo {
     pub peak_dram_gbs: f64,
     pub driver_version: i32,
     /// DRAM bandwidth this GPU was measured to reach (GB/s, a stream triad; `bandwidth`),
-    /// handed to the worker by the orchestrator; absent where it could not be measured.
+    /// handed to the judge by the orchestrator; absent where it could not be measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub achievable_dram_gbs: Option<f64>,
 }
@@ -244,7 +244,7 @@ pub fn median(v: &[f64]) -> f64 {
 pub struct TimingReport {
     pub baseline: SideTiming,
     pub candidate: SideTiming,
-    /// The baseline's rounds before the candidate's process existed and after it ended
+    /// The baseline's rounds before the candidate's library was loaded and after it ended
     /// (ms a call, by the figure used): `baseline.round_medians_ms` pairs them.
     #[serde(default)]
     pub baseline_before_ms: Vec<f64>,

@@ -63,7 +63,8 @@ pub fn main(request_path: &Path) -> ! {
     // Before the sandbox and any library: the descriptors are the tool's.
     close_handed_down(&request.host_outputs);
     let started = Instant::now();
-    let mut sandbox = request.policy.as_ref().map(|p| (crate::wall::sandbox::apply(p), started.elapsed().as_secs_f64()));
+    let mut sandbox =
+        request.policy.as_ref().map(|p| (crate::wall::sandbox::apply(p), started.elapsed().as_secs_f64()));
     if let Some((layers, seconds)) = &sandbox {
         out.send(&StandaloneMessage::Sandbox { layers: layers.clone(), seconds: *seconds });
     }

@@ -95,8 +95,12 @@ impl CheckSet {
         Ok(set)
     }
 
-    /// Lends the check buffers to another worker (the candidate's).
-    pub fn lend(&self, j: &Judge, w: &mut Worker) -> Result<(), Halt> {
+    /// Lends check buffers to another worker (the candidate's): a pool of its own, made
+    /// now. The baseline's pool still holds the baseline's inputs and outputs of every
+    /// case (only the case about to run is rewritten before a call), right answers a
+    /// candidate could copy on its first call and hand back on later ones.
+    pub fn lend(&mut self, j: &mut Judge, w: &mut Worker) -> Result<(), Halt> {
+        self.side = j.new_pool(self.side.layout.clone())?;
         let within = j.within(1, Duration::from_secs(5));
         w.import(self.side.id, &self.side.mem, within).map_err(|f| Halt::Outcome(w.blame(&f, "")))
     }

@@ -5,15 +5,20 @@
 //! prints the report the verdict is made of.
 //!
 //! One judgment, in order (`evaluate`):
-//! 1. its GPU context, its kernels, the check-size buffers; the reference's worker (and
-//!    the baseline's, when it is another library), each sandboxed before it loads anything;
+//! 1. its GPU context, its kernels, the check-size buffers; every worker of the judgment
+//!    started at once (the reference's, the baseline's when it is another library, and two
+//!    candidate processes), each sandboxed before it loads anything: a context being made
+//!    is GPU work, and none may overlap a timed phase;
 //! 2. the reference on every check case; the baseline checked against it (`eval`);
-//! 3. the baseline's first timing phase, while no candidate process exists;
-//! 4. the candidate's worker started and told to load the library: from that command on,
-//!    whatever goes wrong is the candidate's; its check, its timing, its energy;
-//! 5. the candidate's worker killed (its GPU context goes with it), and the baseline's
-//!    second timing phase, so that the baseline's time brackets the candidate's;
-//! 6. the timing report from the judge's clock, refined by the workers' events where the
+//! 3. the first candidate process told to load the library (from that command on,
+//!    whatever goes wrong is the candidate's) and checked, then ended: a candidate that
+//!    fails costs no timing;
+//! 4. the baseline's first timing phase, while no process has loaded candidate code;
+//! 5. the second candidate process, which never saw a check input, loaded and timed (and
+//!    its energy read), then ended (its GPU context goes with it);
+//! 6. the baseline's second timing phase, so that the baseline's time brackets the
+//!    candidate's;
+//! 7. the timing report from the judge's clock, refined by the workers' events where the
 //!    two agree (`timing`).
 //!
 //! Every timed call runs on an input set made for it (`rounds`): no process has seen it
@@ -597,8 +602,8 @@ fn evaluate(
     report
 }
 
-/// The workers of one judgment: the reference's, the baseline's (the same process when
-/// the two are one library) and the candidate's.
+/// The trusted libraries' workers of one judgment: the reference's and the baseline's (the
+/// same process when the two are one library). The candidate's are lent to phases alone.
 pub(crate) struct Team {
     pub reference: Worker,
     pub baseline: Option<Worker>,
@@ -632,7 +637,7 @@ fn run(
     }
 
     j.phase(Phase::Reference, "check sizes");
-    let checks = checks::CheckSet::prepare(j, &mut team)?;
+    let mut checks = checks::CheckSet::prepare(j, &mut team)?;
     let baseline_is_candidate = j.req.baseline == j.req.candidate;
     if check_baseline && !baseline_is_candidate {
         j.phase(Phase::CheckBaseline, "baseline against the reference");

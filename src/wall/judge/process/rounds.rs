@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// Which side a phase times.
 pub(crate) enum Side<'a> {
-    /// The baseline, before the candidate's worker exists.
+    /// The baseline, before any candidate process has loaded its library.
     BaselineBefore,
     Candidate(&'a mut Worker),
     /// The baseline, after the candidate's worker is gone.
