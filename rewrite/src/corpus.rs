@@ -10,6 +10,8 @@
 //! // arg: NAME float                            a float argument
 //! // tolerance: RTOL ATOL
 //! // expect: applies|declines RECIPE
+//! // expect: applies|declines RECIPE: TEXT     and says exactly TEXT (its description
+//! //                                           where it applies, its reason where not)
 //! ```
 
 use crate::facts::{ArgFacts, ArgKind, Facts, Len, Role};
@@ -27,6 +29,8 @@ pub enum Expect {
 pub struct Annotated {
     pub facts: Facts,
     pub expects: Vec<(RecipeId, Expect)>,
+    /// What a recipe must say, word for word, where the header gives it.
+    pub says: BTreeMap<RecipeId, String>,
 }
 
 /// Reads the header of an annotated kernel; the error names the line.
@@ -35,6 +39,7 @@ pub fn parse(text: &str) -> Result<Annotated, String> {
     let mut args: Vec<(String, Vec<String>)> = Vec::new();
     let (mut rtol, mut atol) = (1e-5, 1e-6);
     let mut expects = Vec::new();
+    let mut says = BTreeMap::new();
     for (n, line) in text.lines().enumerate() {
         let Some(rest) = line.strip_prefix("// ") else { continue };
         let at = |m: &str| format!("line {}: {m}: `{line}`", n + 1);
@@ -53,14 +58,27 @@ pub fn parse(text: &str) -> Result<Annotated, String> {
             }
             (rtol, atol) = (w[0], w[1]);
         } else if let Some(v) = rest.strip_prefix("expect:") {
-            let w: Vec<&str> = v.split_whitespace().collect();
-            let e = match w.first() {
-                Some(&"applies") => Expect::Applies,
-                Some(&"declines") => Expect::Declines,
+            let (word, rest) = v.trim_start().split_once(char::is_whitespace).unwrap_or((v.trim(), ""));
+            let e = match word {
+                "applies" => Expect::Applies,
+                "declines" => Expect::Declines,
                 _ => return Err(at("expected `applies` or `declines`")),
             };
-            let id: RecipeId = w.get(1).ok_or_else(|| at("expected a recipe"))?.parse().map_err(|e: String| at(&e))?;
+            let (recipe, said) = match rest.split_once(':') {
+                Some((r, said)) => (r.trim(), Some(said.trim())),
+                None => (rest.trim(), None),
+            };
+            if recipe.is_empty() {
+                return Err(at("expected a recipe"));
+            }
+            let id: RecipeId = recipe.parse().map_err(|e: String| at(&e))?;
             expects.push((id, e));
+            if let Some(said) = said {
+                if said.is_empty() {
+                    return Err(at("expected the text after `:`"));
+                }
+                says.insert(id, said.to_string());
+            }
         }
     }
     let entry = entry.ok_or("no `// entry:` line")?;
@@ -109,7 +127,7 @@ pub fn parse(text: &str) -> Result<Annotated, String> {
             .collect();
         !outs.is_empty() && outs.iter().all(|k| matches!(k, ArgKind::Buffer { elem_size: 2, is_float: true, .. }))
     };
-    Ok(Annotated { facts: Facts { entry, args: out, rtol, atol, outputs_16bit }, expects })
+    Ok(Annotated { facts: Facts { entry, args: out, rtol, atol, outputs_16bit }, expects, says })
 }
 
 /// Identifiers that name arguments become `(long long)({i})`.
@@ -212,6 +230,11 @@ mod tests {
         assert_eq!(x.c.as_deref(), Some("(long long)({2}) * ((long long)({3}) + 1)"));
         assert!(a.facts.outputs_16bit);
         assert_eq!(a.expects, [(RecipeId::Vectorize, Expect::Applies), (RecipeId::Unroll, Expect::Declines)]);
+        assert!(a.says.is_empty());
+        let a = parse("// entry: e\n// expect: declines launch-bounds: the block size of `k` is not: `b`\n").unwrap();
+        assert_eq!(a.expects, [(RecipeId::LaunchBounds, Expect::Declines)]);
+        assert_eq!(a.says[&RecipeId::LaunchBounds], "the block size of `k` is not: `b`");
+        assert!(parse("// entry: e\n// expect: applies unroll:\n").unwrap_err().contains("after `:`"));
         assert!(parse("// arg: x in float n\n").is_err());
         assert!(parse("// entry: e\n// expect: applies nothing\n").unwrap_err().contains("unknown recipe"));
     }

@@ -3,6 +3,7 @@
 //! They are written in the launcher's own names, from the task's length expressions.
 
 use crate::facts::Facts;
+use crate::launch::{self, Dims};
 use crate::recipe::NotApplicable;
 use crate::source::{Kernel, Source};
 
@@ -46,11 +47,46 @@ pub fn buffers_below(src: &Source, facts: &Facts, k: &Kernel, limit: i64) -> Res
     Ok(out)
 }
 
-/// `grid * block <= limit` at every launch (written with the launch's own grid and block).
-pub fn threads_below(src: &Source, k: &Kernel, limit: i64) -> Vec<String> {
+/// The launch's thread count at most `limit` at every launch, in the launch's own names:
+/// `(long long)grid * block`, times `grid.y`, `block.y`... for every further axis the
+/// kernel reads that some launch does not fix at 1, since a flat index over those axes
+/// grows with all of them. Declines where a launch's grid or block has a type the file
+/// does not show (a guard that multiplies a `dim3` does not build).
+pub fn threads_below(src: &Source, k: &Kernel, limit: i64) -> Result<Vec<String>, NotApplicable> {
     let launches = src.launches_of(&k.name);
-    if launches.is_empty() || launches.iter().any(|l| l.config.len() < 2 || l.config[1].contains("dim3")) {
-        return Vec::new();
+    if launches.is_empty() {
+        return Ok(Vec::new());
     }
-    vec![format!("(long long){{@grid}} * {{@block}} <= {limit}LL")]
+    let read = launch::axes_read(src, k);
+    let mut grids = Vec::new();
+    let mut blocks = Vec::new();
+    for l in &launches {
+        let (Some(g), Some(b)) = (launch::grid(src, l), launch::block(src, l)) else {
+            return Err(NotApplicable::new(format!("a launch of `{}` names no block size", k.name)));
+        };
+        for (part, d) in [("grid", &g), ("block", &b)] {
+            if let Dims::Unknown { expr, why } = d {
+                return Err(NotApplicable::new(format!(
+                    "the {part} of a launch of `{}` is `{expr}`, {why}, so a thread-count check cannot tell a number from a dim3",
+                    k.name
+                )));
+            }
+        }
+        grids.push(g);
+        blocks.push(b);
+    }
+    let mut factors = Vec::new();
+    for axis in 1..3 {
+        let c = launch::AXES[axis];
+        if read.grid[axis] && grids.iter().any(|g| !g.is_one(axis)) {
+            factors.push(format!("{{@grid.{c}}}"));
+        }
+        if read.block[axis] && blocks.iter().any(|b| !b.is_one(axis)) {
+            factors.push(format!("{{@block.{c}}}"));
+        }
+    }
+    // A 1-D launch reads as `grid * block`; with more axes, each is named.
+    let x = if factors.is_empty() { ["{@grid}", "{@block}"] } else { ["{@grid.x}", "{@block.x}"] };
+    factors.splice(0..0, x.iter().map(|f| f.to_string()));
+    Ok(vec![format!("(long long){} <= {limit}LL", factors.join(" * "))])
 }

@@ -1,7 +1,10 @@
 //! Knobs a source offers without a `[tune]` table: macros a recipe introduced (marked
-//! `// nightshift: knob NAME = v1 v2 ...`) and `#define NAME N` macros that a launch
-//! uses as its block size. The tuner sets them with `-D`.
+//! `// nightshift: knob NAME = v1 v2 ...`) and `#define NAME N` macros that size a
+//! launch's block, alone or as a component of a `dim3`. The tuner sets them with `-D`, so
+//! only a macro behind `#ifndef NAME` counts: an unguarded `#define` overrides `-D` (the
+//! compiler warns and keeps the file's value), and moving it would build the same kernel.
 
+use crate::launch::{self, Size};
 use crate::source::Source;
 use crate::syntax::{descendants, text};
 
@@ -33,6 +36,30 @@ pub fn macro_value(src: &Source, name: &str) -> Option<String> {
     None
 }
 
+/// Sizes worth trying along one axis of a block whose other axes multiply to `others`:
+/// powers of two that keep the block between 64 and 1024 threads (at least 8 along x,
+/// where a warp's lanes read consecutive elements), and the current `value`.
+pub fn block_axis_values(axis: usize, others: i64, value: i64) -> Vec<String> {
+    let mut out: Vec<i64> = (0..=10)
+        .map(|p| 1i64 << p)
+        .filter(|v| (64..=1024).contains(&v.saturating_mul(others.max(1))) && (axis != 0 || *v >= 8))
+        .collect();
+    if !out.contains(&value) {
+        out.push(value);
+        out.sort_unstable();
+    }
+    out.iter().map(|v| v.to_string()).collect()
+}
+
+/// The macro a block component stands for, through constants (`const int t = BLOCK;`).
+pub fn block_macro(size: &Size) -> Option<&launch::Macro> {
+    match size {
+        Size::Macro(m) => Some(m),
+        Size::Constant(c) => block_macro(&c.initializer),
+        _ => None,
+    }
+}
+
 /// Every knob of the source, in source order.
 pub fn knobs(src: &Source) -> Vec<Knob> {
     let mut out: Vec<Knob> = Vec::new();
@@ -48,22 +75,28 @@ pub fn knobs(src: &Source) -> Vec<Knob> {
         out.push(Knob { name, values, default });
     }
     for l in src.launches() {
-        let Some(block) = l.config.get(1) else { continue };
-        let name = block.trim();
-        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            || name.chars().next().is_some_and(|c| c.is_ascii_digit())
-        {
-            continue;
+        let Some(block) = launch::block(src, &l) else { continue };
+        let varying = block.varying();
+        for &(axis, c) in &varying {
+            let Some(m) = block_macro(&c.size) else { continue };
+            if !m.guarded || m.definitions != 1 || out.iter().any(|k| k.name == m.name) {
+                continue;
+            }
+            let values = if varying.len() == 1 {
+                let mut v: Vec<String> = BLOCK_SIZES.iter().map(|s| s.to_string()).collect();
+                if !v.contains(&m.value.to_string()) {
+                    v.push(m.value.to_string());
+                }
+                v
+            } else {
+                // The other axes stay where they are while this one moves.
+                match block.threads() {
+                    Some(t) => block_axis_values(axis, t / m.value.max(1), m.value),
+                    None => continue,
+                }
+            };
+            out.push(Knob { name: m.name.clone(), values, default: Some(m.value.to_string()) });
         }
-        let Some(value) = macro_value(src, name) else { continue };
-        if value.parse::<u32>().is_err() || out.iter().any(|k| k.name == name) {
-            continue;
-        }
-        let mut values: Vec<String> = BLOCK_SIZES.iter().map(|s| s.to_string()).collect();
-        if !values.contains(&value) {
-            values.push(value.clone());
-        }
-        out.push(Knob { name: name.to_string(), values, default: Some(value) });
     }
     out
 }
@@ -75,7 +108,7 @@ mod tests {
     #[test]
     fn block_macros_and_marked_macros_are_knobs() {
         let s = Source::parse(
-            "#define BLOCK 256\n// nightshift: knob NS_PER_SM = 4 8 16\n#ifndef NS_PER_SM\n#define NS_PER_SM 8\n#endif\n__global__ void k(float* y) { y[0] = 0; }\nvoid run(float* y) { k<<<1, BLOCK>>>(y); }\n",
+            "#ifndef BLOCK\n#define BLOCK 256\n#endif\n// nightshift: knob NS_PER_SM = 4 8 16\n#ifndef NS_PER_SM\n#define NS_PER_SM 8\n#endif\n__global__ void k(float* y) { y[0] = 0; }\nvoid run(float* y) { k<<<1, BLOCK>>>(y); }\n",
         );
         let k = knobs(&s);
         assert_eq!(k.len(), 2);
@@ -90,6 +123,26 @@ mod tests {
         assert_eq!(k[1].name, "BLOCK");
         assert_eq!(k[1].default.as_deref(), Some("256"));
         assert_eq!(k[1].values.len(), 5);
+    }
+
+    #[test]
+    fn unguarded_macros_are_not_knobs_since_they_override_d() {
+        let s = Source::parse(
+            "#define BLOCK 256\n__global__ void k(float* y) { y[0] = 0; }\nvoid run(float* y) { k<<<1, BLOCK>>>(y); }\n",
+        );
+        assert!(knobs(&s).is_empty());
+    }
+
+    #[test]
+    fn guarded_macros_of_a_2d_block_move_within_1024_threads() {
+        let s = Source::parse(
+            "#ifndef BX\n#define BX 32\n#endif\n#ifndef BY\n#define BY 8\n#endif\n__global__ void k(float* y) { y[0] = 0; }\nvoid run(float* y) {\n  const int by = BY;\n  dim3 block(BX, by);\n  k<<<1, block>>>(y);\n}\n",
+        );
+        let k = knobs(&s);
+        assert_eq!(k.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["BX", "BY"]);
+        assert_eq!(k[0].values, ["8", "16", "32", "64", "128"]);
+        assert_eq!(k[1].values, ["2", "4", "8", "16", "32"]);
+        assert_eq!(k[1].default.as_deref(), Some("8"));
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod facts;
 pub mod guards;
 pub mod helpers;
 pub mod knobs;
+pub mod launch;
 pub mod pattern;
 pub mod poly;
 pub mod recipe;

@@ -558,39 +558,6 @@ fn is_conditional(n: Node, scope: &[Range<usize>]) -> bool {
     false
 }
 
-/// Whether a launch's grid is a single number (not a `dim3`), so it can be scaled.
-pub fn scalar_grid(src: &Source, launch: &crate::source::Launch) -> bool {
-    let g = launch.config.first().map(String::as_str).unwrap_or("");
-    if g.contains("dim3") || g.contains('{') {
-        return false;
-    }
-    // An identifier declared as dim3 in the launcher.
-    let g = g.trim();
-    if g.chars().all(|c| c.is_alphanumeric() || c == '_') {
-        let t = src.text();
-        if let Some(host) = src.host_functions().into_iter().find(|h| h.name == launch.host) {
-            let body = &t[host.body.clone()];
-            for line in body.lines() {
-                let l = line.trim();
-                if l.starts_with("dim3") && l.contains(g) {
-                    return false;
-                }
-            }
-        }
-    }
-    true
-}
-
-/// The grid's x extent as an expression: the grid itself, or `(grid).x` for a dim3.
-pub fn grid_x(src: &Source, launch: &crate::source::Launch) -> String {
-    let g = launch.config.first().map(String::as_str).unwrap_or("1");
-    if scalar_grid(src, launch) {
-        g.to_string()
-    } else {
-        format!("({g}).x")
-    }
-}
-
 /// Whether a kernel reads the y or z grid coordinates (a 2-D or 3-D launch).
 pub fn uses_2d_grid(t: &str, body: Node) -> bool {
     descendants(body).into_iter().any(|d| matches!(builtin(t, d), Some(("blockIdx" | "gridDim", 'y' | 'z'))))

@@ -95,6 +95,12 @@ pub struct HostFn {
     pub body: Range<usize>,
     /// Parameter names in order (the stream included).
     pub params: Vec<String>,
+    /// Each parameter's type as written, qualifiers included (`const dim3`, `int`), in
+    /// the order of `params`.
+    pub param_types: Vec<String>,
+    /// The return type as written (`static dim3`, `int`); a pointer or reference return
+    /// ends in `*` or `&`.
+    pub returns: String,
     pub is_device: bool,
     pub extern_c: bool,
 }
@@ -218,6 +224,18 @@ impl Source {
             }
             n = n.parent()?;
         }
+    }
+
+    /// The smallest node that spans exactly `range`, whatever its kind.
+    pub fn node_at(&self, range: &Range<usize>) -> Option<Node<'_>> {
+        let mut n = self.root().descendant_for_byte_range(range.start, range.end)?;
+        while n.byte_range() != *range {
+            n = n.parent()?;
+            if n.start_byte() < range.start || n.end_byte() > range.end {
+                return None;
+            }
+        }
+        Some(n)
     }
 
     /// Every function definition, with the node that spans it (its template prefix).
@@ -379,25 +397,31 @@ impl Source {
             let Some(decl) = Self::declarator(f) else { continue };
             let Some(name) = decl.child_by_field_name("declarator") else { continue };
             let Some(body) = f.child_by_field_name("body") else { continue };
-            let params = decl
+            let declared: Vec<Node> = decl
                 .child_by_field_name("parameters")
-                .map(|pl| {
-                    named_children(pl)
-                        .into_iter()
-                        .filter(|p| p.kind() == "parameter_declaration")
-                        .map(|p| {
-                            let mut d = p.child_by_field_name("declarator");
-                            while let Some(x) = d {
-                                if x.kind() == "identifier" {
-                                    break;
-                                }
-                                d = x.child_by_field_name("declarator");
-                            }
-                            d.map(|x| text(&self.text, x).to_string()).unwrap_or_default()
-                        })
-                        .collect()
-                })
+                .map(|pl| named_children(pl).into_iter().filter(|p| p.kind() == "parameter_declaration").collect())
                 .unwrap_or_default();
+            let params = declared
+                .iter()
+                .map(|p| {
+                    let mut d = p.child_by_field_name("declarator");
+                    while let Some(x) = d {
+                        if x.kind() == "identifier" {
+                            break;
+                        }
+                        d = x.child_by_field_name("declarator");
+                    }
+                    d.map(|x| text(&self.text, x).to_string()).unwrap_or_default()
+                })
+                .collect();
+            let param_types =
+                declared.iter().map(|p| syntax::declaration_type(&self.text, *p).unwrap_or_default()).collect();
+            let mut returns = syntax::declaration_type(&self.text, f).unwrap_or_default();
+            match f.child_by_field_name("declarator").map(|d| d.kind()) {
+                Some("pointer_declarator") => returns.push_str(" *"),
+                Some("reference_declarator") => returns.push_str(" &"),
+                _ => {}
+            }
             let extern_c = outer.parent().is_some_and(|p| p.kind() == "linkage_specification")
                 || outer.parent().and_then(|p| p.parent()).is_some_and(|p| p.kind() == "linkage_specification");
             out.push(HostFn {
@@ -405,6 +429,8 @@ impl Source {
                 range: outer.byte_range(),
                 body: body.byte_range(),
                 params,
+                param_types,
+                returns,
                 is_device,
                 extern_c,
             });

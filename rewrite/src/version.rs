@@ -66,7 +66,8 @@ impl<'k> Change<'k> {
 }
 
 /// `{name}` replaced by the launch's argument for kernel parameter `name`; `{@grid}` and
-/// `{@block}` by this launch's grid (its x extent) and block size.
+/// `{@block}` by this launch's grid and block (their x extents), `{@grid.y}`,
+/// `{@block.z}`... by one axis's extent (`block.y` for a `dim3` variable, `1` for a number).
 pub fn bind(src: &Source, template: &str, kernel: &Kernel, launch: &Launch) -> Result<String, NotApplicable> {
     let mut out = String::new();
     let mut rest = template;
@@ -78,12 +79,8 @@ pub fn bind(src: &Source, template: &str, kernel: &Kernel, launch: &Launch) -> R
             break;
         };
         let name = &rest[open + 1..close];
-        if name == "@grid" || name == "@block" {
-            let v = if name == "@grid" {
-                crate::pattern::grid_x(src, launch)
-            } else {
-                launch.config.get(1).cloned().ok_or_else(|| NotApplicable::new("the launch names no block size"))?
-            };
+        if let Some(which) = name.strip_prefix('@') {
+            let v = launch_extent(src, launch, which)?;
             out.push('(');
             out.push_str(&v);
             out.push(')');
@@ -102,9 +99,35 @@ pub fn bind(src: &Source, template: &str, kernel: &Kernel, launch: &Launch) -> R
     Ok(out)
 }
 
+/// `grid`, `block`, `grid.y`...: the launch's extent a `{@...}` placeholder names.
+fn launch_extent(src: &Source, launch: &Launch, which: &str) -> Result<String, NotApplicable> {
+    let (part, axis) = match which.split_once('.') {
+        Some((p, a)) => (p, crate::launch::AXES.iter().position(|x| a == x.to_string())),
+        None => (which, None),
+    };
+    let (dims, i) = match part {
+        "grid" => (crate::launch::grid(src, launch), 0),
+        "block" => (crate::launch::block(src, launch), 1),
+        _ => return Err(NotApplicable::new(format!("no launch extent is called `{which}`"))),
+    };
+    let written = launch.config.get(i);
+    let (Some(dims), Some(written)) = (dims, written) else {
+        return Err(NotApplicable::new(format!("the launch of `{}` names no {part} size", launch.kernel)));
+    };
+    match axis {
+        None => Ok(dims.x_extent(written)),
+        Some(a) => dims.extent(a).ok_or_else(|| {
+            NotApplicable::new(format!(
+                "the {part} of a launch of `{}` is `{written}`, whose type is unknown",
+                launch.kernel
+            ))
+        }),
+    }
+}
+
 /// A condition as a person reads it: the launch's grid and block by name, parameters bare.
 pub fn shown(guard: &str) -> String {
-    guard.replace("{@grid}", "grid").replace("{@block}", "block").replace(['{', '}'], "")
+    guard.replace("{@", "").replace(['{', '}'], "")
 }
 
 fn fast_name(src: &Source, base: &str) -> String {
@@ -185,7 +208,7 @@ pub fn apply(src: &Source, changes: Vec<Change>) -> Result<String, NotApplicable
                     edits.insert(g.cond.end, add);
                 }
                 if let Some(f) = &change.grid {
-                    edits.replace(l.config_ranges[0].clone(), map_grid(src, l, f));
+                    edits.replace(l.config_ranges[0].clone(), map_grid(src, l, f)?);
                 }
                 if let Some(f) = &change.block {
                     let r =
@@ -219,13 +242,17 @@ fn overlap(k: &Kernel, o: crate::edit::Overlap) -> NotApplicable {
 }
 
 /// A new grid from the old one: a number maps directly; a dim3 maps its x extent and
-/// keeps y and z.
-fn map_grid(src: &Source, l: &Launch, f: &ConfigMap) -> String {
+/// keeps y and z. A grid whose type the file does not show is declined, since code
+/// written for the wrong one does not build.
+fn map_grid(src: &Source, l: &Launch, f: &ConfigMap) -> Result<String, NotApplicable> {
     let g = &l.config[0];
-    if crate::pattern::scalar_grid(src, l) {
-        f(g)
-    } else {
-        format!("dim3({}, ({g}).y, ({g}).z)", f(&format!("({g}).x")))
+    match crate::launch::grid(src, l) {
+        Some(crate::launch::Dims::Dim3(_)) => Ok(format!("dim3({}, ({g}).y, ({g}).z)", f(&format!("({g}).x")))),
+        Some(crate::launch::Dims::Unknown { expr, why }) => Err(NotApplicable::new(format!(
+            "the grid of a launch of `{}` is `{expr}`, {why}, so it cannot be rescaled as a number or a dim3",
+            l.kernel
+        ))),
+        _ => Ok(f(g)),
     }
 }
 
@@ -243,7 +270,7 @@ fn launch_text(
     e.replace(l.name_range.start - base..l.name_range.end - base, name);
     if let Some(f) = &change.grid {
         let r = &l.config_ranges[0];
-        e.replace(r.start - base..r.end - base, map_grid(src, l, f));
+        e.replace(r.start - base..r.end - base, map_grid(src, l, f)?);
     }
     if let Some(f) = &change.block {
         let r = l.config_ranges.get(1).ok_or_else(|| NotApplicable::new("the launch names no block size"))?;

@@ -1,6 +1,7 @@
 //! Every recipe on the annotated test kernels in `tests/kernels/` (written for these
 //! tests, not from the task suite): it applies where the file says so and changes the
-//! source, and it declines with a reason where its pattern is absent.
+//! source, and it declines with a reason where its pattern is absent; where the header
+//! quotes the description or the reason, word for word.
 
 mod common;
 
@@ -18,6 +19,15 @@ fn every_recipe_meets_the_expectations_of_the_test_kernels() {
         for (id, expect) in &a.expects {
             let app = Application { recipe: *id, params: Params::default() };
             let got = rewrite::apply(&app, &text, &a.facts);
+            if let Some(want) = a.says.get(id) {
+                let said = match &got {
+                    Ok(r) => &r.description,
+                    Err(why) => &why.0,
+                };
+                if said != want {
+                    failures.push(format!("{name}: {id} should say\n    {want}\n  but says\n    {said}"));
+                }
+            }
             match (expect, &got) {
                 (Expect::Applies, Ok(r)) => {
                     assert!(!r.description.is_empty(), "{name}: {id} gave no description");

@@ -286,8 +286,14 @@ fn rewrite<'k>(
             }
         }
     }
-    let threads = guards::threads_below(src, k, LIMIT);
-    if threads.is_empty() && change.guards.len() == divisors.len() {
+    // Without a thread-count check, the buffer checks alone bound the dividends.
+    let have_buffer_guards = change.guards.len() > divisors.len();
+    let threads = match guards::threads_below(src, k, LIMIT) {
+        Ok(t) => t,
+        Err(_) if have_buffer_guards => Vec::new(),
+        Err(why) => return Err(why),
+    };
+    if threads.is_empty() && !have_buffer_guards {
         return Err(NotApplicable::new(format!(
             "the launches of `{}` give no size to check the dividends against",
             k.name

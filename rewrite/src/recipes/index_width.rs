@@ -158,7 +158,7 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ty: &str) -> Result<(Cha
         return Err(NotApplicable::new(format!("`{}` does its index arithmetic in 32 bits already", k.name)));
     }
     change.guards.extend(guards::buffers_below(src, facts, k, LIMIT)?);
-    change.guards.extend(guards::threads_below(src, k, LIMIT));
+    change.guards.extend(guards::threads_below(src, k, LIMIT)?);
     let mut what = Vec::new();
     if !narrowed.is_empty() {
         what.push(format!("`{}`", narrowed.join("`, `")));
@@ -234,5 +234,81 @@ extern "C" void launch(const __nv_bfloat16* x, const __nv_bfloat16* bias, __nv_b
         let narrow = SRC.replace("size_t", "int");
         let e = apply(&Source::parse(&narrow), &facts(1 << 24), &Params::default()).unwrap_err();
         assert!(e.0.contains("32 bits already"), "{e}");
+    }
+
+    /// A 2-D kernel (rows by `blockIdx.y`/`threadIdx.y`) with a 64-bit flat index, launched from `body`.
+    fn two_d(body: &str) -> String {
+        format!("__global__ void k(const float* x, float* y, int w, int h) {{\n  int c = blockIdx.x * blockDim.x + threadIdx.x;\n  int r = blockIdx.y * blockDim.y + threadIdx.y;\n  if (c < w && r < h) {{\n    size_t i = (size_t)r * w + c;\n    y[i] = x[i] * 2.0f;\n  }}\n}}\nextern \"C\" void launch(const float* x, float* y, int w, int h, cudaStream_t s) {{\n  {body}\n}}\n")
+    }
+
+    fn two_d_facts() -> Facts {
+        FactsBuilder::new("launch")
+            .buffer("x", "float", Role::Input, "(long long)({w}) * ({h})", 1 << 24, 1 << 24)
+            .buffer("y", "float", Role::Output, "(long long)({w}) * ({h})", 1 << 24, 1 << 24)
+            .int("w", 4096, 4096)
+            .int("h", 4096, 4096)
+            .build()
+    }
+
+    /// The condition of the versioned launch.
+    fn condition(source: &str) -> &str {
+        let at = source.find("if (/* nightshift: fast path */ ").map(|a| a + 32).unwrap_or(0);
+        let end = source[at..].find(") {\n").map_or(source.len(), |e| at + e);
+        &source[at..end]
+    }
+
+    #[test]
+    fn the_thread_count_check_multiplies_dim3_components_the_kernel_reads() {
+        let r = apply(
+            &Source::parse(&two_d("dim3 block(16, 16);\n  dim3 grid((w + 15) / 16, (h + 15) / 16);\n  k<<<grid, block, 0, s>>>(x, y, w, h);")),
+            &two_d_facts(),
+            &Params::default(),
+        )
+        .unwrap();
+        assert_eq!(r.guards[1], "(long long)grid.x * block.x * grid.y * block.y <= 1073741824LL");
+        assert_eq!(
+            condition(&r.source),
+            "(((long long)(w) * (h)) <= 1073741824LL) && ((long long)(grid.x) * (block.x) * (grid.y) * (block.y) <= 1073741824LL)"
+        );
+        // Written in the launch, each component is used as written; a block of one row
+        // adds no factor for y.
+        let r = apply(
+            &Source::parse(&two_d(
+                "const int t = 256;\n  k<<<dim3((w + t - 1) / t, h), dim3(t, 1), 0, s>>>(x, y, w, h);",
+            )),
+            &two_d_facts(),
+            &Params::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            condition(&r.source),
+            "(((long long)(w) * (h)) <= 1073741824LL) && ((long long)((w + t - 1) / t) * (t) * (h) <= 1073741824LL)"
+        );
+    }
+
+    #[test]
+    fn a_1d_dim3_block_is_read_by_its_x_component() {
+        let src = SRC.replace(
+            "  k<<<(unsigned)((total + 255) / 256), 256, 0, s>>>",
+            "  dim3 block(256);\n  k<<<(unsigned)((total + 255) / 256), block, 0, s>>>",
+        );
+        let r = apply(&Source::parse(&src), &facts(1 << 24), &Params::default()).unwrap();
+        assert_eq!(r.guards.last().map(String::as_str), Some("(long long)grid * block <= 1073741824LL"));
+        assert!(
+            r.source.contains("((long long)((unsigned)((total + 255) / 256)) * ((block).x) <= 1073741824LL)"),
+            "{}",
+            r.source
+        );
+    }
+
+    #[test]
+    fn declines_where_the_launch_shape_has_no_type_in_this_file() {
+        let e =
+            apply(&Source::parse(&two_d("k<<<g, kBlock, 0, s>>>(x, y, w, h);")), &two_d_facts(), &Params::default())
+                .unwrap_err();
+        assert_eq!(
+            e.0,
+            "the grid of a launch of `k` is `g`, declared nowhere in this file, so a thread-count check cannot tell a number from a dim3"
+        );
     }
 }

@@ -1,13 +1,15 @@
 //! Launch bounds: `__launch_bounds__(BLOCK, MIN_BLOCKS)` on a kernel whose block size is a
 //! compile-time constant, so ptxas budgets registers for MIN_BLOCKS resident blocks per SM
-//! instead of guessing (a per-kernel register cap, finer than `-maxrregcount`). The bound
-//! is the launch's own block expression, so a knob that moves the block moves it too.
+//! instead of guessing (a per-kernel register cap, finer than `-maxrregcount`). The block
+//! may be a literal, a macro, a constant or a `dim3` of them ([`crate::launch`]); the
+//! bound names what the kernel can see of it (a macro or file-scope constant by name, so a
+//! knob that moves the block moves the bound too; a launcher's constant by its
+//! initializer), and a `dim3` bound is the product of its components.
 
 use crate::facts::Facts;
-use crate::knobs::macro_value;
-use crate::pattern::int_literal;
+use crate::launch::{self, Dims, Size};
 use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
-use crate::source::Source;
+use crate::source::{Kernel, Source};
 use crate::version::Change;
 
 pub const PARAMS: &[ParamSpec] = &[ParamSpec {
@@ -23,25 +25,68 @@ pub fn apply(src: &Source, _facts: &Facts, params: &Params) -> Applied {
         if t[k.range.start..k.body.start].contains("__launch_bounds__") {
             return Err(NotApplicable::new(format!("`{}` has launch bounds already", k.name)));
         }
-        let blocks: Vec<String> =
-            src.launches_of(&k.name).iter().filter_map(|l| l.config.get(1).map(|b| b.trim().to_string())).collect();
-        let Some(b) = blocks.first().cloned() else {
-            return Err(NotApplicable::new(format!("`{}` has no launch with a block size", k.name)));
-        };
-        if blocks.iter().any(|x| *x != b) {
-            return Err(NotApplicable::new(format!("`{}` is launched with different block sizes", k.name)));
+        let mut bounds: Vec<(String, Option<i64>)> = Vec::new();
+        for l in src.launches_of(&k.name) {
+            let Some(block) = launch::block(src, &l) else {
+                return Err(NotApplicable::new(format!("`{}` has a launch with no block size", k.name)));
+            };
+            let b = (bound(src, k, &block)?, block.threads());
+            if !bounds.contains(&b) {
+                bounds.push(b);
+            }
         }
-        let constant = int_literal(&b).is_some() || macro_value(src, &b).is_some_and(|v| int_literal(&v).is_some());
-        if !constant {
-            return Err(NotApplicable::new(format!(
-                "the block size of `{}` (`{b}`) is not a compile-time constant",
-                k.name
-            )));
-        }
+        let b = largest(bounds)
+            .ok_or_else(|| NotApplicable::new(format!("`{}` has no launch with a block size", k.name)))?;
         let mut change = Change::new(k);
         change.edits.insert(k.name_range.start, format!("__launch_bounds__({b}, {min_blocks}) "));
         Ok((change, format!("`{}`: __launch_bounds__({b}, {min_blocks})", k.name)))
     })
+}
+
+/// One bound that holds every launch's block: the largest where all are numbers, else
+/// the larger of each pair as the compiler works it out, so that a knob moving one of
+/// them keeps the bound true.
+fn largest(bounds: Vec<(String, Option<i64>)>) -> Option<String> {
+    let literal = |e: &str| e.chars().all(|c| c.is_ascii_digit());
+    if bounds.iter().all(|(e, _)| literal(e)) {
+        return bounds.into_iter().max_by_key(|(_, v)| *v).map(|(e, _)| e);
+    }
+    bounds.into_iter().map(|(e, _)| e).reduce(|a, b| format!("(({a}) > ({b}) ? ({a}) : ({b}))"))
+}
+
+/// The block's thread count as an expression the kernel's definition can see.
+fn bound(src: &Source, k: &Kernel, block: &Dims) -> Result<String, NotApplicable> {
+    let t = src.text();
+    let not_constant = |why: String| {
+        NotApplicable::new(format!("the block size of `{}` is not a compile-time constant: {why}", k.name))
+    };
+    let at_kernel = |what: &str, size: &Size| {
+        size.at_file_scope(t, k.range.start).map_err(|why| match size.run_time() {
+            Some(_) => not_constant(why),
+            None => NotApplicable::new(format!(
+                "the block size of `{}` is {what}, but `__launch_bounds__` cannot name it: {why}",
+                k.name
+            )),
+        })
+    };
+    match block {
+        Dims::Scalar(c) => at_kernel(&format!("`{}`", c.text), &c.size),
+        Dims::Dim3(_) => {
+            let mut factors = Vec::new();
+            for (axis, c) in block.varying() {
+                let what = format!("`{}` ({} of the block)", c.text, launch::AXES[axis]);
+                let e = at_kernel(&what, &c.size)?;
+                let simple = e.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+                factors.push(if simple || block.varying().len() == 1 { e } else { format!("({e})") });
+            }
+            Ok(match factors.len() {
+                0 => "1".to_string(),
+                1 => factors.remove(0),
+                _ => format!("({})", factors.join(" * ")),
+            })
+        }
+        Dims::Unknown { expr, why } => Err(not_constant(format!("`{expr}` is {why}"))),
+    }
 }
 
 #[cfg(test)]
@@ -49,14 +94,96 @@ mod tests {
     use super::*;
     use crate::facts::FactsBuilder;
 
+    fn run(src: &str) -> Applied {
+        apply(&Source::parse(src), &FactsBuilder::new("launch").build(), &Params::default())
+    }
+
+    /// A kernel launched from `body`, after `prelude`.
+    fn launched(prelude: &str, body: &str) -> String {
+        format!("{prelude}__global__ void k(float* y) {{ y[threadIdx.x] = 0; }}\nextern \"C\" void launch(float* y, int n, int b, cudaStream_t s) {{\n{body}\n}}\n")
+    }
+
+    fn bound_of(src: &str) -> String {
+        run(src).map(|r| r.description).unwrap_or_else(|e| format!("declined: {e}"))
+    }
+
     #[test]
     fn constant_blocks_get_bounds_and_run_time_blocks_do_not() {
         let src = "#define BLOCK 256\n__global__ void k(float* y) { y[threadIdx.x] = 0; }\nextern \"C\" void launch(float* y, cudaStream_t s) { k<<<1, BLOCK, 0, s>>>(y); }";
-        let f = FactsBuilder::new("launch").build();
-        let r = apply(&Source::parse(src), &f, &Params::default()).unwrap();
+        let r = run(src).unwrap();
         assert!(r.source.contains("__global__ void __launch_bounds__(BLOCK, 2) k(float* y)"), "{}", r.source);
-        assert!(apply(&Source::parse(&r.source), &f, &Params::default()).unwrap_err().0.contains("already"));
-        let rt = "__global__ void k(float* y) { y[threadIdx.x] = 0; }\nextern \"C\" void launch(float* y, int b, cudaStream_t s) { k<<<1, b, 0, s>>>(y); }";
-        assert!(apply(&Source::parse(rt), &f, &Params::default()).unwrap_err().0.contains("compile-time"));
+        assert_eq!(run(&r.source).unwrap_err().0, "`k` has launch bounds already");
+        assert_eq!(
+            run(&launched("", "  k<<<n, b, 0, s>>>(y);")).unwrap_err().0,
+            "the block size of `k` is not a compile-time constant: `b` is a parameter of `launch`"
+        );
+    }
+
+    #[test]
+    fn constants_bound_by_name_where_the_kernel_sees_them_else_by_value() {
+        // A launcher's constant is out of the kernel's sight: its initializer is the bound.
+        let local = launched("", "  const int threads = 256;\n  k<<<(n + threads - 1) / threads, threads, 0, s>>>(y);");
+        assert_eq!(bound_of(&local), "`k`: __launch_bounds__(256, 2)");
+        assert_eq!(bound_of(&local.replace("const int", "constexpr int")), "`k`: __launch_bounds__(256, 2)");
+        let r = run(&local).unwrap();
+        assert!(r.source.contains("__global__ void __launch_bounds__(256, 2) k(float* y)"), "{}", r.source);
+        // One at file scope above the kernel is named, so a knob made of it moves the bound.
+        assert_eq!(
+            bound_of(&launched("constexpr int kBlock = 128;\n", "  k<<<n, kBlock, 0, s>>>(y);")),
+            "`k`: __launch_bounds__(kBlock, 2)"
+        );
+        assert_eq!(
+            bound_of(&launched(
+                "#define WARP 32\n",
+                "  static const int warps = 4;\n  k<<<n, warps * WARP, 0, s>>>(y);"
+            )),
+            "`k`: __launch_bounds__(4 * WARP, 2)"
+        );
+    }
+
+    #[test]
+    fn dim3_blocks_are_bound_by_the_product_of_their_components() {
+        assert_eq!(
+            bound_of(&launched("", "  dim3 block(16, 16);\n  k<<<n, block, 0, s>>>(y);")),
+            "`k`: __launch_bounds__((16 * 16), 2)"
+        );
+        assert_eq!(
+            bound_of(&launched("#define BX 32\n#define BY 8\n", "  dim3 block(BX, BY);\n  k<<<n, block, 0, s>>>(y);")),
+            "`k`: __launch_bounds__((BX * BY), 2)"
+        );
+        assert_eq!(bound_of(&launched("", "  k<<<n, dim3(256, 1), 0, s>>>(y);")), "`k`: __launch_bounds__(256, 2)");
+        assert_eq!(
+            bound_of(&launched("", "  dim3 block(32, b);\n  k<<<n, block, 0, s>>>(y);")),
+            "declined: the block size of `k` is not a compile-time constant: `b` is a parameter of `launch`"
+        );
+    }
+
+    #[test]
+    fn declines_say_what_the_block_is() {
+        assert_eq!(
+            bound_of(&launched("", "  int threads = n > 4096 ? 256 : 64;\n  k<<<n, threads, 0, s>>>(y);")),
+            "declined: the block size of `k` is not a compile-time constant: `threads` is computed when the launcher runs (`int threads = n > 4096 ? 256 : 64;`)"
+        );
+        assert_eq!(
+            bound_of(&launched("", "  k<<<n, kThreads, 0, s>>>(y);")),
+            "declined: the block size of `k` is not a compile-time constant: `kThreads` is declared nowhere in this file"
+        );
+        let late = "__global__ void k(float* y) { y[threadIdx.x] = 0; }\n#define LATE 64\nvoid launch(float* y, cudaStream_t s) { k<<<1, LATE, 0, s>>>(y); }\n";
+        assert_eq!(
+            bound_of(late),
+            "declined: the block size of `k` is `LATE`, but `__launch_bounds__` cannot name it: the macro `LATE` is defined only below it"
+        );
+    }
+
+    #[test]
+    fn several_launches_share_the_largest_bound() {
+        assert_eq!(
+            bound_of(&launched("", "  k<<<n, 128, 0, s>>>(y);\n  k<<<n, 256, 0, s>>>(y);")),
+            "`k`: __launch_bounds__(256, 2)"
+        );
+        assert_eq!(
+            bound_of(&launched("#define B 64\n", "  k<<<n, 256, 0, s>>>(y);\n  k<<<n, B, 0, s>>>(y);")),
+            "`k`: __launch_bounds__(((256) > (B) ? (256) : (B)), 2)"
+        );
     }
 }

@@ -94,7 +94,7 @@ pub const ALL: &[Recipe] = &[
     },
     Recipe {
         id: RecipeId::BlockKnob,
-        summary: "literal block sizes and grid caps in the launcher become -D knobs the tuner moves",
+        summary: "block sizes fixed in the launcher (literals, constants, dim3 components; unguarded block macros get an #ifndef) and grid caps become -D knobs the tuner moves",
         answers: &[ToolId::LowOccupancy, ToolId::UnderFilledGrid, ToolId::LaunchOverhead, ToolId::RegisterPressure],
         versioned: false,
         params: block_knob::PARAMS,

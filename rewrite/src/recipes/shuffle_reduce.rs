@@ -331,8 +331,17 @@ fn plan<'k>(src: &Source, _facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, 
         let Some(b) = l.config.get(1) else {
             return Err(NotApplicable::new(format!("a launch of `{}` names no block size", k.name)));
         };
-        if b.contains("dim3") {
-            return Err(NotApplicable::new(format!("`{}` is launched with a dim3 block", k.name)));
+        match crate::launch::block(src, l) {
+            Some(crate::launch::Dims::Scalar(_)) => {}
+            Some(crate::launch::Dims::Unknown { expr, why }) => {
+                return Err(NotApplicable::new(format!(
+                    "the block of a launch of `{}` is `{expr}`, {why}, so its size cannot be checked as a number",
+                    k.name
+                )))
+            }
+            _ => {
+                return Err(NotApplicable::new(format!("`{}` is launched with a dim3 block (`{}`)", k.name, b.trim())))
+            }
         }
         let mut g = vec![format!("({b}) % 32 == 0"), format!("(({b}) & (({b}) - 1)) == 0")];
         for size in &sizes {

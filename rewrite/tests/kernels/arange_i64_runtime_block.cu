@@ -5,8 +5,8 @@
 // arg: n int 1048576
 // tolerance: 0 0
 // expect: declines read-only
-// expect: declines launch-bounds
-// expect: declines block-knob
+// expect: declines launch-bounds: the block size of `arange_kernel` is not a compile-time constant: `threads` is computed when the launcher runs (`int threads = n >= 65536 ? 256 : 64;`)
+// expect: declines block-knob: `arange_kernel` has no grid cap in its launcher, and its block size is not a compile-time constant: `threads` is computed when the launcher runs (`int threads = n >= 65536 ? 256 : 64;`)
 // expect: applies vectorize
 // expect: applies grid-stride
 // expect: declines cooperative

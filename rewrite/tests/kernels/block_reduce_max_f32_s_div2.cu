@@ -5,7 +5,7 @@
 // tolerance: 1e-6 1e-6
 // expect: applies shuffle-reduce
 // expect: applies launch-bounds
-// expect: declines block-knob
+// expect: applies block-knob: `block_max_kernel`: block size macro `BLOCK` made a knob (`#ifndef` guard)
 // expect: declines vectorize
 // expect: declines cooperative
 // expect: declines grid-stride

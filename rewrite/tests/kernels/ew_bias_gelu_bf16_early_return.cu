@@ -11,7 +11,7 @@
 // expect: applies grid-stride
 // expect: applies read-only
 // expect: applies launch-bounds
-// expect: declines block-knob
+// expect: applies block-knob: `bias_gelu_kernel`: block size macro `BLOCK` made a knob (`#ifndef` guard)
 // expect: declines index-width
 // expect: declines cooperative
 // expect: declines shuffle-reduce

@@ -5,8 +5,8 @@
 // arg: hi float
 // arg: n int 1048576
 // tolerance: 0 0
-// expect: declines launch-bounds
-// expect: declines block-knob
+// expect: declines launch-bounds: the block size of `clamp_kernel` is not a compile-time constant: `threads` is computed when the launcher runs (`int threads = (n < 4096) ? 128 : 256;`)
+// expect: declines block-knob: `clamp_kernel` has no grid cap in its launcher, and its block size is not a compile-time constant: `threads` is computed when the launcher runs (`int threads = (n < 4096) ? 128 : 256;`)
 // expect: applies vectorize
 // expect: applies grid-stride
 // expect: applies read-only

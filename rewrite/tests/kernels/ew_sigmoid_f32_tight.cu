@@ -6,7 +6,7 @@
 // expect: applies vectorize
 // expect: applies grid-stride
 // expect: applies launch-bounds
-// expect: declines block-knob
+// expect: applies block-knob: `sigmoid_kernel`: block size macro `THREADS` made a knob (`#ifndef` guard)
 // expect: declines intrinsics
 // expect: declines cooperative
 // expect: declines shuffle-reduce

@@ -12,7 +12,7 @@
 // expect: declines vectorize
 // expect: declines cooperative
 // expect: declines grid-stride
-// expect: declines block-knob
+// expect: applies block-knob: `layernorm_kernel`: block size macro `BLOCK` made a knob (`#ifndef` guard)
 // expect: declines fast-divmod
 // expect: declines index-width
 #include <cuda_runtime.h>

@@ -8,7 +8,7 @@
 // expect: applies intrinsics
 // expect: applies unroll
 // expect: applies launch-bounds
-// expect: declines block-knob
+// expect: applies block-knob: `log_softmax_f16_kernel`: block size macro `ROWS_PER_BLOCK` made a knob (`#ifndef` guard)
 // expect: declines vectorize
 // expect: declines shuffle-reduce
 // expect: declines fast-divmod

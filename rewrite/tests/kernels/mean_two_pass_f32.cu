@@ -6,7 +6,7 @@
 // tolerance: 1e-5 1e-6
 // expect: applies shuffle-reduce
 // expect: applies launch-bounds
-// expect: declines block-knob
+// expect: applies block-knob: `partial_sum_kernel`: block size macro `BLOCK` made a knob (`#ifndef` guard)
 // expect: declines vectorize
 // expect: declines cooperative
 // expect: declines grid-stride

@@ -8,7 +8,7 @@
 // expect: applies cooperative
 // expect: applies unroll
 // expect: applies launch-bounds
-// expect: declines block-knob
+// expect: applies block-knob: `row_minmax_kernel`: block size macro `BLOCK` made a knob (`#ifndef` guard)
 // expect: declines shuffle-reduce
 // expect: declines fast-divmod
 // expect: declines index-width

@@ -10,7 +10,8 @@
 // expect: declines cooperative
 // expect: declines shuffle-reduce
 // expect: declines grid-stride
-// expect: declines block-knob
+// expect: applies launch-bounds: `transpose_tiled`: __launch_bounds__((TILE_DIM * BLOCK_ROWS), 2)
+// expect: applies block-knob: `transpose_tiled`: block x size macro `TILE_DIM` made a knob (`#ifndef` guard), block y size macro `BLOCK_ROWS` made a knob (`#ifndef` guard)
 // expect: declines fast-divmod
 // expect: declines index-width
 // expect: declines intrinsics

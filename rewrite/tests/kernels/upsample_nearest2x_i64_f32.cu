@@ -9,7 +9,7 @@
 // expect: applies index-width
 // expect: applies grid-stride
 // expect: applies launch-bounds
-// expect: declines block-knob
+// expect: applies block-knob: `upsample_nearest2x_kernel`: block size macro `NT` made a knob (`#ifndef` guard)
 // expect: declines cooperative
 // expect: declines shuffle-reduce
 // expect: declines unroll
