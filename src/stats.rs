@@ -54,6 +54,20 @@ impl Speedup {
     pub fn has_interval(&self) -> bool {
         self.low.is_finite() && self.high.is_finite()
     }
+
+    /// Whether a kernel measured at `other` (a speedup over the same baseline) runs at this
+    /// one's speed as far as the timing can tell: `other` lies inside this interval, or
+    /// within `min_gain` (`--min-gain`, a fraction) of this point. The difference is then
+    /// no gain that clears the noise, for the reason [`Bar`] asks a win to clear both the
+    /// rounds' spread and a margin that more rounds do not buy. Without an interval only
+    /// the margin counts; with `min_gain` 0 and no interval nothing is the same speed.
+    pub fn same_speed(&self, other: f64, min_gain: f64) -> bool {
+        if !(other.is_finite() && other > 0.0 && self.point.is_finite() && self.point > 0.0) {
+            return false;
+        }
+        let inside = self.has_interval() && self.low <= other && other <= self.high;
+        inside || (other / self.point).ln().abs() < min_gain.max(0.0).ln_1p()
+    }
 }
 
 impl fmt::Display for Speedup {
@@ -164,6 +178,20 @@ mod tests {
         assert!(bar.describe().contains("strayed 1.30%"), "{}", bar.describe());
         assert!(!bar.is_win(&Speedup { point: 1.02, low: 1.012, high: 1.03 }));
         assert!(Bar::new(0.01, None).is_win(&Speedup { point: 1.02, low: 1.012, high: 1.03 }));
+    }
+
+    #[test]
+    fn the_same_speed_is_inside_the_interval_or_within_the_margin() {
+        let wide = Speedup { point: 8.0, low: 7.6, high: 8.4 };
+        assert!(wide.same_speed(8.3, 0.01), "inside the interval, past the margin");
+        assert!(!wide.same_speed(8.5, 0.01) && !wide.same_speed(7.5, 0.01));
+        let tight = Speedup { point: 8.0, low: 7.99, high: 8.01 };
+        assert!(tight.same_speed(8.07, 0.01), "within 1% though outside a tight interval");
+        assert!(!tight.same_speed(8.09, 0.01));
+        let point = Speedup::unmeasured(1.0);
+        assert!(point.same_speed(1.009, 0.01) && !point.same_speed(1.011, 0.01));
+        assert!(!point.same_speed(1.0, 0.0), "--min-gain 0 without an interval: nothing is the same speed");
+        assert!(!point.same_speed(f64::NAN, 0.01) && !Speedup::unmeasured(0.0).same_speed(1.0, 0.01));
     }
 
     #[test]

@@ -34,6 +34,38 @@ fn ids(ev: &[Value], kind: &str) -> BTreeSet<u64> {
     of_kind(ev, kind).iter().map(|e| e["id"].as_u64().unwrap()).collect()
 }
 
+/// The nodes that landed within their parent's interval, counted from the event log
+/// alone: a correct child whose speedup lies inside its correct parent's 95% interval, or
+/// within `min_gain` of the parent's speedup.
+fn within_parent_interval(ev: &[Value], min_gain: f64) -> u64 {
+    let mut summaries: BTreeMap<u64, &Value> = BTreeMap::new();
+    let mut parents: BTreeMap<u64, u64> = BTreeMap::new();
+    for e in ev {
+        match e["event"].as_str() {
+            Some("baseline") => drop(summaries.insert(0, &e["summary"])),
+            Some("node-started") => drop(parents.insert(e["id"].as_u64().unwrap(), e["parent"].as_u64().unwrap())),
+            Some("node-finished") => drop(summaries.insert(e["id"].as_u64().unwrap(), &e["summary"])),
+            _ => {}
+        }
+    }
+    let mut within = 0;
+    for (id, child) in &summaries {
+        let Some(parent) = parents.get(id).and_then(|p| summaries.get(p)) else { continue };
+        if child["passed"] != true || parent["passed"] != true {
+            continue;
+        }
+        let (s, p) = (child["speedup"].as_f64().unwrap(), parent["speedup"].as_f64().unwrap());
+        let inside = match (parent["speedup_low"].as_f64(), parent["speedup_high"].as_f64()) {
+            (Some(low), Some(high)) => low <= s && s <= high,
+            _ => false,
+        };
+        if inside || (s / p).ln().abs() < min_gain.ln_1p() {
+            within += 1;
+        }
+    }
+    within
+}
+
 fn chat(content: &str, finish: &str) -> String {
     serde_json::json!({
         "id": "chatcmpl-test", "object": "chat.completion", "created": 1, "model": "scripted",
@@ -158,7 +190,8 @@ __attribute__((constructor)) static void spy() {{
         "stop",
     );
     let server = serve(vec![
-        Scripted::Reply(good("1.30", "vectorize", &spy)),
+        // Timed with 20% noise: its children up to about 1.6x land within its interval.
+        Scripted::Reply(good("1.30, cv=0.2", "vectorize", &spy)),
         Scripted::Reply(chat("I would use warp shuffles here, but I am not sure.", "stop")),
         Scripted::Reply(chat("```cuda\nextern \"C\" void softmax(const float* x, float* y, int rows, int cols, cudaStream_t s) {\n  for (int i = 0;", "length")),
         Scripted::Reply(wrong_signature),
@@ -214,6 +247,16 @@ __attribute__((constructor)) static void spy() {{
     assert_eq!(summary["simulated"], true);
     assert!(summary["usage"]["requests"].as_u64().unwrap() >= 8, "{summary}");
     assert!(summary["usage"]["prompt_tokens"].as_u64().unwrap() >= 6000, "{summary}");
+    // The nodes that told the search nothing the timing could tell from noise: the 1.5x
+    // reply is a child of the noisy 1.3x node.
+    let within = summary["within_parent_interval"].as_u64().expect("the count is in --json");
+    assert_eq!(within, within_parent_interval(&ev, 0.01), "{summary}");
+    assert!(within >= 1, "{summary}");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(written["within_parent_interval"], summary["within_parent_interval"], "summary.json has it too");
+    assert!(std::fs::read_to_string(run.join("report.md"))
+        .unwrap()
+        .contains(&format!("{within} landed within their parent's interval")));
 
     // What the model was told: the task card, and for nodes after the first, the memory.
     let requests = server.requests.lock().unwrap().clone();
@@ -309,6 +352,8 @@ fn a_sigkilled_run_resumes_without_losing_or_repeating_a_node() {
     assert!(after.iter().all(|e| e["simulated"] == true), "every line of a simulated run says so");
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["judged"].as_u64().unwrap() as usize, count.len());
+    // Counted over both sessions, as the log has them.
+    assert_eq!(summary["within_parent_interval"].as_u64(), Some(within_parent_interval(&after, 0.01)), "{summary}");
     assert!(run.join("best.json").is_file());
 }
 

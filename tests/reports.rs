@@ -270,6 +270,22 @@ fn every_report_with_a_best_shows_it_against_the_baseline_in_colour() {
 }
 
 #[test]
+fn the_run_report_counts_the_nodes_within_their_parents_interval() {
+    // softmax-tune: nodes 5 and 8, register caps, ran within 1% of their parents (its
+    // verdicts have no intervals: the margin alone decides).
+    for (run, within) in [("softmax-replay", 0), ("softmax-tune", 2)] {
+        let (_tmp, dir) = sample(run);
+        let (code, out, err) = nightshift(&["report".as_ref(), dir.as_os_str()]);
+        assert_eq!(code, 0, "{out}{err}");
+        let line = format!("{within} landed within their parent's interval (no gain that clears the noise)");
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(md.contains(&line), "{run}: {md}");
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(html.contains(&format!("<p id=\"within-parent\">{line}")), "{run}");
+    }
+}
+
+#[test]
 fn no_report_shows_an_empty_value_in_parentheses() {
     for run in ["softmax-replay", "softmax-tune"] {
         let (_tmp, dir) = sample(run);

@@ -7,7 +7,8 @@
 //! do not touch keeps its text and comments. [`Facts`] carry what the task says (argument
 //! types and roles, buffer lengths as C expressions over the launcher's parameters and
 //! their largest values, the tolerance). Recipes are data, one table ([`recipes::ALL`]):
-//! an id, the diagnosis tools it answers, its parameters, and `apply`, which returns a
+//! an id, the diagnosis tools it answers, whether it changes the work or only tunes how
+//! it runs ([`RecipeKind`]), its parameters, and `apply`, which returns a
 //! [`Rewrite`] or a [`NotApplicable`] that says why in a sentence.
 //!
 //! Where a rewrite needs an assumption, [`version`] keeps the original kernel as the
@@ -35,7 +36,7 @@ pub mod version;
 
 pub use facts::{ArgFacts, ArgKind, Facts, FactsBuilder, Len, Role};
 pub use knobs::{knobs, Knob};
-pub use recipe::{Application, Applied, NotApplicable, ParamSpec, Params, Recipe, RecipeId, Rewrite};
+pub use recipe::{Application, Applied, NotApplicable, ParamSpec, Params, Recipe, RecipeId, RecipeKind, Rewrite};
 pub use source::Source;
 
 use source::Kernel;

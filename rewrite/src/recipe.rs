@@ -193,11 +193,25 @@ impl fmt::Display for NotApplicable {
 
 pub type Applied = Result<Rewrite, NotApplicable>;
 
+/// What a recipe changes, for the order the tuner tries moves in and for what the search
+/// memory counts as a new kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecipeKind {
+    /// Changes the work each thread does or how it is split, loaded or computed: a new
+    /// kernel, whose best knobs and flags are a question asked anew.
+    Structural,
+    /// Tells the compiler or the launcher how to run the same work (a pragma, launch
+    /// bounds, a literal made a knob): a knob move written into the source.
+    Tuning,
+}
+
 /// One executable prescription.
 pub struct Recipe {
     pub id: RecipeId,
     /// What it does, in one line.
     pub summary: &'static str,
+    pub kind: RecipeKind,
     /// The diagnosis tools whose prescription it
     /// carries out, most direct first.
     pub answers: &'static [ToolId],

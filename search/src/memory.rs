@@ -1,11 +1,21 @@
 //! Search memory: what each technique (and each diagnosis tool targeted) did across the
-//! tree, summarized in a few lines for the generator's prompt.
+//! tree, summarized in a few lines for the generator's prompt; and, per kernel lineage,
+//! which families of moves keep landing within their parent's noise ([`Lineage`]).
 
 use crate::reward::Outcome;
-use crate::tree::{Expansion, Intent};
+use crate::tree::{Expansion, Intent, NodeId};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
+
+/// How many children of one family must land within their parent's interval, on one
+/// kernel's lineage, before that family is stale there. One is not enough: a real gain
+/// of a few percent still lands inside a wide interval now and then, and a family's first
+/// value is often not its best (a register cap of 32 where 64 pays, vectorizing by 2
+/// where 4 pays), so one try of another value is worth it. Two are already more than the
+/// run of issue 34 needed to see it: after a 7.98x cooperative kernel it spent 36 nodes on
+/// register caps, a flag and unroll factors, all within 3% of it.
+pub const STALE_AFTER: u32 = 2;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
@@ -58,18 +68,66 @@ impl Stats {
 pub struct Memory {
     pub techniques: BTreeMap<String, Stats>,
     pub tools: BTreeMap<String, Stats>,
+    #[serde(default)]
+    pub lineage: Lineage,
+}
+
+/// How a judged node was made, as far as its lineage needs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Made {
+    parent: NodeId,
+    /// Its move made a new kernel: the families tried on its ancestors say nothing of it.
+    structural: bool,
+}
+
+/// Per kernel lineage, the families whose children landed within their parent's interval
+/// (a gain the timing cannot tell from noise). A kernel's lineage runs from it up through
+/// the moves that only tuned it (knobs, flags, tuning recipes) to the nearest kernel a
+/// structural move made, or the root; the children of every kernel on it count, since
+/// each is a try of that family on the same code. A family with [`STALE_AFTER`] such
+/// children there is stale: not worth proposing on the kernel or below it, until a
+/// structural move makes a new kernel, whose lineage starts afresh.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lineage {
+    made: BTreeMap<NodeId, Made>,
+    /// By parent: how many children of each family landed within its interval.
+    within: BTreeMap<NodeId, BTreeMap<String, u32>>,
+}
+
+impl Lineage {
+    /// Records judged node `id` under `parent` (None: the root).
+    pub fn record(&mut self, id: NodeId, parent: Option<NodeId>, intent: &Intent, o: &Outcome) {
+        let Some(parent) = parent else { return };
+        self.made.insert(id, Made { parent, structural: intent.structural });
+        if o.correct && o.within_parent && !intent.family.is_empty() {
+            *self.within.entry(parent).or_default().entry(intent.family.clone()).or_default() += 1;
+        }
+    }
+
+    /// Children of each family that landed within their parent's interval on `id`'s
+    /// lineage, summed over the kernels on it.
+    pub fn within_counts(&self, id: NodeId) -> BTreeMap<&str, u32> {
+        let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+        let mut at = Some(id);
+        // Every step goes to a parent, whose id is smaller: the walk ends at the root.
+        while let Some(n) = at {
+            for (family, k) in self.within.get(&n).into_iter().flatten() {
+                *counts.entry(family.as_str()).or_default() += k;
+            }
+            at = self.made.get(&n).filter(|m| !m.structural && m.parent < n).map(|m| m.parent);
+        }
+        counts
+    }
+
+    /// The families not worth proposing on `id`: [`STALE_AFTER`] or more of their children
+    /// landed within their parent's interval on its lineage.
+    pub fn stale_families(&self, id: NodeId) -> BTreeSet<String> {
+        self.within_counts(id).into_iter().filter(|(_, k)| *k >= STALE_AFTER).map(|(f, _)| f.to_string()).collect()
+    }
 }
 
 impl Memory {
-    pub fn record(
-        &mut self,
-        intent: &Intent,
-        kind: Expansion,
-        o: &Outcome,
-        reward: f64,
-        parent_reward: Option<f64>,
-        _floor: f64,
-    ) {
+    pub fn record(&mut self, intent: &Intent, kind: Expansion, o: &Outcome, reward: f64, parent_reward: Option<f64>) {
         // A reward change means something only between two correct kernels.
         let delta = match (o.correct, kind, parent_reward) {
             (true, Expansion::Improve, Some(p)) => Some(reward - p),
@@ -119,14 +177,15 @@ impl Memory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tree::{Config, Selection, Tree};
 
     #[test]
     fn summary_orders_by_gain_and_lists_failures() {
         let mut m = Memory::default();
-        let i = |t: &str| Intent { technique: t.into(), tool: Some("uncoalesced-global".into()) };
-        m.record(&i("vectorize"), Expansion::Improve, &Outcome::correct(2.0), 1.0, Some(0.0), -5.0);
-        m.record(&i("vectorize"), Expansion::Improve, &Outcome::failed("wrong-answer"), -5.0, Some(0.0), -5.0);
-        m.record(&i("unroll"), Expansion::Improve, &Outcome::correct(1.1), 0.14, Some(0.0), -5.0);
+        let i = |t: &str| Intent { technique: t.into(), tool: Some("uncoalesced-global".into()), ..Default::default() };
+        m.record(&i("vectorize"), Expansion::Improve, &Outcome::correct(2.0), 1.0, Some(0.0));
+        m.record(&i("vectorize"), Expansion::Improve, &Outcome::failed("wrong-answer"), -5.0, Some(0.0));
+        m.record(&i("unroll"), Expansion::Improve, &Outcome::correct(1.1), 0.14, Some(0.0));
         let s = m.summary(5);
         let lines: Vec<&str> = s.lines().collect();
         assert!(lines[0].starts_with("- vectorize: 2 tries, 1 correct, mean +1.00"), "{s}");
@@ -134,5 +193,51 @@ mod tests {
         assert!(lines[1].starts_with("- unroll"), "{s}");
         assert_eq!(m.tools["uncoalesced-global"].tries, 3);
         assert_eq!(m.summary(1).lines().count(), 1);
+    }
+
+    /// Drives a tree by hand: a child of `parent` made by `family` (`structural` or not)
+    /// at `speedup`, within its parent's interval or not.
+    fn child(t: &mut Tree<()>, parent: NodeId, family: &str, structural: bool, speedup: f64, within: bool) -> NodeId {
+        let sel = Selection { parent, kind: Expansion::Improve };
+        let id = t.add_pending(&sel, (), Intent::default());
+        let intent = Intent { technique: format!("{family}=x"), tool: None, family: family.into(), structural };
+        t.set_intent(id, intent);
+        t.record(id, Outcome::correct(speedup).within_parent(within));
+        id
+    }
+
+    #[test]
+    fn a_family_that_lands_within_the_noise_goes_stale_on_its_kernel_and_below_until_the_kernel_changes() {
+        let mut t = Tree::new((), Config::default(), 1);
+        let coop = child(&mut t, 0, "cooperative", true, 7.98, false);
+        // Register caps land within the cooperative kernel's interval; block sizes gain.
+        child(&mut t, coop, "flag:maxrregcount", false, 7.99, true);
+        assert!(t.memory.lineage.stale_families(coop).is_empty(), "one landing in the noise is not enough");
+        let capped = child(&mut t, coop, "flag:maxrregcount", false, 7.95, true);
+        let bigger = child(&mut t, coop, "knob:BLOCK", false, 8.60, false);
+        let biggest = child(&mut t, bigger, "knob:BLOCK", false, 9.30, false);
+        let stale = |t: &Tree<()>, id| t.memory.lineage.stale_families(id);
+        for id in [coop, capped, bigger, biggest] {
+            assert_eq!(stale(&t, id), BTreeSet::from(["flag:maxrregcount".to_string()]), "node {id}");
+        }
+        // Tries on a knob-tuned descendant count toward its lineage too: an unroll factor
+        // in the noise on `bigger`, another on `biggest`.
+        child(&mut t, bigger, "unroll", false, 8.61, true);
+        child(&mut t, biggest, "unroll", false, 9.31, true);
+        assert!(stale(&t, biggest).contains("unroll"), "{:?}", stale(&t, biggest));
+        assert!(!stale(&t, coop).contains("unroll"), "the noise below a kernel says nothing of its ancestors");
+        // Nothing leaks up to the root, and a new kernel (a structural move, even one in
+        // the noise) starts its lineage afresh.
+        assert!(stale(&t, 0).is_empty());
+        let vectorized = child(&mut t, biggest, "vectorize", true, 9.30, true);
+        assert!(stale(&t, vectorized).is_empty(), "{:?}", stale(&t, vectorized));
+        // A failed child is no landing.
+        let sel = Selection { parent: vectorized, kind: Expansion::Improve };
+        for _ in 0..2 {
+            let id = t.add_pending(&sel, (), Intent::default());
+            t.set_intent(id, Intent { family: "intrinsics".into(), structural: true, ..Default::default() });
+            t.record(id, Outcome::failed("wrong-answer").within_parent(true));
+        }
+        assert!(stale(&t, vectorized).is_empty());
     }
 }

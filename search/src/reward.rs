@@ -36,15 +36,32 @@ pub struct Outcome {
     pub energy_saving: Option<f64>,
     /// The failure class when not correct.
     pub failure: Option<String>,
+    /// Correct, and at its parent's speed as far as the timing can tell (inside the
+    /// parent's interval, or within the run's `--min-gain` of it): no gain that clears the
+    /// noise. The caller decides, since it holds the intervals; the search memory counts it
+    /// per kernel lineage.
+    #[serde(default)]
+    pub within_parent: bool,
 }
 
 impl Outcome {
     pub fn correct(speedup: f64) -> Outcome {
-        Outcome { correct: true, speedup, energy_saving: None, failure: None }
+        Outcome { correct: true, speedup, energy_saving: None, failure: None, within_parent: false }
     }
 
     pub fn failed(class: &str) -> Outcome {
-        Outcome { correct: false, speedup: 0.0, energy_saving: None, failure: Some(class.to_string()) }
+        Outcome {
+            correct: false,
+            speedup: 0.0,
+            energy_saving: None,
+            failure: Some(class.to_string()),
+            within_parent: false,
+        }
+    }
+
+    /// The same outcome, marked as landing within its parent's interval or not.
+    pub fn within_parent(self, within: bool) -> Outcome {
+        Outcome { within_parent: within && self.correct, ..self }
     }
 }
 
@@ -114,7 +131,7 @@ mod tests {
     #[test]
     fn energy_and_mix() {
         let mut c = RewardConfig { objective: Objective::Energy, ..Default::default() };
-        let o = Outcome { correct: true, speedup: 2.0, energy_saving: Some(4.0), failure: None };
+        let o = Outcome { energy_saving: Some(4.0), ..Outcome::correct(2.0) };
         assert_eq!(c.reward(&o), 2.0);
         c.objective = Objective::Mix { time_weight: 0.5 };
         assert_eq!(c.reward(&o), 1.5);
@@ -125,8 +142,8 @@ mod tests {
         fn a_failure_never_outranks_a_correct_kernel(s in 0.0f64..1e9, e in proptest::option::of(0.0f64..1e9), log in any::<bool>(), w in 0.0f64..1.0) {
             for objective in [Objective::Time, Objective::Energy, Objective::Mix { time_weight: w }] {
                 let c = if log { RewardConfig { objective, ..Default::default() } } else { RewardConfig { objective, ..RewardConfig::linear() } };
-                let ok = c.reward(&Outcome { correct: true, speedup: s, energy_saving: e, failure: None });
-                let bad = c.reward(&Outcome { correct: false, speedup: s * 1e6 + 1.0, energy_saving: e.map(|x| x * 1e6), failure: None });
+                let ok = c.reward(&Outcome { energy_saving: e, ..Outcome::correct(s) });
+                let bad = c.reward(&Outcome { correct: false, speedup: s * 1e6 + 1.0, energy_saving: e.map(|x| x * 1e6), failure: None, within_parent: false });
                 prop_assert!(ok > bad);
             }
         }

@@ -217,7 +217,7 @@ pub fn run(strategy: &Strategy, land: &Landscape, budget: usize, seed: u64) -> f
                         (None, Some(t)) if t != usize::MAX => technique_name(t),
                         _ => "lateral".into(),
                     };
-                    let id = tree.add_pending(&sel, parent.clone(), Intent { technique: name, tool: None });
+                    let id = tree.add_pending(&sel, parent.clone(), Intent { technique: name, ..Default::default() });
                     batch.push((id, parent, sel.kind, mv));
                 }
                 if batch.is_empty() {

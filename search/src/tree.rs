@@ -105,6 +105,14 @@ pub struct Selection {
 pub struct Intent {
     pub technique: String,
     pub tool: Option<String>,
+    /// The family of moves the technique belongs to, as the generator names it (a recipe,
+    /// a knob, a flag: its values are one family); empty when it has none. The search
+    /// memory's lineage counts families, not single values.
+    #[serde(default)]
+    pub family: String,
+    /// The move made a new kernel (it changed the work) rather than tuning the one it had.
+    #[serde(default)]
+    pub structural: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -166,7 +174,7 @@ impl<P: Clone> Tree<P> {
             children: Vec::new(),
             depth: 0,
             payload: root,
-            intent: Intent { technique: "baseline".into(), tool: None },
+            intent: Intent { technique: "baseline".into(), structural: true, ..Default::default() },
             kind: Expansion::Improve,
             outcome: Some(Outcome::correct(1.0)),
             reward: Some(reward),
@@ -373,14 +381,8 @@ impl<P: Clone> Tree<P> {
         let reward = self.config.reward.reward(&outcome);
         let parent = self.nodes[id].parent;
         let parent_reward = parent.and_then(|p| self.nodes[p].reward);
-        self.memory.record(
-            &self.nodes[id].intent,
-            self.nodes[id].kind,
-            &outcome,
-            reward,
-            parent_reward,
-            self.config.reward.failure_floor,
-        );
+        self.memory.record(&self.nodes[id].intent, self.nodes[id].kind, &outcome, reward, parent_reward);
+        self.memory.lineage.record(id, parent, &self.nodes[id].intent, &outcome);
         self.nodes[id].outcome = Some(outcome);
         self.nodes[id].reward = Some(reward);
         for n in self.path_to_root(id) {
@@ -521,8 +523,11 @@ mod tests {
         assert!(t.node(0).children.is_empty());
         assert!(t.ranking().iter().all(|id| *id != a));
         let sel = t.select().unwrap();
-        let b = t.add_pending(&sel, (), Intent { technique: "x".into(), tool: None });
-        t.set_intent(b, Intent { technique: "vectorize".into(), tool: Some("scalar-global-access".into()) });
+        let b = t.add_pending(&sel, (), Intent { technique: "x".into(), ..Default::default() });
+        t.set_intent(
+            b,
+            Intent { technique: "vectorize".into(), tool: Some("scalar-global-access".into()), ..Default::default() },
+        );
         t.record(b, Outcome::correct(1.5));
         assert_eq!(t.memory.technique("vectorize").unwrap().tries, 1);
         t.saturate(0);

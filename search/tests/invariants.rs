@@ -22,8 +22,11 @@ fn drive(
             check(tree, Some(&sel));
             selections.push((sel.parent, sel.kind));
             let technique = format!("t{}", r.below(6));
-            let id =
-                tree.add_pending(&sel, tree.node(sel.parent).payload + 1, Intent { technique, tool: Some("x".into()) });
+            let id = tree.add_pending(
+                &sel,
+                tree.node(sel.parent).payload + 1,
+                Intent { technique, tool: Some("x".into()), ..Default::default() },
+            );
             check(tree, None);
             batch.push(id);
         }
@@ -160,7 +163,7 @@ fn pruning_closes_dead_ends_and_they_stay_closed() {
 fn failed_nodes_are_offered_for_repair() {
     let mut tree = Tree::new(0u32, Config::default(), 3);
     let sel = tree.select().unwrap();
-    let broken = tree.add_pending(&sel, 1, Intent { technique: "vectorize".into(), tool: None });
+    let broken = tree.add_pending(&sel, 1, Intent { technique: "vectorize".into(), ..Default::default() });
     tree.record(broken, Outcome::failed("wrong-answer"));
     let mut repair = None;
     for _ in 0..10 {

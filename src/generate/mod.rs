@@ -59,6 +59,18 @@ pub struct Request {
     pub seed: u64,
 }
 
+/// What the search records of a proposal, live and when a resume replays the log: its
+/// technique and tool, and for the memory's lineage its family and whether it made a new
+/// kernel. A tuner technique names its family ([`tune::Family`]); any other (an LLM's tag,
+/// the library-free start) is a family of its own and a kernel written anew.
+pub fn intent(technique: String, tool: Option<String>) -> search::Intent {
+    let (family, structural) = match technique.parse::<tune::Family>() {
+        Ok(f) => (f.to_string(), f.structural()),
+        Err(_) => (technique.clone(), true),
+    };
+    search::Intent { technique, tool, family, structural }
+}
+
 /// One proposed child.
 #[derive(Debug, Clone)]
 pub struct Kernel {

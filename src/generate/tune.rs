@@ -8,27 +8,36 @@
 //! absorb approximate transcendentals). Moves compose along a path: a child's source is
 //! the parent's, rewritten, so a vectorized kernel can next be unrolled.
 //!
-//! The parent's diagnoses order the moves: each recipe answers a list of diagnosis tools
-//! and is weighted by the time they say their fix saves; knob and flag moves are voted as
-//! an expert would (low occupancy: smaller blocks, a register cap; scalar memory access:
-//! larger blocks; special functions: fast math). The search memory adds what each kind of
-//! move did elsewhere in this tree (its mean gain over its parents, how often it failed).
-//! Without diagnoses the order is a seeded shuffle with rewrites first. The tuner never
-//! proposes a kernel (source and configuration) already tried anywhere in the run. Its
-//! order is deterministic for a seed and a parent; with several expansions in flight,
-//! which of them claims a move first depends on timing.
+//! Structural recipes (those that change the work, [`rewrite::RecipeKind::Structural`])
+//! come before every move that only tunes the kernel (knobs, flags, tuning recipes), so
+//! each structural win gets the next structural rewrite tried on top of it before its
+//! knobs are polished; the tuning moves come when none is left, or when the parent is
+//! near its floor, where what is left is polish and the two kinds compete on their scores.
+//! Within each group the parent's diagnoses order the moves: each recipe answers a list of
+//! diagnosis tools and is weighted by the time they say their fix saves; knob and flag
+//! moves are voted as an expert would (low occupancy: smaller blocks, a register cap;
+//! scalar memory access: larger blocks; special functions: fast math). The search memory
+//! adds what each family of moves did elsewhere in this tree (its mean gain over its
+//! parents, how often it failed), and leaves out the families that went stale on the
+//! parent's lineage (their children kept landing within their parent's interval:
+//! [`search::memory::Lineage`]). Without diagnoses the order is a seeded shuffle. The
+//! tuner never proposes a kernel (source and configuration) already tried anywhere in the
+//! run. Its order is deterministic for a seed and a parent; with several expansions in
+//! flight, which of them claims a move first depends on timing.
 
 use super::{Kernel, Proposal, Request};
 use crate::run::config::Guidance;
-use crate::run::events::Candidate;
+use crate::run::events::{Candidate, NodeSummary};
 use crate::task::Task;
 use heuristics::ToolId;
-use rewrite::{Application, Source};
+use rewrite::{Application, RecipeId, RecipeKind, Source};
 use search::memory::Stats;
 use search::rng::SplitMix64;
 use search::Expansion;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt;
+use std::str::FromStr;
 use std::sync::Mutex;
 
 const REGISTER_CAPS: [&str; 3] = ["32", "64", "128"];
@@ -60,14 +69,17 @@ enum Move {
     Flag { kind: FlagKind, from: Option<String>, to: Option<String> },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum FlagKind {
+/// A compiler flag the tuner moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FlagKind {
     RegisterCap,
     Vectorize,
     FastMath,
 }
 
 impl FlagKind {
+    const ALL: [FlagKind; 3] = [FlagKind::RegisterCap, FlagKind::Vectorize, FlagKind::FastMath];
+
     fn name(self) -> &'static str {
         match self {
             FlagKind::RegisterCap => "maxrregcount",
@@ -112,16 +124,69 @@ impl Move {
             Move::Flag { kind, to, .. } => format!("flag:{}={}", kind.name(), to.as_deref().unwrap_or("off")),
         }
     }
+
+    fn family(&self) -> Family {
+        match self {
+            Move::Recipe { app, .. } => Family::Recipe(app.recipe),
+            Move::Knob { name, .. } => Family::Knob(name.clone()),
+            Move::Flag { kind, .. } => Family::Flag(*kind),
+        }
+    }
 }
 
-/// The kind of move a technique name stands for: the recipe id, `knob:NAME` or
-/// `flag:NAME` (what the search memory is summed over).
-pub fn family(technique: &str) -> &str {
-    if technique.starts_with("knob:") || technique.starts_with("flag:") {
-        technique.split('=').next().unwrap_or(technique)
-    } else {
-        technique.split(':').next().unwrap_or(technique)
+/// A family of moves: every application of one recipe, every value of one knob or flag.
+/// What the search memory sums a move's history over, and what its lineage finds stale.
+/// Written as its techniques begin: the recipe id, `knob:NAME`, `flag:NAME`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    Recipe(RecipeId),
+    Knob(String),
+    Flag(FlagKind),
+}
+
+impl Family {
+    /// Whether its moves make a new kernel (a structural recipe) rather than tune the one
+    /// they are given (knobs, flags, tuning recipes).
+    pub fn structural(&self) -> bool {
+        matches!(self, Family::Recipe(id) if rewrite::recipes::get(*id).kind == RecipeKind::Structural)
     }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Family::Recipe(id) => write!(f, "{id}"),
+            Family::Knob(name) => write!(f, "knob:{name}"),
+            Family::Flag(kind) => write!(f, "flag:{}", kind.name()),
+        }
+    }
+}
+
+impl FromStr for Family {
+    type Err = String;
+
+    /// The family of a technique as the tuner names it (`vectorize:width=8`,
+    /// `knob:BLOCK=128`, `flag:maxrregcount=32`), or of a family's own name.
+    fn from_str(technique: &str) -> Result<Family, String> {
+        let (head, rest) = technique.split_once(':').unwrap_or((technique, ""));
+        let name = rest.split('=').next().unwrap_or_default();
+        match head {
+            "knob" if !name.is_empty() => Ok(Family::Knob(name.to_string())),
+            "flag" => FlagKind::ALL
+                .into_iter()
+                .find(|k| k.name() == name)
+                .map(Family::Flag)
+                .ok_or_else(|| format!("`{technique}`: no flag the tuner moves")),
+            _ => head.parse().map(Family::Recipe),
+        }
+    }
+}
+
+/// Whether the parent is near its floor: at the share of the physical floor at which the
+/// diagnoses call DRAM at the roofline. What is left there is polish, which knobs and
+/// flags are for.
+fn near_floor(parent: &NodeSummary) -> bool {
+    parent.pct_of_floor.is_some_and(|p| p >= heuristics::roofline::AT_ROOFLINE_DRAM_PCT)
 }
 
 pub struct Tuner {
@@ -397,16 +462,15 @@ impl Tuner {
         (total, best.map(|(_, t)| t))
     }
 
-    /// What this kind of move did elsewhere in the tree: mean gain over the parent (log2),
-    /// less a penalty for failing.
+    /// What this family of moves did elsewhere in the tree: mean gain over the parent
+    /// (log2), less a penalty for failing.
     fn memory_bonus(m: &Move, memory: &BTreeMap<String, Stats>) -> f64 {
-        let technique = m.technique();
-        let fam = family(&technique);
+        let family = m.family();
         let mut tries = 0u32;
         let mut correct = 0u32;
         let (mut sum, mut n) = (0.0, 0u32);
         for (t, s) in memory {
-            if family(t) == fam {
+            if t.parse::<Family>().is_ok_and(|f| f == family) {
                 tries += s.tries;
                 correct += s.correct;
                 sum += s.delta_sum;
@@ -423,14 +487,13 @@ impl Tuner {
         bonus
     }
 
-    /// A small preference when nothing else decides: rewrites that change the work (more
-    /// than flags do) first.
+    /// A small preference when nothing else decides: rewrites that change the work, then
+    /// those that tune it, then knobs, then flags.
     fn prior(m: &Move) -> f64 {
-        use rewrite::RecipeId::*;
         match m {
-            Move::Recipe { app, .. } => match app.recipe {
-                Vectorize | Cooperative | ShuffleReduce | FastDivmod | IndexWidth => 0.03,
-                _ => 0.02,
+            Move::Recipe { app, .. } => match rewrite::recipes::get(app.recipe).kind {
+                RecipeKind::Structural => 0.03,
+                RecipeKind::Tuning => 0.02,
             },
             Move::Knob { .. } => 0.01,
             Move::Flag { .. } => 0.0,
@@ -489,9 +552,14 @@ impl Tuner {
         let mut rng =
             SplitMix64::new(self.seed ^ (req.parent as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ req.node as u64);
         let parent = &req.parent_candidate;
-        let mut scored: Vec<(f64, Option<ToolId>, Move)> = self
+        let stale: BTreeSet<Family> =
+            req.memory.lineage.stale_families(req.parent).iter().filter_map(|f| f.parse().ok()).collect();
+        // Away from the floor a structural rewrite goes before any tuning of the kernel.
+        let structure_first = !near_floor(&req.parent_summary);
+        let mut scored: Vec<(bool, f64, Option<ToolId>, Move)> = self
             .moves(&parsed, parent)
             .into_iter()
+            .filter(|m| !stale.contains(&m.family()))
             .map(|m| {
                 let (vote, tool) = Self::vote(&m, &diagnoses);
                 // Defaults first: each parameter moved off its default costs a little.
@@ -508,12 +576,12 @@ impl Tuner {
                 };
                 let score = vote + Self::prior(&m) + Self::memory_bonus(&m, &req.memory.techniques) - distance
                     + 0.001 * rng.unit();
-                (score, tool, m)
+                (structure_first && m.family().structural(), score, tool, m)
             })
             .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)));
         let mut tried = self.tried.lock().unwrap();
-        for (_, tool, m) in scored {
+        for (_, _, tool, m) in scored {
             let (source, defines, flags) = self.child(&req.parent_source, parent, &m);
             let key = content_key(&source, &defines, &flags);
             if !tried.insert(key) {
@@ -527,13 +595,22 @@ impl Tuner {
                 tool: tool.map(|t| t.to_string()),
             });
         }
-        Proposal::Nothing("every recipe, knob and flag move from this kernel has been tried".into())
+        if stale.is_empty() {
+            return Proposal::Nothing("every recipe, knob and flag move from this kernel has been tried".into());
+        }
+        let stale: Vec<String> = stale.iter().map(Family::to_string).collect();
+        Proposal::Nothing(format!(
+            "every recipe, knob and flag move from this kernel has been tried, but for those of {}: {} or more of \
+             each one's children landed within their parent's interval on this kernel's lineage",
+            stale.join(", "),
+            search::memory::STALE_AFTER
+        ))
     }
 }
 
 /// The recipe applications named on a path of techniques (for prompts and reports).
 pub fn recipes_on_path(path: &[String]) -> Vec<String> {
-    path.iter().filter(|t| !t.is_empty() && family(t).parse::<rewrite::RecipeId>().is_ok()).cloned().collect()
+    path.iter().filter(|t| matches!(t.parse::<Family>(), Ok(Family::Recipe(_)))).cloned().collect()
 }
 
 #[cfg(test)]
@@ -592,6 +669,33 @@ mod tests {
 
     fn base() -> Candidate {
         Candidate { source: "baseline.cu".into(), defines: BTreeMap::new(), flags: vec![] }
+    }
+
+    /// The family a technique belongs to, as the memory names it ("" for none).
+    fn family(technique: &str) -> String {
+        technique.parse::<Family>().map(|f| f.to_string()).unwrap_or_default()
+    }
+
+    fn structural(technique: &str) -> bool {
+        technique.parse::<Family>().is_ok_and(|f| f.structural())
+    }
+
+    /// Everything the tuner offers from one parent, in the order it offers it.
+    fn drain(tuner: &Tuner, req: &Request) -> Vec<Kernel> {
+        let mut out = Vec::new();
+        loop {
+            match tuner.propose(req) {
+                Proposal::Kernel(k) => out.push(k),
+                Proposal::Nothing(_) => return out,
+                other => panic!("{other:?}"),
+            }
+            assert!(out.len() < 1000, "the tuner never runs out");
+        }
+    }
+
+    /// A correct parent at `speedup` and `pct_of_floor`.
+    fn passed(speedup: f64, pct_of_floor: f64) -> NodeSummary {
+        NodeSummary { passed: true, speedup: Some(speedup), pct_of_floor: Some(pct_of_floor), ..Default::default() }
     }
 
     #[test]
@@ -657,18 +761,81 @@ mod tests {
             Guidance::Tools,
         )));
         assert_eq!(family(&k.technique), "vectorize", "{}", k.technique);
+        // Near its floor the knobs and flags compete with the rewrites on their votes.
         let tuner = Tuner::new(&t, &src, 1, Guidance::Tools);
-        let k = kernel(tuner.propose(&request(
-            &t,
-            base(),
-            &src,
-            Some(report(ToolId::RegisterPressure, 0.5)),
-            Guidance::Tools,
-        )));
+        let mut req = request(&t, base(), &src, Some(report(ToolId::RegisterPressure, 0.5)), Guidance::Tools);
+        req.parent_summary = passed(1.0, 85.0);
+        let k = kernel(tuner.propose(&req));
         assert!(
             k.flags.iter().any(|f| f.starts_with("-maxrregcount")) || family(&k.technique) == "launch-bounds",
             "{k:?}"
         );
+    }
+
+    #[test]
+    fn structural_rewrites_go_on_a_structural_win_before_any_knob_and_knobs_come_near_the_floor() {
+        let t = task("softmax");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let win =
+            kernel(Tuner::new(&t, &src, 1, Guidance::Tools).propose(&request(&t, base(), &src, None, Guidance::Tools)));
+        assert!(structural(&win.technique), "the baseline's first child is a rewrite: {}", win.technique);
+        // The win, at 2x and 40% of its floor, diagnosed with low occupancy: a vote for
+        // smaller blocks, a register cap and launch bounds, and for no structural recipe.
+        let parent = Candidate { source: "nodes/0001/kernel.cu".into(), defines: win.defines, flags: win.flags };
+        let mut req = request(&t, parent, &win.source, Some(report(ToolId::LowOccupancy, 0.9)), Guidance::Tools);
+        (req.parent, req.node, req.path) = (1, 7, vec![win.technique.clone()]);
+        req.parent_summary = passed(2.0, 40.0);
+        let order: Vec<String> =
+            drain(&Tuner::new(&t, &src, 1, Guidance::Tools), &req).into_iter().map(|k| k.technique).collect();
+        let first_tuning = order.iter().position(|t| !structural(t)).expect("knobs and flags come in the end");
+        assert!(first_tuning > 0, "no rewrite applies on top of {}: {order:?}", win.technique);
+        assert!(order[first_tuning..].iter().all(|t| !structural(t)), "a rewrite after a knob: {order:?}");
+        // At 90% of its floor the vote decides: a move that tunes the kernel goes first.
+        req.parent_summary = passed(2.0, 90.0);
+        let first = kernel(Tuner::new(&t, &src, 1, Guidance::Tools).propose(&req));
+        assert!(!structural(&first.technique), "near the floor: {}", first.technique);
+    }
+
+    #[test]
+    fn a_family_stale_on_a_kernels_lineage_is_not_proposed_there_and_one_that_gained_still_is() {
+        let t = task("softmax");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        // Register caps landed within the baseline's interval twice; a block size gained.
+        let mut tree = search::Tree::new((), search::Config::default(), 1);
+        let child = |tree: &mut search::Tree<()>, parent, technique: &str, speedup, within| {
+            let sel = search::Selection { parent, kind: Expansion::Improve };
+            let id = tree.add_pending(&sel, (), search::Intent::default());
+            tree.set_intent(id, crate::generate::intent(technique.into(), None));
+            tree.record(id, search::Outcome::correct(speedup).within_parent(within));
+            id
+        };
+        child(&mut tree, 0, "flag:maxrregcount=32", 1.002, true);
+        child(&mut tree, 0, "flag:maxrregcount=64", 0.998, true);
+        let bigger = child(&mut tree, 0, "knob:BLOCK=512", 1.2, false);
+        let families = |parent: search::NodeId, candidate: Candidate, source: &str, memory: &search::Memory| {
+            let mut req = request(&t, candidate, source, None, Guidance::None);
+            (req.parent, req.node, req.memory) = (parent, 9, memory.clone());
+            req.parent_summary = passed(1.2, 90.0);
+            let offered = drain(&Tuner::new(&t, &src, 1, Guidance::None), &req);
+            offered.iter().map(|k| family(&k.technique)).collect::<BTreeSet<String>>()
+        };
+        let fresh = families(0, base(), &src, &Default::default());
+        assert!(fresh.contains("flag:maxrregcount") && fresh.contains("knob:BLOCK"), "{fresh:?}");
+        let at_root = families(0, base(), &src, &tree.memory);
+        assert!(!at_root.contains("flag:maxrregcount"), "stale on the kernel: {at_root:?}");
+        assert!(at_root.contains("knob:BLOCK"), "the family that gained: {at_root:?}");
+        let tuned = Candidate { defines: [("BLOCK".to_string(), "512".to_string())].into(), ..base() };
+        let below = families(bigger, tuned.clone(), &src, &tree.memory);
+        assert!(!below.contains("flag:maxrregcount"), "stale on its descendants: {below:?}");
+        assert!(below.contains("knob:BLOCK"), "{below:?}");
+        // A rewrite of the tuned kernel is a new kernel: the register cap is back.
+        let mut req = request(&t, tuned.clone(), &src, None, Guidance::None);
+        req.parent = bigger;
+        let rewrite = kernel(Tuner::new(&t, &src, 1, Guidance::None).propose(&req));
+        assert!(structural(&rewrite.technique), "{}", rewrite.technique);
+        let rewritten = child(&mut tree, bigger, &rewrite.technique, 1.5, false);
+        let renewed = families(rewritten, tuned, &rewrite.source, &tree.memory);
+        assert!(renewed.contains("flag:maxrregcount"), "{renewed:?}");
     }
 
     #[test]
@@ -749,8 +916,15 @@ mod tests {
     #[test]
     fn fast_math_only_where_the_tolerance_admits_it() {
         assert!(!fast_math_allowed(&task("softmax")));
-        assert_eq!(family("knob:BLOCK=128"), "knob:BLOCK");
-        assert_eq!(family("vectorize:width=8"), "vectorize");
+        assert_eq!("knob:BLOCK=128".parse(), Ok(Family::Knob("BLOCK".into())));
+        assert_eq!("vectorize:width=8".parse(), Ok(Family::Recipe(RecipeId::Vectorize)));
+        assert_eq!("flag:maxrregcount=off".parse(), Ok(Family::Flag(FlagKind::RegisterCap)));
+        assert!("warp-per-row".parse::<Family>().is_err() && "flag:O9=on".parse::<Family>().is_err());
+        for f in [Family::Knob("BLOCK".into()), Family::Recipe(RecipeId::Unroll), Family::Flag(FlagKind::FastMath)] {
+            assert_eq!(f.to_string().parse(), Ok(f.clone()), "a family's name reads back as the family");
+            assert!(!f.structural());
+        }
+        assert!(Family::Recipe(RecipeId::Cooperative).structural());
         assert_eq!(
             recipes_on_path(&["".into(), "vectorize:width=8".into(), "knob:BLOCK=64".into(), "unroll".into()]),
             ["vectorize:width=8", "unroll"]

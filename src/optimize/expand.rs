@@ -114,8 +114,8 @@ fn shared_profile(
     profile.diagnoses.as_ref()?;
     let origin = profile.shared_from.unwrap_or(at);
     let origin_speedup = ancestors.iter().find(|(id, _)| *id == origin)?.1?;
-    let ratio = speedup / origin_speedup;
-    if !ratio.is_finite() || ratio.ln().abs() >= same_speed.ln_1p() {
+    // Only the points are kept for ancestors: the margin alone decides.
+    if !crate::stats::Speedup::unmeasured(origin_speedup).same_speed(speedup, same_speed) {
         return None;
     }
     Some(ParentProfile {

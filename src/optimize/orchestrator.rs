@@ -30,6 +30,9 @@ pub struct Search {
     pub outcomes: BTreeMap<String, usize>,
     /// When each node finished, relative to the search's active time, and its speedup.
     pub timeline: Vec<(f64, NodeId, Option<f64>)>,
+    /// `--min-gain`: a child within it of its parent's speedup (or inside the parent's
+    /// interval) is no gain that clears the noise.
+    pub min_gain: f64,
 }
 
 impl Search {
@@ -47,6 +50,7 @@ impl Search {
             stop_reason: None,
             outcomes: Default::default(),
             timeline: Vec::new(),
+            min_gain: cfg.min_gain,
         }
     }
 
@@ -96,7 +100,8 @@ impl Search {
             self.tree.set_payload(id, c);
         }
         self.tree.set_intent(id, intent);
-        self.tree.record(id, summary.outcome());
+        let within = self.within_parent_interval(id, &summary);
+        self.tree.record(id, summary.outcome().within_parent(within));
         let class = summary.failure_class.as_ref().map_or_else(|| "passed".into(), |c| c.name().to_string());
         let generation = summary.failure_class.as_ref().is_some_and(|c| c.is_generation());
         if !summary.passed && (no_kernel || generation || !self.repairs) {
@@ -105,6 +110,19 @@ impl Search {
         *self.outcomes.entry(class).or_default() += 1;
         self.timeline.push((at, id, summary.passed.then_some(summary.speedup).flatten()));
         self.summaries.insert(id, summary);
+    }
+
+    /// Whether node `id`, judged `summary`, landed within its parent's interval
+    /// ([`NodeSummary::within_interval_of`]).
+    fn within_parent_interval(&self, id: NodeId, summary: &NodeSummary) -> bool {
+        let parent = self.tree.node(id).parent.and_then(|p| self.summaries.get(&p));
+        parent.is_some_and(|p| summary.within_interval_of(p, self.min_gain))
+    }
+
+    /// How many judged nodes landed within their parent's interval: kernels that cost a
+    /// judgment and told the search nothing the timing could tell from noise.
+    pub fn within_parent_count(&self) -> usize {
+        self.summaries.iter().filter(|(id, s)| **id != 0 && self.within_parent_interval(**id, s)).count()
     }
 
     pub fn drop_node(&mut self, id: NodeId, parent: NodeId, stop: bool) {
@@ -315,7 +333,7 @@ fn land(ctx: &Ctx, search: &mut Search, done: Done, at: f64, progress: &Progress
         Done::Finished { id, summary, candidate, technique, tool, lane, duplicate_of, no_kernel } => {
             let summary = *summary;
             let _ = ctx.store.append(Event::NodeFinished { id, summary: summary.clone(), lane, duplicate_of });
-            let intent = Intent { technique: technique.clone(), tool };
+            let intent = crate::generate::intent(technique.clone(), tool);
             search.finish(id, summary.clone(), candidate, intent, no_kernel, at);
             progress.node(id, &technique, &summary, duplicate_of);
             reports.node_finished(ctx.store.dir(), id);

@@ -120,10 +120,10 @@ fn rebuild(log: &RunLog, cfg: &crate::run::config::RunConfig) -> Result<Option<S
             TreeChange::Finished { id, summary, at } => {
                 let s = search.as_mut().ok_or_else(before_baseline)?;
                 let p = log.kernel_of(*id);
-                let intent = search::Intent {
-                    technique: p.map(|p| p.technique.clone()).unwrap_or_else(|| "none".into()),
-                    tool: p.and_then(|p| p.tool.clone()),
-                };
+                let intent = crate::generate::intent(
+                    p.map(|p| p.technique.clone()).unwrap_or_else(|| "none".into()),
+                    p.and_then(|p| p.tool.clone()),
+                );
                 s.finish(*id, summary.clone(), p.map(|p| p.candidate.clone()), intent, p.is_none(), *at);
             }
         }

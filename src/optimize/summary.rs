@@ -58,6 +58,7 @@ impl Summary {
             best_file,
             outcomes: search.outcomes.clone(),
             judged,
+            within_parent_interval: search.within_parent_count(),
             search_s: total_s,
             phases,
             gpus: lanes
@@ -115,6 +116,13 @@ impl Summary {
             let _ = writeln!(o, "  {} nodes judged", self.judged);
         } else {
             let _ = writeln!(o, "  {} nodes judged: {}", self.judged, outcomes.join(", "));
+        }
+        if self.within_parent_interval > 0 {
+            let _ = writeln!(
+                o,
+                "  {} of them landed within their parent's interval (no gain that clears the noise)",
+                self.within_parent_interval
+            );
         }
         let gpus: Vec<String> = self
             .gpus
@@ -187,6 +195,86 @@ fn floors(b: &Best) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::config::{GeneratorSpec, Guidance, RunConfig, Strategy};
+    use crate::run::events::{Candidate, NodeSummary};
+
+    fn config(min_gain: f64) -> RunConfig {
+        RunConfig {
+            task_dir: "tasks/softmax".into(),
+            task: "softmax".into(),
+            budget_s: None,
+            max_nodes: None,
+            generator: GeneratorSpec::Tune,
+            objective: search::Objective::Time,
+            strategy: Strategy::Mcts,
+            guidance: Guidance::Tools,
+            seed: 1,
+            gpus: vec![0],
+            arch: "sm_90a".into(),
+            parallel: 1,
+            timeout_s: None,
+            build_timeout_s: None,
+            final_seeds: 8,
+            final_sanitize: true,
+            simulated: None,
+            input_seed_base: 1,
+            min_gain,
+            allow_unconfined_profiling: false,
+        }
+    }
+
+    fn passed(speedup: f64, interval: Option<(f64, f64)>) -> NodeSummary {
+        NodeSummary {
+            passed: true,
+            speedup: Some(speedup),
+            speedup_low: interval.map(|i| i.0),
+            speedup_high: interval.map(|i| i.1),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_the_nodes_that_landed_within_their_parents_interval() {
+        let root = Candidate { source: "nodes/0000/kernel.cu".into(), defines: Default::default(), flags: vec![] };
+        let mut search = Search::new(&config(0.01), root.clone(), passed(1.0, Some((0.998, 1.002))));
+        let mut child = |parent, technique: &str, summary: NodeSummary| {
+            let sel = search::Selection { parent, kind: search::Expansion::Improve };
+            let id = search.tree.add_pending(&sel, root.clone(), Default::default());
+            search.finish(id, summary, None, crate::generate::intent(technique.into(), None), false, 0.0);
+            id
+        };
+        let coop = child(0, "cooperative:lanes=32", passed(7.98, Some((7.80, 8.16))));
+        child(coop, "flag:maxrregcount=64", passed(8.10, Some((8.0, 8.2)))); // inside 7.80..8.16
+        child(coop, "flag:maxrregcount=32", passed(7.90, None)); // inside too
+        let unrolled = child(coop, "unroll:factor=4", passed(8.50, Some((8.40, 8.60)))); // above it
+        child(unrolled, "knob:BLOCK=512", passed(8.55, None)); // within 1% of 8.50
+        child(unrolled, "knob:BLOCK=128", passed(8.20, None)); // below 8.40 and 3.5% down
+        child(coop, "vectorize:width=4", NodeSummary::failed(crate::run::failure::NodeFailure::Internal, "x"));
+        assert_eq!(search.within_parent_count(), 3);
+        // The tree's memory saw the same landings: the register cap is stale on the
+        // cooperative kernel and below it.
+        assert!(search.tree.memory.lineage.stale_families(unrolled).contains("flag:maxrregcount"));
+
+        let bar = crate::stats::Bar::new(0.01, None);
+        let best = Best::none(bar, &passed(1.0, None), "no faster kernel".into());
+        let summary = Summary::build(
+            "runs/x".into(),
+            "softmax",
+            false,
+            "tune".into(),
+            &search,
+            60.0,
+            60.0,
+            PhaseTimes::default(),
+            Vec::new(),
+            None,
+            Final { best, tried: Vec::new() },
+        );
+        assert_eq!(summary.within_parent_interval, 3);
+        assert_eq!(serde_json::to_value(&summary).unwrap()["within_parent_interval"], 3);
+        let human = summary.human();
+        assert!(human.contains("3 of them landed within their parent's interval"), "{human}");
+    }
 
     #[test]
     fn ninety_five_percent_of_the_gain() {

@@ -103,6 +103,9 @@ pub struct RunView {
     pub bar: Option<String>,
     pub certificate: Option<Certificate>,
     pub outcomes: BTreeMap<String, usize>,
+    /// Judged nodes that landed within their parent's interval: no gain that clears the
+    /// noise.
+    pub within_parent_interval: usize,
     pub usage: Option<Usage>,
     /// (seconds since start, best speedup so far) at each improvement, and (node, best).
     pub best_over_time: Vec<(f64, f64)>,
@@ -215,6 +218,7 @@ impl RunView {
             bar,
             certificate,
             outcomes,
+            within_parent_interval: log.within_parent_interval(run.config.min_gain),
             usage: log.usage,
             best_over_time,
             best_over_nodes,

@@ -126,14 +126,25 @@ impl NodeSummary {
         })
     }
 
+    /// Whether this node, correct, ran at the speed of its `parent` (correct too) as far as
+    /// the timing can tell: inside the parent's 95% interval or within `min_gain` of its
+    /// speedup ([`Speedup::same_speed`]). Such a child is no gain that clears the noise.
+    pub fn within_interval_of(&self, parent: &NodeSummary, min_gain: f64) -> bool {
+        if !(self.passed && parent.passed) {
+            return false;
+        }
+        match (parent.measured_speedup(), self.speedup) {
+            (Some(p), Some(s)) => p.same_speed(s, min_gain),
+            _ => false,
+        }
+    }
+
     /// What the search sees of this node.
     pub fn outcome(&self) -> search::Outcome {
         if self.passed {
             search::Outcome {
-                correct: true,
-                speedup: self.speedup.unwrap_or(1.0),
                 energy_saving: self.energy_saving,
-                failure: None,
+                ..search::Outcome::correct(self.speedup.unwrap_or(1.0))
             }
         } else {
             search::Outcome::failed(self.failure_class.as_ref().map_or("unknown", |c| c.name()))

@@ -241,6 +241,19 @@ impl RunLog {
     pub fn live_nodes(&self) -> impl Iterator<Item = &NodeLog> {
         self.nodes.values().filter(|n| n.dropped.is_none())
     }
+
+    /// How many judged nodes landed within their parent's interval, under the run's
+    /// `--min-gain` ([`NodeSummary::within_interval_of`]).
+    pub fn within_parent_interval(&self, min_gain: f64) -> usize {
+        let summary = |id: NodeId| self.nodes.get(&id).and_then(|n| n.finished.as_ref()).map(|f| &f.summary);
+        self.nodes
+            .values()
+            .filter(|n| match (n.finished.as_ref(), n.parent.and_then(summary)) {
+                (Some(f), Some(parent)) => f.summary.within_interval_of(parent, min_gain),
+                _ => false,
+            })
+            .count()
+    }
 }
 
 #[cfg(test)]
@@ -323,6 +336,24 @@ mod tests {
         assert_eq!(log.kernel_of(2).unwrap().candidate.source, "nodes/0002/kernel.cu");
         assert!(log.kernel_of(3).is_none());
         assert_eq!(log.usage.as_ref().unwrap().prompt_tokens, 20, "a reply without a kernel spent tokens too");
+    }
+
+    #[test]
+    fn nodes_within_their_parents_interval_are_counted() {
+        let log = RunLog::fold(&two_sessions());
+        // 1.5x and 1.2x over a 1.0x root: gains, at any margin below 20%.
+        assert_eq!(log.within_parent_interval(0.01), 0);
+        assert_eq!(log.within_parent_interval(0.25), 1, "1.2x is within 25% of the root");
+        let mut records = two_sessions();
+        let wide = NodeSummary { speedup_low: Some(1.40), speedup_high: Some(1.60), ..passed(1.5) };
+        records[6] = rec(104.0, Event::NodeFinished { id: 1, summary: wide, lane: Some(0), duplicate_of: None });
+        records.insert(10, rec(105.6, Event::NodeStarted { id: 4, parent: 1, kind: Expansion::Improve }));
+        let finished = |summary| Event::NodeFinished { id: 4, summary, lane: Some(0), duplicate_of: None };
+        let mut inside = records.clone();
+        inside.insert(11, rec(105.7, finished(passed(1.58))));
+        assert_eq!(RunLog::fold(&inside).within_parent_interval(0.01), 1, "inside node 1's interval");
+        records.insert(11, rec(105.7, finished(passed(1.65))));
+        assert_eq!(RunLog::fold(&records).within_parent_interval(0.01), 0, "above it");
     }
 
     #[test]

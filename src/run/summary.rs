@@ -88,6 +88,10 @@ pub struct Summary {
     /// Judged nodes by outcome: "passed" or the failure class.
     pub outcomes: BTreeMap<String, usize>,
     pub judged: usize,
+    /// Judged nodes that landed within their parent's interval (inside it, or within
+    /// `--min-gain` of the parent's speedup): no gain that clears the noise.
+    #[serde(default)]
+    pub within_parent_interval: usize,
     /// Wall time of the search in this session, and summed over sessions.
     pub search_s: f64,
     pub phases: PhaseTimes,
@@ -137,6 +141,7 @@ mod tests {
             best_file: None,
             outcomes: [("passed".to_string(), 3)].into(),
             judged: 3,
+            within_parent_interval: 1,
             search_s: 12.5,
             phases: PhaseTimes { profiles: 2, profiles_shared: 1, judgments: 3, ..Default::default() },
             gpus: vec![GpuLane {

@@ -15,7 +15,7 @@ pub mod shuffle_reduce;
 pub mod unroll;
 pub mod vectorize;
 
-use crate::recipe::{Applied, NotApplicable, Params, Recipe, RecipeId, Rewrite};
+use crate::recipe::{Applied, NotApplicable, Params, Recipe, RecipeId, RecipeKind, Rewrite};
 use crate::source::{Kernel, Source};
 use crate::version::{self, Change};
 use heuristics::ToolId;
@@ -55,6 +55,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::IndexWidth,
         summary: "64-bit index arithmetic in 32 bits; versioned on every buffer holding at most 2^30 elements",
+        kind: RecipeKind::Structural,
         answers: &[ToolId::IntegerOverhead],
         versioned: true,
         params: index_width::PARAMS,
@@ -63,6 +64,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::FastDivmod,
         summary: "integer / and % by run-time kernel parameters as multiply-high and shift by host-computed magic numbers; versioned on their ranges",
+        kind: RecipeKind::Structural,
         answers: &[ToolId::IntegerOverhead],
         versioned: true,
         params: fast_divmod::PARAMS,
@@ -71,6 +73,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::Vectorize,
         summary: "each thread handles V consecutive elements with 8- or 16-byte loads and stores and a scalar tail; versioned on alignment",
+        kind: RecipeKind::Structural,
         answers: &[ToolId::NarrowGlobalAccess, ToolId::ScalarGlobalAccess, ToolId::MemoryLatencyBound, ToolId::IntegerOverhead],
         versioned: true,
         params: vectorize::PARAMS,
@@ -79,6 +82,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::Cooperative,
         summary: "a thread per output becomes L lanes per output: inner loops strided across lanes, shuffle reductions, lane 0 writes; versioned on the block size",
+        kind: RecipeKind::Structural,
         answers: &[ToolId::UncoalescedGlobal, ToolId::UnderFilledGrid, ToolId::MemoryLatencyBound, ToolId::DependentLoads, ToolId::RedundantL2Traffic],
         versioned: true,
         params: cooperative::PARAMS,
@@ -87,6 +91,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::ShuffleReduce,
         summary: "a shared-memory tree reduction as warp shuffles plus one shared exchange between warps; versioned on the block size",
+        kind: RecipeKind::Structural,
         answers: &[ToolId::BarrierStalls, ToolId::SharedMemoryBound, ToolId::SharedBankConflicts],
         versioned: true,
         params: shuffle_reduce::PARAMS,
@@ -95,6 +100,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::BlockKnob,
         summary: "block sizes fixed in the launcher (literals, constants, dim3 components; unguarded block macros get an #ifndef) and grid caps become -D knobs the tuner moves",
+        kind: RecipeKind::Tuning,
         answers: &[ToolId::LowOccupancy, ToolId::UnderFilledGrid, ToolId::LaunchOverhead, ToolId::RegisterPressure],
         versioned: false,
         params: block_knob::PARAMS,
@@ -103,6 +109,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::GridStride,
         summary: "a bounds-checked element kernel as a grid-stride loop on a grid of k blocks per SM (a knob)",
+        kind: RecipeKind::Structural,
         answers: &[ToolId::UnderFilledGrid, ToolId::LaunchOverhead, ToolId::IntegerOverhead],
         versioned: false,
         params: grid_stride::PARAMS,
@@ -111,6 +118,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::ReadOnly,
         summary: "__restrict__ on pointer parameters and __ldg on reads of never-written buffers; versioned on the buffers not overlapping",
+        kind: RecipeKind::Structural,
         answers: &[ToolId::MemoryLatencyBound, ToolId::DependentLoads],
         versioned: true,
         params: read_only::PARAMS,
@@ -119,6 +127,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::Intrinsics,
         summary: "fast intrinsics per call site (__expf, __fdividef, rsqrtf, tanh.approx...) where the task's tolerance admits them",
+        kind: RecipeKind::Structural,
         answers: &[ToolId::AccurateMath, ToolId::SpecialFunctionBound, ToolId::ConversionOverhead],
         versioned: false,
         params: intrinsics::PARAMS,
@@ -127,6 +136,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::Unroll,
         summary: "#pragma unroll N on innermost loops without a pragma",
+        kind: RecipeKind::Tuning,
         answers: &[ToolId::MemoryLatencyBound, ToolId::DependentLoads, ToolId::IntegerOverhead],
         versioned: false,
         params: unroll::PARAMS,
@@ -135,6 +145,7 @@ pub const ALL: &[Recipe] = &[
     Recipe {
         id: RecipeId::LaunchBounds,
         summary: "__launch_bounds__(block, min blocks per SM) on kernels with a compile-time block size",
+        kind: RecipeKind::Tuning,
         answers: &[ToolId::RegisterPressure, ToolId::LowOccupancy, ToolId::LocalMemory],
         versioned: false,
         params: launch_bounds::PARAMS,
