@@ -128,6 +128,17 @@ impl Size {
         }
     }
 
+    /// The macros this size is made of, however deep (`const int t = 2 * BLOCK;` is
+    /// `BLOCK`): what a `-D` of which moves the size.
+    pub fn macros(&self) -> Vec<&str> {
+        match self {
+            Size::Literal { .. } | Size::RunTime(_) => Vec::new(),
+            Size::Macro(m) => vec![m.name.as_str()],
+            Size::Constant(c) => c.initializer.macros(),
+            Size::Arithmetic(a) => a.names.iter().flat_map(|(_, size)| size.macros()).collect(),
+        }
+    }
+
     /// The size as an expression that code at file scope at byte `at` can use (where
     /// `__launch_bounds__` goes): a macro or file-scope constant by name when it is
     /// defined above `at`, a launcher's constant by its initializer. The error says why
@@ -288,6 +299,11 @@ impl Dims {
     /// The thread count, where every component is fixed (none on overflow).
     pub fn threads(&self) -> Option<i64> {
         self.varying().iter().try_fold(1i64, |acc, (_, c)| acc.checked_mul(c.size.value()?))
+    }
+
+    /// The macros any component is made of (see [`Size::macros`]).
+    pub fn macros(&self) -> Vec<&str> {
+        (0..3).filter_map(|a| self.component(a)).flat_map(|c| c.size.macros()).collect()
     }
 
     /// The components that are not 1 for certain, with their axes.
@@ -1005,6 +1021,21 @@ mod tests {
             why("const int t(b);\nk<<<n, t>>>(y);"),
             "`t` is computed when the launcher runs (`const int t(b);`)"
         );
+    }
+
+    #[test]
+    fn the_macros_a_block_is_made_of_however_deep() {
+        let (b, _) = shape(&format!(
+            "#define WARP 32\n#define ROWS 4\n{}",
+            launcher("const int threads = WARP * ROWS;\nk<<<n, threads>>>(y);")
+        ));
+        let mut names = b.macros();
+        names.sort();
+        assert_eq!(names, ["ROWS", "WARP"]);
+        let (b, _) = shape(&format!("#define BY 8\n{}", launcher("dim3 block(32, BY);\nk<<<n, block>>>(y);")));
+        assert_eq!(b.macros(), ["BY"]);
+        let (b, _) = shape(&launcher("const int threads = 256;\nk<<<n, threads>>>(y);"));
+        assert!(b.macros().is_empty());
     }
 
     #[test]

@@ -304,8 +304,15 @@ impl Tuner {
         let mut knobs: Vec<(String, Vec<String>, Option<String>, bool)> =
             // The default a task knob has when unset: the source's `#define NAME VALUE`.
             self.task_knobs.iter().map(|(n, v)| (n.clone(), v.clone(), rewrite::knobs::macro_value(parsed, n), false)).collect();
-        let block_knobs: HashSet<String> =
-            parsed.launches().iter().filter_map(|l| l.config.get(1).map(|b| b.trim().to_string())).collect();
+        // Every macro a launch's block size is made of (through constants, arithmetic or
+        // a `dim3`'s components), and the block as written, for a knob of the task's.
+        let mut block_knobs: HashSet<String> = HashSet::new();
+        for l in parsed.launches() {
+            if let Some(dims) = rewrite::launch::block(parsed, &l) {
+                block_knobs.extend(dims.macros().into_iter().map(str::to_string));
+            }
+            block_knobs.extend(l.config.get(1).map(|b| b.trim().to_string()));
+        }
         for k in rewrite::knobs(parsed) {
             if let Some(existing) = knobs.iter_mut().find(|x| x.0 == k.name) {
                 existing.3 = block_knobs.contains(&k.name);
@@ -876,6 +883,30 @@ mod tests {
         for k in ["vectorize", "grid-stride", "launch-bounds", "knob:BLOCK", "flag:maxrregcount"] {
             assert!(kinds.contains(k), "{k} never proposed: {kinds:?}");
         }
+    }
+
+    #[test]
+    fn a_knob_a_block_size_is_made_of_moves_as_a_block_size() {
+        // After block-knob, a `const int` block reads a macro: its moves are block-size
+        // moves (directions for occupancy), not anonymous ones.
+        let t = task("vector_add");
+        let src = "#ifndef NS_BLOCK\n#define NS_BLOCK 256\n#endif\n// nightshift: knob NS_BLOCK = 128 256 512\n\
+                   __global__ void add(const float* a, const float* b, float* c, int n) {\n\
+                   int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }\n\
+                   extern \"C\" void vector_add(const float* a, const float* b, float* c, int n, cudaStream_t s) {\n\
+                   const int threads = NS_BLOCK;\n\
+                   add<<<(n + threads - 1) / threads, threads, 0, s>>>(a, b, c, n); }\n";
+        let tuner = Tuner::new(&t, src, 1, Guidance::None);
+        let knobs: Vec<(String, bool)> = tuner
+            .moves(&Source::parse(src), &base())
+            .into_iter()
+            .filter_map(|m| match m {
+                Move::Knob { name, block_size, .. } => Some((name, block_size)),
+                _ => None,
+            })
+            .collect();
+        assert!(knobs.iter().any(|(n, _)| n == "NS_BLOCK"), "no NS_BLOCK knob: {knobs:?}");
+        assert!(knobs.iter().filter(|(n, _)| n == "NS_BLOCK").all(|(_, b)| *b), "{knobs:?}");
     }
 
     #[test]
