@@ -401,7 +401,8 @@ fn lane_count_of(t: &str, e: Node) -> Option<LaneCount> {
 }
 
 /// The lane count K when `e` is a thread's lane among groups of K: `threadIdx.x % K`,
-/// `threadIdx.x & (K - 1)` with K a literal power of two, or (when `follow`) a local of the
+/// `threadIdx.x & (K - 1)` (K a literal power of two, or a constant's name), or (when
+/// `follow`) a local of the
 /// kernel declared once as one of those and never assigned.
 pub fn lane_count(t: &str, body: Node, e: Node, follow: bool) -> Option<LaneCount> {
     let e = strip(e);
@@ -417,8 +418,14 @@ pub fn lane_count(t: &str, body: Node, e: Node, follow: bool) -> Option<LaneCoun
                 } else {
                     return None;
                 };
-                let m = strip(mask);
-                let m = (m.kind() == "number_literal").then(|| int_literal(text(t, m))).flatten()?;
+                let mask = strip(mask);
+                if let Some(("-", k, one)) = binary(t, mask) {
+                    // `K - 1` with K a constant's name (a macro: a power of two is the writer's word).
+                    let k = strip(k);
+                    return (k.kind() == "identifier" && int_literal(text(t, strip(one))) == Some(1))
+                        .then(|| LaneCount::Named(text(t, k).to_string()));
+                }
+                let m = (mask.kind() == "number_literal").then(|| int_literal(text(t, mask))).flatten()?;
                 let k = m.checked_add(1)?;
                 (m >= 1 && (k & m) == 0).then_some(LaneCount::Literal(k))
             }

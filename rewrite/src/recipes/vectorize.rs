@@ -336,7 +336,7 @@ fn lane_loop_fits(
     l: &pattern::StridedLoop,
     staged: &[Staged],
 ) -> Result<(), String> {
-    use crate::syntax::{descendants, strip_parens, text};
+    use crate::syntax::{descendants, has_warp_primitive, strip_parens, text};
     let t = src.text();
     let lp = format!("the lane-strided loop over `{}`", l.bound);
     let sites: Vec<&Range<usize>> = staged.iter().flat_map(|s| s.sites.iter().map(|(r, _)| r)).collect();
@@ -384,11 +384,19 @@ fn lane_loop_fits(
     // The lanes' partials: what the body accumulates into names declared outside it.
     let inside: Vec<String> = statements.iter().flat_map(|b| crate::syntax::declared_names(t, *b)).collect();
     let kernel_body = src.node(&k.body, "compound_statement").ok_or_else(|| format!("`{}` has no body", k.name))?;
+    // A shuffle, or a function of this file that shuffles (`warp_sum(s)`).
+    let functions = src.host_functions();
+    let shuffles = |f: &str| {
+        f.starts_with("__shfl")
+            || functions.iter().any(|h| {
+                h.name == f && src.node(&h.body, "compound_statement").is_some_and(|b| has_warp_primitive(t, b))
+            })
+    };
     let shuffled_after = |acc: &str| {
         descendants(kernel_body).into_iter().any(|d| {
             d.start_byte() >= l.stmt.end
                 && d.kind() == "call_expression"
-                && d.child_by_field_name("function").is_some_and(|f| text(t, f).starts_with("__shfl"))
+                && d.child_by_field_name("function").is_some_and(|f| shuffles(text(t, f)))
                 && d.child_by_field_name("arguments").is_some_and(|a| crate::syntax::mentions(t, a, acc))
         })
     };
