@@ -749,6 +749,56 @@ mod tests {
         assert!(elementwise(&s, &k).unwrap_err().0.contains("early"));
     }
 
+    /// The lane-strided loops `strided_loops` finds in a kernel whose body is `body`:
+    /// (start, base, stride).
+    fn lane_loops(body: &str) -> Vec<(String, Option<String>, String)> {
+        let (s, k) = first_kernel(&format!("__global__ void k(const float* x, float* y, int n) {{ {body} }}"));
+        strided_loops(&s, &k)
+            .into_iter()
+            .filter(|l| l.spread == Spread::Lanes)
+            .map(|l| (l.start, l.base, l.stride))
+            .collect()
+    }
+
+    #[test]
+    fn lane_strided_loops_by_their_lane_and_step() {
+        let lane = |s: &str| (s.to_string(), None, "32".to_string());
+        assert_eq!(
+            lane_loops("for (int c = threadIdx.x % 32; c < n; c += 32) y[c] = x[c];"),
+            [lane("threadIdx.x % 32")]
+        );
+        assert_eq!(
+            lane_loops("for (int c = (threadIdx.x & 31u) + 0; c < n; c += 32) y[c] = x[c];"),
+            [lane("threadIdx.x & 31u")]
+        );
+        // A local that holds the lane, under any name, and a row start before it.
+        assert_eq!(
+            lane_loops(
+                "const int l = (int)(threadIdx.x % 16u); int b = n / 2; for (int c = b + l; c < n; c += 16) y[c] = x[c];"
+            ),
+            [("l".to_string(), Some("b".to_string()), "16".to_string())]
+        );
+        assert_eq!(
+            lane_loops("int lane = threadIdx.x & (WARP - 1); for (int c = lane; c < n; c += WARP) y[c] = x[c];"),
+            [("lane".to_string(), None, "WARP".to_string())]
+        );
+    }
+
+    #[test]
+    fn loops_that_only_look_lane_strided_are_not() {
+        // The step is not the lane count.
+        assert!(lane_loops("for (int c = threadIdx.x % 32; c < n; c += 16) y[c] = x[c];").is_empty());
+        // 23 + 1 lanes is no power of two: `& 23` is no lane.
+        assert!(lane_loops("for (int c = threadIdx.x & 23; c < n; c += 24) y[c] = x[c];").is_empty());
+        // A local that changes is no lane.
+        assert!(lane_loops("int l = threadIdx.x % 32; l += 1; for (int c = l; c < n; c += 32) y[c] = x[c];").is_empty());
+        // The row start changes inside the loop.
+        assert!(lane_loops("int b = 0; for (int c = b + threadIdx.x % 32; c < n; c += 32) { y[c] = x[c]; b = 1; }")
+            .is_empty());
+        // A mask no `i64` holds the lane count of.
+        assert!(lane_loops("for (int c = threadIdx.x & 0x7fffffffffffffff; c < n; c += 32) y[c] = x[c];").is_empty());
+    }
+
     #[test]
     fn indexed_uses_tell_reads_from_writes() {
         let (s, k) = first_kernel(

@@ -780,6 +780,79 @@ extern "C" void launch(const float* x, const float* scale, float* y, int rows, i
         );
     }
 
+    /// A hand-written warp-per-row kernel around one lane-strided loop.
+    fn warp_per_row(before: &str, lane_loop: &str, after: &str) -> String {
+        format!(
+            r#"__global__ void per_row(const float* x, float* y, float* part, const int* idx, int rows, int cols) {{
+  int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float* p = x + (size_t)row * cols;
+  float* q = y + (size_t)row * cols;
+  {before}
+  {lane_loop}
+  {after}
+}}
+extern "C" void launch(const float* x, float* y, float* part, const int* idx, int rows, int cols, cudaStream_t s) {{
+  per_row<<<(rows * 32 + 255) / 256, 256, 0, s>>>(x, y, part, idx, rows, cols);
+}}
+"#
+        )
+    }
+
+    fn vectorize(src: &str) -> Applied {
+        apply(&Source::parse(src), &FactsBuilder::new("launch").build(), &Params::default())
+    }
+
+    #[test]
+    fn a_lane_loop_from_a_row_start_runs_from_that_start() {
+        let src = warp_per_row(
+            "const int half = cols / 2;",
+            "for (int c = half + lane; c < cols; c += 32) q[c] = 2.f * p[c];",
+            "",
+        );
+        let r = vectorize(&src).unwrap();
+        let s = &r.source;
+        assert!(s.contains("((unsigned long long)(p + (half)) % 16) == 0"), "{s}");
+        assert!(s.contains("const int ns_begin = (int)(half);"), "{s}");
+        assert!(s.contains("for (int ns_base = ns_begin + ns_first * 4; ns_base + 4 <= (cols);"), "{s}");
+        assert!(
+            s.contains(
+                "for (int c = ((cols) > ns_begin ? ns_begin + ((cols) - ns_begin) / 4 * 4 : ns_begin) + ns_first;"
+            ),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn lane_loops_decline_what_regrouping_would_change() {
+        let shuffled = "for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);";
+        let why = |lane_loop: &str, after: &str| {
+            vectorize(&warp_per_row("float acc = 0.f;", lane_loop, after)).unwrap_err().0
+        };
+        assert_eq!(
+            why("for (int c = lane; c < cols; c += 32) { q[c] = p[c]; y[idx[c]] = p[c]; }", ""),
+            "`per_row`: the lane-strided loop over `cols` writes `y[idx[c]]`, which is not a buffer it moves at exactly `c`"
+        );
+        // Each lane's own share is the result: columns `lane`, `lane + 32`... summed.
+        assert_eq!(
+            why("for (int c = lane; c < cols; c += 32) acc += p[c];", "part[row * 32 + lane] = acc;"),
+            "`per_row`: the lane-strided loop over `cols` accumulates `acc` per lane and no shuffle after it combines the lanes' `acc`: regrouping changes which elements each lane's `acc` holds"
+        );
+        assert_eq!(
+            why("for (int c = lane; c < cols; c += 32) { acc += p[c]; q[c] = acc; }", shuffled),
+            "`per_row`: the lane-strided loop over `cols` reads the running value of `acc` inside it, which regrouping would change"
+        );
+        // Combined after the loop, the same sum vectorizes.
+        let r = vectorize(&warp_per_row(
+            "float acc = 0.f;",
+            "for (int c = lane; c < cols; c += 32) acc += p[c];",
+            shuffled,
+        ))
+        .unwrap();
+        assert!(r.description.contains("lane-strided loop over `cols`: 4 per step (p 16B in)"), "{}", r.description);
+    }
+
     #[test]
     fn float_add_becomes_float4() {
         let r = apply(&Source::parse(ADD), &facts(), &Params::default()).unwrap();
