@@ -4,6 +4,11 @@
 //! into and out of register arrays; the per-element code runs unchanged V times over
 //! those arrays. Threads whose run would cross the bound take the scalar path, and the
 //! launcher takes the fast path only when every such buffer is aligned to its access.
+//!
+//! Strided loops inside kernels that share data (a block's threads over a row, a
+//! grid-stride loop, a group's lanes over a row as `cooperative` leaves them) take runs of
+//! V consecutive elements per thread and step instead, behind an alignment check where
+//! the loop starts, with a strided tail and the original loop as the fallback.
 
 use crate::facts::{Facts, Role};
 use crate::helpers;
@@ -259,10 +264,12 @@ fn plan_kernel<'k>(
     Ok((change, note))
 }
 
-/// Strided loops inside a kernel (a block's threads over a row, a grid-stride loop):
-/// each loop runs V consecutive elements per step when its staged buffers are aligned,
-/// checked in the kernel where the loop starts (the check is uniform across the block,
-/// and the original loop stays as the fallback).
+/// Strided loops inside a kernel (a block's threads over a row, a grid-stride loop, a
+/// group's lanes over a row): each loop runs V consecutive elements per step when its
+/// staged buffers are aligned, checked in the kernel where the loop starts (the check is
+/// uniform across the threads that share the range, and the original loop stays as the
+/// fallback). Shuffles after a lane loop stay outside the check, so every lane reaches
+/// them whichever path it took.
 fn plan_loops<'k>(
     src: &Source,
     facts: &Facts,
