@@ -353,7 +353,7 @@ fn lane_loop_fits(
     let body_nodes: Vec<tree_sitter::Node> = statements.iter().flat_map(|s| descendants(*s)).collect();
     for n in &body_nodes {
         if n.kind() == "identifier" && text(t, *n) == l.index && !in_site(*n) {
-            let user = n.parent().map_or(*n, |p| p);
+            let user = n.parent().unwrap_or(*n);
             return Err(format!(
                 "{lp} uses its index `{}` in `{}`, not only to address the buffers it moves; regrouping a lane's elements keeps only such loops exact",
                 l.index,
