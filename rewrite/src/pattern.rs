@@ -254,14 +254,32 @@ fn check_body(t: &str, k: &Kernel, index: &str, bound: Node, stmts: &[Node]) -> 
     Ok(())
 }
 
+/// Who splits a strided loop's range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spread {
+    /// A block's threads: `for (i = threadIdx.x; i < n; i += blockDim.x)`.
+    Block,
+    /// The grid's threads: the grid-stride loop.
+    Grid,
+    /// The K lanes of a group: `for (i = base + lane; i < n; i += K)` where `lane` is
+    /// `threadIdx.x % K` (or `& (K - 1)`, or a local that holds it).
+    Lanes,
+}
+
 /// A loop whose threads split a range by a stride: `for (T i = threadIdx.x; i < n; i +=
-/// blockDim.x)` (a block's threads over a row) or the grid-stride loop.
+/// blockDim.x)` (a block's threads over a row), the grid-stride loop, or a group's lanes
+/// over a row.
 #[derive(Debug, Clone)]
 pub struct StridedLoop {
     pub stmt: Range<usize>,
+    pub spread: Spread,
     pub index: String,
     pub index_type: String,
+    /// The thread's own first position (`threadIdx.x`, the flat index, the lane).
     pub start: String,
+    /// The terms of the start besides the thread's position (`row_begin` in `row_begin +
+    /// lane`); None when there are none or they add up to a literal 0.
+    pub base: Option<String>,
     pub stride: String,
     pub bound: String,
     /// The statements of the loop body.
@@ -281,11 +299,15 @@ pub fn strided_loops(src: &Source, k: &Kernel) -> Vec<StridedLoop> {
         }
         let Some(init) = f.child_by_field_name("initializer") else { continue };
         let Some((name, Some(start))) = syntax::single_declarator(t, init) else { continue };
-        let by_block = builtin(t, strip(start)) == Some(("threadIdx", 'x'));
-        let by_grid = is_flat_index(t, start);
-        if !by_block && !by_grid {
+        let (spread, first, base, lanes) = if builtin(t, strip(start)) == Some(("threadIdx", 'x')) {
+            (Spread::Block, text(t, start).to_string(), None, None)
+        } else if is_flat_index(t, start) {
+            (Spread::Grid, text(t, start).to_string(), None, None)
+        } else if let Some((lane, base, lanes)) = lane_start(t, body, start) {
+            (Spread::Lanes, lane, base, Some(lanes))
+        } else {
             continue;
-        }
+        };
         let Some(cond) = f.child_by_field_name("condition") else { continue };
         let Some(bound) = bound_of(t, cond, &name, false) else { continue };
         let Some(update) = f.child_by_field_name("update") else { continue };
@@ -295,7 +317,11 @@ pub fn strided_loops(src: &Source, k: &Kernel) -> Vec<StridedLoop> {
         .then(|| update.child_by_field_name("right"))
         .flatten();
         let Some(stride) = stride else { continue };
-        let ok_stride = if by_grid { is_grid_stride(t, stride) } else { is_block_size(t, stride) };
+        let ok_stride = match spread {
+            Spread::Grid => is_grid_stride(t, stride),
+            Spread::Block => is_block_size(t, stride),
+            Spread::Lanes => lanes.is_some_and(|k| lane_count_of(t, stride).as_ref() == Some(&k)),
+        };
         if !ok_stride {
             continue;
         }
@@ -304,15 +330,19 @@ pub fn strided_loops(src: &Source, k: &Kernel) -> Vec<StridedLoop> {
             continue;
         }
         let leaves = syntax::escapes(lbody).into_iter().any(|e| e.kind() != "continue_statement");
-        let touches = syntax::assigned(t, lbody).into_iter().any(|(n, _)| n == name || syntax::mentions(t, bound, &n));
+        let touches = syntax::assigned(t, lbody).into_iter().any(|(n, _)| {
+            n == name || syntax::mentions(t, bound, &n) || base.as_deref().is_some_and(|b| syntax::mentions_word(b, &n))
+        });
         if leaves || touches {
             continue;
         }
         out.push(StridedLoop {
             stmt: f.byte_range(),
+            spread,
             index: name,
             index_type: syntax::declaration_type(t, init).unwrap_or_else(|| "int".into()),
-            start: text(t, start).to_string(),
+            start: first,
+            base,
             stride: text(t, stride).to_string(),
             bound: text(t, bound).to_string(),
             body: block_statements(lbody).iter().map(|n| n.byte_range()).collect(),
@@ -322,6 +352,99 @@ pub fn strided_loops(src: &Source, k: &Kernel) -> Vec<StridedLoop> {
     let all = out.clone();
     out.retain(|l| !all.iter().any(|o| o.stmt != l.stmt && o.stmt.start <= l.stmt.start && l.stmt.end <= o.stmt.end));
     out
+}
+
+/// A lane-strided loop's start `base + lane`: the lane term's text, the other terms (None
+/// when they are absent or a literal 0) and the lane count K.
+fn lane_start(t: &str, body: Node, start: Node) -> Option<(String, Option<String>, LaneCount)> {
+    let terms = flatten(t, strip(start), "+");
+    let mut lane = None;
+    let mut base = Vec::new();
+    for term in terms {
+        match lane_count(t, body, term, true) {
+            Some(k) if lane.is_none() => lane = Some((text(t, term).to_string(), k)),
+            // Two lane terms would start each lane twice as far along.
+            Some(_) => return None,
+            None if int_literal(text(t, strip(term))) == Some(0) => {}
+            None => base.push(text(t, term).to_string()),
+        }
+    }
+    let (lane, k) = lane?;
+    Some((lane, (!base.is_empty()).then(|| base.join(" + ")), k))
+}
+
+/// How many lanes share a range: a literal's value or a constant's name, so that `32u`
+/// and `32` agree and `LANES` matches only `LANES`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaneCount {
+    Literal(i64),
+    Named(String),
+}
+
+impl std::fmt::Display for LaneCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LaneCount::Literal(k) => write!(f, "{k}"),
+            LaneCount::Named(n) => f.write_str(n),
+        }
+    }
+}
+
+/// A literal or a constant's name as a lane count (a loop's step).
+fn lane_count_of(t: &str, e: Node) -> Option<LaneCount> {
+    let e = strip(e);
+    match e.kind() {
+        "number_literal" => int_literal(text(t, e)).filter(|k| *k >= 2).map(LaneCount::Literal),
+        "identifier" => Some(LaneCount::Named(text(t, e).to_string())),
+        _ => None,
+    }
+}
+
+/// The lane count K when `e` is a thread's lane among groups of K: `threadIdx.x % K`,
+/// `threadIdx.x & (K - 1)` (K a literal power of two, or a constant's name), or (when
+/// `follow`) a local of the
+/// kernel declared once as one of those and never assigned.
+pub fn lane_count(t: &str, body: Node, e: Node, follow: bool) -> Option<LaneCount> {
+    let e = strip(e);
+    let is_tid = |n: Node| builtin(t, n) == Some(("threadIdx", 'x'));
+    if let Some((op, l, r)) = binary(t, e) {
+        return match op {
+            "%" if is_tid(l) => lane_count_of(t, r),
+            "&" => {
+                let mask = if is_tid(l) {
+                    r
+                } else if is_tid(r) {
+                    l
+                } else {
+                    return None;
+                };
+                let mask = strip(mask);
+                if let Some(("-", k, one)) = binary(t, mask) {
+                    // `K - 1` with K a constant's name (a macro: a power of two is the writer's word).
+                    let k = strip(k);
+                    return (k.kind() == "identifier" && int_literal(text(t, strip(one))) == Some(1))
+                        .then(|| LaneCount::Named(text(t, k).to_string()));
+                }
+                let m = (mask.kind() == "number_literal").then(|| int_literal(text(t, mask))).flatten()?;
+                let k = m.checked_add(1)?;
+                (m >= 1 && (k & m) == 0).then_some(LaneCount::Literal(k))
+            }
+            _ => None,
+        };
+    }
+    if !follow || e.kind() != "identifier" {
+        return None;
+    }
+    let name = text(t, e);
+    if syntax::declared_names(t, body).iter().filter(|n| *n == name).count() != 1
+        || syntax::assigned(t, body).iter().any(|(n, _)| n == name)
+    {
+        return None;
+    }
+    descendants(body).into_iter().find_map(|d| match syntax::single_declarator(t, d) {
+        Some((n, Some(init))) if n == name => lane_count(t, body, init, false),
+        _ => None,
+    })
 }
 
 /// Whether a node sits in a branch a recipe generated (its condition says `nightshift:`):
@@ -624,6 +747,56 @@ mod tests {
             "__global__ void k(float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { if (y[i] < 0) return; y[i] = 0; } }",
         );
         assert!(elementwise(&s, &k).unwrap_err().0.contains("early"));
+    }
+
+    /// The lane-strided loops `strided_loops` finds in a kernel whose body is `body`:
+    /// (start, base, stride).
+    fn lane_loops(body: &str) -> Vec<(String, Option<String>, String)> {
+        let (s, k) = first_kernel(&format!("__global__ void k(const float* x, float* y, int n) {{ {body} }}"));
+        strided_loops(&s, &k)
+            .into_iter()
+            .filter(|l| l.spread == Spread::Lanes)
+            .map(|l| (l.start, l.base, l.stride))
+            .collect()
+    }
+
+    #[test]
+    fn lane_strided_loops_by_their_lane_and_step() {
+        let lane = |s: &str| (s.to_string(), None, "32".to_string());
+        assert_eq!(
+            lane_loops("for (int c = threadIdx.x % 32; c < n; c += 32) y[c] = x[c];"),
+            [lane("threadIdx.x % 32")]
+        );
+        assert_eq!(
+            lane_loops("for (int c = (threadIdx.x & 31u) + 0; c < n; c += 32) y[c] = x[c];"),
+            [lane("threadIdx.x & 31u")]
+        );
+        // A local that holds the lane, under any name, and a row start before it.
+        assert_eq!(
+            lane_loops(
+                "const int l = (int)(threadIdx.x % 16u); int b = n / 2; for (int c = b + l; c < n; c += 16) y[c] = x[c];"
+            ),
+            [("l".to_string(), Some("b".to_string()), "16".to_string())]
+        );
+        assert_eq!(
+            lane_loops("int lane = threadIdx.x & (WARP - 1); for (int c = lane; c < n; c += WARP) y[c] = x[c];"),
+            [("lane".to_string(), None, "WARP".to_string())]
+        );
+    }
+
+    #[test]
+    fn loops_that_only_look_lane_strided_are_not() {
+        // The step is not the lane count.
+        assert!(lane_loops("for (int c = threadIdx.x % 32; c < n; c += 16) y[c] = x[c];").is_empty());
+        // 23 + 1 lanes is no power of two: `& 23` is no lane.
+        assert!(lane_loops("for (int c = threadIdx.x & 23; c < n; c += 24) y[c] = x[c];").is_empty());
+        // A local that changes is no lane.
+        assert!(lane_loops("int l = threadIdx.x % 32; l += 1; for (int c = l; c < n; c += 32) y[c] = x[c];").is_empty());
+        // The row start changes inside the loop.
+        assert!(lane_loops("int b = 0; for (int c = b + threadIdx.x % 32; c < n; c += 32) { y[c] = x[c]; b = 1; }")
+            .is_empty());
+        // A mask no `i64` holds the lane count of.
+        assert!(lane_loops("for (int c = threadIdx.x & 0x7fffffffffffffff; c < n; c += 32) y[c] = x[c];").is_empty());
     }
 
     #[test]

@@ -4,10 +4,15 @@
 //! into and out of register arrays; the per-element code runs unchanged V times over
 //! those arrays. Threads whose run would cross the bound take the scalar path, and the
 //! launcher takes the fast path only when every such buffer is aligned to its access.
+//!
+//! Strided loops inside kernels that share data (a block's threads over a row, a
+//! grid-stride loop, a group's lanes over a row as `cooperative` leaves them) take runs of
+//! V consecutive elements per thread and step instead, behind an alignment check where
+//! the loop starts, with a strided tail and the original loop as the fallback.
 
 use crate::facts::{Facts, Role};
 use crate::helpers;
-use crate::pattern::{self, Access, Elementwise, Form};
+use crate::pattern::{self, Access, Elementwise, Form, Spread};
 use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
 use crate::source::{Kernel, Source};
 use crate::syntax::{indent_at, reindent};
@@ -69,7 +74,9 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, width: usize) -> Result<
             let loops = pattern::strided_loops(src, k);
             if loops.is_empty() {
                 return Err(match other {
-                    Err(e) => NotApplicable::new(format!("{e}, and has no block- or grid-strided loop to vectorize")),
+                    Err(e) => {
+                        NotApplicable::new(format!("{e}, and has no block-, grid- or lane-strided loop to vectorize"))
+                    }
                     Ok(_) => NotApplicable::new(format!("`{}` has no strided loop this recipe can vectorize", k.name)),
                 });
             }
@@ -257,10 +264,12 @@ fn plan_kernel<'k>(
     Ok((change, note))
 }
 
-/// Strided loops inside a kernel (a block's threads over a row, a grid-stride loop):
-/// each loop runs V consecutive elements per step when its staged buffers are aligned,
-/// checked in the kernel where the loop starts (the check is uniform across the block,
-/// and the original loop stays as the fallback).
+/// Strided loops inside a kernel (a block's threads over a row, a grid-stride loop, a
+/// group's lanes over a row): each loop runs V consecutive elements per step when its
+/// staged buffers are aligned, checked in the kernel where the loop starts (the check is
+/// uniform across the threads that share the range, and the original loop stays as the
+/// fallback). Shuffles after a lane loop stay outside the check, so every lane reaches
+/// them whichever path it took.
 fn plan_loops<'k>(
     src: &Source,
     facts: &Facts,
@@ -297,6 +306,12 @@ fn plan_loops<'k>(
             why.push(format!("the loop over `{}` moves no buffer at exactly `{}`", l.bound, l.index));
             continue;
         }
+        if l.spread == Spread::Lanes {
+            if let Err(e) = lane_loop_fits(src, k, node, l, &staged) {
+                why.push(e);
+                continue;
+            }
+        }
         let v = match elements_per_thread(k, &staged, width) {
             Ok(v) => v,
             Err(e) => {
@@ -306,13 +321,116 @@ fn plan_loops<'k>(
         };
         let code = loop_code(t, l, &staged, v);
         change.edits.replace(l.stmt.clone(), reindent(&code, &indent_at(t, l.stmt.start)));
-        notes.push(format!("loop over `{}`: {v} per step ({})", l.bound, staged_note(&staged, v)));
+        let what = if l.spread == Spread::Lanes { "lane-strided loop" } else { "loop" };
+        notes.push(format!("{what} over `{}`: {v} per step ({})", l.bound, staged_note(&staged, v)));
     }
     if notes.is_empty() {
         return Err(NotApplicable::new(format!("`{}`: {}", k.name, why.join("; "))));
     }
     change.helpers.push(&helpers::VECTOR_IO);
     Ok((change, format!("`{}`: {}", k.name, notes.join("; "))))
+}
+
+/// Whether a lane-strided loop may be regrouped: a lane then takes runs of V consecutive
+/// elements instead of every K-th one, so which elements each lane holds changes. That is
+/// safe when each element's work reaches memory only through the moved buffers at the
+/// index, and the lanes' partial results are combined across the lanes afterwards (a
+/// shuffle), so that no lane's own share is ever read as such.
+fn lane_loop_fits(
+    src: &Source,
+    k: &Kernel,
+    node: tree_sitter::Node,
+    l: &pattern::StridedLoop,
+    staged: &[Staged],
+) -> Result<(), String> {
+    use crate::syntax::{descendants, has_warp_primitive, strip_parens, text};
+    let t = src.text();
+    let lp = format!("the lane-strided loop over `{}`", l.bound);
+    let sites: Vec<&Range<usize>> = staged.iter().flat_map(|s| s.sites.iter().map(|(r, _)| r)).collect();
+    let in_site = |n: tree_sitter::Node| sites.iter().any(|r| r.start <= n.start_byte() && n.end_byte() <= r.end);
+    let statements: Vec<tree_sitter::Node> =
+        l.body.iter().filter_map(|r| node.descendant_for_byte_range(r.start, r.end)).collect();
+    let body_nodes: Vec<tree_sitter::Node> = statements.iter().flat_map(|s| descendants(*s)).collect();
+    for n in &body_nodes {
+        if n.kind() == "identifier" && text(t, *n) == l.index && !in_site(*n) {
+            let user = n.parent().unwrap_or(*n);
+            return Err(format!(
+                "{lp} uses its index `{}` in `{}`, not only to address the buffers it moves; regrouping a lane's elements keeps only such loops exact",
+                l.index,
+                text(t, user)
+            ));
+        }
+        let target = match n.kind() {
+            "assignment_expression" => n.child_by_field_name("left"),
+            "update_expression" => n.child_by_field_name("argument"),
+            "call_expression" => {
+                let f = n.child_by_field_name("function").map(|f| text(t, f)).unwrap_or("");
+                if f.contains("atomic") {
+                    return Err(format!("{lp} writes memory through `{f}`"));
+                }
+                None
+            }
+            _ => None,
+        };
+        let Some(target) = target.map(strip_parens) else { continue };
+        let through = match target.kind() {
+            "pointer_expression" => target.child_by_field_name("argument").map(strip_parens),
+            "subscript_expression" | "field_expression" => Some(target),
+            _ => None,
+        };
+        if let Some(w) = through {
+            if !sites.iter().any(|r| **r == w.byte_range()) {
+                return Err(format!(
+                    "{lp} writes `{}`, which is not a buffer it moves at exactly `{}`",
+                    text(t, target),
+                    l.index
+                ));
+            }
+        }
+    }
+    // The lanes' partials: what the body accumulates into names declared outside it.
+    let inside: Vec<String> = statements.iter().flat_map(|b| crate::syntax::declared_names(t, *b)).collect();
+    let kernel_body = src.node(&k.body, "compound_statement").ok_or_else(|| format!("`{}` has no body", k.name))?;
+    // A shuffle, or a function of this file that shuffles (`warp_sum(s)`).
+    let functions = src.host_functions();
+    let shuffles = |f: &str| {
+        f.starts_with("__shfl")
+            || functions.iter().any(|h| {
+                h.name == f && src.node(&h.body, "compound_statement").is_some_and(|b| has_warp_primitive(t, b))
+            })
+    };
+    let shuffled_after = |acc: &str| {
+        descendants(kernel_body).into_iter().any(|d| {
+            d.start_byte() >= l.stmt.end
+                && d.kind() == "call_expression"
+                && d.child_by_field_name("function").is_some_and(|f| shuffles(text(t, f)))
+                && d.child_by_field_name("arguments").is_some_and(|a| crate::syntax::mentions(t, a, acc))
+        })
+    };
+    let updates: Vec<(String, tree_sitter::Node)> =
+        statements.iter().flat_map(|b| crate::syntax::assigned(t, *b)).collect();
+    for (acc, _) in &updates {
+        if *acc == l.index || inside.contains(acc) {
+            continue;
+        }
+        // A running value read per element would see another lane's elements before it.
+        let read_between = body_nodes.iter().any(|d| {
+            d.kind() == "identifier"
+                && text(t, *d) == acc
+                && !updates
+                    .iter()
+                    .any(|(n, a)| n == acc && a.start_byte() <= d.start_byte() && d.end_byte() <= a.end_byte())
+        });
+        if read_between {
+            return Err(format!("{lp} reads the running value of `{acc}` inside it, which regrouping would change"));
+        }
+        if !shuffled_after(acc) {
+            return Err(format!(
+                "{lp} accumulates `{acc}` per lane and no shuffle after it combines the lanes' `{acc}`: regrouping changes which elements each lane's `{acc}` holds"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> String {
@@ -324,15 +442,28 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
     let aligned: Vec<String> = staged
         .iter()
         .map(|s| {
-            let start = match &s.offset {
+            let mut start = match &s.offset {
                 Some(o) => format!("{} + ({o})", s.name),
                 None => s.name.clone(),
             };
+            if let Some(b) = &l.base {
+                start.push_str(&format!(" + ({b})"));
+            }
             format!("((unsigned long long)({start}) % {}) == 0", s.align(v))
         })
         .collect();
+    // Runs of V start where the loop starts; the tail starts after the last whole run
+    // (a range that starts past its bound has neither).
+    let (begin, first_run, tail) = match &l.base {
+        None => (String::new(), format!("ns_first * {v}"), format!("({ty})(({bound}) / {v} * {v})")),
+        Some(b) => (
+            format!("const {ty} ns_begin = ({ty})({b});\n  "),
+            format!("ns_begin + ns_first * {v}"),
+            format!("(({bound}) > ns_begin ? ns_begin + (({bound}) - ns_begin) / {v} * {v} : ns_begin)"),
+        ),
+    };
     format!(
-        "if (/* nightshift: aligned */ {}) {{\n  // nightshift: {v} consecutive elements per thread and step, moved with wide accesses.\n  const {ty} ns_first = ({ty})({start});\n  const {ty} ns_stride = ({ty})({stride});\n  for ({ty} ns_base = ns_first * {v}; ns_base + {v} <= ({bound}); ns_base += ns_stride * {v}) {{\n    {}\n  }}\n  for ({ty} {i} = ({ty})(({bound}) / {v} * {v}) + ns_first; {i} < ({bound}); {i} += ns_stride) {{\n    {}\n  }}\n}} else {{\n  {}\n}}",
+        "if (/* nightshift: aligned */ {}) {{\n  // nightshift: {v} consecutive elements per thread and step, moved with wide accesses.\n  {begin}const {ty} ns_first = ({ty})({start});\n  const {ty} ns_stride = ({ty})({stride});\n  for ({ty} ns_base = {first_run}; ns_base + {v} <= ({bound}); ns_base += ns_stride * {v}) {{\n    {}\n  }}\n  for ({ty} {i} = {tail} + ns_first; {i} < ({bound}); {i} += ns_stride) {{\n    {}\n  }}\n}} else {{\n  {}\n}}",
         aligned.join(" && "),
         reindent(vector_step(staged, v, &ty, i, &vec_code).trim_end(), "    "),
         reindent(scalar_code.trim_end(), "    "),
@@ -541,6 +672,192 @@ extern "C" void launch(const float* x, float* y, int rows, int cols, cudaStream_
         let f = FactsBuilder::new("launch").build();
         let r = apply(&Source::parse(src), &f, &Params::default()).unwrap();
         assert!(r.source.contains("ns_load(ns_out, out + ns_base);"), "{}", r.source);
+    }
+
+    /// `cooperative` (a thread per row becomes a warp per row), then this recipe on its
+    /// output, as a search path takes them.
+    fn after_cooperative(src: &str) -> Result<crate::Rewrite, NotApplicable> {
+        use crate::{Application, RecipeId};
+        let f = FactsBuilder::new("launch").build();
+        let coop = Application { recipe: RecipeId::Cooperative, params: Params::default() };
+        let lanes = crate::apply(&coop, src, &f).expect("cooperative applies");
+        let vec = Application { recipe: RecipeId::Vectorize, params: Params::default() };
+        crate::apply(&vec, &lanes.source, &f)
+    }
+
+    const ROW_LOGSUMEXP: &str = r#"#include <cuda_runtime.h>
+#include <float.h>
+__global__ void row_lse(const float* logits, float* lse, int rows, int cols) {
+  int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const float* p = logits + (size_t)row * cols;
+  float m = -FLT_MAX;
+  for (int c = 0; c < cols; ++c) m = fmaxf(m, p[c]);
+  float sum = 0.0f;
+  for (int c = 0; c < cols; ++c) sum += expf(p[c] - m);
+  lse[row] = m + logf(sum);
+}
+extern "C" void launch(const float* logits, float* lse, int rows, int cols, cudaStream_t stream) {
+  row_lse<<<(rows + 255) / 256, 256, 0, stream>>>(logits, lse, rows, cols);
+}
+"#;
+
+    const ROW_GEMV: &str = r#"#include <cuda_runtime.h>
+__global__ void gemv(const float* A, const float* x, float* y, int rows, int cols) {
+  int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  float acc = 0.f;
+  for (int c = 0; c < cols; ++c) acc += A[(size_t)row * cols + c] * x[c];
+  y[row] = acc;
+}
+extern "C" void launch(const float* A, const float* x, float* y, int rows, int cols, cudaStream_t s) {
+  gemv<<<(rows + 255) / 256, 256, 0, s>>>(A, x, y, rows, cols);
+}
+"#;
+
+    const ROW_SCALE: &str = r#"#include <cuda_runtime.h>
+__global__ void row_scale(const float* x, const float* scale, float* y, int rows, int cols) {
+  int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row < rows) {
+    const float s = scale[row];
+    for (int c = 0; c < cols; ++c) y[(size_t)row * cols + c] = x[(size_t)row * cols + c] * s;
+  }
+}
+extern "C" void launch(const float* x, const float* scale, float* y, int rows, int cols, cudaStream_t st) {
+  row_scale<<<(rows + 127) / 128, 128, 0, st>>>(x, scale, y, rows, cols);
+}
+"#;
+
+    #[test]
+    fn lane_loops_of_a_max_then_sum_row_reduction_read_16_bytes_per_lane() {
+        let r = after_cooperative(ROW_LOGSUMEXP).unwrap();
+        let s = &r.source;
+        assert_eq!(
+            r.description,
+            "`row_lse_fast`: lane-strided loop over `cols`: 4 per step (p 16B in); lane-strided loop over `cols`: 4 per step (p 16B in)"
+        );
+        assert_eq!(s.matches("if (/* nightshift: aligned */ ((unsigned long long)(p) % 16) == 0) {").count(), 2, "{s}");
+        assert!(s.contains("const int ns_first = (int)(ns_lane);"), "{s}");
+        assert!(s.contains("const int ns_stride = (int)(32);"), "{s}");
+        assert!(s.contains("for (int ns_base = ns_first * 4; ns_base + 4 <= (cols); ns_base += ns_stride * 4)"), "{s}");
+        assert!(s.contains("ns_load(ns_p, p + ns_base);"), "{s}");
+        assert!(s.contains("m = fmaxf(m, ns_p[ns_k]);"), "{s}");
+        assert!(s.contains("sum += expf(ns_p[ns_k] - m);"), "{s}");
+        // The tail takes the last `cols % 4` elements, still lane-strided.
+        assert!(s.contains("for (int c = (int)((cols) / 4 * 4) + ns_first; c < (cols); c += ns_stride)"), "{s}");
+        // The lanes' partials are still combined after each loop, outside the fast path.
+        assert_eq!(s.matches("__shfl_xor_sync(ns_mask, ").count(), 2, "{s}");
+    }
+
+    #[test]
+    fn lane_loops_of_a_row_dot_check_the_row_start_for_alignment() {
+        let r = after_cooperative(ROW_GEMV).unwrap();
+        let s = &r.source;
+        assert!(
+            r.description.contains("lane-strided loop over `cols`: 4 per step (A 16B in, x 16B in)"),
+            "{}",
+            r.description
+        );
+        assert!(
+            s.contains(
+                "((unsigned long long)(A + ((size_t)row * cols)) % 16) == 0 && ((unsigned long long)(x) % 16) == 0"
+            ),
+            "{s}"
+        );
+        assert!(s.contains("ns_load(ns_A, A + ((size_t)row * cols) + ns_base);"), "{s}");
+        assert!(s.contains("acc += ns_A[ns_k] * ns_x[ns_k];"), "{s}");
+    }
+
+    #[test]
+    fn an_elementwise_lane_loop_loads_and_stores_16_bytes_per_lane() {
+        let r = after_cooperative(ROW_SCALE).unwrap();
+        let s = &r.source;
+        assert!(r.description.contains("(x 16B in, y 16B out)"), "{}", r.description);
+        assert!(s.contains("ns_store(y + ((size_t)row * cols) + ns_base, ns_y);"), "{s}");
+        assert!(s.contains("ns_y[ns_k] = ns_x[ns_k] * s;"), "{s}");
+    }
+
+    #[test]
+    fn a_lane_loop_whose_index_feeds_arithmetic_is_declined() {
+        let weighted = ROW_GEMV.replace("* x[c];", "* x[c] * (float)c;");
+        let e = after_cooperative(&weighted).unwrap_err();
+        assert_eq!(
+            e.0,
+            "`gemv_fast`: the lane-strided loop over `cols` uses its index `c` in `(float)c`, not only to address the buffers it moves; regrouping a lane's elements keeps only such loops exact"
+        );
+    }
+
+    /// A hand-written warp-per-row kernel around one lane-strided loop.
+    fn warp_per_row(before: &str, lane_loop: &str, after: &str) -> String {
+        format!(
+            r#"__global__ void per_row(const float* x, float* y, float* part, const int* idx, int rows, int cols) {{
+  int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float* p = x + (size_t)row * cols;
+  float* q = y + (size_t)row * cols;
+  {before}
+  {lane_loop}
+  {after}
+}}
+extern "C" void launch(const float* x, float* y, float* part, const int* idx, int rows, int cols, cudaStream_t s) {{
+  per_row<<<(rows * 32 + 255) / 256, 256, 0, s>>>(x, y, part, idx, rows, cols);
+}}
+"#
+        )
+    }
+
+    fn vectorize(src: &str) -> Applied {
+        apply(&Source::parse(src), &FactsBuilder::new("launch").build(), &Params::default())
+    }
+
+    #[test]
+    fn a_lane_loop_from_a_row_start_runs_from_that_start() {
+        let src = warp_per_row(
+            "const int half = cols / 2;",
+            "for (int c = half + lane; c < cols; c += 32) q[c] = 2.f * p[c];",
+            "",
+        );
+        let r = vectorize(&src).unwrap();
+        let s = &r.source;
+        assert!(s.contains("((unsigned long long)(p + (half)) % 16) == 0"), "{s}");
+        assert!(s.contains("const int ns_begin = (int)(half);"), "{s}");
+        assert!(s.contains("for (int ns_base = ns_begin + ns_first * 4; ns_base + 4 <= (cols);"), "{s}");
+        assert!(
+            s.contains(
+                "for (int c = ((cols) > ns_begin ? ns_begin + ((cols) - ns_begin) / 4 * 4 : ns_begin) + ns_first;"
+            ),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn lane_loops_decline_what_regrouping_would_change() {
+        let shuffled = "for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);";
+        let why = |lane_loop: &str, after: &str| {
+            vectorize(&warp_per_row("float acc = 0.f;", lane_loop, after)).unwrap_err().0
+        };
+        assert_eq!(
+            why("for (int c = lane; c < cols; c += 32) { q[c] = p[c]; y[idx[c]] = p[c]; }", ""),
+            "`per_row`: the lane-strided loop over `cols` writes `y[idx[c]]`, which is not a buffer it moves at exactly `c`"
+        );
+        // Each lane's own share is the result: columns `lane`, `lane + 32`... summed.
+        assert_eq!(
+            why("for (int c = lane; c < cols; c += 32) acc += p[c];", "part[row * 32 + lane] = acc;"),
+            "`per_row`: the lane-strided loop over `cols` accumulates `acc` per lane and no shuffle after it combines the lanes' `acc`: regrouping changes which elements each lane's `acc` holds"
+        );
+        assert_eq!(
+            why("for (int c = lane; c < cols; c += 32) { acc += p[c]; q[c] = acc; }", shuffled),
+            "`per_row`: the lane-strided loop over `cols` reads the running value of `acc` inside it, which regrouping would change"
+        );
+        // Combined after the loop, the same sum vectorizes.
+        let r = vectorize(&warp_per_row(
+            "float acc = 0.f;",
+            "for (int c = lane; c < cols; c += 32) acc += p[c];",
+            shuffled,
+        ))
+        .unwrap();
+        assert!(r.description.contains("lane-strided loop over `cols`: 4 per step (p 16B in)"), "{}", r.description);
     }
 
     #[test]

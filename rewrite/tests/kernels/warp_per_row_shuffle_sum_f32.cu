@@ -9,7 +9,7 @@
 // expect: applies launch-bounds
 // expect: declines cooperative
 // expect: declines shuffle-reduce
-// expect: declines vectorize
+// expect: applies vectorize: `warp_row_sum_kernel`: lane-strided loop over `cols`: 4 per step (in 16B in)
 // expect: declines fast-divmod
 // expect: declines intrinsics
 #include <cuda_runtime.h>
