@@ -7,7 +7,7 @@ mod common;
 mod rewrite_common;
 
 use rewrite::corpus::{self, Expect};
-use rewrite::{recipes, Application, Params};
+use rewrite::{recipes, Application, Params, RecipeId};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -131,6 +131,27 @@ fn recipes_compose_along_a_path_and_still_compile() {
         failures.len(),
         failures.join("\n\n")
     );
+}
+
+/// Issue 34's composition: a thread per row made cooperative, then its lane-strided loops
+/// vectorized (16 bytes a lane), on every test kernel where both apply; each compiles.
+#[test]
+fn cooperative_then_vectorize_composes_on_row_kernels_and_compiles() {
+    let tc = common::require_toolchain();
+    let dir = tempfile::tempdir().unwrap();
+    let app = |recipe| Application { recipe, params: Params::default() };
+    let mut jobs = Vec::new();
+    for (name, text) in test_kernels() {
+        let a = corpus::parse(&text).unwrap();
+        let Ok(coop) = rewrite::apply(&app(RecipeId::Cooperative), &text, &a.facts) else { continue };
+        let Ok(both) = rewrite::apply(&app(RecipeId::Vectorize), &coop.source, &a.facts) else { continue };
+        assert!(both.description.contains("lane-strided"), "{name}: {}", both.description);
+        jobs.push((format!("{}--coop-vec.cu", name.trim_end_matches(".cu")), both.source));
+    }
+    assert!(jobs.len() >= 3, "cooperative then vectorize composed on only {} kernels", jobs.len());
+    let total = jobs.len();
+    let failures = parallel(jobs, &tc.nvcc, dir.path());
+    assert!(failures.is_empty(), "{} of {total} do not compile:\n{}", failures.len(), failures.join("\n\n"));
 }
 
 fn rewrite_cmd(args: &[&str]) -> (i32, String, String) {
