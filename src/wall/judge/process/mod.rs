@@ -5,11 +5,12 @@
 //! prints the report the verdict is made of.
 //!
 //! One judgment, in order (`evaluate`):
-//! 1. its GPU context, its kernels, the check-size buffers; every worker of the judgment
-//!    started at once (the reference's, the baseline's when it is another library, and two
-//!    candidate processes), each sandboxed before it loads anything: a context being made
-//!    is GPU work, and none may overlap a timed phase;
-//! 2. the reference on every check case; the baseline checked against it (`eval`);
+//! 1. every worker of the judgment started at once (the reference's, the baseline's when
+//!    it is another library, and two candidate processes), each sandboxing itself and
+//!    making its GPU context while the judge makes its own and loads its kernels: a
+//!    context being made is GPU work, and none may overlap a timed phase;
+//! 2. the check-size buffers, the reference on every check case, the baseline checked
+//!    against it (`eval`);
 //! 3. the first candidate process told to load the library (from that command on,
 //!    whatever goes wrong is the candidate's) and checked, then ended: a candidate that
 //!    fails costs no timing;
