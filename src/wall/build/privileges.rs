@@ -60,22 +60,6 @@ pub(super) fn limits(policy: &Policy) -> Result<String, String> {
     ))
 }
 
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-#[repr(C)]
-#[derive(Default, Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-
 /// securebits: root is not given capabilities at exec (NOROOT), a uid change keeps none
 /// (NO_SETUID_FIXUP), nothing may be raised into the ambient set, each bit locked.
 const SECUREBITS: c_ulong = 0b1110_1111;
@@ -98,18 +82,8 @@ pub(super) fn drop_capabilities() -> Result<String, String> {
     let securebits = prctl(libc::PR_SET_SECUREBITS, SECUREBITS) == 0;
     // Fails only where ambient capabilities do not exist (before Linux 4.3): none to clear.
     let _ = prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as c_ulong);
-    let mut header = CapHeader { version: CAPABILITY_VERSION_3, pid: 0 };
-    let data = [CapData::default(); 2];
-    // SAFETY: header and two data structs, as capset(2) wants for version 3.
-    if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, data.as_ptr()) } != 0 {
-        return Err(format!("capset: {}", std::io::Error::last_os_error()));
-    }
-    let mut now = [CapData::default(); 2];
-    // SAFETY: as above, the kernel fills `now`.
-    if unsafe { libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, now.as_mut_ptr()) } != 0 {
-        return Err(format!("capget: {}", std::io::Error::last_os_error()));
-    }
-    if now.iter().any(|d| d.effective != 0 || d.permitted != 0 || d.inheritable != 0) {
+    crate::wall::sandbox::capset_none().map_err(|e| format!("capset: {e}"))?;
+    if crate::wall::sandbox::capabilities_held().map_err(|e| format!("capget: {e}"))? {
         return Err("capabilities remain after capset".into());
     }
     Ok(if bounding_emptied && securebits {

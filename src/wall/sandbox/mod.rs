@@ -44,6 +44,8 @@ pub mod seccomp_report;
 mod syscalls;
 
 pub use environment::scrub_environment;
+// The capability calls the confined build makes too (`build::privileges`).
+pub(crate) use privileges::{capabilities_held, capset_none};
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

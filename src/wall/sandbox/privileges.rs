@@ -64,7 +64,13 @@ fn capget() -> std::io::Result<[CapData; 2]> {
     Ok(data)
 }
 
-fn capset_none() -> std::io::Result<()> {
+/// Whether any capability is still held in the effective, permitted or inheritable set.
+pub(crate) fn capabilities_held() -> std::io::Result<bool> {
+    Ok(capget()?.iter().any(|w| w.effective | w.permitted | w.inheritable != 0))
+}
+
+/// Clears the effective, permitted and inheritable sets (the worker's and a build's).
+pub(crate) fn capset_none() -> std::io::Result<()> {
     let mut header = CapHeader { version: CAPABILITY_VERSION_3, pid: 0 };
     let data = [CapData::default(); 2];
     // SAFETY: a v3 header and two zeroed data words: drop everything.
@@ -107,7 +113,7 @@ pub(super) fn drop_capabilities() -> Layer {
     let set = capset_none();
     // SAFETY: prctl on this process.
     let nnp = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == 0;
-    let left = capget().map(|d| d.iter().any(|w| w.effective | w.permitted | w.inheritable != 0));
+    let left = capabilities_held();
     // SAFETY: a read-only prctl.
     let ambient = unsafe {
         (0..=last_cap()).any(|c| {
