@@ -285,3 +285,21 @@ fn without_a_gpu_the_hints_lead_to_commands_that_work() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `nightshift validate ... | head -0`: a reader that has gone ends the command quietly,
+/// as it ends any Unix tool, not with a panic about stdout.
+#[test]
+fn a_printing_command_whose_reader_has_gone_ends_without_a_panic() {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(common::nightshift_bin())
+        .args(["validate", &common::path("tasks/softmax"), "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains("Broken pipe"), "{err}");
+}

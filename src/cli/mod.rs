@@ -319,6 +319,27 @@ pub fn main() -> ExitCode {
             libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
         }
     }
+    if matches!(
+        cli.command,
+        Cmd::CheckEnv { .. }
+            | Cmd::Rewrite { .. }
+            | Cmd::Report { .. }
+            | Cmd::Show { .. }
+            | Cmd::Sass { .. }
+            | Cmd::Simulate { .. }
+            | Cmd::Tasks { .. }
+            | Cmd::Init { .. }
+            | Cmd::Validate { .. }
+    ) {
+        // Commands that only print end quietly when their reader goes (`| head`), as Unix
+        // tools do; Rust ignores SIGPIPE, so a closed stdout would make `println!` panic.
+        // Not for commands that talk to a judge or workers over pipes: a write to a dead
+        // peer must stay an error they report, not a signal that ends them.
+        // SAFETY: plain signal(2) before any thread exists.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match cli.command {
         Cmd::Judge { request } => crate::wall::judge::process::main(&request),
         Cmd::Worker { standalone: Some(request), .. } => crate::wall::worker::standalone::main(&request),
