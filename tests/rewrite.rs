@@ -133,10 +133,9 @@ fn recipes_compose_along_a_path_and_still_compile() {
     );
 }
 
-/// Issue 34's composition: a thread per row made cooperative, then its lane-strided loops
-/// vectorized (16 bytes a lane), on every test kernel where both apply; each compiles.
-#[test]
-fn cooperative_then_vectorize_composes_on_row_kernels_and_compiles() {
+/// Issue 34's compositions: a thread per row made cooperative, then `then` on its lane
+/// loops, on every test kernel where both apply (at least three); each result compiles.
+fn cooperative_then(then: RecipeId, tag: &str, says: &str) {
     let tc = common::require_toolchain();
     let dir = tempfile::tempdir().unwrap();
     let app = |recipe| Application { recipe, params: Params::default() };
@@ -144,14 +143,26 @@ fn cooperative_then_vectorize_composes_on_row_kernels_and_compiles() {
     for (name, text) in test_kernels() {
         let a = corpus::parse(&text).unwrap();
         let Ok(coop) = rewrite::apply(&app(RecipeId::Cooperative), &text, &a.facts) else { continue };
-        let Ok(both) = rewrite::apply(&app(RecipeId::Vectorize), &coop.source, &a.facts) else { continue };
-        assert!(both.description.contains("lane-strided"), "{name}: {}", both.description);
-        jobs.push((format!("{}--coop-vec.cu", name.trim_end_matches(".cu")), both.source));
+        let Ok(both) = rewrite::apply(&app(then), &coop.source, &a.facts) else { continue };
+        assert!(both.description.contains(says), "{name}: {}", both.description);
+        jobs.push((format!("{}--{tag}.cu", name.trim_end_matches(".cu")), both.source));
     }
-    assert!(jobs.len() >= 3, "cooperative then vectorize composed on only {} kernels", jobs.len());
+    assert!(jobs.len() >= 3, "cooperative then {then} composed on only {} kernels", jobs.len());
     let total = jobs.len();
     let failures = parallel(jobs, &tc.nvcc, dir.path());
     assert!(failures.is_empty(), "{} of {total} do not compile:\n{}", failures.len(), failures.join("\n\n"));
+}
+
+/// Lane-strided loops vectorized: 16 bytes a lane.
+#[test]
+fn cooperative_then_vectorize_composes_on_row_kernels_and_compiles() {
+    cooperative_then(RecipeId::Vectorize, "coop-vec", "lane-strided");
+}
+
+/// A row that two or three lane-strided passes read, kept in registers by the first.
+#[test]
+fn cooperative_then_row_cache_composes_on_multi_pass_row_kernels_and_compiles() {
+    cooperative_then(RecipeId::RowCache, "coop-rowcache", "kept in registers across");
 }
 
 fn rewrite_cmd(args: &[&str]) -> (i32, String, String) {
@@ -185,7 +196,7 @@ fn the_rewrite_command_lists_writes_and_builds_variants() {
         }
     }
     let applies: Vec<&str> = rows.iter().filter(|r| r["applies"] == true).map(|r| r["id"].as_str().unwrap()).collect();
-    for id in ["vectorize", "shuffle-reduce"] {
+    for id in ["vectorize", "shuffle-reduce", "row-cache"] {
         assert!(applies.contains(&id), "softmax should take {id}: {applies:?}");
     }
     let coop = rows.iter().find(|r| r["id"] == "cooperative").unwrap();

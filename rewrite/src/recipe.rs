@@ -17,6 +17,7 @@ pub enum RecipeId {
     FastDivmod,
     Vectorize,
     Cooperative,
+    RowCache,
     ShuffleReduce,
     BlockKnob,
     GridStride,
@@ -27,11 +28,12 @@ pub enum RecipeId {
 }
 
 impl RecipeId {
-    pub const ALL: [RecipeId; 11] = [
+    pub const ALL: [RecipeId; 12] = [
         RecipeId::IndexWidth,
         RecipeId::FastDivmod,
         RecipeId::Vectorize,
         RecipeId::Cooperative,
+        RecipeId::RowCache,
         RecipeId::ShuffleReduce,
         RecipeId::BlockKnob,
         RecipeId::GridStride,
@@ -47,6 +49,7 @@ impl RecipeId {
             RecipeId::FastDivmod => "fast-divmod",
             RecipeId::Vectorize => "vectorize",
             RecipeId::Cooperative => "cooperative",
+            RecipeId::RowCache => "row-cache",
             RecipeId::ShuffleReduce => "shuffle-reduce",
             RecipeId::BlockKnob => "block-knob",
             RecipeId::GridStride => "grid-stride",

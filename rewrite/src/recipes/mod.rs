@@ -11,6 +11,7 @@ pub mod index_width;
 pub mod intrinsics;
 pub mod launch_bounds;
 pub mod read_only;
+pub mod row_cache;
 pub mod shuffle_reduce;
 pub mod unroll;
 pub mod vectorize;
@@ -87,6 +88,15 @@ pub const ALL: &[Recipe] = &[
         versioned: true,
         params: cooperative::PARAMS,
         apply: cooperative::apply,
+    },
+    Recipe {
+        id: RecipeId::RowCache,
+        summary: "a row read in two or three passes (a statistic, then the normalized values) is kept in registers by the first: later passes read the registers; versioned on the row fitting",
+        kind: RecipeKind::Structural,
+        answers: &[ToolId::RedundantDramTraffic, ToolId::RedundantL2Traffic, ToolId::MemoryLatencyBound],
+        versioned: true,
+        params: row_cache::PARAMS,
+        apply: row_cache::apply,
     },
     Recipe {
         id: RecipeId::ShuffleReduce,

@@ -12,6 +12,7 @@
 // expect: declines fast-divmod
 // expect: declines index-width
 // expect: declines intrinsics
+// expect: declines row-cache: `relu_i8_kernel` strides only across the grid, over ranges no fixed number of registers per thread holds
 #include <cuda_runtime.h>
 #include <stdint.h>
 

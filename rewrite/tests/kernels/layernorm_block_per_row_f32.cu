@@ -15,6 +15,7 @@
 // expect: applies block-knob: `layernorm_kernel`: block size macro `BLOCK` made a knob (`#ifndef` guard)
 // expect: declines fast-divmod
 // expect: declines index-width
+// expect: declines row-cache: `layernorm_kernel` starts its loops at `tid`, a local copy of `threadIdx.x` (`for (int j = tid; j < cols; j += BLOCK)`); the block-strided loops this recipe takes, like `vectorize`, start at `threadIdx.x` itself
 #include <cuda_runtime.h>
 
 #define BLOCK 256

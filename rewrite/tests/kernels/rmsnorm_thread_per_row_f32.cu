@@ -15,6 +15,7 @@
 // expect: declines vectorize
 // expect: declines fast-divmod
 // expect: declines index-width
+// expect: declines row-cache: `rmsnorm_rows_kernel` runs its loops in one thread, one element a step (`for (int j = 0; j < hidden; ++j)`), none strided across a block or a group's lanes (`cooperative` strides a thread-per-row loop across lanes)
 #include <cuda_runtime.h>
 
 // RMSNorm (LLaMA style), one thread per row: a sum-of-squares loop, then a

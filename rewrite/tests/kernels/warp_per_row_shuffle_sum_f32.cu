@@ -12,6 +12,7 @@
 // expect: applies vectorize: `warp_row_sum_kernel`: lane-strided loop over `cols`: 4 per step (in 16B in)
 // expect: declines fast-divmod
 // expect: declines intrinsics
+// expect: declines row-cache: `warp_row_sum_kernel` makes one pass over each row (strided loops over `cols`): no row is read twice
 #include <cuda_runtime.h>
 
 #define WARP 32
