@@ -20,6 +20,7 @@ pub enum RecipeId {
     ShuffleReduce,
     BlockKnob,
     GridStride,
+    RowStrip,
     ReadOnly,
     Intrinsics,
     Unroll,
@@ -27,7 +28,7 @@ pub enum RecipeId {
 }
 
 impl RecipeId {
-    pub const ALL: [RecipeId; 11] = [
+    pub const ALL: [RecipeId; 12] = [
         RecipeId::IndexWidth,
         RecipeId::FastDivmod,
         RecipeId::Vectorize,
@@ -35,6 +36,7 @@ impl RecipeId {
         RecipeId::ShuffleReduce,
         RecipeId::BlockKnob,
         RecipeId::GridStride,
+        RecipeId::RowStrip,
         RecipeId::ReadOnly,
         RecipeId::Intrinsics,
         RecipeId::Unroll,
@@ -50,6 +52,7 @@ impl RecipeId {
             RecipeId::ShuffleReduce => "shuffle-reduce",
             RecipeId::BlockKnob => "block-knob",
             RecipeId::GridStride => "grid-stride",
+            RecipeId::RowStrip => "row-strip",
             RecipeId::ReadOnly => "read-only",
             RecipeId::Intrinsics => "intrinsics",
             RecipeId::Unroll => "unroll",
