@@ -40,6 +40,8 @@ pub struct Change<'k> {
     /// launcher evaluates them with the launch's arguments. Empty: no assumption.
     pub guards: Vec<String>,
     pub grid: Option<ConfigMap>,
+    /// A new y extent of the grid from the old one (the grid must be a `dim3`).
+    pub grid_y: Option<ConfigMap>,
     pub block: Option<ConfigMap>,
     /// Arguments appended to every launch: host expressions over the kernel's
     /// parameters written `{name}`.
@@ -57,6 +59,7 @@ impl<'k> Change<'k> {
             edits: Edits::new(),
             guards: Vec::new(),
             grid: None,
+            grid_y: None,
             block: None,
             extra_args: Vec::new(),
             helpers: Vec::new(),
@@ -207,8 +210,8 @@ pub fn apply(src: &Source, changes: Vec<Change>) -> Result<String, NotApplicable
                         .collect::<Result<String, _>>()?;
                     edits.insert(g.cond.end, add);
                 }
-                if let Some(f) = &change.grid {
-                    edits.replace(l.config_ranges[0].clone(), map_grid(src, l, f)?);
+                if change.grid.is_some() || change.grid_y.is_some() {
+                    edits.replace(l.config_ranges[0].clone(), map_grid(src, l, &change)?);
                 }
                 if let Some(f) = &change.block {
                     let r =
@@ -242,17 +245,37 @@ fn overlap(k: &Kernel, o: crate::edit::Overlap) -> NotApplicable {
 }
 
 /// A new grid from the old one: a number maps directly; a dim3 maps its x extent and
-/// keeps y and z. A grid whose type the file does not show is declined, since code
-/// written for the wrong one does not build.
-fn map_grid(src: &Source, l: &Launch, f: &ConfigMap) -> Result<String, NotApplicable> {
+/// keeps y and z, or maps its y extent too (component by component as the launch names
+/// them: `grid.y`, a `dim3(...)`'s own argument). A grid whose type the file does not
+/// show is declined, since code written for the wrong one does not build.
+fn map_grid(src: &Source, l: &Launch, change: &Change) -> Result<String, NotApplicable> {
     let g = &l.config[0];
-    match crate::launch::grid(src, l) {
-        Some(crate::launch::Dims::Dim3(_)) => Ok(format!("dim3({}, ({g}).y, ({g}).z)", f(&format!("({g}).x")))),
-        Some(crate::launch::Dims::Unknown { expr, why }) => Err(NotApplicable::new(format!(
+    let dims = crate::launch::grid(src, l);
+    match (&dims, &change.grid_y) {
+        (Some(d @ crate::launch::Dims::Dim3(_)), Some(fy)) => {
+            let axis = |a: usize| d.extent(a).unwrap_or_else(|| format!("({g}).{}", crate::launch::AXES[a]));
+            let x = match &change.grid {
+                Some(f) => f(&axis(0)),
+                None => axis(0),
+            };
+            Ok(format!("dim3({x}, {}, {})", fy(&axis(1)), axis(2)))
+        }
+        (Some(crate::launch::Dims::Unknown { expr, why }), _) => Err(NotApplicable::new(format!(
             "the grid of a launch of `{}` is `{expr}`, {why}, so it cannot be rescaled as a number or a dim3",
             l.kernel
         ))),
-        _ => Ok(f(g)),
+        (_, Some(_)) => Err(NotApplicable::new(format!(
+            "the grid of a launch of `{}` is the number `{g}`, which has no y extent to rescale",
+            l.kernel
+        ))),
+        (Some(crate::launch::Dims::Dim3(_)), None) => {
+            let f = change.grid.as_ref().ok_or_else(|| NotApplicable::new("no grid change"))?;
+            Ok(format!("dim3({}, ({g}).y, ({g}).z)", f(&format!("({g}).x"))))
+        }
+        _ => {
+            let f = change.grid.as_ref().ok_or_else(|| NotApplicable::new("no grid change"))?;
+            Ok(f(g))
+        }
     }
 }
 
@@ -268,9 +291,9 @@ fn launch_text(
     let mut e = Edits::new();
     let base = l.stmt.start;
     e.replace(l.name_range.start - base..l.name_range.end - base, name);
-    if let Some(f) = &change.grid {
+    if change.grid.is_some() || change.grid_y.is_some() {
         let r = &l.config_ranges[0];
-        e.replace(r.start - base..r.end - base, map_grid(src, l, f)?);
+        e.replace(r.start - base..r.end - base, map_grid(src, l, change)?);
     }
     if let Some(f) = &change.block {
         let r = l.config_ranges.get(1).ok_or_else(|| NotApplicable::new("the launch names no block size"))?;

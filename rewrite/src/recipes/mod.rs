@@ -12,6 +12,7 @@ pub mod intrinsics;
 pub mod launch_bounds;
 pub mod read_only;
 pub mod row_cache;
+pub mod row_strip;
 pub mod shuffle_reduce;
 pub mod unroll;
 pub mod vectorize;
@@ -124,6 +125,15 @@ pub const ALL: &[Recipe] = &[
         versioned: false,
         params: grid_stride::PARAMS,
         apply: grid_stride::apply,
+    },
+    Recipe {
+        id: RecipeId::RowStrip,
+        summary: "a 2-D kernel's thread computes S consecutive rows down its column (the grid's y extent / S); rows a stencil or sliding window reads at several offsets stay in a register window, one new row loaded per step",
+        kind: RecipeKind::Structural,
+        answers: &[ToolId::RedundantL2Traffic, ToolId::MemoryLatencyBound, ToolId::RedundantDramTraffic, ToolId::IntegerOverhead, ToolId::LaunchOverhead],
+        versioned: false,
+        params: row_strip::PARAMS,
+        apply: row_strip::apply,
     },
     Recipe {
         id: RecipeId::ReadOnly,

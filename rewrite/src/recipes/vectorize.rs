@@ -220,7 +220,7 @@ fn plan_kernel<'k>(
     let body = src.node(&k.body, "compound_statement").ok_or_else(|| NotApplicable::new("no kernel body"))?;
     if pattern::uses_2d_grid(t, body) {
         return Err(NotApplicable::new(format!(
-            "`{}` reads the y or z grid coordinates; only 1-D grids are coarsened",
+            "`{}` reads the y or z grid coordinates; this recipe coarsens only 1-D grids (row-strip coarsens 2-D grids along y)",
             k.name
         )));
     }

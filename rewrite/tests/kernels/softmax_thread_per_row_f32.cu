@@ -13,6 +13,7 @@
 // expect: declines shuffle-reduce
 // expect: declines fast-divmod
 // expect: declines index-width
+// expect: declines row-strip: `softmax_rows_kernel` does not read `blockIdx.y`: a 1-D grid has no rows of blocks to strip
 #include <cuda_runtime.h>
 #include <cfloat>
 

@@ -1,0 +1,1851 @@
+//! Row strips: a 2-D kernel whose thread computes the output at one row
+//! (`y = blockIdx.y * blockDim.y + threadIdx.y`, or `y = blockIdx.y`) computes S
+//! consecutive rows instead, `(blockIdx.y * blockDim.y + threadIdx.y) * S + r` for r in
+//! 0..S, and the launch has S times fewer rows of blocks. Threads still run along x, so a
+//! warp's accesses stay as coalesced as they were.
+//!
+//! The per-row code runs unchanged once per row (its `return`s become `continue`), and
+//! only the rows the original grid launched are computed: the kernel gets the original
+//! grid's y extent (`ns_grid_y`), so neither the bounds check's form nor a grid that
+//! over- or under-covers the image changes which outputs are written.
+//!
+//! The expert part is the reuse. Where the per-row code reads a buffer it never writes
+//! at rows `y + c` for several constant offsets c (a stencil, a sliding window along y:
+//! `in[(y + dy) * W + x]` in an unrolled loop over dy, clamped `min(max(y + dy, 0), H - 1)`,
+//! or zero borders behind `yy >= 0 && yy < H`), row y + 1 needs all but one of the rows
+//! row y read. A strip whose every row passes the kernel's checks keeps those values in
+//! a register window: the first row loads its whole window, each later row loads one new
+//! row, and the per-row code reads the window. The arithmetic per output is the same,
+//! only loads are shared, so the results are bit-identical. Each window value is one the
+//! original computes for some row of the strip (a tap's own conditions go with it), so no
+//! load reaches where the original did not; strips at the edges take the plain loop.
+
+use crate::edit::Edits;
+use crate::facts::{Facts, Role};
+use crate::launch::{self, Dims};
+use crate::pattern::{self, int_literal};
+use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
+use crate::source::{Kernel, Source};
+use crate::syntax::{self, builtin, descendants, indent_at, named_children, reindent, strip, strip_parens, text};
+use crate::version::Change;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use tree_sitter::Node;
+
+pub const PARAMS: &[ParamSpec] = &[ParamSpec {
+    name: "rows",
+    values: &["8", "16", "4"],
+    doc: "consecutive rows each thread computes (the grid's y extent is divided by it)",
+}];
+
+/// The kernel parameter that carries the original grid's y extent.
+pub const GRID_Y: &str = "ns_grid_y";
+
+/// The row a window element holds, in the code that fills the window.
+const WINDOW_ROW: &str = "(ns_row0 + ns_j)";
+
+/// The window row clamped to `0..bound-1`.
+fn clamped_row(bound: &str) -> String {
+    format!("min(max({WINDOW_ROW}, 0), {bound} - 1)")
+}
+
+/// Loops a window may sit in are unrolled; past this trip count they are not windowed.
+const MAX_TRIP: i64 = 32;
+/// How deep expressions and the locals they name are followed.
+const MAX_DEPTH: usize = 48;
+
+pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
+    let rows: i64 = params.get(PARAMS, "rows").parse().map_err(|_| NotApplicable::new("rows must be 4, 8 or 16"))?;
+    super::per_kernel(src, params, |k| plan(src, facts, k, rows))
+}
+
+fn decline(k: &Kernel, why: impl std::fmt::Display) -> NotApplicable {
+    NotApplicable::new(format!("`{}` {why}", k.name))
+}
+
+/// The row index's declaration.
+struct RowDecl<'a> {
+    /// The declaration statement and its position among the body's statements.
+    decl: Node<'a>,
+    at: usize,
+    name: String,
+    /// The declaration's type as written (`const int`) and without qualifiers (`int`).
+    decl_type: String,
+    value_type: String,
+    /// The initializer: `blockIdx.y * blockDim.y + threadIdx.y` or `blockIdx.y`.
+    init: Node<'a>,
+    /// The row step (`blockDim.y`, a literal or a constant) of the first form.
+    step: Option<Node<'a>>,
+    /// Declarators of the same declaration before the row's, and after it.
+    before: Vec<Node<'a>>,
+    after: Vec<Node<'a>>,
+}
+
+/// `blockIdx.y * B + threadIdx.y` in any order (B: `blockDim.y`, a name, a literal; casts
+/// and parentheses allowed), or `blockIdx.y`: the step B, or none for the second form.
+fn row_form<'a>(t: &str, e: Node<'a>) -> Option<Option<Node<'a>>> {
+    let e = strip(e);
+    if builtin(t, e) == Some(("blockIdx", 'y')) {
+        return Some(None);
+    }
+    let terms = syntax::flatten(t, e, "+");
+    if terms.len() != 2 {
+        return None;
+    }
+    let is_t = |n: Node| builtin(t, n) == Some(("threadIdx", 'y'));
+    let product = if is_t(terms[0]) {
+        terms[1]
+    } else if is_t(terms[1]) {
+        terms[0]
+    } else {
+        return None;
+    };
+    let factors = syntax::flatten(t, strip(product), "*");
+    if factors.len() != 2 {
+        return None;
+    }
+    let is_b = |n: Node| builtin(t, n) == Some(("blockIdx", 'y'));
+    let step = if is_b(factors[0]) {
+        factors[1]
+    } else if is_b(factors[1]) {
+        factors[0]
+    } else {
+        return None;
+    };
+    let s = strip(step);
+    let ok = builtin(t, s) == Some(("blockDim", 'y')) || matches!(s.kind(), "identifier" | "number_literal");
+    ok.then_some(Some(s))
+}
+
+fn row_decl<'a>(t: &str, k: &Kernel, stmts: &[Node<'a>]) -> Result<RowDecl<'a>, NotApplicable> {
+    for (at, s) in stmts.iter().enumerate() {
+        if s.kind() != "declaration" {
+            continue;
+        }
+        let mut c = s.walk();
+        let declarators: Vec<Node> = s.children_by_field_name("declarator", &mut c).collect();
+        for (i, d) in declarators.iter().enumerate() {
+            if d.kind() != "init_declarator" {
+                continue;
+            }
+            let (Some(name), Some(init)) = (d.child_by_field_name("declarator"), d.child_by_field_name("value")) else {
+                continue;
+            };
+            if name.kind() != "identifier" {
+                continue;
+            }
+            let Some(step) = row_form(t, init) else { continue };
+            let decl_type = syntax::declaration_type(t, *s).unwrap_or_else(|| "int".into());
+            let value_type = decl_type
+                .split_whitespace()
+                .filter(|w| !matches!(*w, "const" | "static" | "volatile" | "register"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            if value_type.is_empty() {
+                return Err(decline(k, format!("declares its row index `{}` without a type", text(t, name))));
+            }
+            return Ok(RowDecl {
+                decl: *s,
+                at,
+                name: text(t, name).to_string(),
+                decl_type,
+                value_type,
+                init,
+                step,
+                before: declarators[..i].to_vec(),
+                after: declarators[i + 1..].to_vec(),
+            });
+        }
+    }
+    Err(decline(
+        k,
+        "reads `blockIdx.y` but declares no row index `y = blockIdx.y * blockDim.y + threadIdx.y` (or `= blockIdx.y`) among its top-level statements",
+    ))
+}
+
+fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, rows: i64) -> Result<(Change<'k>, String), NotApplicable> {
+    let t = src.text();
+    if k.has_error {
+        return Err(decline(k, "contains syntax this parser does not know"));
+    }
+    let body = src.node(&k.body, "compound_statement").ok_or_else(|| decline(k, "has no body"))?;
+    if k.param(GRID_Y).is_some() {
+        return Err(decline(k, "computes a strip of rows per thread already"));
+    }
+    let reads_y = descendants(body).into_iter().any(|d| builtin(t, d) == Some(("blockIdx", 'y')));
+    if !reads_y {
+        return Err(decline(k, "does not read `blockIdx.y`: a 1-D grid has no rows of blocks to strip"));
+    }
+    if t[k.body.clone()].contains("__shared__") || syntax::has_barrier(t, body) || syntax::has_warp_primitive(t, body) {
+        return Err(decline(
+            k,
+            "shares data between threads (shared memory, barriers or warp primitives), which a strip of rows per thread would regroup",
+        ));
+    }
+    let stmts = syntax::statements(body);
+    let row = row_decl(t, k, &stmts)?;
+    let y = row.name.clone();
+    // The row's builtins appear only where the row is computed.
+    let init_range = row.init.byte_range();
+    for d in descendants(body) {
+        if let Some((o @ ("blockIdx" | "threadIdx" | "gridDim"), 'y')) = builtin(t, d) {
+            if !(init_range.start <= d.start_byte() && d.end_byte() <= init_range.end) {
+                let user = d.parent().map_or(d, |p| if p.kind() == "field_expression" { d } else { p });
+                return Err(decline(
+                    k,
+                    format!(
+                        "reads `{o}.y` outside its row index (in `{}`), which a strip would change",
+                        one_line(text(t, user))
+                    ),
+                ));
+            }
+        }
+    }
+    for f in called_device_functions(src, k) {
+        if let Some(b) = src.node(&f.body, "compound_statement") {
+            if let Some((o, _)) = descendants(b)
+                .into_iter()
+                .filter_map(|d| builtin(t, d))
+                .find(|(o, a)| *a == 'y' && matches!(*o, "blockIdx" | "threadIdx" | "gridDim"))
+            {
+                return Err(decline(k, format!("calls `{}`, which reads `{o}.y`", f.name)));
+            }
+        }
+    }
+    let rest: Vec<Node> = stmts[row.at + 1..].to_vec();
+    if rest.iter().all(|s| s.kind() == "comment") && row.after.is_empty() {
+        return Err(decline(k, format!("does nothing after computing its row index `{y}`")));
+    }
+    let launches = src.launches_of(&k.name);
+    check_launches(src, k, &row, &launches)?;
+    let ctx = Ctx::new(src, facts, k, &row, &stmts, &rest)?;
+
+    let s = rows;
+    let flat = text(t, row.init);
+    let vt = &row.value_type;
+    let row0_type = if vt == "auto" { format!("decltype({flat})") } else { vt.clone() };
+    // Clamps of the row are merged only for an `int` row (never below 0 here, and
+    // `min`/`max` of two `int`s whatever the clamp's form).
+    let clamps = vt == "int";
+    let launched = if row.step.is_some() { format!("{GRID_Y} * blockDim.y") } else { GRID_Y.to_string() };
+    let mut head = String::new();
+    for d in &row.before {
+        head.push_str(&format!("{} {};\n", row.decl_type, text(t, *d)));
+    }
+    head.push_str(&format!(
+        "// nightshift: a strip of {s} consecutive rows per thread down each column (the grid has 1/{s} of the rows of blocks); `{GRID_Y}` bounds the rows to those the original grid launched.\nconst {row0_type} ns_row0 = ({row0_type})({flat}) * {s};\nconst {row0_type} ns_rows = ({row0_type})({launched});\n"
+    ));
+    let decl_row = {
+        let mut d = format!("{} {y} = ns_row0 + ns_r;", row.decl_type);
+        if !row.after.is_empty() {
+            let after: Vec<&str> = row.after.iter().map(|d| text(t, *d)).collect();
+            d.push_str(&format!("\n{} {};", row.decl_type, after.join(", ")));
+        }
+        d
+    };
+    let rest_range = match (rest.first(), rest.last()) {
+        (Some(a), Some(b)) => a.start_byte()..b.end_byte(),
+        _ => row.decl.end_byte()..row.decl.end_byte(),
+    };
+    let plain_rest = ctx.rest_text(&rest_range, &[], &[])?;
+
+    let (code, note) = match ctx.windows(s, clamps) {
+        Ok(ws) => {
+            let guard = ctx.guard_text();
+            let mut c = head.clone();
+            c.push_str(&format!("bool ns_whole = ns_row0 + {s} <= ns_rows;\n"));
+            if guard != "true" && !syntax::mentions_word(&guard, &y) {
+                c.push_str(&format!("ns_whole = ns_whole && ({guard});\n"));
+            } else if guard != "true" {
+                c.push_str(&format!(
+                    "#pragma unroll\nfor (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n  {} {y} = ns_row0 + ns_r;\n  ns_whole = ns_whole && ({guard});\n}}\n",
+                    row.decl_type
+                ));
+            }
+            let mut decls = String::new();
+            let mut fills = String::new();
+            let mut edits: Vec<(Range<usize>, String)> = Vec::new();
+            for (n, w) in ws.iter().enumerate() {
+                decls.push_str(&w.declaration(n, s));
+                fills.push_str(&w.fill(n));
+                for (r, index) in &w.sites {
+                    edits.push((r.clone(), format!("ns_w{n}{index}")));
+                }
+            }
+            let pragmas = ctx.pragmas_needed(&ws);
+            let fast_rest = ctx.rest_text(&rest_range, &edits, &pragmas)?;
+            c.push_str(&format!(
+                "if (ns_whole) {{\n  // nightshift: every row of the strip passes the checks: rows read at several offsets are loaded once into registers, one new row per step.\n  {}\n  #pragma unroll\n  for (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n    {}\n    {}\n    {}\n  }}\n}} else {{\n  #pragma unroll 1\n  for (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n    {}\n    if ({y} >= ns_rows) break;\n    {}\n  }}\n}}",
+                reindent(decls.trim_end(), "  "),
+                reindent(fills.trim_end(), "    "),
+                reindent(&decl_row, "    "),
+                reindent(fast_rest.trim_end(), "    "),
+                reindent(&decl_row, "    "),
+                reindent(plain_rest.trim_end(), "    "),
+            ));
+            let list = summary(&ws, &y);
+            (c, format!("; rows read at several offsets shared in registers across the strip: {}", list.join(", ")))
+        }
+        Err(why) => {
+            let mut c = head.clone();
+            c.push_str(&format!(
+                "#pragma unroll\nfor (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n  {}\n  if ({y} >= ns_rows) break;\n  {}\n}}",
+                reindent(&decl_row, "  "),
+                reindent(plain_rest.trim_end(), "  ")
+            ));
+            (c, format!("; no row reuse: {why}"))
+        }
+    };
+    let mut change = Change::new(k);
+    let span = row.decl.start_byte()..rest_range.end.max(row.decl.end_byte());
+    change.edits.replace(span.clone(), reindent(&code, &indent_at(t, span.start)));
+    if k.params.is_empty() {
+        // `()` or `(void)`
+        change.edits.replace(k.params_range.clone(), format!("(unsigned int {GRID_Y})"));
+    } else {
+        change.edits.insert(k.params_range.end - 1, format!(", unsigned int {GRID_Y}"));
+    }
+    change.extra_args.push("{@grid.y}".to_string());
+    change.grid_y = Some(Box::new(move |g: &str| format!("(({g}) + {s} - 1) / {s}")));
+    Ok((change, format!("`{}`: {s} rows per thread (grid y extent / {s}){note}", k.name)))
+}
+
+/// The file's device functions the kernel calls by name.
+fn called_device_functions(src: &Source, k: &Kernel) -> Vec<crate::source::HostFn> {
+    let t = src.text();
+    let Some(body) = src.node(&k.body, "compound_statement") else { return Vec::new() };
+    let called: BTreeSet<&str> = descendants(body)
+        .into_iter()
+        .filter(|d| d.kind() == "call_expression")
+        .filter_map(|d| d.child_by_field_name("function"))
+        .map(|f| text(t, f))
+        .collect();
+    src.host_functions().into_iter().filter(|h| h.is_device && called.contains(h.name.as_str())).collect()
+}
+
+fn check_launches(
+    src: &Source,
+    k: &Kernel,
+    row: &RowDecl,
+    launches: &[crate::source::Launch],
+) -> Result<(), NotApplicable> {
+    let t = src.text();
+    for l in launches {
+        let written = l.config.first().cloned().unwrap_or_default();
+        match launch::grid(src, l) {
+            None => return Err(decline(k, "has a launch without a grid")),
+            Some(Dims::Scalar(_)) => {
+                return Err(decline(
+                    k,
+                    format!("reads `blockIdx.y`, but a launch's grid `{written}` is a number: one row of blocks, nothing to strip"),
+                ))
+            }
+            Some(Dims::Unknown { expr, why }) => {
+                return Err(decline(
+                    k,
+                    format!("is launched on the grid `{expr}`: {why}, so its y extent cannot be divided"),
+                ))
+            }
+            Some(g @ Dims::Dim3(_)) => {
+                if g.is_one(1) {
+                    return Err(decline(
+                        k,
+                        format!("is launched on the grid `{written}`, whose y extent is 1: one row of blocks, nothing to strip"),
+                    ));
+                }
+            }
+        }
+        // Rows stepped by a number must step by the block's y extent, or the rows the
+        // original grid launched are not the first `grid.y * block.y`.
+        if let Some(step) = row.step {
+            if builtin(t, step) == Some(("blockDim", 'y')) {
+                continue;
+            }
+            let value = match step.kind() {
+                "number_literal" => int_literal(text(t, step)),
+                _ => launch::file_scope_size(src, text(t, step), k.range.start).value(),
+            };
+            let block_y = launch::block(src, l).and_then(|b| match b.component(1) {
+                Some(c) => c.size.value(),
+                None if !matches!(b, Dims::Unknown { .. }) => Some(1),
+                None => None,
+            });
+            if value.is_none() || value != block_y {
+                return Err(decline(
+                    k,
+                    format!(
+                        "steps its rows by `{}`, which this file does not show equal to the y extent of the block `{}`",
+                        text(t, step),
+                        l.config.get(1).map(String::as_str).unwrap_or("")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn one_line(s: &str) -> String {
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if s.chars().count() > 60 {
+        format!("{}...", s.chars().take(57).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// A constant-bound loop of the per-row code: `for (T v = LO; v <= HI; ++v)` (or `<`,
+/// `v++`, `v += 1`) with bounds the file fixes, a body that leaves `v` alone and does not
+/// break out.
+#[derive(Debug, Clone)]
+struct ConstLoop {
+    var: String,
+    ty: String,
+    lo: i64,
+    hi: i64,
+    /// Where it starts and ends, whether `#pragma unroll` must be put before it (it has
+    /// none), and whether it needs braces around it for that (it is another statement's
+    /// body).
+    start: usize,
+    end: usize,
+    needs_pragma: bool,
+    braced: bool,
+    /// Why a window cannot sit in it, where it cannot.
+    unfit: Option<String>,
+}
+
+/// A row offset `sign * var + k`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Offset {
+    var: Option<(bool, String)>,
+    k: i64,
+}
+
+/// What rendering an expression for a window found.
+#[derive(Default)]
+struct Found {
+    offsets: Vec<Offset>,
+    /// Loop variables named outside row sums.
+    vars: BTreeSet<String>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// The row stays the row (the checks, evaluated per row).
+    Guard,
+    /// Row sums become the window row `ns_row0 + ns_j`; with `clamp`, clamps of the row
+    /// and the bare row become one clamp (rows stay within 0..B-1).
+    Tap { clamp: bool },
+}
+
+struct Local<'a> {
+    init: Node<'a>,
+    ty: String,
+}
+
+struct Ctx<'a> {
+    src: &'a Source,
+    t: &'a str,
+    k: &'a Kernel,
+    y: String,
+    /// The row's type without qualifiers.
+    row_type: String,
+    rest: Vec<Node<'a>>,
+    /// Locals of the per-row code the windows may inline: declared once, with an
+    /// initializer, never assigned.
+    locals: BTreeMap<String, Local<'a>>,
+    /// Names the per-row code declares (locals and loop variables).
+    declared: BTreeSet<String>,
+    /// Names declared before the row index (parameters and locals): they hold still.
+    outside: BTreeSet<String>,
+    loops: BTreeMap<String, ConstLoop>,
+    /// Buffers the kernel only reads, with their element types.
+    readonly: BTreeMap<String, String>,
+    /// The checks every row must pass (the early returns' conditions negated, the
+    /// wrapping ifs' conditions), the statements that make them, and the row's bound.
+    guard: Vec<(Node<'a>, bool)>,
+    guard_stmts: BTreeSet<usize>,
+    bound: Option<String>,
+    /// Some row of the per-row code is clamped with `min`/`max`.
+    clamped: bool,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(
+        src: &'a Source,
+        facts: &Facts,
+        k: &'a Kernel,
+        row: &RowDecl<'a>,
+        stmts: &[Node<'a>],
+        rest: &[Node<'a>],
+    ) -> Result<Ctx<'a>, NotApplicable> {
+        let t = src.text();
+        let y = row.name.clone();
+        let mut outside: BTreeSet<String> = k.params.iter().map(|p| p.name.clone()).collect();
+        for s in &stmts[..row.at] {
+            outside.extend(syntax::declared_names(t, *s));
+        }
+        for d in &row.before {
+            outside.extend(declarator_name(t, *d));
+        }
+        let mut declared: BTreeSet<String> = BTreeSet::new();
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        let mut decls: Vec<(String, Node<'a>, String)> = Vec::new();
+        let mut add = |name: String, d: Node<'a>, ty: String, decls: &mut Vec<(String, Node<'a>, String)>| {
+            *counts.entry(name.clone()).or_default() += 1;
+            decls.push((name, d, ty));
+        };
+        for d in &row.after {
+            if let Some(n) = declarator_name(t, *d) {
+                add(n, *d, declarator_type(t, row.decl, *d), &mut decls);
+            }
+        }
+        for s in rest {
+            for d in descendants(*s) {
+                if d.kind() != "declaration" {
+                    continue;
+                }
+                let mut c = d.walk();
+                let ds: Vec<Node> = d.children_by_field_name("declarator", &mut c).collect();
+                for x in ds {
+                    if let Some(n) = declarator_name(t, x) {
+                        add(n, x, declarator_type(t, d, x), &mut decls);
+                    }
+                }
+            }
+        }
+        for (n, _, _) in &decls {
+            declared.insert(n.clone());
+        }
+        if declared.contains(&y) {
+            return Err(decline(k, format!("declares another `{y}` in its per-row code")));
+        }
+        // Each row starts from the same state: the per-row code changes no variable
+        // declared before it.
+        let mut assigned: BTreeSet<String> = BTreeSet::new();
+        let pointers: BTreeSet<String> = pattern::pointers(src, k).into_iter().map(|(n, _, _)| n).collect();
+        for s in rest {
+            for d in descendants(*s) {
+                let target = match d.kind() {
+                    "assignment_expression" => d.child_by_field_name("left"),
+                    "update_expression" => d.child_by_field_name("argument"),
+                    _ => None,
+                };
+                let Some(target) = target else { continue };
+                let mut base = strip_parens(target);
+                let mut through = false;
+                loop {
+                    match base.kind() {
+                        "subscript_expression" | "field_expression" => {
+                            through = true;
+                            match base.child_by_field_name("argument") {
+                                Some(a) => base = strip_parens(a),
+                                None => break,
+                            }
+                        }
+                        "pointer_expression" => {
+                            through = true;
+                            match base.child_by_field_name("argument") {
+                                Some(a) => base = strip_parens(a),
+                                None => break,
+                            }
+                        }
+                        _ => break,
+                    }
+                }
+                if base.kind() != "identifier" {
+                    continue;
+                }
+                let name = text(t, base).to_string();
+                if name == y {
+                    return Err(decline(k, format!("changes its row index `{y}` (`{}`)", one_line(text(t, d)))));
+                }
+                if through && pointers.contains(&name) {
+                    continue;
+                }
+                // (Where the per-row code also declares the name, which one it changes is
+                // not told apart: declined all the same.)
+                if outside.contains(&name) {
+                    return Err(decline(
+                        k,
+                        format!(
+                            "changes `{name}` in its per-row code but declares it before its row index: a strip's next row would start from the last row's `{name}`"
+                        ),
+                    ));
+                }
+                assigned.insert(name);
+            }
+        }
+        for s in rest {
+            for d in descendants(*s) {
+                match d.kind() {
+                    "return_statement" if inside_loop(d, rest) => {
+                        return Err(decline(
+                            k,
+                            "returns from inside a loop of its per-row code, where a strip could not end one row alone",
+                        ));
+                    }
+                    "goto_statement" | "labeled_statement" => {
+                        return Err(decline(k, "jumps with `goto` in its per-row code"));
+                    }
+                    "lambda_expression" => {
+                        return Err(decline(k, "defines a lambda in its per-row code"));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut locals = BTreeMap::new();
+        for (n, d, ty) in &decls {
+            if counts.get(n) != Some(&1) || assigned.contains(n) || outside.contains(n) {
+                continue;
+            }
+            let Some(v) = d.child_by_field_name("value") else { continue };
+            if d.kind() != "init_declarator" || matches!(v.kind(), "argument_list" | "initializer_list") {
+                continue;
+            }
+            let addressed = rest.iter().any(|s| {
+                descendants(*s).into_iter().any(|x| {
+                    x.kind() == "pointer_expression"
+                        && x.child(0).is_some_and(|o| text(t, o) == "&")
+                        && x.child_by_field_name("argument").is_some_and(|a| syntax::is_ident(t, a, n))
+                })
+            });
+            if !addressed {
+                locals.insert(n.clone(), Local { init: v, ty: ty.clone() });
+            }
+        }
+        let mut loops = BTreeMap::new();
+        for s in rest {
+            for f in descendants(*s) {
+                if f.kind() != "for_statement" {
+                    continue;
+                }
+                if let Some(l) = const_loop(src, k, f) {
+                    if counts.get(&l.var) == Some(&1) && !outside.contains(&l.var) {
+                        loops.insert(l.var.clone(), l);
+                    }
+                }
+            }
+        }
+        let readonly = readonly_buffers(src, facts, k);
+        let mut ctx = Ctx {
+            src,
+            t,
+            k,
+            y,
+            row_type: row.value_type.clone(),
+            rest: rest.to_vec(),
+            locals,
+            declared,
+            outside,
+            loops,
+            readonly,
+            guard: Vec::new(),
+            guard_stmts: BTreeSet::new(),
+            bound: None,
+            clamped: false,
+        };
+        ctx.find_guard();
+        ctx.clamped = ctx.finds_clamp();
+        Ok(ctx)
+    }
+
+    /// The per-row code as text: `return`s become `continue`, with the given edits (window
+    /// reads) and `#pragma unroll` before the given loops.
+    fn rest_text(
+        &self,
+        range: &Range<usize>,
+        edits: &[(Range<usize>, String)],
+        pragmas: &[&ConstLoop],
+    ) -> Result<String, NotApplicable> {
+        let t = self.t;
+        let mut e = Edits::new();
+        for s in &self.rest {
+            for d in descendants(*s) {
+                if d.kind() == "return_statement" && !inside_loop(d, &self.rest) {
+                    e.replace(d.start_byte() - range.start..d.end_byte() - range.start, "continue;");
+                }
+            }
+        }
+        for (r, new) in edits {
+            e.replace(r.start - range.start..r.end - range.start, new.clone());
+        }
+        for l in pragmas {
+            let ind = indent_at(t, l.start);
+            if l.braced {
+                e.insert(l.start - range.start, format!("#pragma unroll\n{ind}"));
+            } else {
+                e.insert(l.start - range.start, format!("{{\n{ind}#pragma unroll\n{ind}"));
+                e.insert(l.end - range.start, format!("\n{ind}}}"));
+            }
+        }
+        let out = e
+            .apply(&t[range.clone()])
+            .map_err(|_| decline(self.k, "has per-row code this recipe could not rewrite"))?;
+        Ok(dedent(&out, &indent_at(t, range.start)))
+    }
+
+    /// The checks: leading `if (C) return;` statements and a wrapping `if (C) { ... }` at
+    /// the end (ifs directly inside it too), where C reads no memory.
+    fn find_guard(&mut self) {
+        let t = self.t;
+        let stmts: Vec<Node<'a>> = self.rest.iter().copied().filter(|s| s.kind() != "comment").collect();
+        for s in &stmts {
+            if s.kind() != "if_statement" || s.child_by_field_name("alternative").is_some() {
+                continue;
+            }
+            let Some(cons) = s.child_by_field_name("consequence") else { continue };
+            let inner: Vec<Node> =
+                pattern::block_statements(cons).into_iter().filter(|c| c.kind() != "comment").collect();
+            let returns = inner.len() == 1
+                && inner[0].kind() == "return_statement"
+                && named_children(inner[0]).iter().all(|c| c.kind() == "comment");
+            if !returns {
+                continue;
+            }
+            let Some(c) = pattern::condition(*s) else { continue };
+            if self.render(c, Mode::Guard, &mut Found::default(), 0).is_ok() {
+                self.guard.push((c, true));
+                self.guard_stmts.insert(s.id());
+            }
+        }
+        let mut last = stmts.last().copied();
+        while let Some(s) = last {
+            if s.kind() != "if_statement" || s.child_by_field_name("alternative").is_some() {
+                break;
+            }
+            let (Some(c), Some(cons)) = (pattern::condition(s), s.child_by_field_name("consequence")) else { break };
+            if self.guard_stmts.contains(&s.id()) {
+                break;
+            }
+            if self.render(c, Mode::Guard, &mut Found::default(), 0).is_err() {
+                break;
+            }
+            self.guard.push((c, false));
+            self.guard_stmts.insert(s.id());
+            let inner: Vec<Node> =
+                pattern::block_statements(cons).into_iter().filter(|c| c.kind() != "comment").collect();
+            last = if inner.len() == 1 { Some(inner[0]) } else { None };
+        }
+        // The row's bound: `y < B` in a wrapping check, `y >= B` in a returning one.
+        for (c, negated) in &self.guard {
+            let op = if *negated { "||" } else { "&&" };
+            for term in syntax::flatten(t, *c, op) {
+                let Some((o, l, r)) = syntax::binary(t, term) else { continue };
+                let b = match (negated, o) {
+                    (false, "<") | (true, ">=") if syntax::is_ident(t, l, &self.y) => Some(r),
+                    (false, ">") | (true, "<=") if syntax::is_ident(t, r, &self.y) => Some(l),
+                    _ => None,
+                };
+                let Some(b) = b.map(strip_parens) else { continue };
+                if b.kind() == "identifier" {
+                    let name = text(t, b);
+                    let int_param = self.k.param(name).is_some_and(|p| !p.pointer && p.base == "int");
+                    if int_param || self.constant(b).is_some() {
+                        self.bound = Some(name.to_string());
+                    }
+                } else if self.constant(b).is_some() {
+                    self.bound = Some(text(t, b).to_string());
+                }
+            }
+        }
+    }
+
+    /// The checks as one condition over the row.
+    fn guard_text(&self) -> String {
+        let parts: Vec<String> = self
+            .guard
+            .iter()
+            .filter_map(|(c, negated)| {
+                let s = self.render(*c, Mode::Guard, &mut Found::default(), 0).ok()?;
+                Some(if *negated { format!("!({s})") } else { format!("({s})") })
+            })
+            .collect();
+        if parts.is_empty() {
+            "true".into()
+        } else {
+            parts.join(" && ")
+        }
+    }
+
+    /// Whether some row of the per-row code (or of a local it reads) is an argument of `min`/`max`.
+    fn finds_clamp(&self) -> bool {
+        let t = self.t;
+        self.rest.iter().any(|s| {
+            descendants(*s).into_iter().any(|d| {
+                d.kind() == "call_expression"
+                    && d.child_by_field_name("function").is_some_and(|f| matches!(text(t, f), "min" | "max"))
+                    && d.child_by_field_name("arguments").is_some_and(|a| {
+                        named_children(a).into_iter().any(|x| self.is_row_sum(x) || self.names_row_local(x))
+                    })
+            })
+        })
+    }
+
+    fn names_row_local(&self, n: Node) -> bool {
+        let n = strip_parens(n);
+        n.kind() == "identifier"
+            && self
+                .locals
+                .get(text(self.t, n))
+                .is_some_and(|l| self.is_row_sum(l.init) || syntax::mentions(self.t, l.init, &self.y))
+    }
+
+    /// `y`, or a sum with `y` as one of its terms.
+    fn is_row_sum(&self, n: Node) -> bool {
+        let mut terms = Vec::new();
+        signed_terms(self.t, n, true, &mut terms);
+        terms.iter().any(|(_, x)| syntax::is_ident(self.t, *x, &self.y) && strip_parens(*x).kind() == "identifier")
+    }
+
+    /// A value this file fixes at compile time (a literal, a macro, a file-scope constant,
+    /// arithmetic on them), unless a local or parameter of the kernel takes its name.
+    fn constant(&self, n: Node) -> Option<i64> {
+        let t = self.t;
+        let n = strip_parens(n);
+        match n.kind() {
+            "number_literal" => int_literal(text(t, n)),
+            "identifier" => {
+                let name = text(t, n);
+                if self.declared.contains(name) || self.outside.contains(name) {
+                    return None;
+                }
+                launch::file_scope_size(self.src, name, self.k.range.start).value()
+            }
+            "unary_expression" => {
+                let op = n.child(0).map(|o| text(t, o))?;
+                let v = self.constant(n.child_by_field_name("argument")?)?;
+                match op {
+                    "-" => v.checked_neg(),
+                    "+" => Some(v),
+                    _ => None,
+                }
+            }
+            "binary_expression" => {
+                let (op, l, r) = syntax::binary(t, n)?;
+                let (a, b) = (self.constant(l)?, self.constant(r)?);
+                match op {
+                    "+" => a.checked_add(b),
+                    "-" => a.checked_sub(b),
+                    "*" => a.checked_mul(b),
+                    "/" => a.checked_div(b),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// An expression of the per-row code as text the window code can evaluate: locals of
+    /// the per-row code inlined (cast to their type), and in `Tap` mode every row sum
+    /// `y + c` as `ns_row0 + ns_j`, its offset noted. Fails on anything that reads memory,
+    /// has an effect, or names a value that could change.
+    fn render(&self, n: Node, mode: Mode, found: &mut Found, depth: usize) -> Result<String, String> {
+        let t = self.t;
+        if depth > MAX_DEPTH {
+            return Err("nests too deeply to follow".into());
+        }
+        match n.kind() {
+            "identifier" => {
+                let name = text(t, n);
+                if name == self.y {
+                    return match (mode, &self.bound) {
+                        (Mode::Guard, _) => Ok(name.to_string()),
+                        // The bare row is its own clamp: every row that passes the checks
+                        // lies in 0..B-1.
+                        (Mode::Tap { clamp: true }, Some(b)) => {
+                            found.offsets.push(Offset { var: None, k: 0 });
+                            Ok(clamped_row(b))
+                        }
+                        (Mode::Tap { .. }, _) => self.row_sum(n, mode, found, depth),
+                    };
+                }
+                if let Some(l) = self.locals.get(name) {
+                    let init = self.render(l.init, mode, found, depth + 1)?;
+                    // A local of the row's type holding the window row (or its clamp) is
+                    // that row: no cast, so reads through it and reads of the row itself
+                    // are one window.
+                    let ty = l.ty.replace("const", "").trim().to_string();
+                    if ty == self.row_type
+                        && (init == WINDOW_ROW || self.bound.as_ref().is_some_and(|b| init == clamped_row(b)))
+                    {
+                        return Ok(init);
+                    }
+                    return Ok(format!("(({ty})({init}))"));
+                }
+                if self.loops.contains_key(name) {
+                    found.vars.insert(name.to_string());
+                    return Ok(name.to_string());
+                }
+                if self.declared.contains(name) {
+                    return Err(format!("reads `{name}`, which the per-row code changes or declares more than once"));
+                }
+                if self.outside.contains(name) || self.constant(n).is_some() {
+                    return Ok(name.to_string());
+                }
+                Err(format!("reads `{name}`, which this recipe cannot show holds still"))
+            }
+            "field_expression" => {
+                if builtin(t, n).is_some() {
+                    return Ok(text(t, n).to_string());
+                }
+                let arg = n.child_by_field_name("argument").map(strip_parens);
+                let op = n.child_by_field_name("operator").map(|o| text(t, o)).unwrap_or(".");
+                match arg {
+                    Some(a) if op == "." && a.kind() == "identifier" && self.outside.contains(text(t, a)) => {
+                        Ok(text(t, n).to_string())
+                    }
+                    _ => Err(format!("reads `{}`", one_line(text(t, n)))),
+                }
+            }
+            "subscript_expression" => Err(format!("reads memory (`{}`)", one_line(text(t, n)))),
+            "pointer_expression" => Err(format!("reads memory or takes an address (`{}`)", one_line(text(t, n)))),
+            "assignment_expression"
+            | "update_expression"
+            | "comma_expression"
+            | "lambda_expression"
+            | "new_expression"
+            | "delete_expression"
+            | "string_literal"
+            | "compound_literal_expression"
+            | "gnu_asm_expression" => {
+                Err(format!("has an effect or a form this recipe does not read (`{}`)", one_line(text(t, n))))
+            }
+            "call_expression" => {
+                let f = n.child_by_field_name("function").map(|f| text(t, f)).unwrap_or("");
+                if !self.pure_function(f) {
+                    return Err(format!("calls `{f}`, which this recipe cannot show is pure"));
+                }
+                if let Mode::Tap { clamp: true } = mode {
+                    if let Some(s) = self.canonical_clamp(n, found, depth)? {
+                        return Ok(s);
+                    }
+                }
+                let args = n.child_by_field_name("arguments").ok_or("has a call without arguments")?;
+                Ok(format!("{f}{}", self.render_children(args, mode, found, depth)?))
+            }
+            "binary_expression" if matches!(mode, Mode::Tap { .. }) => {
+                let op = n.child_by_field_name("operator").map(|o| text(t, o)).unwrap_or("");
+                if matches!(op, "+" | "-") && self.is_row_sum(n) {
+                    return self.row_sum(n, mode, found, depth);
+                }
+                self.render_children(n, mode, found, depth)
+            }
+            _ => self.render_children(n, mode, found, depth),
+        }
+    }
+
+    fn render_children(&self, n: Node, mode: Mode, found: &mut Found, depth: usize) -> Result<String, String> {
+        let t = self.t;
+        let kids = syntax::children(n);
+        if kids.is_empty() {
+            return Ok(text(t, n).to_string());
+        }
+        let mut out = String::new();
+        let mut pos = n.start_byte();
+        for c in kids {
+            out.push_str(t.get(pos..c.start_byte()).unwrap_or(""));
+            if c.kind() == "comment" {
+                out.push(' ');
+            } else if c.is_named() {
+                out.push_str(&self.render(c, mode, found, depth + 1)?);
+            } else {
+                out.push_str(text(t, c));
+            }
+            pos = c.end_byte();
+        }
+        out.push_str(t.get(pos..n.end_byte()).unwrap_or(""));
+        Ok(out)
+    }
+
+    fn pure_function(&self, f: &str) -> bool {
+        if matches!(
+            f,
+            "min" | "max" | "umin" | "umax" | "llmin" | "llmax" | "ullmin" | "ullmax" | "abs" | "labs" | "llabs"
+        ) {
+            return true;
+        }
+        // A device function of this file that takes no pointer or reference.
+        if f.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !defines_function_macro(self.src, f) {
+            return self.src.host_functions().into_iter().any(|h| {
+                h.name == f && h.is_device && h.param_types.iter().all(|ty| !ty.contains('*') && !ty.contains('&'))
+            });
+        }
+        false
+    }
+
+    /// The terms of a row sum: the row once with `+`, constants, at most one loop variable
+    /// (the offset), and other terms kept as they are.
+    fn row_sum(&self, n: Node, mode: Mode, found: &mut Found, depth: usize) -> Result<String, String> {
+        let (offset, others) = self.row_offset(n, mode, found, depth)?;
+        found.offsets.push(offset);
+        Ok(format!("{WINDOW_ROW}{others}"))
+    }
+
+    fn row_offset(&self, n: Node, mode: Mode, found: &mut Found, depth: usize) -> Result<(Offset, String), String> {
+        let t = self.t;
+        let mut terms = Vec::new();
+        signed_terms(t, n, true, &mut terms);
+        let mut row = 0;
+        let mut offset = Offset { var: None, k: 0 };
+        let mut others = String::new();
+        for (plus, term) in terms {
+            let term = strip_parens(term);
+            if term.kind() == "identifier" && text(t, term) == self.y {
+                if !plus {
+                    return Err(format!("subtracts the row `{}`", self.y));
+                }
+                row += 1;
+                continue;
+            }
+            if let Some(v) = self.constant(term) {
+                offset.k = if plus { offset.k.checked_add(v) } else { offset.k.checked_sub(v) }
+                    .ok_or_else(|| "overflows".to_string())?;
+                continue;
+            }
+            if term.kind() == "identifier" && self.loops.contains_key(text(t, term)) && offset.var.is_none() {
+                offset.var = Some((!plus, text(t, term).to_string()));
+                continue;
+            }
+            let r = self.render(term, mode, found, depth + 1)?;
+            others.push_str(&format!(" {} ({r})", if plus { "+" } else { "-" }));
+        }
+        if row != 1 {
+            return Err(format!("adds the row `{}` to itself", self.y));
+        }
+        Ok((offset, others))
+    }
+
+    /// `min(max(ROW, 0), B - 1)` for a clamp of a row sum (either order, or one side) that
+    /// equals it for every row that passes the checks; the bare row too (`0 <= y < B`).
+    fn canonical_clamp(&self, n: Node, found: &mut Found, depth: usize) -> Result<Option<String>, String> {
+        let Some(bound) = &self.bound else { return Ok(None) };
+        let Some((inner, lo, hi)) = self.clamp_of(n, bound, 0) else { return Ok(None) };
+        let mut f = Found::default();
+        let (offset, others) = match self.row_offset(inner, Mode::Tap { clamp: false }, &mut f, depth + 1) {
+            Ok(x) => x,
+            Err(_) => return Ok(None),
+        };
+        if !others.is_empty() || !f.vars.is_empty() {
+            return Ok(None);
+        }
+        let (min, max) = self.offset_range(&offset);
+        let fits = match (lo, hi) {
+            (true, true) => true,
+            (true, false) => max <= 0,
+            (false, true) => min >= 0,
+            (false, false) => false,
+        };
+        if !fits {
+            return Ok(None);
+        }
+        found.offsets.push(offset);
+        Ok(Some(clamped_row(bound)))
+    }
+
+    /// `max(E, 0)`, `min(E, B - 1)` (either argument order), nested: the row sum E inside
+    /// and which sides are clamped.
+    fn clamp_of(&self, n: Node<'a>, bound: &str, depth: usize) -> Option<(Node<'a>, bool, bool)> {
+        let t = self.t;
+        if depth > 4 {
+            return None;
+        }
+        let n = strip_parens(n);
+        if n.kind() == "identifier" {
+            let l = self.locals.get(text(t, n))?;
+            // A local of the per-row code holding the clamp, as an `int` like the row.
+            if l.ty.replace("const", "").trim() != "int" {
+                return None;
+            }
+            return self.clamp_of(l.init, bound, depth + 1);
+        }
+        if n.kind() != "call_expression" {
+            return None;
+        }
+        let f = text(t, n.child_by_field_name("function")?);
+        let args: Vec<Node> =
+            named_children(n.child_by_field_name("arguments")?).into_iter().filter(|a| a.kind() != "comment").collect();
+        if args.len() != 2 {
+            return None;
+        }
+        let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace() && *c != '(' && *c != ')').collect::<String>();
+        let is_bound = |a: Node| match f {
+            "max" => self.constant(a) == Some(0),
+            "min" => squash(text(t, a)) == squash(&format!("{bound}-1")),
+            _ => false,
+        };
+        let inner = if is_bound(args[1]) {
+            args[0]
+        } else if is_bound(args[0]) {
+            args[1]
+        } else {
+            return None;
+        };
+        let (e, lo, hi) = if self.is_row_sum(inner) && !self.is_clamp_call(inner) {
+            (strip_parens(inner), false, false)
+        } else {
+            self.clamp_of(inner, bound, depth + 1)?
+        };
+        Some((e, lo || f == "max", hi || f == "min"))
+    }
+
+    fn is_clamp_call(&self, n: Node) -> bool {
+        strip_parens(n).kind() == "call_expression"
+    }
+
+    fn offset_range(&self, o: &Offset) -> (i64, i64) {
+        match &o.var {
+            None => (o.k, o.k),
+            Some((neg, v)) => {
+                let l = &self.loops[v];
+                if *neg {
+                    (o.k - l.hi, o.k - l.lo)
+                } else {
+                    (o.k + l.lo, o.k + l.hi)
+                }
+            }
+        }
+    }
+
+    /// The register windows: every read of a buffer the kernel only reads, at a row
+    /// offset, grouped by what it reads; those read at two or more offsets.
+    fn windows(&self, s: i64, clamp: bool) -> Result<Vec<Window>, String> {
+        let t = self.t;
+        let clamp = clamp && self.clamped && self.bound.is_some();
+        let mut groups: BTreeMap<WindowKey, Window> = BTreeMap::new();
+        let mut first_why: Option<String> = None;
+        let mut seen_rows = false;
+        for st in &self.rest {
+            for d in descendants(*st) {
+                if d.kind() != "subscript_expression" {
+                    continue;
+                }
+                let Some(arg) = d.child_by_field_name("argument").map(strip_parens) else { continue };
+                if arg.kind() != "identifier" {
+                    continue;
+                }
+                let p = text(t, arg);
+                let Some(elem) = self.readonly.get(p) else { continue };
+                let Some(index) = pattern::subscript_index(d) else { continue };
+                let mut found = Found::default();
+                let mode = Mode::Tap { clamp };
+                let idx = match self.render(index, mode, &mut found, 0) {
+                    Ok(i) => i,
+                    Err(e) => {
+                        if self.reaches_row(index) {
+                            first_why.get_or_insert(format!("`{}` {e}", one_line(text(t, d))));
+                        }
+                        continue;
+                    }
+                };
+                if found.offsets.is_empty() {
+                    continue;
+                }
+                seen_rows = true;
+                // `__ldg(&p[i])` (as `read-only` writes it) is one read.
+                let ldg = ldg_call(t, d);
+                let site = ldg.unwrap_or(d);
+                let tap = match self.tap(site, &mut found) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        first_why.get_or_insert(format!("`{}` {e}", one_line(text(t, d))));
+                        continue;
+                    }
+                };
+                let offset = found.offsets[0].clone();
+                if found.offsets.iter().any(|o| *o != offset) {
+                    first_why.get_or_insert(format!("`{}` reads rows at two offsets at once", one_line(text(t, d))));
+                    continue;
+                }
+                if let Some((_, v)) = &offset.var {
+                    if found.vars.contains(v) {
+                        first_why.get_or_insert(format!("`{}` uses `{v}` for more than its row", one_line(text(t, d))));
+                        continue;
+                    }
+                }
+                let keys: Vec<(String, i64, i64)> = found
+                    .vars
+                    .iter()
+                    .map(|v| {
+                        let l = &self.loops[v];
+                        (v.clone(), l.lo, l.hi)
+                    })
+                    .collect();
+                let key_types: Vec<String> = found.vars.iter().map(|v| self.loops[v].ty.clone()).collect();
+                let value = if ldg.is_some() { format!("__ldg(&{p}[{idx}])") } else { format!("{p}[{idx}]") };
+                let key = (p.to_string(), value.clone(), tap.clone(), keys.clone());
+                let (lo, hi) = self.offset_range(&offset);
+                let w = groups.entry(key).or_insert_with(|| Window {
+                    buffer: p.to_string(),
+                    elem: elem.clone(),
+                    value,
+                    cond: tap.clone(),
+                    keys,
+                    key_types,
+                    offsets: BTreeSet::new(),
+                    uses: Vec::new(),
+                    sites: Vec::new(),
+                    loops: Vec::new(),
+                });
+                w.offsets.extend(lo..=hi);
+                w.uses.push((site.byte_range(), offset));
+                w.loops.extend(self.enclosing_loops(site));
+            }
+        }
+        let mut out = Vec::new();
+        for (_, mut w) in groups {
+            if w.offsets.len() < 2 {
+                continue;
+            }
+            let offs: Vec<i64> = w.offsets.iter().copied().collect();
+            if offs.windows(2).any(|p| p[1] - p[0] > s) {
+                first_why.get_or_insert(format!("`{}` reads rows too far apart for a strip of {s}", w.buffer));
+                continue;
+            }
+            let lo = offs[0];
+            for (r, o) in &w.uses {
+                let keys: String = w.keys.iter().map(|(v, l, _)| format!("[{v} - ({l})]")).collect();
+                let mut slot = format!("ns_r + {}", o.k - lo);
+                if let Some((neg, v)) = &o.var {
+                    slot = format!("ns_r {} {v} + {}", if *neg { "-" } else { "+" }, o.k - lo);
+                }
+                w.sites.push((r.clone(), format!("{keys}[{slot}]")));
+            }
+            out.push(w);
+        }
+        if out.is_empty() {
+            return Err(first_why.unwrap_or_else(|| {
+                if seen_rows {
+                    "no buffer it only reads is read at several row offsets".into()
+                } else {
+                    "it reads no buffer at a row offset".into()
+                }
+            }));
+        }
+        Ok(out)
+    }
+
+    /// Whether an expression reaches the row (directly or through a local).
+    fn reaches_row(&self, n: Node) -> bool {
+        let t = self.t;
+        descendants(n).into_iter().any(|d| {
+            d.kind() == "identifier"
+                && (text(t, d) == self.y || self.locals.get(text(t, d)).is_some_and(|l| self.reaches_row(l.init)))
+        })
+    }
+
+    /// The condition under which the original reads `site` (the checks every row passes
+    /// left out), rendered for the window; fails where the read depends on more than its
+    /// row, its loops' variables and values that hold still.
+    fn tap(&self, site: Node, found: &mut Found) -> Result<String, String> {
+        let t = self.t;
+        let mut conds: Vec<(Node, bool)> = Vec::new();
+        let mut child = site;
+        let top: BTreeSet<usize> = self.rest.iter().map(|s| s.id()).collect();
+        while let Some(p) = child.parent() {
+            let is_body = p.byte_range() == self.k.body;
+            match p.kind() {
+                "if_statement" => {
+                    let is_cond = p.child_by_field_name("condition").is_some_and(|c| c.id() == child.id());
+                    if !is_cond && !self.guard_stmts.contains(&p.id()) {
+                        let c = pattern::condition(p).ok_or("sits under an if without a condition")?;
+                        let in_cons = p.child_by_field_name("consequence").is_some_and(|c| c.id() == child.id());
+                        conds.push((c, !in_cons));
+                    }
+                }
+                "conditional_expression" => {
+                    let c = p.child_by_field_name("condition").ok_or("sits in a ?: without a condition")?;
+                    if c.id() != child.id() {
+                        let in_cons = p.child_by_field_name("consequence").is_some_and(|x| x.id() == child.id());
+                        conds.push((c, !in_cons));
+                    }
+                }
+                "binary_expression" => {
+                    let op = p.child_by_field_name("operator").map(|o| text(t, o)).unwrap_or("");
+                    let left = p.child_by_field_name("left");
+                    if matches!(op, "&&" | "||") && left.is_some_and(|l| l.id() != child.id()) {
+                        conds.push((left.ok_or("")?, op == "||"));
+                    }
+                }
+                "for_statement" => {
+                    let in_body = p.child_by_field_name("body").is_some_and(|b| b.id() == child.id());
+                    let l = self.loops.values().find(|l| l.start == p.start_byte());
+                    match l {
+                        Some(l) if in_body => {
+                            if let Some(why) = &l.unfit {
+                                return Err(why.clone());
+                            }
+                        }
+                        _ => return Err("sits in a loop whose trip count this recipe cannot fix".into()),
+                    }
+                }
+                "while_statement" | "do_statement" | "switch_statement" | "case_statement" | "for_range_loop" => {
+                    return Err("sits in a loop whose trip count this recipe cannot fix".into())
+                }
+                "compound_statement" => {
+                    for sib in named_children(p) {
+                        if sib.start_byte() >= child.start_byte() {
+                            break;
+                        }
+                        if is_body && !top.contains(&sib.id()) {
+                            continue;
+                        }
+                        if syntax::escapes(sib).is_empty()
+                            || (top.contains(&sib.id()) && self.guard_stmts.contains(&sib.id()))
+                        {
+                            continue;
+                        }
+                        match skip_if(sib) {
+                            Some(c) => conds.push((c, true)),
+                            None => return Err(format!("follows `{}`, which may leave early", one_line(text(t, sib)))),
+                        }
+                    }
+                }
+                _ => {}
+            }
+            if is_body {
+                break;
+            }
+            child = p;
+        }
+        let mut parts = Vec::new();
+        for (c, negated) in conds.iter().rev() {
+            let s = self.render(*c, Mode::Tap { clamp: false }, found, 0)?;
+            parts.push(if *negated { format!("!({s})") } else { format!("({s})") });
+        }
+        Ok(parts.join(" && "))
+    }
+
+    fn enclosing_loops(&self, site: Node) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut p = site.parent();
+        while let Some(x) = p {
+            if x.kind() == "for_statement" {
+                if let Some(l) = self.loops.values().find(|l| l.start == x.start_byte()) {
+                    out.push(l.var.clone());
+                }
+            }
+            p = x.parent();
+        }
+        out
+    }
+
+    /// Where `#pragma unroll` goes: the loops windows sit in that have none.
+    fn pragmas_needed(&self, ws: &[Window]) -> Vec<&ConstLoop> {
+        let names: BTreeSet<&String> = ws.iter().flat_map(|w| w.loops.iter()).collect();
+        self.loops.values().filter(|l| l.needs_pragma && names.contains(&l.var)).collect()
+    }
+}
+
+/// What makes two reads one window: the buffer, the value and condition rendered for
+/// the window, and the loop variables besides the row with their ranges.
+type WindowKey = (String, String, String, Vec<(String, i64, i64)>);
+
+/// A register window: what one read computes for each row (`ns_row0 + ns_j`) and each
+/// value of the loop variables it names besides its row.
+struct Window {
+    buffer: String,
+    elem: String,
+    /// `in[(ns_row0 + ns_j) * W + (x + dx)]`
+    value: String,
+    /// The condition the original reads it under (empty: always).
+    cond: String,
+    keys: Vec<(String, i64, i64)>,
+    key_types: Vec<String>,
+    /// Row offsets read.
+    offsets: BTreeSet<i64>,
+    uses: Vec<(Range<usize>, Offset)>,
+    /// Each read and the window element it becomes.
+    sites: Vec<(Range<usize>, String)>,
+    /// The loops the reads sit in.
+    loops: Vec<String>,
+}
+
+impl Window {
+    fn lo(&self) -> i64 {
+        self.offsets.first().copied().unwrap_or(0)
+    }
+
+    fn hi(&self) -> i64 {
+        self.offsets.last().copied().unwrap_or(0)
+    }
+
+    fn declaration(&self, n: usize, s: i64) -> String {
+        let dims: String = self.keys.iter().map(|(_, l, h)| format!("[{}]", h - l + 1)).collect();
+        format!(
+            "{} ns_w{n}{dims}[{}];  // `{}` at rows ns_row0 + ({}) .. ns_row0 + {}\n",
+            self.elem,
+            s + self.hi() - self.lo(),
+            self.buffer,
+            self.lo(),
+            s - 1 + self.hi()
+        )
+    }
+
+    /// The loads of one step: the whole window at the first row (`ns_j` from LO to HI),
+    /// then the row that comes into view (`ns_r + HI`).
+    fn fill(&self, n: usize) -> String {
+        let (lo, hi) = (self.lo(), self.hi());
+        let keys: String = self.keys.iter().map(|(v, l, _)| format!("[{v} - ({l})]")).collect();
+        let mut store = format!("ns_w{n}{keys}[ns_j - ({lo})] = {};", self.value);
+        if !self.cond.is_empty() {
+            store = format!("if ({}) {store}", self.cond);
+        }
+        for ((v, l, h), ty) in self.keys.iter().zip(&self.key_types).rev() {
+            store =
+                format!("#pragma unroll\nfor ({ty} {v} = {l}; {v} <= {h}; ++{v}) {{\n  {}\n}}", reindent(&store, "  "));
+        }
+        // A loop of a fixed trip count, so it unrolls before the strip's loop does and
+        // every window index is a constant (the window stays in registers).
+        let last = hi - lo;
+        format!(
+            "#pragma unroll\nfor (int ns_q = 0; ns_q <= {last}; ++ns_q) {{\n  if (ns_r > 0 && ns_q < {last}) continue;\n  const int ns_j = ns_r + ({lo}) + ns_q;\n  {}\n}}\n",
+            reindent(&store, "  ")
+        )
+    }
+
+    /// How many windows of rows it is (one per value of its other loop variables).
+    fn count(&self) -> i64 {
+        self.keys.iter().map(|(_, l, h)| h - l + 1).product()
+    }
+}
+
+/// `in` at rows y-1..y+1 (3 windows), one entry per buffer and rows.
+fn summary(ws: &[Window], y: &str) -> Vec<String> {
+    let at = |o: i64| match o {
+        0 => y.to_string(),
+        o if o > 0 => format!("{y}+{o}"),
+        o => format!("{y}{o}"),
+    };
+    let mut groups: Vec<((String, i64, i64), i64)> = Vec::new();
+    for w in ws {
+        let key = (w.buffer.clone(), w.lo(), w.hi());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += w.count(),
+            None => groups.push((key, w.count())),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((b, lo, hi), n)| {
+            let mult = if n > 1 { format!(" ({n} windows)") } else { String::new() };
+            format!("`{b}` at rows {}..{}{mult}", at(lo), at(hi))
+        })
+        .collect()
+}
+
+/// The lines after the first without the indentation `ind` they were written at.
+fn dedent(block: &str, ind: &str) -> String {
+    let mut out = String::new();
+    for (i, line) in block.lines().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(if i > 0 { line.strip_prefix(ind).unwrap_or(line) } else { line });
+    }
+    out
+}
+
+/// The call `__ldg(&p[i])` around the read `p[i]`, if it is one.
+fn ldg_call<'a>(t: &str, read: Node<'a>) -> Option<Node<'a>> {
+    let amp = read.parent().filter(|p| p.kind() == "pointer_expression")?;
+    if amp.child(0).map(|o| text(t, o)) != Some("&") {
+        return None;
+    }
+    let args = amp.parent().filter(|p| p.kind() == "argument_list")?;
+    if named_children(args).iter().filter(|a| a.kind() != "comment").count() != 1 {
+        return None;
+    }
+    let call = args.parent().filter(|c| c.kind() == "call_expression")?;
+    (call.child_by_field_name("function").map(|f| text(t, f)) == Some("__ldg")).then_some(call)
+}
+
+/// `if (C) continue;` or `if (C) return;` (no else): C.
+fn skip_if(s: Node) -> Option<Node> {
+    if s.kind() != "if_statement" || s.child_by_field_name("alternative").is_some() {
+        return None;
+    }
+    let cons = s.child_by_field_name("consequence")?;
+    let inner: Vec<Node> = pattern::block_statements(cons).into_iter().filter(|c| c.kind() != "comment").collect();
+    (inner.len() == 1 && matches!(inner[0].kind(), "continue_statement" | "return_statement"))
+        .then(|| pattern::condition(s))
+        .flatten()
+}
+
+/// Whether a `return` sits in a loop or switch below the per-row code's statements.
+fn inside_loop(d: Node, rest: &[Node]) -> bool {
+    let mut p = d.parent();
+    while let Some(x) = p {
+        if rest.iter().any(|r| r.id() == x.id()) {
+            return syntax::is_loop(x);
+        }
+        if syntax::is_loop(x) {
+            return true;
+        }
+        p = x.parent();
+    }
+    false
+}
+
+fn signed_terms<'a>(t: &str, n: Node<'a>, plus: bool, out: &mut Vec<(bool, Node<'a>)>) {
+    let n = strip_parens(n);
+    if let Some((op @ ("+" | "-"), l, r)) = syntax::binary(t, n) {
+        signed_terms(t, l, plus, out);
+        signed_terms(t, r, if op == "-" { !plus } else { plus }, out);
+        return;
+    }
+    out.push((plus, n));
+}
+
+fn declarator_name(t: &str, d: Node) -> Option<String> {
+    let mut x = d;
+    loop {
+        match x.kind() {
+            "identifier" => return Some(text(t, x).to_string()),
+            "init_declarator" | "pointer_declarator" | "array_declarator" | "reference_declarator" => {
+                x = x.child_by_field_name("declarator").or_else(|| named_children(x).into_iter().next())?;
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The type a declarator gives its name: the declaration's type (qualifiers dropped),
+/// with `*` for a pointer declarator.
+fn declarator_type(t: &str, decl: Node, d: Node) -> String {
+    let base = syntax::declaration_type(t, decl).unwrap_or_default();
+    let base: Vec<&str> =
+        base.split_whitespace().filter(|w| !matches!(*w, "static" | "register" | "volatile")).collect();
+    let mut ty = base.join(" ");
+    let mut x = d;
+    if x.kind() == "init_declarator" {
+        if let Some(inner) = x.child_by_field_name("declarator") {
+            x = inner;
+        }
+    }
+    while x.kind() == "pointer_declarator" {
+        ty.push('*');
+        let quals: Vec<String> = named_children(x)
+            .into_iter()
+            .filter(|c| c.kind() == "type_qualifier")
+            .map(|c| text(t, c).to_string())
+            .collect();
+        for q in quals {
+            ty.push(' ');
+            ty.push_str(&q);
+        }
+        match x.child_by_field_name("declarator") {
+            Some(inner) => x = inner,
+            None => break,
+        }
+    }
+    if ty.is_empty() {
+        "int".into()
+    } else {
+        ty
+    }
+}
+
+fn const_loop(src: &Source, k: &Kernel, f: Node) -> Option<ConstLoop> {
+    let t = src.text();
+    let init = f.child_by_field_name("initializer")?;
+    let (var, Some(lo_n)) = syntax::single_declarator(t, init)? else { return None };
+    let ty = syntax::declaration_type(t, init)?.replace("const ", "");
+    let cond = f.child_by_field_name("condition")?;
+    let (op, l, r) = syntax::binary(t, cond)?;
+    if !syntax::is_ident(t, l, &var) {
+        return None;
+    }
+    let update = f.child_by_field_name("update")?;
+    let unit = match update.kind() {
+        "update_expression" => text(t, update).contains("++"),
+        "assignment_expression" => {
+            update.child_by_field_name("operator").is_some_and(|o| text(t, o) == "+=")
+                && update.child_by_field_name("right").is_some_and(|r| text(t, r).trim() == "1")
+        }
+        _ => false,
+    };
+    if !unit {
+        return None;
+    }
+    let value = |n: Node| -> Option<i64> { const_value(src, k, n) };
+    let lo = value(lo_n)?;
+    let hi = match op {
+        "<=" => value(r)?,
+        "<" => value(r)?.checked_sub(1)?,
+        _ => return None,
+    };
+    let body = f.child_by_field_name("body")?;
+    if syntax::assigned(t, body).iter().any(|(n, _)| *n == var) {
+        return None;
+    }
+    if syntax::escapes(body).iter().any(|e| e.kind() != "continue_statement") {
+        return None;
+    }
+    let trip = hi - lo + 1;
+    let prev = f.prev_named_sibling();
+    let pragma = prev.filter(|p| p.kind() == "preproc_call" && text(t, *p).contains("unroll"));
+    let mut unfit = None;
+    let mut needs_pragma = false;
+    match pragma {
+        Some(p) => {
+            let after = text(t, p).split_once("unroll").map_or("", |(_, a)| a);
+            let count = after.trim().trim_matches(|c| c == '(' || c == ')').trim().parse::<i64>().ok();
+            if let Some(c) = count {
+                if c < trip {
+                    unfit = Some(format!("sits in the loop over `{var}`, unrolled only {c} times"));
+                }
+            }
+        }
+        None => needs_pragma = true,
+    }
+    if !(1..=MAX_TRIP).contains(&trip) {
+        unfit =
+            Some(format!("sits in the loop over `{var}`, which runs {trip} times (at most {MAX_TRIP} are unrolled)"));
+    }
+    let braced = f.parent().is_some_and(|p| p.kind() == "compound_statement");
+    Some(ConstLoop { var, ty, lo, hi, start: f.start_byte(), end: f.end_byte(), needs_pragma, braced, unfit })
+}
+
+fn const_value(src: &Source, k: &Kernel, n: Node) -> Option<i64> {
+    let t = src.text();
+    let n = strip_parens(n);
+    match n.kind() {
+        "number_literal" => int_literal(text(t, n)),
+        "identifier" => {
+            let name = text(t, n);
+            if k.param(name).is_some() {
+                return None;
+            }
+            launch::file_scope_size(src, name, k.range.start).value()
+        }
+        "unary_expression" => {
+            let op = n.child(0).map(|o| text(t, o))?;
+            let v = const_value(src, k, n.child_by_field_name("argument")?)?;
+            match op {
+                "-" => v.checked_neg(),
+                "+" => Some(v),
+                _ => None,
+            }
+        }
+        "binary_expression" => {
+            let (op, l, r) = syntax::binary(t, n)?;
+            let (a, b) = (const_value(src, k, l)?, const_value(src, k, r)?);
+            match op {
+                "+" => a.checked_add(b),
+                "-" => a.checked_sub(b),
+                "*" => a.checked_mul(b),
+                "/" => a.checked_div(b),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Pointer parameters the kernel only reads, through `p[i]` and nothing else, that are
+/// `const` or the task's inputs: name to element type.
+fn readonly_buffers(src: &Source, facts: &Facts, k: &Kernel) -> BTreeMap<String, String> {
+    let t = src.text();
+    let mut out = BTreeMap::new();
+    let Some(body) = src.node(&k.body, "compound_statement") else { return out };
+    for p in k.params.iter().filter(|p| p.pointer) {
+        let input = p.is_const || super::vectorize::role_of(src, facts, k, &p.name) == Some(Role::Input);
+        if !input {
+            continue;
+        }
+        let only_read =
+            descendants(body).into_iter().filter(|d| d.kind() == "identifier" && text(t, *d) == p.name).all(|d| {
+                let Some(s) = d.parent() else { return false };
+                if s.kind() != "subscript_expression"
+                    || s.child_by_field_name("argument").map(|a| a.id()) != Some(d.id())
+                {
+                    return false;
+                }
+                match s.parent() {
+                    Some(x) if x.kind() == "assignment_expression" => {
+                        x.child_by_field_name("left").map(|l| l.id()) != Some(s.id())
+                    }
+                    Some(x) if x.kind() == "update_expression" => false,
+                    Some(_) if ldg_call(t, s).is_some() => true,
+                    Some(x) if x.kind() == "pointer_expression" => false,
+                    _ => true,
+                }
+            });
+        if only_read {
+            out.insert(p.name.clone(), p.base.replace("const", "").trim().to_string());
+        }
+    }
+    out
+}
+
+/// Whether the file defines `name` as a function-like macro (whose arguments are text,
+/// not values).
+fn defines_function_macro(src: &Source, name: &str) -> bool {
+    let t = src.text();
+    descendants(src.root()).into_iter().any(|n| {
+        n.kind() == "preproc_function_def" && n.child_by_field_name("name").is_some_and(|x| text(t, x) == name)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::FactsBuilder;
+
+    fn strip_with(src: &str, rows: &str) -> Applied {
+        apply(&Source::parse(src), &FactsBuilder::new("launch").build(), &Params::default().with("rows", rows))
+    }
+
+    const BOX: &str = r#"#include <cuda_runtime.h>
+#define R 2
+__global__ void boxv(const float* __restrict__ in, float* __restrict__ out, int W, int H) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= W || y >= H) return;
+  float s = 0.f;
+  for (int k = -R; k <= R; ++k) {
+    int yy = min(max(y + k, 0), H - 1);
+    s += in[yy * W + x];
+  }
+  out[y * W + x] = s;
+}
+extern "C" void launch(const float* in, float* out, int W, int H, cudaStream_t st) {
+  dim3 block(32, 8);
+  dim3 grid((W + 31) / 32, (H + 7) / 8);
+  boxv<<<grid, block, 0, st>>>(in, out, W, H);
+}
+"#;
+
+    #[test]
+    fn a_vertical_window_keeps_its_rows_in_registers() {
+        let r = strip_with(BOX, "8").unwrap();
+        let s = &r.source;
+        assert_eq!(
+            r.description,
+            "`boxv`: 8 rows per thread (grid y extent / 8); rows read at several offsets shared in registers across the strip: `in` at rows y-2..y+2"
+        );
+        assert!(
+            s.contains(
+                "boxv<<<dim3(grid.x, ((grid.y) + 8 - 1) / 8, grid.z), block, 0, st>>>(in, out, W, H, (grid.y));"
+            ),
+            "{s}"
+        );
+        assert!(s.contains("float* __restrict__ out, int W, int H, unsigned int ns_grid_y)"), "{s}");
+        assert!(s.contains("const int ns_row0 = (int)(blockIdx.y * blockDim.y + threadIdx.y) * 8;"), "{s}");
+        assert!(s.contains("const int ns_rows = (int)(ns_grid_y * blockDim.y);"), "{s}");
+        assert!(s.contains("float ns_w0[12];"), "{s}");
+        // The whole window at the first row, then one new row per row.
+        assert!(s.contains("for (int ns_q = 0; ns_q <= 4; ++ns_q) {"), "{s}");
+        assert!(s.contains("if (ns_r > 0 && ns_q < 4) continue;"), "{s}");
+        assert!(s.contains("const int ns_j = ns_r + (-2) + ns_q;"), "{s}");
+        assert!(s.contains("ns_w0[ns_j - (-2)] = in[min(max((ns_row0 + ns_j), 0), H - 1) * W + x];"), "{s}");
+        assert!(s.contains("s += ns_w0[ns_r + k + 2];"), "{s}");
+        assert!(s.contains("ns_whole = ns_whole && (!(x >= W || y >= H));"), "{s}");
+        // The loop the window sits in is unrolled, so the window's indices are constants.
+        assert!(s.contains("#pragma unroll\n      for (int k = -R; k <= R; ++k) {"), "{s}");
+        // The edges run the rows one by one, as the original did.
+        assert!(s.contains("if (y >= ns_rows) break;"), "{s}");
+        assert!(s.contains("if (x >= W || y >= H) continue;"), "{s}");
+        let again = strip_with(s, "8").unwrap_err();
+        assert_eq!(again.0, "`boxv` computes a strip of rows per thread already");
+    }
+
+    #[test]
+    fn zero_border_taps_carry_their_own_checks_into_the_window() {
+        let src = BOX.replace(
+            "    int yy = min(max(y + k, 0), H - 1);\n    s += in[yy * W + x];",
+            "    const int yy = y + k;\n    if (yy < 0 || yy >= H) continue;\n    s += in[yy * W + x];",
+        );
+        let r = strip_with(&src, "4").unwrap();
+        let s = &r.source;
+        assert!(r.description.ends_with("`in` at rows y-2..y+2"), "{}", r.description);
+        assert!(
+            s.contains("if (!((ns_row0 + ns_j) < 0 || (ns_row0 + ns_j) >= H)) ns_w0[ns_j - (-2)] = in[(ns_row0 + ns_j) * W + x];"),
+            "{s}"
+        );
+        assert!(s.contains("s += ns_w0[ns_r + k + 2];"), "{s}");
+    }
+
+    #[test]
+    fn rows_next_to_x_declarations_and_no_check_at_all() {
+        let src = r#"
+__global__ void vgrad(const float* in, float* out, int W) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y, i = y * W + x;
+  out[i] = in[i + W] - in[i];
+}
+extern "C" void launch(const float* in, float* out, int W, int H, cudaStream_t st) {
+  vgrad<<<dim3(W / 32, (H - 1) / 4), dim3(32, 4), 0, st>>>(in, out, W);
+}
+"#;
+        let r = strip_with(src, "4").unwrap();
+        let s = &r.source;
+        assert!(s.contains("const int x = blockIdx.x * blockDim.x + threadIdx.x;"), "{s}");
+        assert!(s.contains("const int y = ns_row0 + ns_r;\n    const int i = y * W + x;"), "{s}");
+        assert!(s.contains("vgrad<<<dim3(W / 32, (((H - 1) / 4) + 4 - 1) / 4, 1), dim3(32, 4), 0, st>>>(in, out, W, ((H - 1) / 4));"), "{s}");
+        // `i + W` is the next row only through the pitch `W`, which is not divided out: both
+        // reads are at the row itself, so each row loads its own.
+        assert_eq!(
+            r.description,
+            "`vgrad`: 4 rows per thread (grid y extent / 4); no row reuse: no buffer it only reads is read at several row offsets"
+        );
+    }
+
+    #[test]
+    fn what_a_strip_would_change_is_declined_with_its_reason() {
+        let why = |from: &str, to: &str| strip_with(&BOX.replace(from, to), "8").unwrap_err().0;
+        assert_eq!(
+            why("dim3 grid((W + 31) / 32, (H + 7) / 8);\n  boxv<<<grid,", "boxv<<<(W + 31) / 32,"),
+            "`boxv` reads `blockIdx.y`, but a launch's grid `(W + 31) / 32` is a number: one row of blocks, nothing to strip"
+        );
+        assert_eq!(
+            why("out[y * W + x] = s;", "out[y * W + x] = s + threadIdx.y;"),
+            "`boxv` reads `threadIdx.y` outside its row index (in `s + threadIdx.y`), which a strip would change"
+        );
+        assert_eq!(
+            why("  int y = blockIdx.y * blockDim.y + threadIdx.y;\n", "  float t = 0.f;\n  int y = blockIdx.y * blockDim.y + threadIdx.y;\n  t += 1.f;\n"),
+            "`boxv` changes `t` in its per-row code but declares it before its row index: a strip's next row would start from the last row's `t`"
+        );
+        assert_eq!(
+            why("int y = blockIdx.y * blockDim.y + threadIdx.y;", "int y = blockIdx.y * 16 + threadIdx.y;"),
+            "`boxv` steps its rows by `16`, which this file does not show equal to the y extent of the block `block`"
+        );
+        assert_eq!(
+            why("    s += in[yy * W + x];", "    if (yy == 0) return;\n    s += in[yy * W + x];"),
+            "`boxv` returns from inside a loop of its per-row code, where a strip could not end one row alone"
+        );
+        assert_eq!(
+            why("int y = blockIdx.y * blockDim.y + threadIdx.y;", "int y = blockIdx.y * blockDim.y + threadIdx.y + 1;"),
+            "`boxv` reads `blockIdx.y` but declares no row index `y = blockIdx.y * blockDim.y + threadIdx.y` (or `= blockIdx.y`) among its top-level statements"
+        );
+    }
+
+    #[test]
+    fn helpers_that_read_the_rows_builtins_and_grids_of_unknown_type_are_declined() {
+        let src = BOX
+            .replace("__global__ void boxv(", "__device__ int row_of() { return blockIdx.y; }\n__global__ void boxv(")
+            .replace("out[y * W + x] = s;", "out[y * W + x] = s + row_of();");
+        assert_eq!(strip_with(&src, "8").unwrap_err().0, "`boxv` calls `row_of`, which reads `blockIdx.y`");
+        let src = BOX.replace("dim3 grid((W + 31) / 32, (H + 7) / 8);\n  boxv<<<grid,", "boxv<<<grid_for(W, H),");
+        assert_eq!(
+            strip_with(&src, "8").unwrap_err().0,
+            "`boxv` is launched on the grid `grid_for(W, H)`: a call to `grid_for`, which this file does not define, so its y extent cannot be divided"
+        );
+    }
+
+    #[test]
+    fn reads_the_window_cannot_prove_stay_plain_loads() {
+        // A mask read decides whether the tap is read: the read stays where it was.
+        let src = BOX
+            .replace("__restrict__ in,", "__restrict__ in, const float* __restrict__ mask,")
+            .replace("    s += in[yy * W + x];", "    if (mask[yy * W + x] > 0.f) s += in[yy * W + x];")
+            .replace("(in, out, W, H)", "(in, in, out, W, H)");
+        let r = strip_with(&src, "8").unwrap();
+        assert_eq!(
+            r.description,
+            "`boxv`: 8 rows per thread (grid y extent / 8); rows read at several offsets shared in registers across the strip: `mask` at rows y-2..y+2"
+        );
+        assert!(r.source.contains("if (ns_w0[ns_r + k + 2] > 0.f) s += in[yy * W + x];"), "{}", r.source);
+    }
+}
