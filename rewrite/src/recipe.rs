@@ -29,7 +29,7 @@ pub enum RecipeId {
 }
 
 impl RecipeId {
-    pub const ALL: [RecipeId; 12] = [
+    pub const ALL: [RecipeId; 13] = [
         RecipeId::IndexWidth,
         RecipeId::FastDivmod,
         RecipeId::Vectorize,
@@ -251,6 +251,21 @@ impl Recipe {
                 "the file nests {depth} levels deep, past the {} a recipe walks",
                 crate::source::MAX_DEPTH
             )));
+        }
+        let hidden = crate::syntax::jump_macros(source.text(), source.root());
+        if !hidden.is_empty() {
+            for k in source.kernels() {
+                let Some(body) = source.node(&k.body, "compound_statement") else { continue };
+                for d in crate::syntax::descendants(body) {
+                    let name = crate::syntax::text(source.text(), d);
+                    if let Some((m, kw)) = hidden.iter().find(|(m, _)| d.kind() == "identifier" && m == name) {
+                        return Err(NotApplicable::new(format!(
+                            "`{}` invokes `{m}`, a macro that hides a `{kw}`: recipes read the source as written and cannot see where it leaves",
+                            k.name
+                        )));
+                    }
+                }
+            }
         }
         (self.apply)(source, facts, params)
     }

@@ -222,6 +222,26 @@ pub fn escapes(n: Node) -> Vec<Node> {
     out
 }
 
+/// The macros of a file whose replacement text holds a `return`, `break`, `continue` or
+/// `goto`, each with the first such keyword. Recipes read the source as written, so code
+/// that invokes one has control flow they cannot see.
+pub fn jump_macros(src: &str, root: Node) -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    for d in descendants(root) {
+        if !matches!(d.kind(), "preproc_def" | "preproc_function_def") {
+            continue;
+        }
+        let (Some(name), Some(value)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) else {
+            continue;
+        };
+        let words: Vec<&str> = text(src, value).split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
+        if let Some(kw) = ["return", "break", "continue", "goto"].into_iter().find(|kw| words.contains(kw)) {
+            out.push((text(src, name).to_string(), kw));
+        }
+    }
+    out
+}
+
 /// Whether a block-wide barrier (`__syncthreads` and its variants, a cooperative-groups
 /// `sync()`, `bar.sync` in inline assembly) occurs under `n`.
 pub fn has_barrier(src: &str, n: Node) -> bool {
@@ -331,15 +351,57 @@ pub fn declared_names(src: &str, n: Node) -> Vec<String> {
 pub fn assigned<'t>(src: &str, n: Node<'t>) -> Vec<(String, Node<'t>)> {
     let mut out = Vec::new();
     for d in descendants(n) {
-        let target = match d.kind() {
-            "assignment_expression" => d.child_by_field_name("left"),
-            "update_expression" => d.child_by_field_name("argument"),
-            _ => None,
+        let targets = match d.kind() {
+            "assignment_expression" => d.child_by_field_name("left").into_iter().collect(),
+            "update_expression" => d.child_by_field_name("argument").into_iter().collect(),
+            // `&name` hands out the variable's address: whatever receives it may change it.
+            "pointer_expression" if d.child_by_field_name("operator").is_some_and(|o| text(src, o) == "&") => {
+                d.child_by_field_name("argument").into_iter().collect()
+            }
+            // A variable bound to a reference parameter of a function of the file.
+            "call_expression" => by_reference(src, d),
+            _ => Vec::new(),
         };
-        if let Some(t) = target {
+        for t in targets {
             let t = strip_parens(t);
             if t.kind() == "identifier" {
                 out.push((text(src, t).to_string(), d));
+            }
+        }
+    }
+    out
+}
+
+/// The arguments of a call that the callee, a function defined in the file, takes by
+/// non-const reference (`float& acc`); any argument when the callee cannot be told apart
+/// from an overload or template of the same name is left to the caller's other checks.
+fn by_reference<'t>(src: &str, call: Node<'t>) -> Vec<Node<'t>> {
+    let (Some(f), Some(args)) = (call.child_by_field_name("function"), call.child_by_field_name("arguments")) else {
+        return Vec::new();
+    };
+    let name = text(src, f);
+    let mut root = call;
+    while let Some(p) = root.parent() {
+        root = p;
+    }
+    let args = named_children(args).into_iter().filter(|a| a.kind() != "comment").collect::<Vec<_>>();
+    let mut out = Vec::new();
+    for def in descendants(root) {
+        if def.kind() != "function_definition" {
+            continue;
+        }
+        let Some(decl) = descendants(def).into_iter().find(|d| d.kind() == "function_declarator") else { continue };
+        if decl.child_by_field_name("declarator").is_none_or(|d| text(src, d) != name) {
+            continue;
+        }
+        let Some(params) = decl.child_by_field_name("parameters") else { continue };
+        let params: Vec<Node> = named_children(params).into_iter().filter(|p| p.kind() != "comment").collect();
+        for (a, p) in args.iter().zip(&params) {
+            let decl = p.child_by_field_name("declarator");
+            let is_ref = decl.is_some_and(|d| d.kind() == "reference_declarator");
+            let is_const = descendants(*p).iter().any(|q| q.kind() == "type_qualifier" && text(src, *q) == "const");
+            if is_ref && !is_const {
+                out.push(*a);
             }
         }
     }
@@ -394,6 +456,28 @@ pub fn type_size(ty: &str) -> Option<usize> {
 mod tests {
     use super::*;
     use crate::source::Source;
+
+    #[test]
+    fn a_variable_handed_out_by_address_or_reference_counts_as_assigned() {
+        let src = Source::parse(
+            "__device__ void bump(int& a) { a += 1; }\n__device__ void look(const int& a, int* p) {}\n\
+             __global__ void k(int* o) { int off = 0, keep = 0, seen = 0; bump(off); look(keep, &seen); o[0] = off + keep + seen; }",
+        );
+        let k = src.kernels().into_iter().next().unwrap();
+        let body = src.node(&k.body, "compound_statement").unwrap();
+        let names: Vec<String> = assigned(src.text(), body).into_iter().map(|(n, _)| n).collect();
+        assert!(names.contains(&"off".to_string()) && names.contains(&"seen".to_string()), "{names:?}");
+        assert!(!names.contains(&"keep".to_string()), "{names:?}");
+    }
+
+    #[test]
+    fn macros_that_hide_a_jump_are_named() {
+        let src = Source::parse("#define SKIP(c) if (c) return\n#define N 4\n#define NEXT continue\n");
+        assert_eq!(
+            jump_macros(src.text(), src.root()),
+            vec![("SKIP".to_string(), "return"), ("NEXT".to_string(), "continue")]
+        );
+    }
 
     #[test]
     fn strip_removes_casts_and_parentheses() {

@@ -525,6 +525,25 @@ impl<'a> Ctx<'a> {
         let mut assigned: BTreeSet<String> = BTreeSet::new();
         let pointers: BTreeSet<String> = pattern::pointers(src, k).into_iter().map(|(n, _, _)| n).collect();
         for s in rest {
+            // A variable whose address the per-row code hands out, or that it binds to a
+            // reference parameter, may change wherever that goes.
+            for (name, d) in syntax::assigned(t, *s) {
+                if !matches!(d.kind(), "pointer_expression" | "call_expression") {
+                    continue;
+                }
+                if name == y {
+                    return Err(decline(k, format!("changes its row index `{y}` (`{}`)", one_line(text(t, d)))));
+                }
+                if outside.contains(&name) {
+                    return Err(decline(
+                        k,
+                        format!(
+                            "changes `{name}` in its per-row code (`{}` hands it out) but declares it before its row index: a strip's next row would start from the last row's `{name}`",
+                            one_line(text(t, d))
+                        ),
+                    ));
+                }
+            }
             for d in descendants(*s) {
                 let target = match d.kind() {
                     "assignment_expression" => d.child_by_field_name("left"),
@@ -866,7 +885,10 @@ impl<'a> Ctx<'a> {
                     // A local of the row's type holding the window row (or its clamp) is
                     // that row: no cast, so reads through it and reads of the row itself
                     // are one window.
-                    let ty = l.ty.replace("const", "").trim().to_string();
+                    let ty = unqualified(&l.ty);
+                    if ty == "auto" || ty.contains("auto ") {
+                        return Err(format!("reads `{name}`, declared `auto`, whose type the recipe cannot spell"));
+                    }
                     if ty == self.row_type
                         && (init == WINDOW_ROW || self.bound.as_ref().is_some_and(|b| init == clamped_row(b)))
                     {
@@ -1055,7 +1077,7 @@ impl<'a> Ctx<'a> {
         if n.kind() == "identifier" {
             let l = self.locals.get(text(t, n))?;
             // A local of the per-row code holding the clamp, as an `int` like the row.
-            if l.ty.replace("const", "").trim() != "int" {
+            if unqualified(&l.ty) != "int" {
                 return None;
             }
             return self.clamp_of(l.init, bound, depth + 1);
@@ -1674,7 +1696,7 @@ fn readonly_buffers(src: &Source, facts: &Facts, k: &Kernel) -> BTreeMap<String,
                 }
             });
         if only_read {
-            out.insert(p.name.clone(), p.base.replace("const", "").trim().to_string());
+            out.insert(p.name.clone(), unqualified(&p.base));
         }
     }
     out
@@ -1687,6 +1709,15 @@ fn defines_function_macro(src: &Source, name: &str) -> bool {
     descendants(src.root()).into_iter().any(|n| {
         n.kind() == "preproc_function_def" && n.child_by_field_name("name").is_some_and(|x| text(t, x) == name)
     })
+}
+
+/// A type with its qualifiers (`const`, `constexpr`, `volatile`, `static`) dropped word by
+/// word: `constexpr int` is `int`, not `expr int`.
+fn unqualified(ty: &str) -> String {
+    ty.split_whitespace()
+        .filter(|w| !matches!(*w, "const" | "constexpr" | "volatile" | "static" | "__restrict__"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -1717,6 +1748,56 @@ extern "C" void launch(const float* in, float* out, int W, int H, cudaStream_t s
   boxv<<<grid, block, 0, st>>>(in, out, W, H);
 }
 "#;
+
+    /// From a review: control flow a macro hides, a variable changed through its address or
+    /// a reference, and a `constexpr` local inlined into the window's checks.
+    #[test]
+    fn hidden_jumps_and_handed_out_variables_decline_and_qualifiers_drop_word_by_word() {
+        let facts = FactsBuilder::new("launch").build();
+        let app = crate::Application { recipe: crate::RecipeId::RowStrip, params: Params::default() };
+        let hidden = BOX
+            .replace("#define R 2", "#define R 2\n#define SKIP_IF(c) if (c) return")
+            .replace("float s = 0.f;", "SKIP_IF(y == 0);\n  float s = 0.f;");
+        assert_eq!(
+            crate::apply(&app, &hidden, &facts).unwrap_err().0,
+            "`boxv` invokes `SKIP_IF`, a macro that hides a `return`: recipes read the source as written and cannot see where it leaves"
+        );
+        let by_address = BOX
+            .replace(
+                "__global__ void boxv",
+                "__device__ void acc_add(float* a, float v) { *a += v; }\n__global__ void boxv",
+            )
+            .replace("int y = blockIdx.y", "float acc = 0.f;\n  int y = blockIdx.y")
+            .replace("out[y * W + x] = s;", "acc_add(&acc, s);\n  out[y * W + x] = acc;");
+        let by_reference = by_address
+            .replace("float* a, float v) { *a += v; }", "float& a, float v) { a += v; }")
+            .replace("acc_add(&acc, s)", "acc_add(acc, s)");
+        for src in [&by_address, &by_reference] {
+            let why = strip_with(src, "8").unwrap_err().0;
+            assert!(why.contains("changes `acc` in its per-row code"), "{why}");
+        }
+        let by_const_reference = by_reference.replace("float& a, float v) { a += v; }", "const float& a, float v) { }");
+        assert!(strip_with(&by_const_reference, "8").is_ok());
+        let constexpr = r#"#include <cuda_runtime.h>
+__global__ void vdiff(const float* in, float* out, int W, int H) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  constexpr int Q = 1;
+  if (x >= W || y < Q || y >= H - Q) return;
+  out[y * W + x] = in[(y + 1) * W + x] - in[(y - 1) * W + x];
+}
+extern "C" void launch(const float* in, float* out, int W, int H, cudaStream_t st) {
+  dim3 block(32, 8);
+  vdiff<<<dim3((W + 31) / 32, (H + 7) / 8), block, 0, st>>>(in, out, W, H);
+}
+"#;
+        let r = strip_with(constexpr, "8").unwrap();
+        assert!(r.description.contains("shared in registers"), "{}", r.description);
+        let window = &r.source[r.source.find("if (ns_whole)").unwrap()..];
+        assert!(!window.contains("(expr int)"), "{window}");
+        assert_eq!(unqualified("constexpr int"), "int");
+        assert_eq!(unqualified("const unsigned  char"), "unsigned char");
+    }
 
     #[test]
     fn a_vertical_window_keeps_its_rows_in_registers() {
