@@ -2,6 +2,7 @@
 //! that recipes compare (identifiers, casts and parentheses stripped, commutative sums and
 //! products flattened).
 
+use std::collections::{BTreeSet, HashMap};
 use tree_sitter::Node;
 
 /// The text of a node.
@@ -350,6 +351,8 @@ pub fn declared_names(src: &str, n: Node) -> Vec<String> {
 /// The names assigned (`=`, `+=`, `++`...) anywhere under `n`, with the assigning node.
 pub fn assigned<'t>(src: &str, n: Node<'t>) -> Vec<(String, Node<'t>)> {
     let mut out = Vec::new();
+    // The file's reference parameters, read once and only where a call needs them.
+    let mut by_ref: Option<HashMap<String, BTreeSet<usize>>> = None;
     for d in descendants(n) {
         let targets = match d.kind() {
             "assignment_expression" => d.child_by_field_name("left").into_iter().collect(),
@@ -359,7 +362,10 @@ pub fn assigned<'t>(src: &str, n: Node<'t>) -> Vec<(String, Node<'t>)> {
                 d.child_by_field_name("argument").into_iter().collect()
             }
             // A variable bound to a reference parameter of a function of the file.
-            "call_expression" => by_reference(src, d),
+            "call_expression" => {
+                let by_ref = by_ref.get_or_insert_with(|| reference_params(src, d));
+                by_reference(src, d, by_ref)
+            }
             _ => Vec::new(),
         };
         for t in targets {
@@ -372,40 +378,56 @@ pub fn assigned<'t>(src: &str, n: Node<'t>) -> Vec<(String, Node<'t>)> {
     out
 }
 
-/// The arguments of a call that the callee, a function defined in the file, takes by
-/// non-const reference (`float& acc`); any argument when the callee cannot be told apart
-/// from an overload or template of the same name is left to the caller's other checks.
-fn by_reference<'t>(src: &str, call: Node<'t>) -> Vec<Node<'t>> {
-    let (Some(f), Some(args)) = (call.child_by_field_name("function"), call.child_by_field_name("arguments")) else {
-        return Vec::new();
-    };
-    let name = text(src, f);
-    let mut root = call;
+/// For every function the file (the tree `at` belongs to) defines, the positions of the
+/// parameters it takes by non-const reference (`float& acc`); overloads of one name count
+/// together.
+fn reference_params(src: &str, at: Node) -> HashMap<String, BTreeSet<usize>> {
+    let mut root = at;
     while let Some(p) = root.parent() {
         root = p;
     }
-    let args = named_children(args).into_iter().filter(|a| a.kind() != "comment").collect::<Vec<_>>();
-    let mut out = Vec::new();
+    let mut out: HashMap<String, BTreeSet<usize>> = HashMap::new();
     for def in descendants(root) {
         if def.kind() != "function_definition" {
             continue;
         }
         let Some(decl) = descendants(def).into_iter().find(|d| d.kind() == "function_declarator") else { continue };
-        if decl.child_by_field_name("declarator").is_none_or(|d| text(src, d) != name) {
+        let (Some(name), Some(params)) =
+            (decl.child_by_field_name("declarator"), decl.child_by_field_name("parameters"))
+        else {
             continue;
-        }
-        let Some(params) = decl.child_by_field_name("parameters") else { continue };
-        let params: Vec<Node> = named_children(params).into_iter().filter(|p| p.kind() != "comment").collect();
-        for (a, p) in args.iter().zip(&params) {
-            let decl = p.child_by_field_name("declarator");
-            let is_ref = decl.is_some_and(|d| d.kind() == "reference_declarator");
-            let is_const = descendants(*p).iter().any(|q| q.kind() == "type_qualifier" && text(src, *q) == "const");
+        };
+        let params = named_children(params).into_iter().filter(|p| p.kind() != "comment");
+        for (i, p) in params.enumerate() {
+            let is_ref = p.child_by_field_name("declarator").is_some_and(|d| d.kind() == "reference_declarator");
+            let is_const = descendants(p).iter().any(|q| q.kind() == "type_qualifier" && text(src, *q) == "const");
             if is_ref && !is_const {
-                out.push(*a);
+                out.entry(text(src, name).to_string()).or_default().insert(i);
             }
         }
     }
     out
+}
+
+/// The arguments of a call bound to reference parameters of its callee.
+fn by_reference<'t>(src: &str, call: Node<'t>, by_ref: &HashMap<String, BTreeSet<usize>>) -> Vec<Node<'t>> {
+    let (Some(f), Some(args)) = (call.child_by_field_name("function"), call.child_by_field_name("arguments")) else {
+        return Vec::new();
+    };
+    let Some(at) = by_ref.get(text(src, f)) else { return Vec::new() };
+    let args = named_children(args).into_iter().filter(|a| a.kind() != "comment");
+    args.enumerate().filter(|(i, _)| at.contains(i)).map(|(_, a)| a).collect()
+}
+
+/// A type with its qualifiers and storage words dropped word by word: `constexpr int` is
+/// `int` (not `expr int`), `const float* __restrict__`'s element `const float` is `float`.
+pub fn unqualified(ty: &str) -> String {
+    ty.split_whitespace()
+        .filter(|w| {
+            !matches!(*w, "const" | "constexpr" | "volatile" | "static" | "register" | "__restrict__" | "restrict")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// C type names that are 64 bits wide on CUDA's LP64 hosts and devices.

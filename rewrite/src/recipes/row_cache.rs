@@ -380,11 +380,7 @@ fn plan<'k>(
                         n += 1;
                     }
                     names_taken.push(array.clone());
-                    let elem = elem
-                        .split_whitespace()
-                        .filter(|w| !matches!(*w, "const" | "volatile" | "__restrict__"))
-                        .collect::<Vec<_>>()
-                        .join(" ");
+                    let elem = syntax::unqualified(elem);
                     cached.push(Cached { name: name.clone(), array, elem, load, readers, reads });
                 }
                 Err(e) => why.push(e),
@@ -847,21 +843,7 @@ extern "C" void layernorm(const float* x, const float* gamma, const float* beta,
 
     #[test]
     fn a_thread_per_row_kernel_made_cooperative_keeps_its_lane_loops_row_in_registers() {
-        let src = r#"#include <float.h>
-__global__ void row_lse(const float* logits, float* lse, int rows, int cols) {
-  int row = blockIdx.x * blockDim.x + threadIdx.x;
-  if (row >= rows) return;
-  const float* p = logits + (size_t)row * cols;
-  float m = -FLT_MAX;
-  for (int c = 0; c < cols; ++c) m = fmaxf(m, p[c]);
-  float sum = 0.0f;
-  for (int c = 0; c < cols; ++c) sum += expf(p[c] - m);
-  lse[row] = m + logf(sum);
-}
-extern "C" void launch(const float* logits, float* lse, int rows, int cols, cudaStream_t stream) {
-  row_lse<<<(rows + 255) / 256, 256, 0, stream>>>(logits, lse, rows, cols);
-}
-"#;
+        let src = crate::recipes::vectorize::tests::ROW_LOGSUMEXP;
         let f = FactsBuilder::new("launch")
             .buffer("logits", "float", Role::Input, "{rows} * {cols}", 1 << 20, 1 << 20)
             .buffer("lse", "float", Role::Output, "{rows}", 4096, 4096)

@@ -136,11 +136,7 @@ fn row_decl<'a>(t: &str, k: &Kernel, stmts: &[Node<'a>]) -> Result<RowDecl<'a>, 
             }
             let Some(step) = row_form(t, init) else { continue };
             let decl_type = syntax::declaration_type(t, *s).unwrap_or_else(|| "int".into());
-            let value_type = decl_type
-                .split_whitespace()
-                .filter(|w| !matches!(*w, "const" | "static" | "volatile" | "register"))
-                .collect::<Vec<_>>()
-                .join(" ");
+            let value_type = syntax::unqualified(&decl_type);
             if value_type.is_empty() {
                 return Err(decline(k, format!("declares its row index `{}` without a type", text(t, name))));
             }
@@ -885,7 +881,7 @@ impl<'a> Ctx<'a> {
                     // A local of the row's type holding the window row (or its clamp) is
                     // that row: no cast, so reads through it and reads of the row itself
                     // are one window.
-                    let ty = unqualified(&l.ty);
+                    let ty = syntax::unqualified(&l.ty);
                     if ty == "auto" || ty.contains("auto ") {
                         return Err(format!("reads `{name}`, declared `auto`, whose type the recipe cannot spell"));
                     }
@@ -1077,7 +1073,7 @@ impl<'a> Ctx<'a> {
         if n.kind() == "identifier" {
             let l = self.locals.get(text(t, n))?;
             // A local of the per-row code holding the clamp, as an `int` like the row.
-            if unqualified(&l.ty) != "int" {
+            if syntax::unqualified(&l.ty) != "int" {
                 return None;
             }
             return self.clamp_of(l.init, bound, depth + 1);
@@ -1696,7 +1692,7 @@ fn readonly_buffers(src: &Source, facts: &Facts, k: &Kernel) -> BTreeMap<String,
                 }
             });
         if only_read {
-            out.insert(p.name.clone(), unqualified(&p.base));
+            out.insert(p.name.clone(), syntax::unqualified(&p.base));
         }
     }
     out
@@ -1709,15 +1705,6 @@ fn defines_function_macro(src: &Source, name: &str) -> bool {
     descendants(src.root()).into_iter().any(|n| {
         n.kind() == "preproc_function_def" && n.child_by_field_name("name").is_some_and(|x| text(t, x) == name)
     })
-}
-
-/// A type with its qualifiers (`const`, `constexpr`, `volatile`, `static`) dropped word by
-/// word: `constexpr int` is `int`, not `expr int`.
-fn unqualified(ty: &str) -> String {
-    ty.split_whitespace()
-        .filter(|w| !matches!(*w, "const" | "constexpr" | "volatile" | "static" | "__restrict__"))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]
@@ -1795,8 +1782,8 @@ extern "C" void launch(const float* in, float* out, int W, int H, cudaStream_t s
         assert!(r.description.contains("shared in registers"), "{}", r.description);
         let window = &r.source[r.source.find("if (ns_whole)").unwrap()..];
         assert!(!window.contains("(expr int)"), "{window}");
-        assert_eq!(unqualified("constexpr int"), "int");
-        assert_eq!(unqualified("const unsigned  char"), "unsigned char");
+        assert_eq!(syntax::unqualified("constexpr int"), "int");
+        assert_eq!(syntax::unqualified("const unsigned  char"), "unsigned char");
     }
 
     #[test]

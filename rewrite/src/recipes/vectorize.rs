@@ -617,7 +617,7 @@ fn vector_step(staged: &[Staged], v: usize, ty: &str, i: &str, vec_code: &str) -
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::facts::FactsBuilder;
 
@@ -685,7 +685,8 @@ extern "C" void launch(const float* x, float* y, int rows, int cols, cudaStream_
         crate::apply(&vec, &lanes.source, &f)
     }
 
-    const ROW_LOGSUMEXP: &str = r#"#include <cuda_runtime.h>
+    /// A thread per row, two passes over it (also row-cache's test after `cooperative`).
+    pub(crate) const ROW_LOGSUMEXP: &str = r#"#include <cuda_runtime.h>
 #include <float.h>
 __global__ void row_lse(const float* logits, float* lse, int rows, int cols) {
   int row = blockIdx.x * blockDim.x + threadIdx.x;
