@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """One markdown row per optimize run directory: the task, the baseline's time and share of
 the physical floor, the best speedup and time, the techniques on the path from the
-baseline to the best node, nodes judged, evaluations to 95% of the best, and why it
+baseline to the best node, nodes judged, nodes that landed within their parent's
+interval, evaluations to 95% of the best, and why it
 stopped. Reads only the run directories (summary.json, events.jsonl).
 
 usage: scripts/runs-table.py RUN_DIR...
@@ -34,7 +35,7 @@ def row(run: Path) -> str:
     interval = ""
     if isinstance(best.get("speedup_low"), (int, float)) and isinstance(best.get("speedup_high"), (int, float)):
         interval = " [%.3f, %.3f]" % (best["speedup_low"], best["speedup_high"])
-    return "| {} | {} | {} | {}x{}{} | {} | {} | {} | {} | {} |".format(
+    return "| {} | {} | {} | {}x{}{} | {} | {} | {} | {} | {} | {} |".format(
         Path(task).name,
         fmt(best.get("baseline_ms"), "%.4f"),
         fmt(best.get("baseline_pct_of_floor"), "%.1f%%"),
@@ -44,15 +45,16 @@ def row(run: Path) -> str:
         fmt(best.get("ms"), "%.4f"),
         " -> ".join(path) or "baseline",
         s.get("judged", "-"),
+        s.get("within_parent_interval", "-"),
         s.get("evaluations_to_95pct", "-"),
         s.get("stop_reason", s.get("stopped", "-")),
     )
 
 
-print("| kernel | baseline ms | % of floor | best speedup | best ms | recipes and moves on the best path | nodes judged | evals to 95% | stopped |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| kernel | baseline ms | % of floor | best speedup | best ms | recipes and moves on the best path | nodes judged | within the parent's interval | evals to 95% | stopped |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for d in sys.argv[1:]:
     try:
         print(row(Path(d)))
     except Exception as e:  # a run that did not finish still gets a line
-        print(f"| {Path(d).name} | - | - | - | - | ({type(e).__name__}: {e}) | - | - | - |")
+        print(f"| {Path(d).name} | - | - | - | - | ({type(e).__name__}: {e}) | - | - | - | - |")

@@ -681,6 +681,109 @@ fn is_conditional(n: Node, scope: &[Range<usize>]) -> bool {
     false
 }
 
+/// The conditions under which the expression at `site` is evaluated, from the innermost
+/// branch out to the scope statement that holds it (`if (c) ...` gives `(c)`, its `else`
+/// `!(c)`, `a && site` gives `(a)`, `a || site` `!(a)`, `c ? site : _` `(c)`). None where a
+/// loop or a switch inside the scope decides how often it runs, or the site is outside
+/// every scope range.
+pub fn guards(t: &str, root: Node, site: &Range<usize>, scope: &[Range<usize>]) -> Option<Vec<String>> {
+    let mut x = root.descendant_for_byte_range(site.start, site.end)?;
+    let mut out = Vec::new();
+    let is = |a: Option<Node>, b: Node| a.is_some_and(|a| a.id() == b.id());
+    loop {
+        if scope.iter().any(|r| x.byte_range() == *r) {
+            return Some(out);
+        }
+        let p = x.parent()?;
+        match p.kind() {
+            "if_statement" => {
+                let cond = p.child_by_field_name("condition")?;
+                if is(p.child_by_field_name("consequence"), x) {
+                    out.push(format!("({})", condition_text(t, cond)?));
+                } else if is(p.child_by_field_name("alternative"), x) || x.kind() == "else_clause" {
+                    out.push(format!("!({})", condition_text(t, cond)?));
+                } else if !is(Some(cond), x) {
+                    return None;
+                }
+            }
+            "conditional_expression" => {
+                let cond = p.child_by_field_name("condition")?;
+                if is(p.child_by_field_name("consequence"), x) {
+                    out.push(format!("({})", text(t, cond)));
+                } else if is(p.child_by_field_name("alternative"), x) {
+                    out.push(format!("!({})", text(t, cond)));
+                }
+            }
+            "binary_expression" if is(p.child_by_field_name("right"), x) => {
+                let left = p.child_by_field_name("left")?;
+                match p.child_by_field_name("operator").map(|o| o.kind()) {
+                    Some("&&") => out.push(format!("({})", text(t, left))),
+                    Some("||") => out.push(format!("!({})", text(t, left))),
+                    _ => {}
+                }
+            }
+            "for_statement" | "for_range_loop" | "while_statement" | "do_statement" | "switch_statement"
+            | "case_statement" => return None,
+            _ => {}
+        }
+        x = p;
+    }
+}
+
+/// An `if`'s condition as an expression: `(c)` from `if (c)`; None for `if (T v = ...)`
+/// and `if (init; c)`.
+fn condition_text<'s>(t: &'s str, cond: Node) -> Option<&'s str> {
+    if cond.kind() == "condition_clause" {
+        let kids = named_children(cond);
+        return match kids.as_slice() {
+            [e] if !e.kind().contains("declaration") && !e.kind().contains("init_statement") => Some(text(t, *e)),
+            _ => None,
+        };
+    }
+    Some(text(t, cond))
+}
+
+/// Whether expression text `expr` keeps one value while code that declares or assigns the
+/// names in `changing` runs: it reads only names outside `changing` and constants,
+/// through arithmetic, comparisons and casts (no memory, no calls, no side effects).
+pub fn holds_still(expr: &str, changing: &[String]) -> bool {
+    let wrapped = format!("void ns_f() {{ (void)({expr}); }}");
+    let src = crate::source::Source::parse(&wrapped);
+    let root = src.root();
+    if crate::syntax::has_error(root) {
+        return false;
+    }
+    let Some(e) = descendants(root)
+        .into_iter()
+        .find(|d| d.kind() == "cast_expression")
+        .and_then(|c| c.child_by_field_name("value"))
+    else {
+        return false;
+    };
+    descendants(e).into_iter().filter(|d| d.is_named()).all(|d| match d.kind() {
+        "identifier" => !changing.iter().any(|c| c == text(&wrapped, d)),
+        "number_literal"
+        | "true"
+        | "false"
+        | "null"
+        | "nullptr"
+        | "parenthesized_expression"
+        | "binary_expression"
+        | "cast_expression"
+        | "type_descriptor"
+        | "primitive_type"
+        | "sized_type_specifier"
+        | "type_identifier"
+        | "field_identifier"
+        | "char_literal" => true,
+        "unary_expression" => {
+            d.child_by_field_name("operator").is_some_and(|o| matches!(o.kind(), "!" | "-" | "+" | "~"))
+        }
+        "field_expression" => d.child_by_field_name("operator").is_some_and(|o| o.kind() == "."),
+        _ => false,
+    })
+}
+
 /// Whether a kernel reads the y or z grid coordinates (a 2-D or 3-D launch).
 pub fn uses_2d_grid(t: &str, body: Node) -> bool {
     descendants(body).into_iter().any(|d| matches!(builtin(t, d), Some(("blockIdx" | "gridDim", 'y' | 'z'))))
@@ -703,6 +806,31 @@ mod tests {
         let s = Source::parse(src);
         let k = s.kernels().remove(0);
         (s, k)
+    }
+
+    #[test]
+    fn guards_name_the_conditions_a_read_runs_under() {
+        let src = "void f(const float* a, float* y, int n, bool on, float t) {\n  y[0] = on ? a[1] : 0.f;\n  y[1] = (t > 0.f && a[2] > t) ? 1.f : 0.f;\n  if (a[3] > t) { y[2] = a[4]; } else { y[3] = a[5]; }\n  y[4] = !on || a[6];\n  for (int i = 0; i < n; ++i) y[5] += a[7];\n}\n";
+        let s = Source::parse(src);
+        let body = descendants(s.root()).into_iter().find(|d| d.kind() == "compound_statement").unwrap();
+        let scope: Vec<Range<usize>> = crate::syntax::statements(body).iter().map(|n| n.byte_range()).collect();
+        let at = |needle: &str| {
+            let start = src.find(needle).unwrap();
+            guards(src, s.root(), &(start..start + needle.len()), &scope)
+        };
+        assert_eq!(at("a[1]"), Some(vec!["(on)".to_string()]));
+        assert_eq!(at("a[2]"), Some(vec!["(t > 0.f)".to_string()]));
+        assert_eq!(at("a[3]"), Some(vec![]), "an if's own condition always runs");
+        assert_eq!(at("a[4]"), Some(vec!["(a[3] > t)".to_string()]));
+        assert_eq!(at("a[5]"), Some(vec!["!(a[3] > t)".to_string()]));
+        assert_eq!(at("a[6]"), Some(vec!["!(!on)".to_string()]));
+        assert_eq!(at("a[7]"), None, "a loop decides how often");
+        let changing = ["i".to_string()];
+        assert!(holds_still("(t > 0.f && on)", &changing));
+        assert!(holds_still("(blockIdx.x < 4u)", &changing));
+        for moving in ["(i > 0)", "(a[3] > t)", "(f(t))", "(t = 1)", "(*a > 0)", "(t++ > 0)"] {
+            assert!(!holds_still(moving, &changing), "{moving}");
+        }
     }
 
     #[test]

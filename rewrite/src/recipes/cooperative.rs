@@ -117,26 +117,6 @@ fn combine_of(t: &str, a: Node, acc: &str) -> Option<Combine> {
     }
 }
 
-/// The largest trip count of `for (j = 0; j < END; ...)` when END is a kernel parameter
-/// the launcher passes straight from a task size (or a literal).
-fn largest_trip_count(src: &Source, facts: &Facts, k: &Kernel, f: Node) -> Option<i64> {
-    let t = src.text();
-    let cond = f.child_by_field_name("condition")?;
-    let (_, _, end) = syntax::binary(t, cond)?;
-    let end = crate::syntax::strip(end);
-    if end.kind() == "number_literal" {
-        return crate::pattern::int_literal(text(t, end));
-    }
-    if end.kind() != "identifier" {
-        return None;
-    }
-    let arg = crate::launcher_arg(src, facts, k, text(t, end))?;
-    match &facts.args.get(arg)?.kind {
-        crate::facts::ArgKind::Scalar { max, .. } => *max,
-        _ => None,
-    }
-}
-
 /// Locals of the kernel that are not pointers (arrays, structs, scalars): everything
 /// declared in its body, less pointer declarations.
 fn local_non_pointers(t: &str, near: Node) -> Vec<String> {
@@ -346,7 +326,7 @@ fn share_loops(
         if s.kind() == "for_statement" {
             if let Some((j, start, upd)) = unit_loop(t, *s) {
                 let kind = classify_loop(t, k, *s, &j)?;
-                if let Some(trips) = largest_trip_count(src, facts, k, *s) {
+                if let Some(trips) = super::largest_trip_count(src, facts, k, *s) {
                     if trips < 2 * lanes as i64 {
                         return Err(decline(
                             k,

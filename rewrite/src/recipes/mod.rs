@@ -178,6 +178,31 @@ pub fn get(id: RecipeId) -> &'static Recipe {
     ALL.iter().find(|r| r.id == id).unwrap_or(&ALL[0])
 }
 
+/// The largest trip count of `for (j = 0; j < END; ...)` when END is a kernel parameter
+/// the launcher passes straight from a task size (or a literal).
+pub(crate) fn largest_trip_count(
+    src: &Source,
+    facts: &crate::facts::Facts,
+    k: &Kernel,
+    f: tree_sitter::Node,
+) -> Option<i64> {
+    let t = src.text();
+    let cond = f.child_by_field_name("condition")?;
+    let (_, _, end) = crate::syntax::binary(t, cond)?;
+    let end = crate::syntax::strip(end);
+    if end.kind() == "number_literal" {
+        return crate::pattern::int_literal(crate::syntax::text(t, end));
+    }
+    if end.kind() != "identifier" {
+        return None;
+    }
+    let arg = crate::launcher_arg(src, facts, k, crate::syntax::text(t, end))?;
+    match &facts.args.get(arg)?.kind {
+        crate::facts::ArgKind::Scalar { max, .. } => *max,
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,6 +37,9 @@ struct Staged {
     offset: Option<String>,
     load: bool,
     store: bool,
+    /// The condition the original reads under, one value for a whole run: the wide load
+    /// runs under it.
+    guard: Option<String>,
     /// Each use, with its element within the record.
     sites: Vec<(Range<usize>, i64)>,
 }
@@ -159,10 +162,18 @@ fn choose(
             // Elements the original leaves alone keep their value.
             load = true;
         }
+        let mut guard = None;
         if load && !store && uses.conditional {
-            // A read the original makes only sometimes may lie past a shorter buffer.
-            skipped.push(format!("`{name}` (read only under a condition)"));
-            continue;
+            // A read the original makes only sometimes may lie past a shorter buffer (or
+            // behind a null pointer): the wide load runs under the same condition, which
+            // must hold one value over the whole run.
+            match run_guard(t, root, scope, index, &uses, scope_kind.in_loop) {
+                Ok(g) => guard = g,
+                Err(why) => {
+                    skipped.push(format!("`{name}` (read only under a condition{why})"));
+                    continue;
+                }
+            }
         }
         let base = base.replace("const", "").trim().to_string();
         staged.push(Staged {
@@ -173,10 +184,110 @@ fn choose(
             offset,
             load,
             store,
+            guard,
             sites: uses.sites.into_iter().map(|(r, _, a)| (r, a.offset)).collect(),
         });
     }
     staged
+}
+
+/// Trip counts up to this many, at every size the task gives, make a loop short: V of them
+/// in a thread are still little work (a sum over a handful of codebooks).
+const SHORT_LOOP: i64 = 16;
+
+/// The condition of a loop in the per-element code (`scope` under `body`) whose trip count
+/// is known only at run time (its condition reads a kernel parameter or a variable the
+/// kernel computes; a macro, a `constexpr` or a `const` literal is a compile-time length)
+/// and is not short at the task's sizes.
+fn long_runtime_loop(
+    src: &Source,
+    facts: &Facts,
+    k: &Kernel,
+    body: tree_sitter::Node,
+    scope: &[Range<usize>],
+) -> Option<String> {
+    use crate::syntax::{descendants, text};
+    let t = src.text();
+    let in_scope = |n: tree_sitter::Node| scope.iter().any(|r| r.start <= n.start_byte() && n.end_byte() <= r.end);
+    let constant = |name: &str| {
+        descendants(body).into_iter().filter(|d| d.kind() == "declaration").all(|d| {
+            let declares = crate::syntax::declared_names(t, d).iter().any(|n| n == name);
+            if !declares {
+                return true;
+            }
+            let decl = text(t, d);
+            let literal = crate::syntax::single_declarator(t, d)
+                .and_then(|(_, v)| v)
+                .is_some_and(|v| pattern::int_literal(text(t, v)).is_some());
+            decl.contains("constexpr") || (decl.trim_start().starts_with("const ") && literal)
+        })
+    };
+    for d in descendants(body) {
+        if !crate::syntax::is_loop(d) || !in_scope(d) {
+            continue;
+        }
+        if super::largest_trip_count(src, facts, k, d).is_some_and(|n| n <= SHORT_LOOP) {
+            continue;
+        }
+        let Some(cond) = d.child_by_field_name("condition") else { continue };
+        // The loop's own counters step; what they are compared with sets the length.
+        let mut counters = crate::syntax::declared_names(t, d);
+        counters.extend(crate::syntax::assigned(t, d).into_iter().map(|(n, _)| n));
+        let runtime = descendants(cond).into_iter().any(|n| {
+            n.kind() == "identifier" && {
+                let name = text(t, n);
+                !counters.iter().any(|c| c == name) && (k.params.iter().any(|p| p.name == name) || !constant(name))
+            }
+        });
+        if runtime {
+            return Some(text(t, cond).trim_matches(|c| c == '(' || c == ')').trim().to_string());
+        }
+    }
+    None
+}
+
+/// The one condition every read in `uses` runs under, when it holds still over the code
+/// in `scope` (the per-element code or a loop's body): it reads nothing that code declares
+/// or assigns, nor the index, nor memory. None when the reads run whenever the code does
+/// (a read in the condition of a `?:` is not conditional). Else why not, to append to the
+/// reason.
+fn run_guard(
+    t: &str,
+    root: tree_sitter::Node,
+    scope: &[Range<usize>],
+    index: &str,
+    uses: &pattern::IndexedUses,
+    root_is_loop: bool,
+) -> Result<Option<String>, String> {
+    let mut common: Option<Vec<String>> = None;
+    for (site, _, _) in &uses.sites {
+        let Some(g) = pattern::guards(t, root, site, scope) else {
+            return Err(" inside a loop or a switch".into());
+        };
+        match &common {
+            Some(c) if *c != g => return Err(" that differs between its reads".into()),
+            _ => common = Some(g),
+        }
+    }
+    let conds = common.unwrap_or_default();
+    if conds.is_empty() {
+        return Ok(None);
+    }
+    let mut changing = vec![index.to_string()];
+    if root_is_loop {
+        // The loop's header steps too.
+        changing.extend(crate::syntax::assigned(t, root).into_iter().map(|(n, _)| n));
+    }
+    for r in scope {
+        if let Some(n) = root.descendant_for_byte_range(r.start, r.end) {
+            changing.extend(crate::syntax::declared_names(t, n));
+            changing.extend(crate::syntax::assigned(t, n).into_iter().map(|(n, _)| n));
+        }
+    }
+    match conds.iter().find(|c| !pattern::holds_still(c, &changing)) {
+        Some(c) => Err(format!(" `{c}` that changes from element to element or reads memory")),
+        None => Ok(Some(conds.join(" && "))),
+    }
 }
 
 fn elements_per_thread(k: &Kernel, staged: &[Staged], width: usize) -> Result<usize, NotApplicable> {
@@ -226,6 +337,12 @@ fn plan_kernel<'k>(
     }
     let mut scope: Vec<Range<usize>> = e.body.clone();
     scope.extend(e.between.iter().filter(|(_, uses)| *uses).map(|(r, _)| r.clone()));
+    if let Some(bound) = long_runtime_loop(src, facts, k, body, &scope) {
+        return Err(NotApplicable::new(format!(
+            "`{}`: each element runs a loop while `{bound}`, a trip count known only at run time; coarsening would run V such loops one after another in a thread (V times fewer threads, each V times longer) while what the loop reads still moves one element at a time",
+            k.name
+        )));
+    }
     let mut skipped = Vec::new();
     let candidates: Vec<(String, String, bool)> =
         k.params.iter().filter(|p| p.pointer).map(|p| (p.name.clone(), p.base.clone(), p.is_const)).collect();
@@ -303,12 +420,17 @@ fn plan_loops<'k>(
             !moves
         });
         if staged.is_empty() {
-            why.push(format!("the loop over `{}` moves no buffer at exactly `{}`", l.bound, l.index));
+            why.push(format!(
+                "the loop over `{}` moves no buffer at exactly `{}`{}",
+                l.bound,
+                l.index,
+                left_scalar(&skipped)
+            ));
             continue;
         }
         if l.spread == Spread::Lanes {
             if let Err(e) = lane_loop_fits(src, k, node, l, &staged) {
-                why.push(e);
+                why.push(format!("{e}{}", left_scalar(&skipped)));
                 continue;
             }
         }
@@ -328,7 +450,20 @@ fn plan_loops<'k>(
         return Err(NotApplicable::new(format!("`{}`: {}", k.name, why.join("; "))));
     }
     change.helpers.push(&helpers::VECTOR_IO);
-    Ok((change, format!("`{}`: {}", k.name, notes.join("; "))))
+    let mut note = format!("`{}`: {}", k.name, notes.join("; "));
+    if !why.is_empty() {
+        note.push_str(&format!("; left as written: {}", why.join("; ")));
+    }
+    Ok((change, note))
+}
+
+/// ` (left scalar: ...)` for the buffers a loop could not move, or nothing.
+fn left_scalar(skipped: &[String]) -> String {
+    if skipped.is_empty() {
+        String::new()
+    } else {
+        format!(" (left scalar: {})", skipped.join(", "))
+    }
 }
 
 /// Whether a lane-strided loop may be regrouped: a lane then takes runs of V consecutive
@@ -567,8 +702,10 @@ fn staging(staged: &[Staged], v: usize) -> (String, String) {
     for s in staged {
         let n = v * s.scale;
         loads.push_str(&format!("alignas(16) {} ns_{}[{n}];\n", s.base, s.name));
-        if s.load {
-            loads.push_str(&format!("ns_load(ns_{}, {});\n", s.name, s.address()));
+        match (&s.guard, s.load) {
+            (Some(g), true) => loads.push_str(&format!("if ({g}) ns_load(ns_{}, {});\n", s.name, s.address())),
+            (None, true) => loads.push_str(&format!("ns_load(ns_{}, {});\n", s.name, s.address())),
+            _ => {}
         }
         if s.store {
             stores.push_str(&format!("ns_store({}, ns_{});\n", s.address(), s.name));
@@ -859,6 +996,97 @@ extern "C" void launch(const float* x, float* y, float* part, const int* idx, in
         ))
         .unwrap();
         assert!(r.description.contains("lane-strided loop over `cols`: 4 per step (p 16B in)"), "{}", r.description);
+    }
+
+    /// The example's row-wise quantization: the convert pass reads the row only when it is
+    /// not all zeros.
+    const QUANT_ROWS: &str = r#"#include <cuda_bf16.h>
+#include <stdint.h>
+__global__ void quant(const __nv_bfloat16* x, int8_t* q, float* scale, int rows, int cols) {
+  const int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const __nv_bfloat16* xr = x + (size_t)row * cols;
+  int8_t* qr = q + (size_t)row * cols;
+  float amax = 0.0f;
+  for (int c = 0; c < cols; ++c) amax = fmaxf(amax, fabsf(__bfloat162float(xr[c])));
+  const float s = amax / 127.0f;
+  scale[row] = s;
+  for (int c = 0; c < cols; ++c) {
+    int v = 0;
+    if (amax > 0.0f) v = __float2int_rn(__bfloat162float(xr[c]) / s);
+    qr[c] = (int8_t)max(-127, min(127, v));
+  }
+}
+extern "C" void launch(const __nv_bfloat16* x, int8_t* q, float* scale, int rows, int cols, cudaStream_t st) {
+  quant<<<(rows + 255) / 256, 256, 0, st>>>(x, q, scale, rows, cols);
+}
+"#;
+
+    #[test]
+    fn a_read_under_a_condition_that_holds_over_the_loop_is_loaded_wide_under_it() {
+        let r = after_cooperative(QUANT_ROWS).unwrap();
+        assert!(
+            r.description.contains("lane-strided loop over `cols`: 16 per step (xr 16B in, qr 16B out)"),
+            "{}",
+            r.description
+        );
+        assert!(r.source.contains("if ((amax > 0.0f)) ns_load(ns_xr, xr + ns_base);"), "{}", r.source);
+        // The element code still decides per element, on the register copy.
+        assert!(r.source.contains("if (amax > 0.0f) v = __float2int_rn(__bfloat162float(ns_xr[ns_k]) / s);"));
+    }
+
+    #[test]
+    fn a_read_under_a_condition_that_changes_per_element_stays_scalar() {
+        for (cond, says) in [
+            ("v == 0", "`(v == 0)` that changes from element to element"),
+            ("scale[row] > 0.f", "`(scale[row] > 0.f)` that changes from element to element or reads memory"),
+            ("(v = 1)", "`((v = 1))` that changes"),
+        ] {
+            let src = QUANT_ROWS.replace("if (amax > 0.0f) v =", &format!("if ({cond}) v ="));
+            let r = after_cooperative(&src).unwrap();
+            assert!(r.description.contains("`xr` (read only under a condition"), "{cond}: {}", r.description);
+            assert!(r.description.contains(says), "{cond}: {}", r.description);
+            assert!(!r.source.contains(") ns_load(ns_xr"), "{cond}: {}", r.source);
+        }
+    }
+
+    #[test]
+    fn a_thread_that_loops_over_a_run_time_length_per_element_is_not_coarsened() {
+        let e =
+            apply(&Source::parse(QUANT_ROWS), &FactsBuilder::new("launch").build(), &Params::default()).unwrap_err();
+        assert!(
+            e.0.contains("each element runs a loop while `c < cols`, a trip count known only at run time"),
+            "{}",
+            e.0
+        );
+        // A loop the task's sizes keep short (four codebooks) still coarsens.
+        let short = r#"#include <cuda_bf16.h>
+__global__ void emb(const int* codes, const __nv_bfloat16* tables, __nv_bfloat16* out, int K, int V, int D, int n) {
+  int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= n) return;
+  float acc = 0.0f;
+  for (int k = 0; k < K; ++k) acc += __bfloat162float(tables[((size_t)k * V + codes[k]) * D + idx % D]);
+  out[idx] = __float2bfloat16(acc);
+}
+extern "C" void launch(const int* codes, const __nv_bfloat16* tables, __nv_bfloat16* out, int K, int V, int D, int n, cudaStream_t st) {
+  emb<<<(n + 255) / 256, 256, 0, st>>>(codes, tables, out, K, V, D, n);
+}
+"#;
+        let facts = |k_max| {
+            FactsBuilder::new("launch")
+                .buffer("codes", "int", Role::Input, "{K}", 4, 4)
+                .buffer("tables", "__nv_bfloat16", Role::Input, "{K} * {V} * {D}", 1 << 20, 1 << 20)
+                .buffer("out", "__nv_bfloat16", Role::Output, "{n}", 1 << 20, 1 << 20)
+                .int("K", k_max, k_max)
+                .int("V", 1024, 1024)
+                .int("D", 1024, 1024)
+                .int("n", 1 << 20, 1 << 20)
+                .build()
+        };
+        let r = apply(&Source::parse(short), &facts(4), &Params::default()).unwrap();
+        assert!(r.description.contains("8 elements per thread, out 16B out"), "{}", r.description);
+        let e = apply(&Source::parse(short), &facts(4096), &Params::default()).unwrap_err();
+        assert!(e.0.contains("a loop while `k < K`"), "{}", e.0);
     }
 
     #[test]

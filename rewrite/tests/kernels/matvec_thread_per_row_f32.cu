@@ -14,6 +14,7 @@
 // expect: declines fast-divmod
 // expect: declines index-width
 // expect: declines intrinsics
+// expect: declines vectorize
 #include <cuda_runtime.h>
 
 // y = A x for a row-major A; each thread computes one dot product.

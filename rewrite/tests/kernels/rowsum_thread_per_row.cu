@@ -12,6 +12,7 @@
 // expect: declines fast-divmod
 // expect: declines index-width
 // expect: declines intrinsics
+// expect: declines vectorize
 #include <cuda_runtime.h>
 
 /* Sum of each row of a row-major double matrix. */

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Issue 34's sweep on a machine of several GPUs, over as many device calls as it takes:
+# the default `optimize --budget $BUDGET` on each TASK_DIR, one run per GPU at a time
+# (the GPUs of one host, each timing its own run alone), then scripts/vs-torch.py on the
+# run's best (baseline, best, eager and torch.compile in one process on that run's GPU).
+#
+#   GPUS=4 DEADLINE=560 BUDGET=10m scripts/sweep-gpu.sh TASK_DIR...
+#
+# Every GPU takes the next unclaimed TASK_DIR in the order given. A run killed at the
+# deadline (a device call's limit is 600 s, a 10-minute run is longer) is carried on with
+# `optimize --resume` by the next call (its search time so far counts against its budget).
+# Carrying between calls: the runs go to $OUT/sweep.tgz; copy that file to
+# .device/sweep.tgz here and carry .device again: it is unpacked before anything starts.
+# A run already finished is not run again; one whose vs-torch figures exist is skipped.
+# examples/bias_gelu_residual is made a task with `init` first, as its README does.
+set -uo pipefail
+out="${OUT:-gpu-out}"; mkdir -p "$out" runs
+gpus="${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"; [ "$gpus" -ge 1 ] || gpus=1
+deadline="${DEADLINE:-560}"; budget="${BUDGET:-10m}"; started=$SECONDS
+[ -f .device/sweep.tgz ] && tar xzf .device/sweep.tgz
+rm -rf runs/.claims && mkdir -p runs/.claims
+ns() { bash .device/gpu-run.sh nightshift "$@"; }
+
+task_of() {  # TASK_DIR as given -> the task directory optimize and vs-torch read
+  if [ "$1" = examples/bias_gelu_residual ]; then
+    [ -f runs/tasks/bias_gelu_residual/task.toml ] || ns init runs/tasks/bias_gelu_residual \
+      --from examples/bias_gelu_residual/src/fused_epilogue.cu -I examples/bias_gelu_residual/include > /dev/null
+    echo runs/tasks/bias_gelu_residual
+  else
+    echo "$1"
+  fi
+}
+
+one() {  # one TASK_DIR on GPU $1, to its end: optimize (new or resumed), then vs-torch
+  local gpu=$1 t=$2 name task twin=()
+  name="$(basename "$t")"; task="$(task_of "$t")"
+  [ -f "$t/twin.py" ] && twin=(--twin "$t/twin.py")
+  export CUDA_VISIBLE_DEVICES=$gpu
+  if ! grep -qs '"event":"run-finished"' "runs/$name/events.jsonl"; then
+    if [ -f "runs/$name/run.json" ]; then
+      echo "[$((SECONDS - started)) s] gpu $gpu: resume $name"
+      ns optimize --resume "runs/$name" >> "runs/$name.log" 2>&1
+    else
+      echo "[$((SECONDS - started)) s] gpu $gpu: optimize $name"
+      ns optimize "$task" --budget "$budget" --seed "${SEED:-1}" --out "runs/$name" > "runs/$name.log" 2>&1
+    fi
+    echo "$name optimize exit $? on gpu $gpu at $((SECONDS - started)) s" >> runs/status.txt
+  fi
+  [ -f "runs/$name.vs.json" ] && return
+  echo "[$((SECONDS - started)) s] gpu $gpu: vs-torch $name"
+  local cand=(); [ -f "runs/$name/best.cu" ] && cand=("runs/$name")
+  if python3 scripts/vs-torch.py "$task" "${cand[@]}" "${twin[@]}" --json "runs/$name.vs.tmp" \
+       > "runs/$name.vs.md" 2>&1; then
+    mv "runs/$name.vs.tmp" "runs/$name.vs.json"
+  fi
+  echo "$name vs-torch exit $? on gpu $gpu at $((SECONDS - started)) s" >> runs/status.txt
+}
+
+slot() {  # GPU $1 takes TASK_DIRs until none is left unclaimed
+  local gpu=$1 t; shift
+  for t in "$@"; do
+    mkdir "runs/.claims/$(basename "$t")" 2>/dev/null || continue
+    one "$gpu" "$t"
+  done
+}
+
+for ((g = 0; g < gpus; g++)); do slot "$g" "$@" & done
+while [ "$(jobs -r | wc -l)" -gt 0 ] && [ $((SECONDS - started)) -lt "$deadline" ]; do sleep 5; done
+if [ "$(jobs -r | wc -l)" -gt 0 ]; then
+  echo "deadline at $((SECONDS - started)) s: stopping what is still going"
+  pkill -KILL -f 'nightshift optimize' ; pkill -KILL -f 'scripts/vs-torch.py'
+  for j in $(jobs -p); do kill -KILL "$j" 2>/dev/null; done
+fi
+wait 2>/dev/null
+cat runs/status.txt 2>/dev/null
+for t in "$@"; do echo "runs/$(basename "$t")"; done | while read -r d; do [ -f "$d/summary.json" ] && echo "$d"; done \
+  | xargs -r python3 scripts/runs-table.py | tee "$out/table.md"
+for t in "$@"; do f="runs/$(basename "$t").vs.md"; [ -f "$f" ] && { echo "## $(basename "$t")"; cat "$f"; }; done > "$out/vs-torch.md"
+tar czf "$out/sweep.tgz" --exclude='*/profile' --exclude='*.so' --exclude='runs/.claims' runs
+ls -la "$out"
