@@ -12,6 +12,9 @@
 # Carrying between calls: the runs go to $OUT/sweep.tgz; copy that file to
 # .device/sweep.tgz here and carry .device again: it is unpacked before anything starts.
 # A run already finished is not run again; one whose vs-torch figures exist is skipped.
+# $OUT gets table.md (scripts/runs-table.py), sweep-table.md (scripts/sweep-table.py: first
+# version, best, eager, torch.compile, % of floor, nodes within the parent's interval),
+# vs-torch.md (every vs-torch table) and sweep.tgz.
 # examples/bias_gelu_residual is made a task with `init` first, as its README does.
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out" runs
@@ -75,6 +78,7 @@ wait 2>/dev/null
 cat runs/status.txt 2>/dev/null
 for t in "$@"; do echo "runs/$(basename "$t")"; done | while read -r d; do [ -f "$d/summary.json" ] && echo "$d"; done \
   | xargs -r python3 scripts/runs-table.py | tee "$out/table.md"
+for t in "$@"; do echo "runs/$(basename "$t")"; done | xargs python3 scripts/sweep-table.py | tee "$out/sweep-table.md"
 for t in "$@"; do f="runs/$(basename "$t").vs.md"; [ -f "$f" ] && { echo "## $(basename "$t")"; cat "$f"; }; done > "$out/vs-torch.md"
 tar czf "$out/sweep.tgz" --exclude='*/profile' --exclude='*.so' --exclude='runs/.claims' runs
 ls -la "$out"

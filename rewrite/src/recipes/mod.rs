@@ -16,6 +16,7 @@ pub mod row_strip;
 pub mod shuffle_reduce;
 pub mod unroll;
 pub mod vectorize;
+mod window;
 
 use crate::recipe::{Applied, NotApplicable, Params, Recipe, RecipeId, RecipeKind, Rewrite};
 use crate::source::{Kernel, Source};
@@ -179,7 +180,7 @@ pub fn get(id: RecipeId) -> &'static Recipe {
 }
 
 /// The largest trip count of `for (j = 0; j < END; ...)` when END is a kernel parameter
-/// the launcher passes straight from a task size (or a literal).
+/// the launcher passes straight from a task size, a literal, or a constant of the file.
 pub(crate) fn largest_trip_count(
     src: &Source,
     facts: &crate::facts::Facts,
@@ -196,7 +197,12 @@ pub(crate) fn largest_trip_count(
     if end.kind() != "identifier" {
         return None;
     }
-    let arg = crate::launcher_arg(src, facts, k, crate::syntax::text(t, end))?;
+    let name = crate::syntax::text(t, end);
+    if k.param(name).is_none() {
+        // A macro, `constexpr` or `const` of the file.
+        return crate::launch::file_scope_size(src, name, k.range.start).value();
+    }
+    let arg = crate::launcher_arg(src, facts, k, name)?;
     match &facts.args.get(arg)?.kind {
         crate::facts::ArgKind::Scalar { max, .. } => *max,
         _ => None,

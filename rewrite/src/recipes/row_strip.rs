@@ -394,20 +394,20 @@ fn one_line(s: &str) -> String {
 /// `v++`, `v += 1`) with bounds the file fixes, a body that leaves `v` alone and does not
 /// break out.
 #[derive(Debug, Clone)]
-struct ConstLoop {
-    var: String,
+pub(super) struct ConstLoop {
+    pub(super) var: String,
     ty: String,
-    lo: i64,
-    hi: i64,
+    pub(super) lo: i64,
+    pub(super) hi: i64,
     /// Where it starts and ends, whether `#pragma unroll` must be put before it (it has
     /// none), and whether it needs braces around it for that (it is another statement's
     /// body).
-    start: usize,
+    pub(super) start: usize,
     end: usize,
-    needs_pragma: bool,
-    braced: bool,
+    pub(super) needs_pragma: bool,
+    pub(super) braced: bool,
     /// Why a window cannot sit in it, where it cannot.
-    unfit: Option<String>,
+    pub(super) unfit: Option<String>,
 }
 
 /// A row offset `sign * var + k`.
@@ -457,6 +457,9 @@ struct Ctx<'a> {
     loops: BTreeMap<String, ConstLoop>,
     /// Buffers the kernel only reads, with their element types.
     readonly: BTreeMap<String, String>,
+    /// Local pointers that alias one of those (`const float* img = x + plane;`): alias to
+    /// buffer.
+    aliases: BTreeMap<String, String>,
     /// The checks every row must pass (the early returns' conditions negated, the
     /// wrapping ifs' conditions), the statements that make them, and the row's bound.
     guard: Vec<(Node<'a>, bool)>,
@@ -643,7 +646,7 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
-        let readonly = readonly_buffers(src, facts, k);
+        let (readonly, aliases) = readonly_buffers(src, facts, k);
         let mut ctx = Ctx {
             src,
             t,
@@ -656,6 +659,7 @@ impl<'a> Ctx<'a> {
             outside,
             loops,
             readonly,
+            aliases,
             guard: Vec::new(),
             guard_stmts: BTreeSet::new(),
             bound: None,
@@ -1144,7 +1148,33 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
                 let p = text(t, arg);
-                let Some(elem) = self.readonly.get(p) else { continue };
+                // Through an alias, the window reads its buffer at the alias's offset, which
+                // must be the same for every row of the strip.
+                let (elem, base) = if let Some(elem) = self.readonly.get(p) {
+                    (elem, p.to_string())
+                } else if let Some(elem) = self.aliases.get(p).and_then(|b| self.readonly.get(b)) {
+                    let base = match self.locals.get(p) {
+                        Some(l) => {
+                            let mut at = Found::default();
+                            match self.render(l.init, Mode::Tap { clamp }, &mut at, 0) {
+                                Ok(b) if at.offsets.is_empty() && at.vars.is_empty() => format!("({b})"),
+                                Ok(_) => {
+                                    first_why.get_or_insert(format!("`{p}` points at a place that moves with the row"));
+                                    continue;
+                                }
+                                Err(e) => {
+                                    first_why.get_or_insert(format!("`{p}` {e}"));
+                                    continue;
+                                }
+                            }
+                        }
+                        None if self.outside.contains(p) => p.to_string(),
+                        None => continue,
+                    };
+                    (elem, base)
+                } else {
+                    continue;
+                };
                 let Some(index) = pattern::subscript_index(d) else { continue };
                 let mut found = Found::default();
                 let mode = Mode::Tap { clamp };
@@ -1191,8 +1221,8 @@ impl<'a> Ctx<'a> {
                     })
                     .collect();
                 let key_types: Vec<String> = found.vars.iter().map(|v| self.loops[v].ty.clone()).collect();
-                let value = if ldg.is_some() { format!("__ldg(&{p}[{idx}])") } else { format!("{p}[{idx}]") };
-                let key = (p.to_string(), value.clone(), tap.clone(), keys.clone());
+                let value = if ldg.is_some() { format!("__ldg(&{base}[{idx}])") } else { format!("{base}[{idx}]") };
+                let key = (base.clone(), value.clone(), tap.clone(), keys.clone());
                 let (lo, hi) = self.offset_range(&offset);
                 let w = groups.entry(key).or_insert_with(|| Window {
                     buffer: p.to_string(),
@@ -1565,7 +1595,8 @@ fn declarator_type(t: &str, decl: Node, d: Node) -> String {
     }
 }
 
-fn const_loop(src: &Source, k: &Kernel, f: Node) -> Option<ConstLoop> {
+/// A `for` over a compile-time range by steps of one (`for (int k = -R; k <= R; ++k)`).
+pub(super) fn const_loop(src: &Source, k: &Kernel, f: Node) -> Option<ConstLoop> {
     let t = src.text();
     let init = f.child_by_field_name("initializer")?;
     let (var, Some(lo_n)) = syntax::single_declarator(t, init)? else { return None };
@@ -1662,40 +1693,100 @@ fn const_value(src: &Source, k: &Kernel, n: Node) -> Option<i64> {
     }
 }
 
-/// Pointer parameters the kernel only reads, through `p[i]` and nothing else, that are
-/// `const` or the task's inputs: name to element type.
-fn readonly_buffers(src: &Source, facts: &Facts, k: &Kernel) -> BTreeMap<String, String> {
+/// Whether every use of `name` under `body` is a read `name[i]` (or `__ldg(&name[i])`),
+/// apart from the uses `also` allows.
+fn only_subscript_reads(t: &str, body: Node, name: &str, also: impl Fn(Node) -> bool) -> bool {
+    descendants(body).into_iter().filter(|d| d.kind() == "identifier" && text(t, *d) == name).all(|d| {
+        if also(d) {
+            return true;
+        }
+        let Some(s) = d.parent() else { return false };
+        if s.kind() != "subscript_expression" || s.child_by_field_name("argument").map(|a| a.id()) != Some(d.id()) {
+            return false;
+        }
+        match s.parent() {
+            Some(x) if x.kind() == "assignment_expression" => {
+                x.child_by_field_name("left").map(|l| l.id()) != Some(s.id())
+            }
+            Some(x) if x.kind() == "update_expression" => false,
+            Some(_) if ldg_call(t, s).is_some() => true,
+            Some(x) if x.kind() == "pointer_expression" => false,
+            _ => true,
+        }
+    })
+}
+
+/// The buffers a kernel only reads: pointer parameters that are `const` or the task's
+/// inputs, used only as `p[i]` (name to element type), and local aliases of them,
+/// `const T* q = p;` or `const T* q = p + offset;`, themselves used only as `q[i]`
+/// (alias to parameter). A parameter used to make an alias is still only read.
+fn readonly_buffers(src: &Source, facts: &Facts, k: &Kernel) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
     let t = src.text();
     let mut out = BTreeMap::new();
-    let Some(body) = src.node(&k.body, "compound_statement") else { return out };
+    let mut aliases = BTreeMap::new();
+    let Some(body) = src.node(&k.body, "compound_statement") else { return (out, aliases) };
+    // `const T* q = p (+ offset)`: the declarator node of q and p's identifier in it.
+    let alias_of = |d: Node| -> Option<(String, String)> {
+        if d.kind() != "init_declarator" {
+            return None;
+        }
+        let decl = d.parent().filter(|p| p.kind() == "declaration")?;
+        let pointer = d.child_by_field_name("declarator").filter(|x| x.kind() == "pointer_declarator")?;
+        let name = declarator_name(t, pointer)?;
+        let is_const = named_children(decl).iter().any(|c| c.kind() == "type_qualifier" && text(t, *c) == "const");
+        if !is_const {
+            return None;
+        }
+        let v = strip_parens(d.child_by_field_name("value")?);
+        let base = match v.kind() {
+            "identifier" => v,
+            "binary_expression" if v.child_by_field_name("operator").is_some_and(|o| text(t, o) == "+") => {
+                strip_parens(v.child_by_field_name("left")?)
+            }
+            _ => return None,
+        };
+        (base.kind() == "identifier").then(|| (name, text(t, base).to_string()))
+    };
+    let mut candidates: Vec<(String, String, usize)> = Vec::new();
+    for d in descendants(body) {
+        if let Some((q, p)) = alias_of(d) {
+            candidates.push((q, p, d.id()));
+        }
+    }
     for p in k.params.iter().filter(|p| p.pointer) {
         let input = p.is_const || super::vectorize::role_of(src, facts, k, &p.name) == Some(Role::Input);
         if !input {
             continue;
         }
-        let only_read =
-            descendants(body).into_iter().filter(|d| d.kind() == "identifier" && text(t, *d) == p.name).all(|d| {
-                let Some(s) = d.parent() else { return false };
-                if s.kind() != "subscript_expression"
-                    || s.child_by_field_name("argument").map(|a| a.id()) != Some(d.id())
-                {
+        // The use that makes an alias: the initializer itself, or the left of its `+`.
+        let makes_alias = |d: Node| {
+            let mut x = d;
+            while let Some(up) = x.parent() {
+                if up.kind() == "init_declarator" {
+                    return candidates.iter().any(|(_, base, id)| *id == up.id() && *base == p.name);
+                }
+                if !matches!(up.kind(), "parenthesized_expression" | "binary_expression") {
                     return false;
                 }
-                match s.parent() {
-                    Some(x) if x.kind() == "assignment_expression" => {
-                        x.child_by_field_name("left").map(|l| l.id()) != Some(s.id())
-                    }
-                    Some(x) if x.kind() == "update_expression" => false,
-                    Some(_) if ldg_call(t, s).is_some() => true,
-                    Some(x) if x.kind() == "pointer_expression" => false,
-                    _ => true,
-                }
-            });
-        if only_read {
+                x = up;
+            }
+            false
+        };
+        if only_subscript_reads(t, body, &p.name, makes_alias) {
             out.insert(p.name.clone(), syntax::unqualified(&p.base));
         }
     }
-    out
+    for (q, p, _) in &candidates {
+        let declared_once = candidates.iter().filter(|(other, _, _)| other == q).count() == 1;
+        let declarator = |d: Node| {
+            d.parent().is_some_and(|x| x.kind() == "pointer_declarator")
+                || d.parent().is_some_and(|x| x.kind() == "init_declarator")
+        };
+        if declared_once && out.contains_key(p) && only_subscript_reads(t, body, q, declarator) {
+            aliases.insert(q.clone(), p.clone());
+        }
+    }
+    (out, aliases)
 }
 
 /// Whether the file defines `name` as a function-like macro (whose arguments are text,
@@ -1915,5 +2006,41 @@ extern "C" void launch(const float* in, float* out, int W, int H, cudaStream_t s
             "`boxv`: 8 rows per thread (grid y extent / 8); rows read at several offsets shared in registers across the strip: `mask` at rows y-2..y+2"
         );
         assert!(r.source.contains("if (ns_w0[ns_r + k + 2] > 0.f) s += in[yy * W + x];"), "{}", r.source);
+    }
+
+    /// A batch of images, `blockIdx.z` picking one: the kernel reads through a local
+    /// pointer to its image, as the stencil example does.
+    #[test]
+    fn reads_through_a_const_alias_of_an_input_share_rows_at_the_alias_offset() {
+        let src = BOX
+            .replace("  float s = 0.f;", "  const size_t plane = (size_t)blockIdx.z * H * W;\n  const float* img = in + plane;\n  float s = 0.f;")
+            .replace("s += in[yy * W + x];", "s += img[yy * W + x];")
+            .replace("out[y * W + x] = s;", "out[plane + y * W + x] = s;");
+        let r = strip_with(&src, "8").unwrap();
+        assert_eq!(
+            r.description,
+            "`boxv`: 8 rows per thread (grid y extent / 8); rows read at several offsets shared in registers across the strip: `img` at rows y-2..y+2"
+        );
+        // The window reads the buffer at the alias's offset, spelled from what holds still.
+        assert!(
+            r.source.contains(
+                "= (in + ((size_t)((size_t)blockIdx.z * H * W)))[min(max((ns_row0 + ns_j), 0), H - 1) * W + x];"
+            ),
+            "{}",
+            r.source
+        );
+        // An alias that moves with the row is no window.
+        let moving = src.replace("const float* img = in + plane;", "const float* img = in + (plane + y * 0);");
+        let r = strip_with(&moving, "8").unwrap();
+        assert!(
+            r.description.ends_with("no row reuse: `img` points at a place that moves with the row"),
+            "{}",
+            r.description
+        );
+        // Nor is one the kernel writes through, or one of a buffer it writes.
+        for other in ["float* img = (float*)in + plane;", "const float* img = out + plane;"] {
+            let r = strip_with(&src.replace("const float* img = in + plane;", other), "8").unwrap();
+            assert!(r.description.contains("no row reuse"), "{other}: {}", r.description);
+        }
     }
 }

@@ -5,11 +5,17 @@
 //! those arrays. Threads whose run would cross the bound take the scalar path, and the
 //! launcher takes the fast path only when every such buffer is aligned to its access.
 //!
+//! A read-only buffer each element reads at a few constant offsets from its index (the
+//! taps of a 1-D convolution or stencil) goes through a register window instead
+//! ([`super::window`]): the run loaded wide once, a few elements past either end one at a
+//! time.
+//!
 //! Strided loops inside kernels that share data (a block's threads over a row, a
 //! grid-stride loop, a group's lanes over a row as `cooperative` leaves them) take runs of
 //! V consecutive elements per thread and step instead, behind an alignment check where
 //! the loop starts, with a strided tail and the original loop as the fallback.
 
+use super::window;
 use crate::facts::{Facts, Role};
 use crate::helpers;
 use crate::pattern::{self, Access, Elementwise, Form, Spread};
@@ -365,16 +371,42 @@ fn plan_kernel<'k>(
         )));
     }
     let v = elements_per_thread(k, &staged, width)?;
+    let taken: Vec<String> = staged.iter().map(|s| s.name.clone()).collect();
+    let (windows, unwindowed) = super::window::find(src, facts, k, &scope, &e.index, &e.bound, &taken);
+    // A buffer read through a window is no longer left scalar (the launcher's length check
+    // makes its run safe to load whatever conditions its reads sit under); one already
+    // said to be left scalar is said so once.
+    let about = |line: &str, name: &str| line.starts_with(&format!("`{name}` "));
+    skipped.retain(|line| !windows.iter().any(|w| about(line, &w.name)));
+    for line in unwindowed {
+        if !skipped.iter().any(|s| s.split(' ').next() == line.split(' ').next()) {
+            skipped.push(line);
+        }
+    }
     let mut change = Change::new(k);
     change.helpers.push(&helpers::VECTOR_IO);
     change.helpers.push(&helpers::HOST_CHECKS);
     for s in &staged {
         change.guards.push(format!("ns_aligned({{{}}}, {})", s.name, s.align(v)));
     }
-    let new = vector_body(t, e, &staged, v);
+    for w in &windows {
+        change.guards.push(format!("ns_aligned({{{}}}, {})", w.name, w.align(v)));
+        change.guards.extend(w.guards.iter().cloned());
+    }
+    let new = vector_body(t, e, &staged, &windows, v);
     change.edits.replace(e.span.clone(), reindent(&new, &indent_at(t, e.span.start)));
     change.grid = Some(Box::new(move |g: &str| format!("(({g}) + {v} - 1) / {v}")));
     let mut note = format!("`{}`: {v} elements per thread, {} through registers", k.name, staged_note(&staged, v));
+    for w in &windows {
+        note.push_str(&format!(
+            "; `{}` read through a register window: the run ({}B) plus {} before and {} after ({} read site(s))",
+            w.name,
+            w.align(v),
+            w.before,
+            w.after,
+            w.sites.len()
+        ));
+    }
     if !skipped.is_empty() {
         note.push_str(&format!("; left scalar: {}", skipped.join(", ")));
     }
@@ -399,6 +431,7 @@ fn plan_loops<'k>(
     let mut change = Change::new(k);
     let mut notes = Vec::new();
     let mut why = Vec::new();
+    let mut left = Vec::new();
     for l in loops {
         let Some(node) = src.node(&l.stmt, "for_statement") else { continue };
         let mut skipped = Vec::new();
@@ -420,17 +453,25 @@ fn plan_loops<'k>(
             !moves
         });
         if staged.is_empty() {
-            why.push(format!(
+            let reason = format!(
                 "the loop over `{}` moves no buffer at exactly `{}`{}",
                 l.bound,
                 l.index,
                 left_scalar(&skipped)
-            ));
+            );
+            // A loop with nothing to move (a shared-memory bin loop) goes unmentioned
+            // where others are vectorized.
+            if !skipped.is_empty() {
+                left.push(reason.clone());
+            }
+            why.push(reason);
             continue;
         }
         if l.spread == Spread::Lanes {
             if let Err(e) = lane_loop_fits(src, k, node, l, &staged) {
-                why.push(format!("{e}{}", left_scalar(&skipped)));
+                let reason = format!("{e}{}", left_scalar(&skipped));
+                left.push(reason.clone());
+                why.push(reason);
                 continue;
             }
         }
@@ -451,8 +492,8 @@ fn plan_loops<'k>(
     }
     change.helpers.push(&helpers::VECTOR_IO);
     let mut note = format!("`{}`: {}", k.name, notes.join("; "));
-    if !why.is_empty() {
-        note.push_str(&format!("; left as written: {}", why.join("; ")));
+    if !left.is_empty() {
+        note.push_str(&format!("; left as written: {}", left.join("; ")));
     }
     Ok((change, note))
 }
@@ -572,8 +613,8 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
     let ty = l.index_type.replace("const ", "").trim().to_string();
     let i = &l.index;
     let bound = &l.bound;
-    let vec_code = element_code(t, &l.body, staged, true);
-    let scalar_code = element_code(t, &l.body, staged, false);
+    let vec_code = element_code(t, &l.body, staged, &[], true);
+    let scalar_code = element_code(t, &l.body, staged, &[], false);
     let aligned: Vec<String> = staged
         .iter()
         .map(|s| {
@@ -600,7 +641,7 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
     format!(
         "if (/* nightshift: aligned */ {}) {{\n  // nightshift: {v} consecutive elements per thread and step, moved with wide accesses.\n  {begin}const {ty} ns_first = ({ty})({start});\n  const {ty} ns_stride = ({ty})({stride});\n  for ({ty} ns_base = {first_run}; ns_base + {v} <= ({bound}); ns_base += ns_stride * {v}) {{\n    {}\n  }}\n  for ({ty} {i} = {tail} + ns_first; {i} < ({bound}); {i} += ns_stride) {{\n    {}\n  }}\n}} else {{\n  {}\n}}",
         aligned.join(" && "),
-        reindent(vector_step(staged, v, &ty, i, &vec_code).trim_end(), "    "),
+        reindent(vector_step(staged, &[], v, &ty, i, bound, &vec_code).trim_end(), "    "),
         reindent(scalar_code.trim_end(), "    "),
         reindent(&t[l.stmt.clone()], "  "),
         start = l.start,
@@ -666,11 +707,30 @@ pub fn role_of(src: &Source, facts: &Facts, k: &Kernel, param: &str) -> Option<R
 }
 
 /// The per-element statements with staged accesses redirected to the register arrays.
-fn element_code(t: &str, ranges: &[Range<usize>], staged: &[Staged], vector: bool) -> String {
+fn element_code(
+    t: &str,
+    ranges: &[Range<usize>],
+    staged: &[Staged],
+    windows: &[window::Window],
+    vector: bool,
+) -> String {
     let mut out = String::new();
     for r in ranges {
         let mut edits = crate::edit::Edits::new();
         if vector {
+            for w in windows {
+                for (site, offset) in &w.sites {
+                    if site.start >= r.start && site.end <= r.end {
+                        edits.replace(site.start - r.start..site.end - r.start, w.read(offset));
+                    }
+                }
+                // The taps' loops unroll, so each reads the window at a fixed place.
+                for at in &w.pragmas {
+                    if *at >= r.start && *at < r.end {
+                        edits.replace(at - r.start..at - r.start, "#pragma unroll\n");
+                    }
+                }
+            }
             for s in staged {
                 for (site, off) in &s.sites {
                     if site.start >= r.start && site.end <= r.end {
@@ -714,15 +774,15 @@ fn staging(staged: &[Staged], v: usize) -> (String, String) {
     (loads, stores)
 }
 
-fn vector_body(t: &str, e: &Elementwise, staged: &[Staged], v: usize) -> String {
+fn vector_body(t: &str, e: &Elementwise, staged: &[Staged], windows: &[window::Window], v: usize) -> String {
     let ty = e.index_type.replace("const ", "").trim().to_string();
     let i = &e.index;
     let bound = &e.bound;
     let flat = &t[e.flat.clone()];
     let mut per_elem: Vec<Range<usize>> = e.between.iter().filter(|(_, u)| *u).map(|(r, _)| r.clone()).collect();
     per_elem.extend(e.body.iter().cloned());
-    let vec_code = element_code(t, &per_elem, staged, true);
-    let scalar_code = element_code(t, &per_elem, staged, false);
+    let vec_code = element_code(t, &per_elem, staged, windows, true);
+    let scalar_code = element_code(t, &per_elem, staged, &[], false);
     let mut out = String::new();
     for (r, uses) in &e.between {
         if !uses {
@@ -732,7 +792,7 @@ fn vector_body(t: &str, e: &Elementwise, staged: &[Staged], v: usize) -> String 
     }
     out.push_str(&format!(
         "// nightshift: {v} consecutive elements per thread, moved with wide accesses.\nconst {ty} ns_base = ({ty})({flat}) * {v};\nif (ns_base + {v} <= ({bound})) {{\n  {}\n}} else {{\n  for (int ns_k = 0; ns_k < {v}; ++ns_k) {{\n    {ty} {i} = ns_base + ns_k;\n    if (!({i} < ({bound}))) break;\n    {}\n  }}\n}}",
-        reindent(vector_step(staged, v, &ty, i, &vec_code).trim_end(), "  "),
+        reindent(vector_step(staged, windows, v, &ty, i, bound, &vec_code).trim_end(), "  "),
         reindent(scalar_code.trim_end(), "    ")
     ));
     out
@@ -740,8 +800,19 @@ fn vector_body(t: &str, e: &Elementwise, staged: &[Staged], v: usize) -> String 
 
 /// One vector step: the register arrays loaded, the per-element code unrolled over them
 /// (declaring the index only where the code still reads it), the arrays stored.
-fn vector_step(staged: &[Staged], v: usize, ty: &str, i: &str, vec_code: &str) -> String {
-    let (loads, stores) = staging(staged, v);
+fn vector_step(
+    staged: &[Staged],
+    windows: &[window::Window],
+    v: usize,
+    ty: &str,
+    i: &str,
+    bound: &str,
+    vec_code: &str,
+) -> String {
+    let (mut loads, stores) = staging(staged, v);
+    for w in windows {
+        loads.push_str(&w.load(v, bound));
+    }
     let decl = if crate::syntax::mentions_word(vec_code, i) {
         format!("{ty} {i} = ns_base + ns_k;\n  ")
     } else {
@@ -1087,6 +1158,96 @@ extern "C" void launch(const int* codes, const __nv_bfloat16* tables, __nv_bfloa
         assert!(r.description.contains("8 elements per thread, out 16B out"), "{}", r.description);
         let e = apply(&Source::parse(short), &facts(4096), &Params::default()).unwrap_err();
         assert!(e.0.contains("a loop while `k < K`"), "{}", e.0);
+    }
+
+    /// A causal convolution over time-innermost rows, its taps read through a pointer to
+    /// the row's start (the example `causal_conv1d`, shortened).
+    const CAUSAL_TAPS: &str = r#"#include <cuda_fp16.h>
+#define TAPS 4
+__global__ void conv(const __half* x, const float* w, __half* out, int dim, int seqlen, size_t total) {
+  const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= total) return;
+  const int t = (int)(idx % seqlen);
+  const int d = (int)((idx / seqlen) % dim);
+  const __half* row = x + (idx - t);
+  float acc = 0.0f;
+  for (int k = 0; k < TAPS; ++k) {
+    const int at = t - (TAPS - 1) + k;
+    if (at >= 0) acc += w[d * TAPS + k] * __half2float(row[at]);
+  }
+  out[idx] = __float2half(acc);
+}
+extern "C" void launch(const __half* x, const float* w, __half* out, int batch, int dim, int seqlen, cudaStream_t st) {
+  const size_t total = (size_t)batch * dim * seqlen;
+  conv<<<(unsigned)((total + 255) / 256), 256, 0, st>>>(x, w, out, dim, seqlen, total);
+}
+"#;
+
+    fn causal_facts() -> Facts {
+        FactsBuilder::new("launch")
+            .buffer("x", "__half", Role::Input, "{batch} * {dim} * {seqlen}", 1 << 24, 1 << 24)
+            .buffer("w", "float", Role::Input, "{dim} * 4", 1 << 12, 1 << 12)
+            .buffer("out", "__half", Role::Output, "{batch} * {dim} * {seqlen}", 1 << 24, 1 << 24)
+            .int("batch", 8, 8)
+            .int("dim", 1024, 1024)
+            .int("seqlen", 2048, 2048)
+            .build()
+    }
+
+    #[test]
+    fn taps_at_constant_offsets_read_a_register_window_loaded_once_per_run() {
+        let r = apply(&Source::parse(CAUSAL_TAPS), &causal_facts(), &Params::default()).unwrap();
+        assert!(
+            r.description.contains(
+                "`x` read through a register window: the run (16B) plus 3 before and 0 after (1 read site(s))"
+            ),
+            "{}",
+            r.description
+        );
+        let s = &r.source;
+        // The run with one wide load, the three before it one by one, never before x[0].
+        assert!(s.contains("ns_load(ns_run, x + ns_base);"), "{s}");
+        assert!(s.contains("if (ns_at >= 0) ns_win_x[ns_j] = x[ns_at];"), "{s}");
+        // Each tap at a place fixed once both loops unroll, under its own condition.
+        assert!(
+            s.contains("if (at >= 0) acc += w[d * TAPS + k] * __half2float(ns_win_x[ns_k + (-3 + 1 * k) + 3]);"),
+            "{s}"
+        );
+        assert!(s.contains("#pragma unroll\n      for (int k = 0; k < TAPS; ++k)"), "{s}");
+        // The launcher checks the buffer covers the index range and is aligned.
+        assert!(r.guards.iter().any(|g| g == "ns_aligned(x, 16)"), "{:?}", r.guards);
+        assert!(
+            r.guards.iter().any(|g| g == "(long long)(total) <= (long long)(batch * dim * seqlen)"),
+            "{:?}",
+            r.guards
+        );
+        // The scalar path reads memory as the original did.
+        assert!(s.contains("if (at >= 0) acc += w[d * TAPS + k] * __half2float(row[at]);"), "{s}");
+    }
+
+    #[test]
+    fn taps_that_are_no_constant_offset_stay_scalar_with_the_reason() {
+        for (from, to, says) in [
+            ("row[at]", "row[2 * at]", "`x` (read at `row[2 * at]`, not a constant offset from `idx`)"),
+            (
+                "for (int k = 0; k < TAPS; ++k)",
+                "for (int k = 0; k < dim; ++k)",
+                "`x` (read at `row[at]`, not a constant offset from `idx`)",
+            ),
+        ] {
+            let r = apply(&Source::parse(&CAUSAL_TAPS.replace(from, to)), &causal_facts(), &Params::default());
+            match r {
+                Ok(r) => {
+                    assert!(!r.description.contains("register window"), "{to}: {}", r.description);
+                    assert!(r.description.contains(says), "{to}: {}", r.description);
+                }
+                Err(e) => assert!(e.0.contains("trip count known only at run time"), "{to}: {}", e.0),
+            }
+        }
+        // No task length for the buffer: no window.
+        let bare =
+            apply(&Source::parse(CAUSAL_TAPS), &FactsBuilder::new("launch").build(), &Params::default()).unwrap();
+        assert!(bare.description.contains("`x` (the task gives no length for it"), "{}", bare.description);
     }
 
     #[test]
