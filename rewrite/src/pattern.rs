@@ -784,6 +784,18 @@ pub fn holds_still(expr: &str, changing: &[String]) -> bool {
     })
 }
 
+/// The names an expression text reads (identifiers, not the fields of `a.b`).
+pub fn names_in(expr: &str) -> Vec<String> {
+    let wrapped = format!("void ns_f() {{ (void)({expr}); }}");
+    let src = crate::source::Source::parse(&wrapped);
+    descendants(src.root())
+        .into_iter()
+        .filter(|d| d.kind() == "identifier")
+        .map(|d| text(&wrapped, d).to_string())
+        .filter(|n| n != "ns_f")
+        .collect()
+}
+
 /// Whether a kernel reads the y or z grid coordinates (a 2-D or 3-D launch).
 pub fn uses_2d_grid(t: &str, body: Node) -> bool {
     descendants(body).into_iter().any(|d| matches!(builtin(t, d), Some(("blockIdx" | "gridDim", 'y' | 'z'))))

@@ -187,26 +187,46 @@ pub(crate) fn largest_trip_count(
     k: &Kernel,
     f: tree_sitter::Node,
 ) -> Option<i64> {
+    use crate::syntax::{binary, single_declarator, strip, text};
     let t = src.text();
-    let cond = f.child_by_field_name("condition")?;
-    let (_, _, end) = crate::syntax::binary(t, cond)?;
-    let end = crate::syntax::strip(end);
-    if end.kind() == "number_literal" {
-        return crate::pattern::int_literal(crate::syntax::text(t, end));
-    }
-    if end.kind() != "identifier" {
+    // `for (j = 0; j < END; ++j)` (or `<=`): a counter from 0 on the left, stepping by one.
+    let (var, start) = single_declarator(t, f.child_by_field_name("initializer")?)?;
+    if crate::pattern::int_literal(text(t, start?)) != Some(0) {
         return None;
     }
-    let name = crate::syntax::text(t, end);
-    if k.param(name).is_none() {
-        // A macro, `constexpr` or `const` of the file.
-        return crate::launch::file_scope_size(src, name, k.range.start).value();
+    let update = f.child_by_field_name("update")?;
+    if !(update.kind() == "update_expression" && text(t, update).contains("++")) {
+        return None;
     }
-    let arg = crate::launcher_arg(src, facts, k, name)?;
-    match &facts.args.get(arg)?.kind {
-        crate::facts::ArgKind::Scalar { max, .. } => *max,
-        _ => None,
+    let (op, counter, end) = binary(t, f.child_by_field_name("condition")?)?;
+    if !crate::syntax::is_ident(t, counter, &var) || !matches!(op, "<" | "<=") {
+        return None;
     }
+    let inclusive = i64::from(op == "<=");
+    let end = strip(end);
+    let last = if end.kind() == "number_literal" {
+        crate::pattern::int_literal(text(t, end))?
+    } else if end.kind() == "identifier" {
+        let name = text(t, end);
+        if k.param(name).is_none() {
+            // A macro, `constexpr` or `const` of the file, unless the kernel declares the
+            // name itself.
+            let body = src.node(&k.body, "compound_statement")?;
+            if crate::syntax::declared_names(t, body).iter().any(|n| n == name) {
+                return None;
+            }
+            crate::launch::file_scope_size(src, name, k.range.start).value()?
+        } else {
+            let arg = crate::launcher_arg(src, facts, k, name)?;
+            match &facts.args.get(arg)?.kind {
+                crate::facts::ArgKind::Scalar { max, .. } => (*max)?,
+                _ => return None,
+            }
+        }
+    } else {
+        return None;
+    };
+    last.checked_add(inclusive)
 }
 
 #[cfg(test)]

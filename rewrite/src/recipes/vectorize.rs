@@ -173,7 +173,7 @@ fn choose(
             // A read the original makes only sometimes may lie past a shorter buffer (or
             // behind a null pointer): the wide load runs under the same condition, which
             // must hold one value over the whole run.
-            match run_guard(t, root, scope, index, &uses, scope_kind.in_loop) {
+            match run_guard(src, k, root, scope, index, &uses, scope_kind.in_loop) {
                 Ok(g) => guard = g,
                 Err(why) => {
                     skipped.push(format!("`{name}` (read only under a condition{why})"));
@@ -258,17 +258,19 @@ fn long_runtime_loop(
 /// (a read in the condition of a `?:` is not conditional). Else why not, to append to the
 /// reason.
 fn run_guard(
-    t: &str,
+    src: &Source,
+    k: &Kernel,
     root: tree_sitter::Node,
     scope: &[Range<usize>],
     index: &str,
     uses: &pattern::IndexedUses,
     root_is_loop: bool,
 ) -> Result<Option<String>, String> {
+    let t = src.text();
     let mut common: Option<Vec<String>> = None;
     for (site, _, _) in &uses.sites {
         let Some(g) = pattern::guards(t, root, site, scope) else {
-            return Err(" inside a loop or a switch".into());
+            return Err(" this recipe cannot follow (inside a loop or a switch, or an `if` that declares)".into());
         };
         match &common {
             Some(c) if *c != g => return Err(" that differs between its reads".into()),
@@ -290,9 +292,47 @@ fn run_guard(
             changing.extend(crate::syntax::assigned(t, n).into_iter().map(|(n, _)| n));
         }
     }
+    // Names outside the thread's own values (a `__shared__` or `volatile` variable other
+    // threads write, a global, a reference, a macro that expands to code) may change
+    // between the load and an element: everything else a condition names must be added
+    // to what changes.
+    let Some(body) = src.node(&k.body, "compound_statement") else { return Err(String::new()) };
+    for c in &conds {
+        for name in pattern::names_in(c) {
+            if !own_value(src, k, body, &name) {
+                changing.push(name);
+            }
+        }
+    }
     match conds.iter().find(|c| !pattern::holds_still(c, &changing)) {
         Some(c) => Err(format!(" `{c}` that changes from element to element or reads memory")),
-        None => Ok(Some(conds.join(" && "))),
+        // Outermost first, as the original evaluates them (`d != 0 && n / d > 2`).
+        None => Ok(Some(conds.iter().rev().cloned().collect::<Vec<_>>().join(" && "))),
+    }
+}
+
+/// Whether `name`, read in a condition, is one of the thread's own values: a kernel
+/// parameter, a local the kernel declares once (not `__shared__`, `volatile`, `static` or a
+/// reference), a builtin (`blockIdx` of `blockIdx.x`), or an integer constant of the file.
+fn own_value(src: &Source, k: &Kernel, body: tree_sitter::Node, name: &str) -> bool {
+    use crate::syntax::{descendants, text};
+    let t = src.text();
+    if k.param(name).is_some() || matches!(name, "NULL" | "blockIdx" | "threadIdx" | "blockDim" | "gridDim") {
+        return true;
+    }
+    if crate::launch::file_scope_size(src, name, k.range.start).value().is_some() {
+        return true;
+    }
+    let decls: Vec<tree_sitter::Node> = descendants(body)
+        .into_iter()
+        .filter(|d| d.kind() == "declaration" && crate::syntax::declared_names(t, *d).iter().any(|n| n == name))
+        .collect();
+    match decls.as_slice() {
+        [d] => {
+            let words = text(t, *d);
+            !["__shared__", "volatile", "static", "&"].iter().any(|w| words.contains(w))
+        }
+        _ => false,
     }
 }
 
@@ -372,7 +412,7 @@ fn plan_kernel<'k>(
     }
     let v = elements_per_thread(k, &staged, width)?;
     let taken: Vec<String> = staged.iter().map(|s| s.name.clone()).collect();
-    let (windows, unwindowed) = super::window::find(src, facts, k, &scope, &e.index, &e.bound, &taken);
+    let (windows, unwindowed) = super::window::find(src, facts, k, &scope, e, &taken);
     // A buffer read through a window is no longer left scalar (the launcher's length check
     // makes its run safe to load whatever conditions its reads sit under); one already
     // said to be left scalar is said so once.
@@ -401,7 +441,7 @@ fn plan_kernel<'k>(
         note.push_str(&format!(
             "; `{}` read through a register window: the run ({}B) plus {} before and {} after ({} read site(s))",
             w.name,
-            w.align(v),
+            v * w.size,
             w.before,
             w.after,
             w.sites.len()
@@ -724,11 +764,14 @@ fn element_code(
                         edits.replace(site.start - r.start..site.end - r.start, w.read(offset));
                     }
                 }
-                // The taps' loops unroll, so each reads the window at a fixed place.
-                for at in &w.pragmas {
-                    if *at >= r.start && *at < r.end {
-                        edits.replace(at - r.start..at - r.start, "#pragma unroll\n");
-                    }
+            }
+            // The taps' loops unroll, so each reads its window at a fixed place.
+            let mut starts: Vec<usize> = windows.iter().flat_map(|w| w.pragmas.iter().copied()).collect();
+            starts.sort_unstable();
+            starts.dedup();
+            for at in starts {
+                if at >= r.start && at < r.end {
+                    edits.replace(at - r.start..at - r.start, "#pragma unroll\n");
                 }
             }
             for s in staged {
@@ -1226,28 +1269,91 @@ extern "C" void launch(const __half* x, const float* w, __half* out, int batch, 
     }
 
     #[test]
-    fn taps_that_are_no_constant_offset_stay_scalar_with_the_reason() {
-        for (from, to, says) in [
-            ("row[at]", "row[2 * at]", "`x` (read at `row[2 * at]`, not a constant offset from `idx`)"),
-            (
-                "for (int k = 0; k < TAPS; ++k)",
-                "for (int k = 0; k < dim; ++k)",
-                "`x` (read at `row[at]`, not a constant offset from `idx`)",
+    fn taps_that_are_no_constant_offset_stay_scalar() {
+        let with = |from: &str, to: &str| {
+            let src = CAUSAL_TAPS.replace(from, to);
+            apply(&Source::parse(&src), &causal_facts(), &Params::default()).unwrap()
+        };
+        let no_window = |r: &crate::Rewrite, case: &str| {
+            assert!(!r.description.contains("register window"), "{case}: {}", r.description);
+            assert!(!r.source.contains("ns_win_x"), "{case}: {}", r.source);
+        };
+        // A stride that is no offset says why.
+        let r = with("row[at]", "row[2 * at]");
+        no_window(&r, "2 * at");
+        assert!(
+            r.description.contains("`x` (read at `row[2 * at]`, not a constant offset from `idx`)"),
+            "{}",
+            r.description
+        );
+        // A loop that steps by two is no range of taps.
+        no_window(&with("++k)", "k += 2)"), "k += 2");
+        // `t` changed after the row pointer took it: the two `t`s differ.
+        no_window(&with("const int t = (int)(idx % seqlen);", "int t = (int)(idx % seqlen);\n  t += 0;"), "t changed");
+        no_window(
+            &with(
+                "const __half* row = x + (idx - t);",
+                "const __half* row = x + (idx - t);\n  int t2 = t; { int t = 0; t2 += t; }",
             ),
-        ] {
-            let r = apply(&Source::parse(&CAUSAL_TAPS.replace(from, to)), &causal_facts(), &Params::default());
-            match r {
-                Ok(r) => {
-                    assert!(!r.description.contains("register window"), "{to}: {}", r.description);
-                    assert!(r.description.contains(says), "{to}: {}", r.description);
-                }
-                Err(e) => assert!(e.0.contains("trip count known only at run time"), "{to}: {}", e.0),
-            }
-        }
-        // No task length for the buffer: no window.
+            "t shadowed",
+        );
+        // A narrow unsigned index may wrap on purpose (a ring).
+        no_window(
+            &with("const int at = t - (TAPS - 1) + k;", "const unsigned char at = t - (TAPS - 1) + k;"),
+            "uint8 at",
+        );
+        // No task length for the buffer: no window, and the reason.
         let bare =
             apply(&Source::parse(CAUSAL_TAPS), &FactsBuilder::new("launch").build(), &Params::default()).unwrap();
         assert!(bare.description.contains("`x` (the task gives no length for it"), "{}", bare.description);
+    }
+
+    #[test]
+    fn a_tap_past_the_run_loads_up_to_the_bound_only_where_the_buffer_ends_there() {
+        let src = r#"__global__ void diff(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  y[i] = x[i + 1] - x[i];
+}
+extern "C" void launch(const float* x, float* y, int n, cudaStream_t st) {
+  diff<<<(n + 255) / 256, 256, 0, st>>>(x, y, n);
+}
+"#;
+        let facts = FactsBuilder::new("launch")
+            .buffer("x", "float", Role::Input, "{n} + 1", 1 << 20, 1 << 20)
+            .buffer("y", "float", Role::Output, "{n}", 1 << 20, 1 << 20)
+            .int("n", 1 << 20, 1 << 20)
+            .build();
+        let r = apply(&Source::parse(src), &facts, &Params::default()).unwrap();
+        assert!(
+            r.description.contains("`x` read through a register window: the run (16B) plus 0 before and 1 after"),
+            "{}",
+            r.description
+        );
+        // x holds n + 1 elements: the fast path needs x to end at n, so it never runs here
+        // rather than leaving x[n] unloaded.
+        assert!(r.guards.iter().any(|g| g == "(long long)(n) == (long long)(n + 1)"), "{:?}", r.guards);
+        assert!(r.source.contains("if (ns_at < (long long)(n)) ns_win_x[0 + 4 + ns_j] = x[ns_at];"), "{}", r.source);
+    }
+
+    #[test]
+    fn a_condition_naming_what_other_threads_write_keeps_its_read_scalar() {
+        for (decl, cond) in
+            [("__shared__ float s_lim;", "amax > s_lim"), ("volatile float v_lim = 0.f;", "amax > v_lim")]
+        {
+            use crate::{Application, RecipeId};
+            let f = FactsBuilder::new("launch").build();
+            let coop = Application { recipe: RecipeId::Cooperative, params: Params::default() };
+            let lanes = crate::apply(&coop, QUANT_ROWS, &f).expect("cooperative applies");
+            let src = lanes
+                .source
+                .replace("float amax = 0.0f;", &format!("{decl}\n  float amax = 0.0f;"))
+                .replace("if (amax > 0.0f) v =", &format!("if ({cond}) v ="));
+            let vec = Application { recipe: RecipeId::Vectorize, params: Params::default() };
+            let r = crate::apply(&vec, &src, &f).unwrap();
+            assert!(!r.source.contains(") ns_load(ns_xr"), "{decl}: {}", r.source);
+            assert!(r.description.contains("that changes from element to element"), "{decl}: {}", r.description);
+        }
     }
 
     #[test]

@@ -133,19 +133,68 @@ struct Names<'a> {
     t: &'a str,
     k: &'a Kernel,
     index: String,
-    /// Locals declared once and never changed, with their initializers.
-    locals: BTreeMap<String, Node<'a>>,
+    /// Bytes of the index's type.
+    index_size: usize,
+    /// Locals declared once and never changed, with their initializers and types.
+    locals: BTreeMap<String, (Node<'a>, String)>,
     loops: BTreeMap<String, ConstLoop>,
+    /// Names the kernel changes somewhere.
+    changed: Vec<String>,
 }
 
 impl Names<'_> {
+    /// Whether converting to `ty` keeps every value an index computation can hold: as
+    /// wide as the index, or a signed type of 32 bits or more (where the original's
+    /// arithmetic would be undefined before it wrapped). A narrower or unsigned type may
+    /// wrap on purpose (`(uint8_t)(i + 1)` over a ring).
+    fn keeps_value(&self, ty: &str) -> bool {
+        let ty = syntax::unqualified(ty);
+        let Some(size) = syntax::type_size(&ty) else { return false };
+        let unsigned = ty.contains("unsigned") || ty.starts_with("uint") || ty == "size_t";
+        size >= self.index_size || (size >= 4 && !unsigned)
+    }
+
+    /// Whether `name` has one value for the whole element: the index, a loop variable,
+    /// a followed local, a parameter the kernel never changes, or a constant of the file.
+    fn stable(&self, name: &str) -> bool {
+        name == self.index
+            || self.loops.contains_key(name)
+            || self.locals.contains_key(name)
+            || (self.k.param(name).is_some() && !self.changed.iter().any(|c| c == name))
+            || crate::launch::file_scope_size(self.src, name, self.k.range.start).value().is_some()
+    }
+
+    /// An opaque term: the expression's text, when everything it reads is stable and it
+    /// has no effects (no calls, no memory, no assignments), so two occurrences in one
+    /// element have one value.
+    fn opaque(&self, n: Node) -> Option<Lin> {
+        let t = self.t;
+        let pure = descendants(n).into_iter().filter(|d| d.is_named()).all(|d| match d.kind() {
+            // `blockIdx` in `blockIdx.x` is the builtin's, not a name.
+            "identifier" => self.stable(text(t, d)) || d.parent().is_some_and(|p| syntax::builtin(t, p).is_some()),
+            "field_expression" => syntax::builtin(t, d).is_some(),
+            "field_identifier"
+            | "number_literal"
+            | "parenthesized_expression"
+            | "binary_expression"
+            | "unary_expression"
+            | "cast_expression"
+            | "type_descriptor"
+            | "primitive_type"
+            | "sized_type_specifier"
+            | "type_identifier"
+            | "conditional_expression" => true,
+            _ => false,
+        });
+        pure.then(|| Lin::term(Term::Opaque(text(t, n).split_whitespace().collect::<Vec<_>>().join(" "))))
+    }
+
     fn lin(&self, n: Node, depth: usize) -> Option<Lin> {
         if depth > MAX_DEPTH {
             return None;
         }
         let t = self.t;
         let n = strip_parens(n);
-        let opaque = || Some(Lin::term(Term::Opaque(text(t, n).split_whitespace().collect::<Vec<_>>().join(" "))));
         match n.kind() {
             "number_literal" => int_literal(text(t, n)).map(Lin::constant),
             "identifier" => {
@@ -156,24 +205,34 @@ impl Names<'_> {
                 if self.loops.contains_key(name) {
                     return Some(Lin::term(Term::Loop(name.to_string())));
                 }
-                if let Some(init) = self.locals.get(name) {
-                    return self.lin(*init, depth + 1);
+                if let Some((init, ty)) = self.locals.get(name) {
+                    return if self.keeps_value(ty) {
+                        self.lin(*init, depth + 1)
+                    } else {
+                        Some(Lin::term(Term::Opaque(format!("local {name}"))))
+                    };
                 }
                 if self.k.param(name).is_none() {
                     if let Some(v) = crate::launch::file_scope_size(self.src, name, self.k.range.start).value() {
                         return Some(Lin::constant(v));
                     }
                 }
-                opaque()
+                self.stable(name).then(|| Lin::term(Term::Opaque(name.to_string())))
             }
-            "cast_expression" => self.lin(n.child_by_field_name("value")?, depth + 1),
+            "cast_expression" => {
+                let ty = n.child_by_field_name("type").map(|x| text(t, x)).unwrap_or("");
+                if self.keeps_value(ty) {
+                    self.lin(n.child_by_field_name("value")?, depth + 1)
+                } else {
+                    self.opaque(n)
+                }
+            }
             "unary_expression" => {
                 let op = n.child(0).map(|o| text(t, o))?;
-                let v = self.lin(n.child_by_field_name("argument")?, depth + 1)?;
                 match op {
-                    "-" => v.times(-1),
-                    "+" => Some(v),
-                    _ => opaque(),
+                    "-" => self.lin(n.child_by_field_name("argument")?, depth + 1)?.times(-1),
+                    "+" => self.lin(n.child_by_field_name("argument")?, depth + 1),
+                    _ => self.opaque(n),
                 }
             }
             "binary_expression" => {
@@ -188,59 +247,74 @@ impl Names<'_> {
                         match (a.as_constant(), b.as_constant()) {
                             (Some(x), _) => b.times(x),
                             (_, Some(y)) => a.times(y),
-                            _ => opaque(),
+                            _ => self.opaque(n),
                         }
                     }
-                    _ => opaque(),
+                    _ => self.opaque(n),
                 }
             }
-            _ => opaque(),
+            _ => self.opaque(n),
         }
     }
 }
 
 /// The buffers of `k`, other than `taken`, that its per-element code (`scope`) reads at
-/// constant offsets from `index` under a check against `bound`; and for the others that
-/// it reads there, why not.
+/// constant offsets from the element's index (checked against its bound); and for the
+/// others that it reads there, why not.
 pub(super) fn find(
     src: &Source,
     facts: &Facts,
     k: &Kernel,
     scope: &[Range<usize>],
-    index: &str,
-    bound: &str,
+    e: &crate::pattern::Elementwise,
     taken: &[String],
 ) -> (Vec<Window>, Vec<String>) {
+    let (index, index_type, bound) = (e.index.as_str(), e.index_type.as_str(), e.bound.as_str());
     let t = src.text();
     let (mut out, mut why) = (Vec::new(), Vec::new());
     let Some(body) = src.node(&k.body, "compound_statement") else { return (out, why) };
     let in_scope = |n: Node| scope.iter().any(|r| r.start <= n.start_byte() && n.end_byte() <= r.end);
+    // Names are followed only where every declaration and change is in plain sight: no
+    // references, range-fors or lambdas, whose names this count would miss.
+    if descendants(body)
+        .iter()
+        .any(|d| matches!(d.kind(), "reference_declarator" | "for_range_loop" | "lambda_expression"))
+    {
+        return (out, why);
+    }
     // Names declared once in the kernel and never changed.
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    let mut inits: BTreeMap<String, Node> = BTreeMap::new();
+    let mut inits: BTreeMap<String, (Node, String)> = BTreeMap::new();
     for d in descendants(body) {
-        if d.kind() == "init_declarator"
-            || d.kind() == "identifier" && d.parent().is_some_and(|p| p.kind() == "declaration")
-        {
-            let name = match d.kind() {
-                "init_declarator" => d.child_by_field_name("declarator").and_then(|x| declared(t, x)),
-                _ => Some(text(t, d).to_string()),
-            };
-            if let Some(name) = name {
-                *counts.entry(name.clone()).or_default() += 1;
-                if let Some(v) = d.child_by_field_name("value") {
-                    inits.insert(name, v);
-                }
+        let declared_here = match d.kind() {
+            "init_declarator" => d.child_by_field_name("declarator").and_then(|x| declared(t, x)),
+            "identifier" | "pointer_declarator" | "array_declarator"
+                if d.parent().is_some_and(|p| p.kind() == "declaration" || p.kind() == "parameter_declaration") =>
+            {
+                declared(t, d)
+            }
+            _ => None,
+        };
+        let Some(name) = declared_here else { continue };
+        *counts.entry(name.clone()).or_default() += 1;
+        if let (Some(v), Some(decl)) = (d.child_by_field_name("value"), d.parent()) {
+            let ty = syntax::declaration_type(t, decl).unwrap_or_default();
+            let plain = d.child_by_field_name("declarator").is_some_and(|x| x.kind() == "identifier");
+            if plain {
+                inits.insert(name, (v, ty));
             }
         }
     }
     for p in &k.params {
         *counts.entry(p.name.clone()).or_default() += 1;
     }
+    if counts.get(index) != Some(&1) {
+        return (out, why);
+    }
     let changed: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
-    let locals: BTreeMap<String, Node> = inits
+    let locals: BTreeMap<String, (Node, String)> = inits
         .into_iter()
-        .filter(|(n, v)| counts.get(n) == Some(&1) && !changed.contains(n) && v.kind() != "initializer_list")
+        .filter(|(n, (v, _))| counts.get(n) == Some(&1) && !changed.contains(n) && v.kind() != "initializer_list")
         .collect();
     let mut loops = BTreeMap::new();
     for f in descendants(body) {
@@ -252,8 +326,8 @@ pub(super) fn find(
             }
         }
     }
-    let names = Names { src, t, k, index: index.to_string(), locals, loops };
-    let Some(bound_guard) = bound_template(k, bound) else { return (out, why) };
+    let index_size = syntax::type_size(&syntax::unqualified(index_type)).unwrap_or(8);
+    let names = Names { src, t, k, index: index.to_string(), index_size, locals, loops, changed: changed.clone() };
 
     for p in k.params.iter().filter(|p| p.pointer && !taken.contains(&p.name)) {
         let input = p.is_const || super::vectorize::role_of(src, facts, k, &p.name) == Some(Role::Input);
@@ -340,9 +414,13 @@ pub(super) fn find(
                         Some(format!("`{name}` (read in the loop over `{v}`, the unbraced body of another statement)"));
                     break;
                 }
-                let (x, y) = (coef * l.lo, coef * l.hi);
-                a += x.min(y);
-                b += x.max(y);
+                let span = coef.checked_mul(l.lo).zip(coef.checked_mul(l.hi));
+                let moved = span.and_then(|(x, y)| a.checked_add(x.min(y)).zip(b.checked_add(x.max(y))));
+                let Some((na, nb)) = moved else {
+                    refused = Some(format!("`{name}` (offsets too large to hold)"));
+                    break;
+                };
+                (a, b) = (na, nb);
                 c.push_str(&format!(" + {coef} * {v}"));
                 if l.needs_pragma && !pragmas.contains(&l.start) {
                     pragmas.push(l.start);
@@ -361,7 +439,7 @@ pub(super) fn find(
             }
             continue;
         }
-        let (before, after) = ((-lo).max(0), hi.max(0));
+        let (before, after) = (lo.checked_neg().unwrap_or(i64::MAX).max(0), hi.max(0));
         if before > MOST_HALO || after > MOST_HALO {
             why.push(format!("`{name}` (taps from {lo} to {hi}, past the {MOST_HALO} a window holds beyond its run)"));
             continue;
@@ -370,7 +448,18 @@ pub(super) fn find(
             why.push(format!("`{name}` (the task gives no length for it in the launcher's names)"));
             continue;
         };
-        let guards = vec![format!("(long long)({bound_guard}) <= (long long)({len})")];
+        let Some(bound_guard) = bound_template(k, bound) else {
+            why.push(format!(
+                "`{name}` (the index's bound `{bound}` names more than the kernel's parameters, so the launcher cannot check the buffer covers it)"
+            ));
+            continue;
+        };
+        // The run and the taps before it lie in 0..bound, which the buffer covers. A tap
+        // past the run may lie past `bound`: the window loads only up to `bound`, which
+        // is right only where the buffer ends there (a buffer longer than the index range
+        // can legally be read past it).
+        let cover = if after > 0 { "==" } else { "<=" };
+        let guards = vec![format!("(long long)({bound_guard}) {cover} (long long)({len})")];
         out.push(Window {
             name: name.clone(),
             base: syntax::unqualified(&p.base),

@@ -15,7 +15,7 @@
 // expect: declines shuffle-reduce
 // expect: declines intrinsics
 // expect: declines index-width
-// expect: applies vectorize: `dwconv1d_kernel`: 4 elements per thread, y 16B out through registers; left scalar: `x` (read at `x[row_start + pos]`, not a constant offset from `i`)
+// expect: applies vectorize: `dwconv1d_kernel`: 4 elements per thread, y 16B out through registers
 #include <cuda_runtime.h>
 
 // Depthwise 1-D convolution ("same" padding), x/y are [N, C, L], w is [C, K].
