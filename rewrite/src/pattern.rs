@@ -779,7 +779,8 @@ pub fn holds_still(expr: &str, changing: &[String]) -> bool {
         "unary_expression" => {
             d.child_by_field_name("operator").is_some_and(|o| matches!(o.kind(), "!" | "-" | "+" | "~"))
         }
-        "field_expression" => d.child_by_field_name("operator").is_some_and(|o| o.kind() == "."),
+        // Only the builtins' fields: a struct's member may be written where its name is not.
+        "field_expression" => crate::syntax::builtin(&wrapped, d).is_some(),
         _ => false,
     })
 }

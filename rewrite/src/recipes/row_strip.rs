@@ -1632,7 +1632,7 @@ pub(super) fn const_loop(src: &Source, k: &Kernel, f: Node) -> Option<ConstLoop>
     if syntax::escapes(body).iter().any(|e| e.kind() != "continue_statement") {
         return None;
     }
-    let trip = hi - lo + 1;
+    let trip = hi.checked_sub(lo)?.checked_add(1)?;
     let prev = f.prev_named_sibling();
     let pragma = prev.filter(|p| p.kind() == "preproc_call" && text(t, *p).contains("unroll"));
     let mut unfit = None;

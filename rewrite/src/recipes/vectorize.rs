@@ -297,9 +297,28 @@ fn run_guard(
     // between the load and an element: everything else a condition names must be added
     // to what changes.
     let Some(body) = src.node(&k.body, "compound_statement") else { return Err(String::new()) };
+    // A name handed bare to a call may change there (a macro, a template, a function of
+    // another file taking it by reference).
+    for r in scope {
+        if let Some(n) = root.descendant_for_byte_range(r.start, r.end) {
+            for call in crate::syntax::descendants(n).into_iter().filter(|d| d.kind() == "call_expression") {
+                if let Some(args) = call.child_by_field_name("arguments") {
+                    for a in crate::syntax::named_children(args) {
+                        let a = crate::syntax::strip_parens(a);
+                        if a.kind() == "identifier" {
+                            changing.push(crate::syntax::text(t, a).to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
     for c in &conds {
         for name in pattern::names_in(c) {
-            if !own_value(src, k, body, &name) {
+            // One run of a whole kernel's elements spans V of the original threads, whose
+            // builtins differ; a loop's run stays in its thread.
+            let builtin = matches!(name.as_str(), "blockIdx" | "threadIdx" | "blockDim" | "gridDim");
+            if (builtin && !root_is_loop) || !own_value(src, k, body, &name) {
                 changing.push(name);
             }
         }
@@ -322,6 +341,16 @@ fn own_value(src: &Source, k: &Kernel, body: tree_sitter::Node, name: &str) -> b
     }
     if crate::launch::file_scope_size(src, name, k.range.start).value().is_some() {
         return true;
+    }
+    // A reference, a lambda or an address taken anywhere may change it from elsewhere.
+    let aliased = descendants(body).into_iter().any(|d| {
+        matches!(d.kind(), "reference_declarator" | "lambda_expression" | "gnu_asm_expression")
+            || (d.kind() == "pointer_expression"
+                && d.child(0).is_some_and(|o| text(t, o) == "&")
+                && d.child_by_field_name("argument").is_some_and(|a| text(t, a) == name))
+    });
+    if aliased {
+        return false;
     }
     let decls: Vec<tree_sitter::Node> = descendants(body)
         .into_iter()
@@ -386,6 +415,18 @@ fn plan_kernel<'k>(
     if let Some(bound) = long_runtime_loop(src, facts, k, body, &scope) {
         return Err(NotApplicable::new(format!(
             "`{}`: each element runs a loop while `{bound}`, a trip count known only at run time; coarsening would run V such loops one after another in a thread (V times fewer threads, each V times longer) while what the loop reads still moves one element at a time",
+            k.name
+        )));
+    }
+    // One thread now computes V of the original threads' elements: per-element code that
+    // reads the builtins would see one thread's values for all V.
+    let reads_builtin = scope
+        .iter()
+        .filter_map(|r| src.root().descendant_for_byte_range(r.start, r.end))
+        .any(|n| crate::syntax::descendants(n).into_iter().any(|d| crate::syntax::builtin(t, d).is_some()));
+    if reads_builtin {
+        return Err(NotApplicable::new(format!(
+            "`{}` reads `threadIdx`, `blockIdx`, `blockDim` or `gridDim` in its per-element code; with V elements per thread each would see one thread's values",
             k.name
         )));
     }
@@ -1334,6 +1375,50 @@ extern "C" void launch(const float* x, float* y, int n, cudaStream_t st) {
         // rather than leaving x[n] unloaded.
         assert!(r.guards.iter().any(|g| g == "(long long)(n) == (long long)(n + 1)"), "{:?}", r.guards);
         assert!(r.source.contains("if (ns_at < (long long)(n)) ns_win_x[0 + 4 + ns_j] = x[ns_at];"), "{}", r.source);
+    }
+
+    /// A one-element-per-thread kernel over `n` whose per-element code is `body`, after
+    /// `prelude` at file scope.
+    fn neighbour_sum(prelude: &str, body: &str) -> crate::Rewrite {
+        let src = format!(
+            "{prelude}\n__global__ void nb(const float* x, float* y, int n, int s) {{\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n  {body}\n}}\nextern \"C\" void launch(const float* x, float* y, int n, int s, cudaStream_t st) {{\n  nb<<<(n + 255) / 256, 256, 0, st>>>(x, y, n, s);\n}}\n"
+        );
+        let facts = FactsBuilder::new("launch")
+            .buffer("x", "float", Role::Input, "{n}", 1 << 20, 1 << 20)
+            .buffer("y", "float", Role::Output, "{n}", 1 << 20, 1 << 20)
+            .int("n", 1 << 20, 1 << 20)
+            .int("s", 4, 4)
+            .build();
+        apply(&Source::parse(&src), &facts, &Params::default()).unwrap()
+    }
+
+    #[test]
+    fn names_with_two_meanings_or_changed_out_of_sight_are_no_offsets() {
+        let windowed = neighbour_sum("#define OFF 1", "y[i] = x[i + OFF] + x[i];");
+        assert!(windowed.description.contains("plus 0 before and 1 after"), "{}", windowed.description);
+        for (prelude, body) in [
+            // A parameter or a file constant shadowed by a local in an inner block.
+            ("", "const float* xr = x + (i - s);\n  { const int s = 0; y[i] = xr[s] + x[i]; }"),
+            ("#define OFF 1", "float a = x[i + OFF];\n  { const int OFF = 0; y[i] = a + x[i - OFF]; }"),
+            // Changed by a macro, or bound in a structured binding.
+            ("#define ADV(p) ((p) += 1)", "int o = 0;\n  ADV(o);\n  y[i] = x[i + o] + x[i];"),
+            ("struct P { int a, b; };", "auto [o, q] = P{1, 0};\n  y[i] = x[i + o] + x[i];"),
+        ] {
+            let r = neighbour_sum(prelude, body);
+            assert!(!r.source.contains("ns_win_x"), "{body}: {}", r.source);
+        }
+    }
+
+    #[test]
+    fn per_element_code_that_reads_the_builtins_is_not_coarsened() {
+        let src =
+            ADD.replace("if (i < n) c[i] = a[i] + b[i];", "if (i < n) c[i] = a[i] + (threadIdx.x & 1 ? b[i] : 0.f);");
+        let e = apply(&Source::parse(&src), &facts(), &Params::default()).unwrap_err();
+        assert!(
+            e.0.contains("reads `threadIdx`, `blockIdx`, `blockDim` or `gridDim` in its per-element code"),
+            "{}",
+            e.0
+        );
     }
 
     #[test]

@@ -140,6 +140,8 @@ struct Names<'a> {
     loops: BTreeMap<String, ConstLoop>,
     /// Names the kernel changes somewhere.
     changed: Vec<String>,
+    /// How many times the kernel declares each name (parameters count once).
+    counts: BTreeMap<String, usize>,
 }
 
 impl Names<'_> {
@@ -157,11 +159,12 @@ impl Names<'_> {
     /// Whether `name` has one value for the whole element: the index, a loop variable,
     /// a followed local, a parameter the kernel never changes, or a constant of the file.
     fn stable(&self, name: &str) -> bool {
+        let declared = self.counts.get(name).copied().unwrap_or(0);
         name == self.index
             || self.loops.contains_key(name)
             || self.locals.contains_key(name)
-            || (self.k.param(name).is_some() && !self.changed.iter().any(|c| c == name))
-            || crate::launch::file_scope_size(self.src, name, self.k.range.start).value().is_some()
+            || (self.k.param(name).is_some() && declared == 1 && !self.changed.iter().any(|c| c == name))
+            || (declared == 0 && crate::launch::file_scope_size(self.src, name, self.k.range.start).value().is_some())
     }
 
     /// An opaque term: the expression's text, when everything it reads is stable and it
@@ -212,7 +215,7 @@ impl Names<'_> {
                         Some(Lin::term(Term::Opaque(format!("local {name}"))))
                     };
                 }
-                if self.k.param(name).is_none() {
+                if self.k.param(name).is_none() && !self.counts.contains_key(name) {
                     if let Some(v) = crate::launch::file_scope_size(self.src, name, self.k.range.start).value() {
                         return Some(Lin::constant(v));
                     }
@@ -276,11 +279,22 @@ pub(super) fn find(
     let in_scope = |n: Node| scope.iter().any(|r| r.start <= n.start_byte() && n.end_byte() <= r.end);
     // Names are followed only where every declaration and change is in plain sight: no
     // references, range-fors or lambdas, whose names this count would miss.
-    if descendants(body)
-        .iter()
-        .any(|d| matches!(d.kind(), "reference_declarator" | "for_range_loop" | "lambda_expression"))
-    {
+    if descendants(body).iter().any(|d| {
+        matches!(d.kind(), "reference_declarator" | "for_range_loop" | "lambda_expression" | "gnu_asm_expression")
+    }) {
         return (out, why);
+    }
+    // Every declaration must name what it declares (no structured bindings or
+    // parenthesized declarators), so that a second declaration is never missed.
+    for d in descendants(body).into_iter().filter(|d| d.kind() == "declaration") {
+        let mut c = d.walk();
+        let named = d.children_by_field_name("declarator", &mut c).all(|x| {
+            let x = if x.kind() == "init_declarator" { x.child_by_field_name("declarator") } else { Some(x) };
+            x.is_some_and(|x| declared(t, x).is_some())
+        });
+        if !named {
+            return (out, why);
+        }
     }
     // Names declared once in the kernel and never changed.
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
@@ -311,10 +325,27 @@ pub(super) fn find(
     if counts.get(index) != Some(&1) {
         return (out, why);
     }
-    let changed: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
+    // What the kernel changes: assignments, and (since a macro, a template or a function of
+    // another file may take its argument by reference) every name passed bare to a call.
+    let mut changed: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
+    for call in descendants(body).into_iter().filter(|d| d.kind() == "call_expression") {
+        if let Some(args) = call.child_by_field_name("arguments") {
+            for a in syntax::named_children(args) {
+                let a = strip_parens(a);
+                if a.kind() == "identifier" {
+                    changed.push(text(t, a).to_string());
+                }
+            }
+        }
+    }
+    // A local that shadows a constant of the file would make one name mean two values.
+    let file_constant =
+        |n: &str| crate::launch::file_scope_size(src, n, k.range.start).value().is_some() && k.param(n).is_none();
     let locals: BTreeMap<String, (Node, String)> = inits
         .into_iter()
-        .filter(|(n, (v, _))| counts.get(n) == Some(&1) && !changed.contains(n) && v.kind() != "initializer_list")
+        .filter(|(n, (v, _))| {
+            counts.get(n) == Some(&1) && !changed.contains(n) && v.kind() != "initializer_list" && !file_constant(n)
+        })
         .collect();
     let mut loops = BTreeMap::new();
     for f in descendants(body) {
@@ -327,7 +358,17 @@ pub(super) fn find(
         }
     }
     let index_size = syntax::type_size(&syntax::unqualified(index_type)).unwrap_or(8);
-    let names = Names { src, t, k, index: index.to_string(), index_size, locals, loops, changed: changed.clone() };
+    let names = Names {
+        src,
+        t,
+        k,
+        index: index.to_string(),
+        index_size,
+        locals,
+        loops,
+        changed: changed.clone(),
+        counts: counts.clone(),
+    };
 
     for p in k.params.iter().filter(|p| p.pointer && !taken.contains(&p.name)) {
         let input = p.is_const || super::vectorize::role_of(src, facts, k, &p.name) == Some(Role::Input);
