@@ -382,7 +382,7 @@ pub(super) fn find(
         let mut fits = true;
         let mut aliases: Vec<(String, Option<Node>)> = Vec::new();
         for d in descendants(body).into_iter().filter(|d| d.kind() == "identifier" && text(t, *d) == p.name) {
-            if let Some(s) = read_site(t, d) {
+            if let Some(s) = read_site(d) {
                 if in_scope(s) {
                     reads.push((s, None));
                     continue;
@@ -405,7 +405,7 @@ pub(super) fn find(
                 if d.parent().is_some_and(|x| matches!(x.kind(), "pointer_declarator" | "init_declarator")) {
                     continue;
                 }
-                match read_site(t, d) {
+                match read_site(d) {
                     Some(s) if in_scope(s) => reads.push((s, *offset)),
                     _ => fits = false,
                 }
@@ -530,7 +530,7 @@ fn declared(t: &str, d: Node) -> Option<String> {
 }
 
 /// `p[e]` read (not written, not addressed) where `d` is `p`.
-fn read_site<'t>(t: &str, d: Node<'t>) -> Option<Node<'t>> {
+fn read_site(d: Node) -> Option<Node> {
     let s = d.parent().filter(|s| s.kind() == "subscript_expression")?;
     if s.child_by_field_name("argument").map(|a| a.id()) != Some(d.id()) {
         return None;
@@ -544,7 +544,6 @@ fn read_site<'t>(t: &str, d: Node<'t>) -> Option<Node<'t>> {
         Some(x) if x.kind() == "update_expression" || x.kind() == "pointer_expression" => None,
         _ => Some(s),
     }
-    .filter(|_| !t.is_empty())
 }
 
 /// Where `d` (a buffer) starts a `const T* q = d;` or `const T* q = d + offset;`
