@@ -785,6 +785,37 @@ pub fn holds_still(expr: &str, changing: &[String]) -> bool {
     })
 }
 
+/// A `const` pointer local that starts at a buffer: `const T* q = p;` or
+/// `const T* q = p + offset;` (`d` its init declarator).
+pub struct ConstAlias<'t> {
+    pub name: String,
+    /// The buffer's identifier.
+    pub base: Node<'t>,
+    pub offset: Option<Node<'t>>,
+}
+
+pub fn const_alias<'t>(t: &str, d: Node<'t>) -> Option<ConstAlias<'t>> {
+    if d.kind() != "init_declarator" {
+        return None;
+    }
+    let decl = d.parent().filter(|p| p.kind() == "declaration")?;
+    let pointer = d.child_by_field_name("declarator").filter(|x| x.kind() == "pointer_declarator")?;
+    let inner = pointer.child_by_field_name("declarator").filter(|x| x.kind() == "identifier")?;
+    let is_const = named_children(decl).iter().any(|c| c.kind() == "type_qualifier" && text(t, *c) == "const");
+    if !is_const {
+        return None;
+    }
+    let v = crate::syntax::strip_parens(d.child_by_field_name("value")?);
+    let (base, offset) = match v.kind() {
+        "identifier" => (v, None),
+        "binary_expression" if v.child_by_field_name("operator").is_some_and(|o| text(t, o) == "+") => {
+            (crate::syntax::strip_parens(v.child_by_field_name("left")?), v.child_by_field_name("right"))
+        }
+        _ => return None,
+    };
+    (base.kind() == "identifier").then(|| ConstAlias { name: text(t, inner).to_string(), base, offset })
+}
+
 /// The names an expression text reads (identifiers, not the fields of `a.b`).
 pub fn names_in(expr: &str) -> Vec<String> {
     let wrapped = format!("void ns_f() {{ (void)({expr}); }}");

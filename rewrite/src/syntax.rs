@@ -419,6 +419,23 @@ fn by_reference<'t>(src: &str, call: Node<'t>, by_ref: &HashMap<String, BTreeSet
     args.enumerate().filter(|(i, _)| at.contains(i)).map(|(_, a)| a).collect()
 }
 
+/// The names handed bare to a call under `n` (`f(x)`, `ADV(o)`): a macro, a template or
+/// a function of another file may change them through a reference.
+pub fn passed_bare(src: &str, n: Node) -> Vec<String> {
+    let mut out = Vec::new();
+    for call in descendants(n).into_iter().filter(|d| d.kind() == "call_expression") {
+        if let Some(args) = call.child_by_field_name("arguments") {
+            for a in named_children(args) {
+                let a = strip_parens(a);
+                if a.kind() == "identifier" {
+                    out.push(text(src, a).to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A type with its qualifiers and storage words dropped word by word: `constexpr int` is
 /// `int` (not `expr int`), `const float* __restrict__`'s element `const float` is `float`.
 pub fn unqualified(ty: &str) -> String {

@@ -1726,31 +1726,10 @@ fn readonly_buffers(src: &Source, facts: &Facts, k: &Kernel) -> (BTreeMap<String
     let mut aliases = BTreeMap::new();
     let Some(body) = src.node(&k.body, "compound_statement") else { return (out, aliases) };
     // `const T* q = p (+ offset)`: the declarator node of q and p's identifier in it.
-    let alias_of = |d: Node| -> Option<(String, String)> {
-        if d.kind() != "init_declarator" {
-            return None;
-        }
-        let decl = d.parent().filter(|p| p.kind() == "declaration")?;
-        let pointer = d.child_by_field_name("declarator").filter(|x| x.kind() == "pointer_declarator")?;
-        let name = declarator_name(t, pointer)?;
-        let is_const = named_children(decl).iter().any(|c| c.kind() == "type_qualifier" && text(t, *c) == "const");
-        if !is_const {
-            return None;
-        }
-        let v = strip_parens(d.child_by_field_name("value")?);
-        let base = match v.kind() {
-            "identifier" => v,
-            "binary_expression" if v.child_by_field_name("operator").is_some_and(|o| text(t, o) == "+") => {
-                strip_parens(v.child_by_field_name("left")?)
-            }
-            _ => return None,
-        };
-        (base.kind() == "identifier").then(|| (name, text(t, base).to_string()))
-    };
     let mut candidates: Vec<(String, String, usize)> = Vec::new();
     for d in descendants(body) {
-        if let Some((q, p)) = alias_of(d) {
-            candidates.push((q, p, d.id()));
+        if let Some(a) = pattern::const_alias(t, d) {
+            candidates.push((a.name, text(t, a.base).to_string(), d.id()));
         }
     }
     // Aliases declared once and only read through: only those excuse their buffer's use.

@@ -290,6 +290,7 @@ fn run_guard(
         if let Some(n) = root.descendant_for_byte_range(r.start, r.end) {
             changing.extend(crate::syntax::declared_names(t, n));
             changing.extend(crate::syntax::assigned(t, n).into_iter().map(|(n, _)| n));
+            changing.extend(crate::syntax::passed_bare(t, n));
         }
     }
     // Names outside the thread's own values (a `__shared__` or `volatile` variable other
@@ -297,22 +298,6 @@ fn run_guard(
     // between the load and an element: everything else a condition names must be added
     // to what changes.
     let Some(body) = src.node(&k.body, "compound_statement") else { return Err(String::new()) };
-    // A name handed bare to a call may change there (a macro, a template, a function of
-    // another file taking it by reference).
-    for r in scope {
-        if let Some(n) = root.descendant_for_byte_range(r.start, r.end) {
-            for call in crate::syntax::descendants(n).into_iter().filter(|d| d.kind() == "call_expression") {
-                if let Some(args) = call.child_by_field_name("arguments") {
-                    for a in crate::syntax::named_children(args) {
-                        let a = crate::syntax::strip_parens(a);
-                        if a.kind() == "identifier" {
-                            changing.push(crate::syntax::text(t, a).to_string());
-                        }
-                    }
-                }
-            }
-        }
-    }
     for c in &conds {
         for name in pattern::names_in(c) {
             // One run of a whole kernel's elements spans V of the original threads, whose

@@ -328,16 +328,7 @@ pub(super) fn find(
     // What the kernel changes: assignments, and (since a macro, a template or a function of
     // another file may take its argument by reference) every name passed bare to a call.
     let mut changed: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
-    for call in descendants(body).into_iter().filter(|d| d.kind() == "call_expression") {
-        if let Some(args) = call.child_by_field_name("arguments") {
-            for a in syntax::named_children(args) {
-                let a = strip_parens(a);
-                if a.kind() == "identifier" {
-                    changed.push(text(t, a).to_string());
-                }
-            }
-        }
-    }
+    changed.extend(syntax::passed_bare(t, body));
     // A local that shadows a constant of the file would make one name mean two values.
     let file_constant =
         |n: &str| crate::launch::file_scope_size(src, n, k.range.start).value().is_some() && k.param(n).is_none();
@@ -550,12 +541,8 @@ fn read_site(d: Node) -> Option<Node> {
 /// declaration: q and the offset.
 fn alias_start<'t>(t: &str, d: Node<'t>) -> Option<(String, Option<Node<'t>>)> {
     let mut x = d;
-    let mut offset = None;
     if let Some(b) = x.parent().filter(|b| b.kind() == "binary_expression") {
-        if b.child_by_field_name("operator").is_some_and(|o| text(t, o) == "+")
-            && b.child_by_field_name("left").map(|l| l.id()) == Some(d.id())
-        {
-            offset = b.child_by_field_name("right");
+        if b.child_by_field_name("left").map(|l| l.id()) == Some(d.id()) {
             x = b;
         }
     }
@@ -566,10 +553,8 @@ fn alias_start<'t>(t: &str, d: Node<'t>) -> Option<(String, Option<Node<'t>>)> {
     if init.child_by_field_name("value").map(|v| v.id()) != Some(x.id()) {
         return None;
     }
-    let decl = init.parent().filter(|p| p.kind() == "declaration")?;
-    let pointer = init.child_by_field_name("declarator").filter(|p| p.kind() == "pointer_declarator")?;
-    let is_const = syntax::named_children(decl).iter().any(|c| c.kind() == "type_qualifier" && text(t, *c) == "const");
-    is_const.then(|| declared(t, pointer)).flatten().map(|n| (n, offset))
+    let a = crate::pattern::const_alias(t, init)?;
+    (a.base.id() == d.id()).then_some((a.name, a.offset))
 }
 
 /// The bound with every kernel parameter in braces, as guards name them; None if it
