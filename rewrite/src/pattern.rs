@@ -835,9 +835,16 @@ pub fn uses_2d_grid(t: &str, body: Node) -> bool {
 
 /// Whether a text is an integer literal, with its value.
 pub fn int_literal(s: &str) -> Option<i64> {
-    let s = s.trim().trim_end_matches(['u', 'U', 'l', 'L']);
+    let s = s.trim().trim_end_matches(['u', 'U', 'l', 'L']).replace('\'', "");
     if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         return i64::from_str_radix(h, 16).ok();
+    }
+    if let Some(b) = s.strip_prefix("0b").or_else(|| s.strip_prefix("0B")) {
+        return i64::from_str_radix(b, 2).ok();
+    }
+    // C reads a leading 0 as octal: `012` is 10.
+    if s.len() > 1 && s.starts_with('0') {
+        return i64::from_str_radix(&s[1..], 8).ok();
     }
     s.parse().ok()
 }
@@ -845,6 +852,15 @@ pub fn int_literal(s: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integer_literals_read_as_c_reads_them() {
+        for (lit, v) in [("12", 12), ("012", 10), ("0x1F", 31), ("0b101", 5), ("1'024", 1024), ("256u", 256), ("0", 0)]
+        {
+            assert_eq!(int_literal(lit), Some(v), "{lit}");
+        }
+        assert_eq!(int_literal("09"), None, "not an octal number");
+    }
 
     fn first_kernel(src: &str) -> (Source, Kernel) {
         let s = Source::parse(src);

@@ -243,6 +243,26 @@ pub fn jump_macros(src: &str, root: Node) -> Vec<(String, &'static str)> {
     out
 }
 
+/// The macros of the file (under `root`) that code under `n` names, each with its
+/// replacement text: a macro may assign any name its text mentions.
+pub fn macros_used_in(src: &str, root: Node, n: Node) -> Vec<(String, String)> {
+    let used: BTreeSet<&str> =
+        descendants(n).into_iter().filter(|d| d.kind() == "identifier").map(|d| text(src, d)).collect();
+    let mut out = Vec::new();
+    for d in descendants(root) {
+        if !matches!(d.kind(), "preproc_def" | "preproc_function_def") {
+            continue;
+        }
+        let (Some(name), Some(value)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) else {
+            continue;
+        };
+        if used.contains(text(src, name)) {
+            out.push((text(src, name).to_string(), text(src, value).to_string()));
+        }
+    }
+    out
+}
+
 /// Whether a block-wide barrier (`__syncthreads` and its variants, a cooperative-groups
 /// `sync()`, `bar.sync` in inline assembly) occurs under `n`.
 pub fn has_barrier(src: &str, n: Node) -> bool {

@@ -7,6 +7,7 @@ pub mod block_knob;
 pub mod cooperative;
 pub mod fast_divmod;
 pub mod grid_stride;
+mod index_split;
 pub mod index_width;
 pub mod intrinsics;
 pub mod launch_bounds;

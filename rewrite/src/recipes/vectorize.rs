@@ -15,6 +15,7 @@
 //! V consecutive elements per thread and step instead, behind an alignment check where
 //! the loop starts, with a strided tail and the original loop as the fallback.
 
+use super::index_split::{self, Splits};
 use super::window;
 use crate::facts::{Facts, Role};
 use crate::helpers;
@@ -28,7 +29,7 @@ use std::ops::Range;
 pub const PARAMS: &[ParamSpec] = &[ParamSpec {
     name: "width",
     values: &["16", "8"],
-    doc: "bytes per access of the narrowest element type (16: float4, 8 x bf16; 8: float2, 4 x bf16)",
+    doc: "bytes per access of the widest element type (16: float4, 8 x bf16; 8: float2, 4 x bf16)",
 }];
 
 /// A buffer moved through registers: `scale` consecutive elements per index (a pair
@@ -41,6 +42,9 @@ struct Staged {
     scale: usize,
     /// The index terms that do not involve the index (a row offset).
     offset: Option<String>,
+    /// Where the run starts in this buffer when not at the run's own start: a column read
+    /// at `idx % m`, from `ns_r` on (see [`index_split`]).
+    start: Option<String>,
     load: bool,
     store: bool,
     /// The condition the original reads under, one value for a whole run: the wide load
@@ -53,6 +57,9 @@ struct Staged {
 impl Staged {
     /// The staged address of element `ns_base` (a record start).
     fn address(&self) -> String {
+        if let Some(start) = &self.start {
+            return format!("{} + {start}", self.name);
+        }
         let scaled = if self.scale == 1 { "ns_base".to_string() } else { format!("{} * ns_base", self.scale) };
         match &self.offset {
             Some(o) => format!("{} + ({o}) + {scaled}", self.name),
@@ -188,6 +195,7 @@ fn choose(
             size,
             scale: scale as usize,
             offset,
+            start: None,
             load,
             store,
             guard,
@@ -350,9 +358,14 @@ fn own_value(src: &Source, k: &Kernel, body: tree_sitter::Node, name: &str) -> b
     }
 }
 
+/// V: the widest buffer's record moves `width` bytes a thread, so every access of a warp
+/// covers one contiguous span (a 32-byte run per lane would fetch every sector twice, once
+/// per half); narrower buffers move less. Where even that would leave one element, the
+/// narrowest buffer sets V instead.
 fn elements_per_thread(k: &Kernel, staged: &[Staged], width: usize) -> Result<usize, NotApplicable> {
     let smallest = staged.iter().map(|s| s.size * s.scale).min().unwrap_or(4);
-    let v = width / smallest;
+    let widest = staged.iter().map(|s| s.size * s.scale).max().unwrap_or(4);
+    let v = if width / widest >= 2 { width / widest } else { width / smallest };
     if v < 2 && staged.iter().all(|s| s.scale == 1) {
         return Err(NotApplicable::new(format!(
             "`{}` moves {smallest}-byte elements: a {width}-byte access holds only one",
@@ -371,7 +384,10 @@ fn staged_note(staged: &[Staged], v: usize) -> String {
                 (true, false) => "in",
                 _ => "out",
             };
-            let rec = if s.scale > 1 { format!(" ({} per index)", s.scale) } else { String::new() };
+            let mut rec = if s.scale > 1 { format!(" ({} per index)", s.scale) } else { String::new() };
+            if s.start.is_some() {
+                rec.push_str(" (its run of columns)");
+            }
             format!("{} {}B {dir}{rec}", s.name, s.align(v))
         })
         .collect::<Vec<_>>()
@@ -459,7 +475,16 @@ fn plan_kernel<'k>(
         change.guards.push(format!("ns_aligned({{{}}}, {})", w.name, w.align(v)));
         change.guards.extend(w.guards.iter().cloned());
     }
-    let new = vector_body(t, e, &staged, &windows, v);
+    let mut avoid: Vec<Range<usize>> = staged.iter().flat_map(|s| s.sites.iter().map(|(r, _)| r.clone())).collect();
+    avoid.extend(windows.iter().flat_map(|w| w.sites.iter().map(|(r, _)| r.clone())));
+    let splits = index_split::find(src, facts, k, &scope, &e.index, v, &avoid);
+    change.guards.extend(splits.guards().cloned());
+    let mut staged = staged;
+    for col in columns(src, k, body, &scope, &splits, &staged, &windows) {
+        change.guards.push(format!("ns_aligned({{{}}}, {})", col.name, col.align(v)));
+        staged.push(col);
+    }
+    let new = vector_body(t, e, &staged, &windows, &splits, v);
     change.edits.replace(e.span.clone(), reindent(&new, &indent_at(t, e.span.start)));
     change.grid = Some(Box::new(move |g: &str| format!("(({g}) + {v} - 1) / {v}")));
     let mut note = format!("`{}`: {v} elements per thread, {} through registers", k.name, staged_note(&staged, v));
@@ -472,6 +497,9 @@ fn plan_kernel<'k>(
             w.after,
             w.sites.len()
         ));
+    }
+    if let Some(n) = splits.note(&e.index, v) {
+        note.push_str(&format!("; {n}"));
     }
     if !skipped.is_empty() {
         note.push_str(&format!("; left scalar: {}", skipped.join(", ")));
@@ -679,8 +707,8 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
     let ty = l.index_type.replace("const ", "").trim().to_string();
     let i = &l.index;
     let bound = &l.bound;
-    let vec_code = element_code(t, &l.body, staged, &[], true);
-    let scalar_code = element_code(t, &l.body, staged, &[], false);
+    let vec_code = element_code(t, &l.body, staged, &[], &Splits::default(), true);
+    let scalar_code = element_code(t, &l.body, staged, &[], &Splits::default(), false);
     let aligned: Vec<String> = staged
         .iter()
         .map(|s| {
@@ -707,7 +735,7 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
     format!(
         "if (/* nightshift: aligned */ {}) {{\n  // nightshift: {v} consecutive elements per thread and step, moved with wide accesses.\n  {begin}const {ty} ns_first = ({ty})({start});\n  const {ty} ns_stride = ({ty})({stride});\n  for ({ty} ns_base = {first_run}; ns_base + {v} <= ({bound}); ns_base += ns_stride * {v}) {{\n    {}\n  }}\n  for ({ty} {i} = {tail} + ns_first; {i} < ({bound}); {i} += ns_stride) {{\n    {}\n  }}\n}} else {{\n  {}\n}}",
         aligned.join(" && "),
-        reindent(vector_step(staged, &[], v, &ty, i, bound, &vec_code).trim_end(), "    "),
+        reindent(vector_step(staged, &[], &Splits::default(), v, &ty, i, bound, &vec_code).trim_end(), "    "),
         reindent(scalar_code.trim_end(), "    "),
         reindent(&t[l.stmt.clone()], "  "),
         start = l.start,
@@ -778,6 +806,7 @@ fn element_code(
     ranges: &[Range<usize>],
     staged: &[Staged],
     windows: &[window::Window],
+    splits: &Splits,
     vector: bool,
 ) -> String {
     let mut out = String::new();
@@ -798,6 +827,11 @@ fn element_code(
             for at in starts {
                 if at >= r.start && at < r.end {
                     edits.replace(at - r.start..at - r.start, "#pragma unroll\n");
+                }
+            }
+            for site in &splits.sites {
+                if site.range.start >= r.start && site.range.end <= r.end {
+                    edits.replace(site.range.start - r.start..site.range.end - r.start, splits.replacement(site));
                 }
             }
             for s in staged {
@@ -843,15 +877,71 @@ fn staging(staged: &[Staged], v: usize) -> (String, String) {
     (loads, stores)
 }
 
-fn vector_body(t: &str, e: &Elementwise, staged: &[Staged], windows: &[window::Window], v: usize) -> String {
+/// Input buffers read only at a column `c = idx % m` (a bias per column), m split once
+/// per run with no wrap: the run's V columns are `ns_r..ns_r + V`, loaded wide from there.
+/// Every read must be unconditional, so each of those columns is one the run's elements
+/// read anyway.
+fn columns(
+    src: &Source,
+    k: &Kernel,
+    body: tree_sitter::Node,
+    scope: &[Range<usize>],
+    splits: &Splits,
+    staged: &[Staged],
+    windows: &[window::Window],
+) -> Vec<Staged> {
+    let t = src.text();
+    let mut out: Vec<Staged> = Vec::new();
+    for (local, start) in splits.column_locals(src, k, body) {
+        for p in k.params.iter().filter(|p| p.pointer && p.is_const) {
+            let taken =
+                |n: &str| staged.iter().chain(out.iter()).any(|s| s.name == n) || windows.iter().any(|w| w.name == n);
+            if taken(&p.name) {
+                continue;
+            }
+            let Some(size) = crate::syntax::type_size(&p.base) else { continue };
+            let uses = pattern::indexed_uses(t, body, scope, &p.name, &local, true);
+            let whole = uses.record().is_some_and(|(scale, offset, _)| scale == 1 && offset.is_none());
+            let reads = uses.sites.iter().all(|(_, a, _)| *a == Access::Read);
+            if uses.sites.is_empty() || uses.other || uses.conditional || !whole || !reads {
+                continue;
+            }
+            if reads_past_its_element(src, body, &p.name, &uses).is_some() {
+                continue;
+            }
+            out.push(Staged {
+                name: p.name.clone(),
+                base: p.base.replace("const", "").trim().to_string(),
+                size,
+                scale: 1,
+                offset: None,
+                start: Some(start.clone()),
+                load: true,
+                store: false,
+                guard: None,
+                sites: uses.sites.into_iter().map(|(r, _, a)| (r, a.offset)).collect(),
+            });
+        }
+    }
+    out
+}
+
+fn vector_body(
+    t: &str,
+    e: &Elementwise,
+    staged: &[Staged],
+    windows: &[window::Window],
+    splits: &Splits,
+    v: usize,
+) -> String {
     let ty = e.index_type.replace("const ", "").trim().to_string();
     let i = &e.index;
     let bound = &e.bound;
     let flat = &t[e.flat.clone()];
     let mut per_elem: Vec<Range<usize>> = e.between.iter().filter(|(_, u)| *u).map(|(r, _)| r.clone()).collect();
     per_elem.extend(e.body.iter().cloned());
-    let vec_code = element_code(t, &per_elem, staged, windows, true);
-    let scalar_code = element_code(t, &per_elem, staged, &[], false);
+    let vec_code = element_code(t, &per_elem, staged, windows, splits, true);
+    let scalar_code = element_code(t, &per_elem, staged, &[], &Splits::default(), false);
     let mut out = String::new();
     for (r, uses) in &e.between {
         if !uses {
@@ -861,7 +951,7 @@ fn vector_body(t: &str, e: &Elementwise, staged: &[Staged], windows: &[window::W
     }
     out.push_str(&format!(
         "// nightshift: {v} consecutive elements per thread, moved with wide accesses.\nconst {ty} ns_base = ({ty})({flat}) * {v};\nif (ns_base + {v} <= ({bound})) {{\n  {}\n}} else {{\n  for (int ns_k = 0; ns_k < {v}; ++ns_k) {{\n    {ty} {i} = ns_base + ns_k;\n    if (!({i} < ({bound}))) break;\n    {}\n  }}\n}}",
-        reindent(vector_step(staged, windows, v, &ty, i, bound, &vec_code).trim_end(), "  "),
+        reindent(vector_step(staged, windows, splits, v, &ty, i, bound, &vec_code).trim_end(), "  "),
         reindent(scalar_code.trim_end(), "    ")
     ));
     out
@@ -869,16 +959,20 @@ fn vector_body(t: &str, e: &Elementwise, staged: &[Staged], windows: &[window::W
 
 /// One vector step: the register arrays loaded, the per-element code unrolled over them
 /// (declaring the index only where the code still reads it), the arrays stored.
+#[allow(clippy::too_many_arguments)]
 fn vector_step(
     staged: &[Staged],
     windows: &[window::Window],
+    splits: &Splits,
     v: usize,
     ty: &str,
     i: &str,
     bound: &str,
     vec_code: &str,
 ) -> String {
-    let (mut loads, stores) = staging(staged, v);
+    let (staged_loads, stores) = staging(staged, v);
+    let mut loads = splits.prelude();
+    loads.push_str(&staged_loads);
     for w in windows {
         loads.push_str(&w.load(v, bound));
     }
@@ -1166,7 +1260,7 @@ extern "C" void launch(const __nv_bfloat16* x, int8_t* q, float* scale, int rows
     fn a_read_under_a_condition_that_holds_over_the_loop_is_loaded_wide_under_it() {
         let r = after_cooperative(QUANT_ROWS).unwrap();
         assert!(
-            r.description.contains("lane-strided loop over `cols`: 16 per step (xr 16B in, qr 16B out)"),
+            r.description.contains("lane-strided loop over `cols`: 8 per step (xr 16B in, qr 8B out)"),
             "{}",
             r.description
         );

@@ -6,7 +6,7 @@
 // arg: dim int 2048
 // arg: seqlen int 1024
 // tolerance: 1e-2 1e-2
-// expect: applies vectorize: `causal_conv_taps_kernel`: 8 elements per thread, out 16B out through registers; `x` read through a register window: the run (16B) plus 2 before and 0 after (1 read site(s))
+// expect: applies vectorize: `causal_conv_taps_kernel`: 8 elements per thread, out 16B out through registers; `x` read through a register window: the run (16B) plus 2 before and 0 after (1 read site(s)); `idx` divided once per run of 8 by `seqlen` (a multiple of 8) (2 site(s))
 // expect: declines cooperative
 // A depthwise causal convolution with three taps over time-innermost rows, read through
 // a pointer to the row's start; the taps past the row's start count as zero.

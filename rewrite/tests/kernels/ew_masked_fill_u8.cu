@@ -5,7 +5,7 @@
 // arg: fill float
 // arg: n int 1048576
 // tolerance: 0 0
-// expect: applies vectorize: `masked_fill_kernel`: 16 elements per thread, mask 16B in, out 16B out through registers; `x` read through a register window: the run (64B) plus 0 before and 0 after (1 read site(s))
+// expect: applies vectorize: `masked_fill_kernel`: 4 elements per thread, mask 4B in, out 16B out through registers; `x` read through a register window: the run (16B) plus 0 before and 0 after (1 read site(s))
 // expect: applies grid-stride
 // expect: applies read-only
 // expect: applies block-knob

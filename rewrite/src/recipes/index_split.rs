@@ -1,0 +1,528 @@
+//! Coordinates of a run, once per run, for `vectorize`: per-element code that splits its
+//! flat index into coordinates (`t = idx % seqlen`, `d = (idx / seqlen) % dim`) pays a
+//! division per element, 64-bit ones a subroutine of dozens of instructions, and that
+//! cost stays when a thread takes V elements. A run of V elements starts at a multiple
+//! of V, so with `q = base / m` and `r = base % m` computed once per run:
+//! - when m is a multiple of V the run never crosses a multiple of m: element k has
+//!   `(base + k) / m == q` and `(base + k) % m == r + k`, and whatever the code computes
+//!   from the quotient (`% dim`) is one value for the run, which the compiler computes once;
+//! - when m is at least V the run crosses at most one: `(base + k) / m == q + (r + k >= m)`
+//!   and `(base + k) % m == r + k - (r + k >= m ? m : 0)`, a compare and a select.
+//!
+//! The first form is taken when the task's bench size makes m a multiple of V, the
+//! second otherwise; the launcher checks the form's condition (m positive either way: the
+//! division per run now runs even where the original divided under a condition).
+//!
+//! The divisor must hold one value across the kernel and read at least one parameter:
+//! parameters the kernel never changes (no macro of the file that names them is used in
+//! it) and integer literals, joined by `+`, `-` and `*`, cast to integer types. A divisor of constants alone is
+//! left to the compiler (it divides by a constant with a multiply and a shift), and so
+//! are the file's named constants, whose value at the kernel (`#if`, `#undef`, scopes,
+//! templates) this reading could get wrong where the launcher's check would not see it.
+
+use crate::facts::{ArgKind, Facts};
+use crate::source::{Kernel, Source};
+use crate::syntax::{self, descendants, strip_parens, text};
+use std::ops::Range;
+use tree_sitter::Node;
+
+/// One `i / m` or `i % m` in the per-element code.
+pub(super) struct Site {
+    pub range: Range<usize>,
+    /// Which per-run value replaces it (an index into [`Splits::divisors`]).
+    pub divisor: usize,
+    pub remainder: bool,
+}
+
+/// One divisor as the kernel spells it (whitespace folded).
+pub(super) struct Split {
+    pub divisor: String,
+    /// A multiple of V: no element of a run wraps.
+    pub aligned: bool,
+    /// One `int` parameter (under casts): every remainder fits any integer type of 32
+    /// bits or more.
+    pub fits_int: bool,
+    /// The launcher's check of the form's condition (none for a divisor of constants).
+    pub guard: Option<String>,
+}
+
+/// The divisors of a kernel's run and where the per-element code divides by them.
+#[derive(Default)]
+pub(super) struct Splits {
+    pub divisors: Vec<Split>,
+    pub sites: Vec<Site>,
+}
+
+impl Splits {
+    /// The per-run quotient and remainder, declared before the unrolled elements.
+    pub fn prelude(&self) -> String {
+        let mut out = String::new();
+        for (n, Split { divisor: m, .. }) in self.divisors.iter().enumerate() {
+            out.push_str(&format!("const auto ns_q{n} = ns_base / ({m});\nconst auto ns_r{n} = ns_base % ({m});\n"));
+        }
+        out
+    }
+
+    /// What replaces `site` in element `ns_k`.
+    pub fn replacement(&self, site: &Site) -> String {
+        let n = site.divisor;
+        let Split { divisor: m, aligned, .. } = &self.divisors[n];
+        if *aligned {
+            return if site.remainder { format!("(ns_r{n} + ns_k)") } else { format!("ns_q{n}") };
+        }
+        if site.remainder {
+            format!("(ns_r{n} + ns_k >= ({m}) ? ns_r{n} + ns_k - ({m}) : ns_r{n} + ns_k)")
+        } else {
+            format!("(ns_q{n} + (ns_r{n} + ns_k >= ({m})))")
+        }
+    }
+
+    pub fn guards(&self) -> impl Iterator<Item = &String> {
+        self.divisors.iter().filter_map(|s| s.guard.as_ref())
+    }
+
+    /// Locals that hold an element's column: `T c = (casts)(idx % m)` for a divisor split
+    /// without wrapping whose remainder every cast and `T` keep whole, declared once and
+    /// never changed; each with the run's first column (`ns_r0`).
+    pub fn column_locals(&self, src: &Source, k: &Kernel, body: Node) -> Vec<(String, String)> {
+        let t = src.text();
+        let declared = syntax::declared_names(t, body);
+        let mut changed: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
+        changed.extend(syntax::passed_bare(t, body));
+        changed.extend(syntax::macros_used_in(t, src.root(), body).iter().flat_map(|m| crate::pattern::names_in(&m.1)));
+        let mut out = Vec::new();
+        for site in self.sites.iter().filter(|s| s.remainder) {
+            let split = &self.divisors[site.divisor];
+            if !split.aligned || !split.fits_int {
+                continue;
+            }
+            let Some(mut n) = src.root().descendant_for_byte_range(site.range.start, site.range.end) else { continue };
+            let mut keeps = true;
+            while let Some(up) =
+                n.parent().filter(|u| matches!(u.kind(), "parenthesized_expression" | "cast_expression"))
+            {
+                if up.kind() == "cast_expression" {
+                    let ty =
+                        up.child_by_field_name("type").map(|x| syntax::unqualified(text(t, x))).unwrap_or_default();
+                    keeps &= is_integer(&ty);
+                }
+                n = up;
+            }
+            let Some(init) = n.parent().filter(|i| i.kind() == "init_declarator") else { continue };
+            let Some(decl) = init.parent() else { continue };
+            let Some((name, _)) = syntax::single_declarator(t, decl) else { continue };
+            let ty = syntax::declaration_type(t, decl).map(|x| syntax::unqualified(&x)).unwrap_or_default();
+            let once = declared.iter().filter(|d| **d == name).count() == 1;
+            if keeps && is_integer(&ty) && once && !changed.contains(&name) && k.param(&name).is_none() {
+                out.push((name, format!("ns_r{}", site.divisor)));
+            }
+        }
+        out
+    }
+
+    pub fn note(&self, index: &str, v: usize) -> Option<String> {
+        if self.divisors.is_empty() {
+            return None;
+        }
+        let ms: Vec<String> = self
+            .divisors
+            .iter()
+            .map(|s| {
+                let form = if s.aligned { format!("a multiple of {v}") } else { format!("at least {v}") };
+                format!("`{}` ({form})", s.divisor)
+            })
+            .collect();
+        Some(format!("`{index}` divided once per run of {v} by {} ({} site(s))", ms.join(", "), self.sites.len()))
+    }
+}
+
+/// The splits of `index` (declared once in `k`, never changed) by stable divisors in
+/// `scope`, skipping sites inside `avoid` (ranges other edits rewrite), for runs of `v`.
+pub(super) fn find(
+    src: &Source,
+    facts: &Facts,
+    k: &Kernel,
+    scope: &[Range<usize>],
+    index: &str,
+    v: usize,
+    avoid: &[Range<usize>],
+) -> Splits {
+    let mut out = Splits::default();
+    let t = src.text();
+    let Some(body) = src.node(&k.body, "compound_statement") else { return out };
+    // Names can change out of sight through a reference, a lambda's capture or asm.
+    if !v.is_power_of_two()
+        || v < 2
+        || descendants(body).iter().any(|d| {
+            matches!(d.kind(), "reference_declarator" | "lambda_expression" | "gnu_asm_expression" | "for_range_loop")
+        })
+    {
+        return out;
+    }
+    let declared = syntax::declared_names(t, body);
+    let mut changed: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
+    changed.extend(syntax::passed_bare(t, body));
+    if declared.iter().filter(|n| *n == index).count() != 1 || changed.iter().any(|c| c == index) {
+        return out;
+    }
+    // A macro of the file used in the kernel may assign any name its text mentions.
+    let macros = crate::syntax::macros_used_in(t, src.root(), body);
+    changed.extend(macros.iter().flat_map(|m| crate::pattern::names_in(&m.1)));
+    let names = Names { src, facts, k, t, declared: &declared, changed: &changed };
+    let in_scope = |n: Node| scope.iter().any(|r| r.start <= n.start_byte() && n.end_byte() <= r.end);
+    let clashes = |r: &Range<usize>| avoid.iter().any(|a| a.start < r.end && r.start < a.end);
+    for d in descendants(body) {
+        if d.kind() != "binary_expression" || !in_scope(d) || clashes(&d.byte_range()) {
+            continue;
+        }
+        let Some((op, l, r)) = syntax::binary(t, d) else { continue };
+        if !matches!(op, "/" | "%") || !syntax::is_ident(t, strip_parens(l), index) {
+            continue;
+        }
+        let Some(divisor) = names.divisor(r, 0) else { continue };
+        let Ok(v) = i64::try_from(v) else { continue };
+        // The form the bench size (where known) takes: below V, the launcher would take
+        // the original kernel there.
+        let aligned = divisor.value.is_some_and(|x| x > 0 && x % v == 0);
+        if !aligned && divisor.value.is_some_and(|x| x < v) {
+            continue;
+        }
+        if !divisor.runtime || descendants(r).iter().any(|d| d.kind() == "comment") {
+            continue;
+        }
+        let g = &divisor.guard;
+        let guard = Some(if aligned {
+            format!("(long long)({g}) > 0 && (long long)({g}) % {v} == 0")
+        } else {
+            format!("(long long)({g}) >= {v}")
+        });
+        let m = text(t, r).split_whitespace().collect::<Vec<_>>().join(" ");
+        let divisor = match out.divisors.iter().position(|x| x.divisor == m) {
+            Some(p) => p,
+            None => {
+                let fits_int = single_int_param(t, k, r);
+                out.divisors.push(Split { divisor: m, aligned, fits_int, guard });
+                out.divisors.len() - 1
+            }
+        };
+        out.sites.push(Site { range: d.byte_range(), divisor, remainder: op == "%" });
+    }
+    out
+}
+
+/// How deep a divisor's expression is followed.
+const MAX_DEPTH: usize = 8;
+
+/// A divisor that holds one value over the kernel.
+struct Divisor {
+    /// The launcher's text for it: parameters in braces, the file's constants as values.
+    guard: String,
+    /// Its value at the bench size, where the task says.
+    value: Option<i64>,
+    /// It reads a parameter.
+    runtime: bool,
+}
+
+struct Names<'a> {
+    src: &'a Source,
+    facts: &'a Facts,
+    k: &'a Kernel,
+    t: &'a str,
+    declared: &'a [String],
+    changed: &'a [String],
+}
+
+impl Names<'_> {
+    fn divisor(&self, n: Node, depth: usize) -> Option<Divisor> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let t = self.t;
+        let n = strip_parens(n);
+        let constant = |v: i64| Divisor { guard: v.to_string(), value: Some(v), runtime: false };
+        match n.kind() {
+            "number_literal" => crate::pattern::int_literal(text(t, n)).map(constant),
+            "identifier" => {
+                let name = text(t, n);
+                if self.declared.iter().any(|d| d == name) || self.changed.iter().any(|c| c == name) {
+                    return None;
+                }
+                let p = self.k.param(name)?;
+                if p.pointer || !is_integer(&p.base) {
+                    return None;
+                }
+                let bench = bench_of_param(self.src, self.facts, self.k, name);
+                // Checked as the kernel sees it: the launcher's argument converted to the
+                // parameter's type.
+                let ty = syntax::unqualified(&p.base);
+                Some(Divisor { guard: format!("({ty})({{{name}}})"), value: bench, runtime: true })
+            }
+            // `(size_t)cols`: the guard converts alike, so a negative `cols` made huge reads
+            // as negative there and fails it.
+            "cast_expression" => {
+                let ty = syntax::unqualified(text(t, n.child_by_field_name("type")?));
+                if !is_integer(&ty) {
+                    return None;
+                }
+                let inner = self.divisor(n.child_by_field_name("value")?, depth + 1)?;
+                Some(Divisor { guard: format!("({ty})({})", inner.guard), ..inner })
+            }
+            "binary_expression" => {
+                let (op, l, r) = syntax::binary(t, n)?;
+                let (a, b) = (self.divisor(l, depth + 1)?, self.divisor(r, depth + 1)?);
+                let value = match (a.value, b.value) {
+                    (Some(x), Some(y)) => Some(match op {
+                        "+" => x.checked_add(y)?,
+                        "-" => x.checked_sub(y)?,
+                        "*" => x.checked_mul(y)?,
+                        _ => return None,
+                    }),
+                    _ if matches!(op, "+" | "-" | "*") => None,
+                    _ => return None,
+                };
+                Some(Divisor {
+                    guard: format!("({}) {op} ({})", a.guard, b.guard),
+                    value,
+                    runtime: a.runtime || b.runtime,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Whether a divisor is one `int` parameter under casts to integer types.
+fn single_int_param(t: &str, k: &Kernel, n: Node) -> bool {
+    let n = strip_parens(n);
+    match n.kind() {
+        "cast_expression" => n.child_by_field_name("value").is_some_and(|v| single_int_param(t, k, v)),
+        "identifier" => k.param(text(t, n)).is_some_and(|p| !p.pointer && syntax::unqualified(&p.base) == "int"),
+        _ => false,
+    }
+}
+
+/// An integer type of at least 32 bits (a narrower one promotes, and its own arithmetic
+/// may wrap on purpose).
+fn is_integer(ty: &str) -> bool {
+    let ty = syntax::unqualified(ty);
+    let int = ty.contains("int") || ty.contains("long") || ty == "size_t" || ty == "unsigned";
+    int && syntax::type_size(&ty).is_some_and(|s| s >= 4)
+}
+
+/// The value kernel parameter `param` takes at the task's bench size: every launch (all
+/// in the entry) passes an expression of the entry's integer sizes, literals, constants
+/// of the file and locals of the entry declared once and never changed (`HW = H * W`).
+fn bench_of_param(src: &Source, facts: &Facts, k: &Kernel, param: &str) -> Option<i64> {
+    let i = k.param_index(param)?;
+    let hosts = src.host_functions();
+    let entry = hosts.iter().find(|h| h.name == facts.entry)?;
+    let host = src.node_at(&entry.range)?;
+    let t = src.text();
+    let mut value = None;
+    for l in src.launches_of(&k.name) {
+        if l.host != entry.name {
+            return None;
+        }
+        let r = l.arg_ranges.get(i)?;
+        let arg = src.root().descendant_for_byte_range(r.start, r.end)?;
+        let v = Launcher { src, facts, t, host, params: &entry.params }.value(arg, 0)?;
+        if value.is_some_and(|x| x != v) {
+            return None;
+        }
+        value = Some(v);
+    }
+    value
+}
+
+struct Launcher<'a> {
+    src: &'a Source,
+    facts: &'a Facts,
+    t: &'a str,
+    host: Node<'a>,
+    params: &'a [String],
+}
+
+impl Launcher<'_> {
+    fn value(&self, n: Node, depth: usize) -> Option<i64> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let t = self.t;
+        let n = strip_parens(n);
+        match n.kind() {
+            "number_literal" => crate::pattern::int_literal(text(t, n)),
+            "cast_expression" => self.value(n.child_by_field_name("value")?, depth + 1),
+            "binary_expression" => {
+                let (op, l, r) = syntax::binary(t, n)?;
+                let (x, y) = (self.value(l, depth + 1)?, self.value(r, depth + 1)?);
+                match op {
+                    "+" => x.checked_add(y),
+                    "-" => x.checked_sub(y),
+                    "*" => x.checked_mul(y),
+                    "/" => x.checked_div(y),
+                    _ => None,
+                }
+            }
+            "identifier" => {
+                let name = text(t, n);
+                let assigned = syntax::assigned(t, self.host);
+                if assigned.iter().any(|(a, _)| a == name) {
+                    return None;
+                }
+                let decls: Vec<Node> = descendants(self.host)
+                    .into_iter()
+                    .filter(|d| d.kind() == "declaration")
+                    .filter(|d| syntax::declared_names(t, *d).iter().any(|x| x == name))
+                    .collect();
+                if let Some(pos) = self.params.iter().position(|p| p == name) {
+                    if !decls.is_empty() {
+                        return None;
+                    }
+                    return match &self.facts.args.get(pos)?.kind {
+                        ArgKind::Scalar { is_float: false, bench, .. } => *bench,
+                        _ => None,
+                    };
+                }
+                match decls.as_slice() {
+                    [d] => {
+                        let (_, init) = syntax::single_declarator(t, *d)?;
+                        self.value(init?, depth + 1)
+                    }
+                    [] => crate::launch::file_scope_size(self.src, name, self.host.start_byte()).value(),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::facts::{Facts, FactsBuilder, Role};
+    use crate::{Application, Params, RecipeId};
+
+    /// A thread per element of a batch x channels x time tensor, its coordinates split
+    /// from the flat index.
+    const COORDS: &str = r#"#include <cuda_runtime.h>
+__global__ void scale_rows(const float* x, const float* w, float* y, int dim, int seqlen, int total) {
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= total) return;
+  const int t = idx % seqlen;
+  const int d = (idx / seqlen) % dim;
+  y[idx] = x[idx] * w[d] + (float)t;
+}
+extern "C" void launch(const float* x, const float* w, float* y, int batch, int dim, int seqlen, cudaStream_t s) {
+  const int total = batch * dim * seqlen;
+  scale_rows<<<(total + 255) / 256, 256, 0, s>>>(x, w, y, dim, seqlen, total);
+}
+"#;
+
+    fn facts(seqlen: i64) -> Facts {
+        let n = 4 * 64 * seqlen;
+        FactsBuilder::new("launch")
+            .buffer("x", "float", Role::Input, "{3} * {4} * {5}", n, n)
+            .buffer("w", "float", Role::Input, "{4}", 64, 64)
+            .buffer("y", "float", Role::Output, "{3} * {4} * {5}", n, n)
+            .int("batch", 4, 4)
+            .int("dim", 64, 64)
+            .int("seqlen", seqlen, seqlen)
+            .build()
+    }
+
+    fn vectorize(src: &str, f: &Facts) -> crate::Rewrite {
+        let app = Application { recipe: RecipeId::Vectorize, params: Params::default() };
+        crate::apply(&app, src, f).expect("vectorize applies")
+    }
+
+    #[test]
+    fn a_divisor_the_bench_makes_a_multiple_of_the_run_is_divided_once() {
+        let r = vectorize(COORDS, &facts(1024));
+        assert!(r.source.contains("const auto ns_q0 = ns_base / (seqlen);"), "{}", r.source);
+        assert!(r.source.contains("const int t = (ns_r0 + ns_k);"), "{}", r.source);
+        assert!(r.source.contains("const int d = (ns_q0) % dim;"), "{}", r.source);
+        assert!(r.guards.iter().any(|g| g.contains("(long long)((int)(seqlen)) % 4 == 0")), "{:?}", r.guards);
+        assert!(r.description.contains("by `seqlen` (a multiple of 4) (2 site(s))"), "{}", r.description);
+        // The scalar tail keeps the divisions.
+        assert!(r.source.contains("const int t = idx % seqlen;"), "{}", r.source);
+    }
+
+    #[test]
+    fn another_divisor_wraps_at_most_once_per_run() {
+        let r = vectorize(COORDS, &facts(1001));
+        assert!(
+            r.source.contains("(ns_r0 + ns_k >= (seqlen) ? ns_r0 + ns_k - (seqlen) : ns_r0 + ns_k)"),
+            "{}",
+            r.source
+        );
+        assert!(r.source.contains("((ns_q0 + (ns_r0 + ns_k >= (seqlen)))) % dim"), "{}", r.source);
+        assert!(r.guards.iter().any(|g| g == "(long long)((int)(seqlen)) >= 4"), "{:?}", r.guards);
+    }
+
+    #[test]
+    fn a_divisor_shorter_than_the_run_or_not_fixed_is_left_alone() {
+        let r = vectorize(COORDS, &facts(3));
+        assert!(!r.source.contains("ns_q0"), "{}", r.source);
+        let changed = COORDS.replace("const int t = idx % seqlen;", "seqlen += 0;\n  const int t = idx % seqlen;");
+        let r = vectorize(&changed, &facts(1024));
+        assert!(!r.source.contains("ns_q0"), "{}", r.source);
+        let local =
+            COORDS.replace("const int t = idx % seqlen;", "const int len = seqlen;\n  const int t = idx % len;");
+        let r = vectorize(&local, &facts(1024));
+        assert!(r.source.contains("const int t = idx % len;\n      const int d = (ns_q0) % dim;"), "{}", r.source);
+        assert!(
+            r.source.contains("const int d = (ns_q0) % dim;"),
+            "the quotient by `seqlen` still splits: {}",
+            r.source
+        );
+    }
+
+    #[test]
+    fn constants_comments_and_macros_that_may_change_a_divisor_are_left_alone() {
+        // A divisor of constants alone is the compiler's to strength-reduce, and a named
+        // constant's value at the kernel is not read here.
+        let r = vectorize(&COORDS.replace("idx % seqlen", "idx % 012"), &facts(1024));
+        assert!(r.source.contains("const int t = idx % 012;\n      const int d = (ns_q0) % dim;"), "{}", r.source);
+        let named = format!("#define ROW 16\n{}", COORDS.replace("idx % seqlen", "idx % (seqlen * ROW)"));
+        let r = vectorize(&named, &facts(1024));
+        assert!(r.source.contains("      const int t = idx % (seqlen * ROW);"), "{}", r.source);
+        let commented = COORDS.replace("idx % seqlen", "idx % (seqlen // the row\n)");
+        let r = vectorize(&commented, &facts(1024));
+        assert!(!r.source.contains("ns_r0 + ns_k"), "{}", r.source);
+        let clamps = format!(
+            "#define CLAMP seqlen = seqlen > 64 ? 64 : seqlen\n{}",
+            COORDS.replace("const int t = idx % seqlen;", "CLAMP;\n  const int t = idx % seqlen;")
+        );
+        let r = vectorize(&clamps, &facts(1024));
+        assert!(!r.source.contains("ns_q0"), "{}", r.source);
+    }
+
+    #[test]
+    fn a_buffer_read_at_the_column_is_loaded_wide_from_the_runs_first_column() {
+        let col = COORDS.replace("x[idx] * w[d]", "x[idx] * w[t]");
+        let r = vectorize(&col, &facts(1024));
+        assert!(r.source.contains("ns_load(ns_w, w + ns_r0);"), "{}", r.source);
+        assert!(r.source.contains("ns_y[ns_k] = ns_x[ns_k] * ns_w[ns_k] + (float)t;"), "{}", r.source);
+        assert!(r.description.contains("w 16B in (its run of columns)"), "{}", r.description);
+        assert!(r.guards.iter().any(|g| g == "ns_aligned(w, 16)"), "{:?}", r.guards);
+        // A read the original makes only sometimes, or columns that may wrap within a
+        // run, stay per element.
+        for (src, seqlen) in [(COORDS.replace("x[idx] * w[d]", "x[idx] * (t > 0 ? w[t] : 0.f)"), 1024), (col, 1001)] {
+            let r = vectorize(&src, &facts(seqlen));
+            assert!(!r.source.contains("ns_load(ns_w"), "{}", r.source);
+        }
+    }
+
+    #[test]
+    fn a_divisor_the_launcher_computes_is_read_at_the_bench_size() {
+        let src = COORDS
+            .replace("int dim, int seqlen, int total)", "int dim, int plane, int total)")
+            .replace("idx % seqlen", "idx % plane")
+            .replace("idx / seqlen", "idx / plane")
+            .replace("const int total = batch", "const int hw = seqlen * 2;\n  const int total = batch")
+            .replace("(x, w, y, dim, seqlen, total)", "(x, w, y, dim, hw / 2, total)");
+        let r = vectorize(&src, &facts(1024));
+        assert!(r.source.contains("const int t = (ns_r0 + ns_k);"), "{}", r.source);
+        assert!(r.source.contains("(long long)((int)((hw / 2))) % 4 == 0"), "{}", r.source);
+    }
+}
