@@ -90,6 +90,23 @@ impl Splits {
         let mut changed: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
         changed.extend(syntax::passed_bare(t, body));
         changed.extend(syntax::macros_used_in(t, src.root(), body).iter().flat_map(|m| crate::pattern::names_in(&m.1)));
+        // A name the file declares outside any function (`__device__ int c;`) is read by
+        // code of the kernel that the local does not cover.
+        let file_scope: Vec<String> = descendants(src.root())
+            .into_iter()
+            .filter(|d| d.kind() == "declaration")
+            .filter(|d| {
+                let mut up = d.parent();
+                while let Some(u) = up {
+                    if u.kind() == "function_definition" {
+                        return false;
+                    }
+                    up = u.parent();
+                }
+                true
+            })
+            .flat_map(|d| syntax::declared_names(t, d))
+            .collect();
         let mut out = Vec::new();
         for site in self.sites.iter().filter(|s| s.remainder) {
             let split = &self.divisors[site.divisor];
@@ -112,7 +129,7 @@ impl Splits {
             let Some(decl) = init.parent() else { continue };
             let Some((name, _)) = syntax::single_declarator(t, decl) else { continue };
             let ty = syntax::declaration_type(t, decl).map(|x| syntax::unqualified(&x)).unwrap_or_default();
-            let once = declared.iter().filter(|d| **d == name).count() == 1;
+            let once = declared.iter().filter(|d| **d == name).count() == 1 && !file_scope.contains(&name);
             if keeps && is_integer(&ty) && once && !changed.contains(&name) && k.param(&name).is_none() {
                 out.push((name, format!("ns_r{}", site.divisor)));
             }
@@ -511,6 +528,20 @@ extern "C" void launch(const float* x, const float* w, float* y, int batch, int 
             let r = vectorize(&src, &facts(seqlen));
             assert!(!r.source.contains("ns_load(ns_w"), "{}", r.source);
         }
+    }
+
+    #[test]
+    fn a_column_whose_address_leaves_the_element_or_that_shadows_a_global_stays_per_element() {
+        let helper = "__device__ float two(const float* p) { return p[0] + p[1]; }\n";
+        for (decl, read) in
+            [("", "(w + t)[1]"), (helper, "two(&w[t])"), (helper, "two(w + t)"), ("__device__ int t;\n", "w[t]")]
+        {
+            let src = format!("{decl}{}", COORDS.replace("x[idx] * w[d]", &format!("x[idx] * {read}")));
+            let r = vectorize(&src, &facts(1024));
+            assert!(!r.source.contains("ns_load(ns_w"), "{read}: {}", r.source);
+        }
+        let kept = COORDS.replace("x[idx] * w[d]", "x[idx] * *(w + t)");
+        assert!(vectorize(&kept, &facts(1024)).source.contains("ns_load(ns_w, w + ns_r0);"));
     }
 
     #[test]

@@ -167,8 +167,8 @@ fn choose(
                 },
             }
         }
-        if let Some(f) = reads_past_its_element(src, root, name, &uses) {
-            skipped.push(format!("`{name}` (passed to `{f}`, which reads past the element it is given)"));
+        if let Some(why) = reads_past_its_element(src, root, &uses) {
+            skipped.push(format!("`{name}` ({why})"));
             continue;
         }
         if store && (uses.conditional || scope_kind.skips) {
@@ -743,52 +743,75 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
     )
 }
 
-/// A device function of this file that a staged `p + i` is passed to, when it reads more
-/// than the one element it gets (`p[1]`, `p + 4`): the register copy holds only the
-/// elements of this thread's step.
-fn reads_past_its_element(
-    src: &Source,
-    root: tree_sitter::Node,
-    name: &str,
-    uses: &pattern::IndexedUses,
-) -> Option<String> {
+/// Why a buffer's element address may lead past the element, where the run's register
+/// array would be read past its end: the address `p + i` (or `&p[i]`) kept, indexed at
+/// anything but 0, or handed to a call whose callee reads more than `p[0]` / `*p`, is
+/// overloaded or is a template. A callee the file does not define (a header's element
+/// accessor, `load_f32(x + i)`) is taken at its word; the wall checks what it computes.
+fn reads_past_its_element(src: &Source, root: tree_sitter::Node, uses: &pattern::IndexedUses) -> Option<String> {
+    use crate::syntax::text;
     let t = src.text();
     let functions = src.host_functions();
     for (range, _, _) in &uses.sites {
         let Some(site) = root.descendant_for_byte_range(range.start, range.end) else { continue };
-        if !t[range.clone()].trim_start().starts_with(name) || t[range.clone()].trim_end().ends_with(']') {
-            continue;
-        }
-        // The call the address goes to, and the argument's position.
+        let subscript = t[range.clone()].trim_end().ends_with(']');
         let mut n = site;
+        if subscript {
+            // `p[i]` is the element; `&p[i]` is its address.
+            while let Some(p) = n.parent().filter(|p| p.kind() == "parenthesized_expression") {
+                n = p;
+            }
+            match n.parent() {
+                Some(p) if p.kind() == "pointer_expression" && p.child(0).is_some_and(|o| text(t, o) == "&") => n = p,
+                _ => continue,
+            }
+        }
+        // Where the address goes.
         while let Some(p) = n.parent() {
-            if p.kind() == "argument_list" {
-                let pos = crate::syntax::named_children(p).iter().position(|a| a.byte_range() == n.byte_range())?;
-                let call = p.parent()?;
-                let f = call.child_by_field_name("function").map(|f| crate::syntax::text(t, f).to_string())?;
-                let callee = functions.iter().find(|h| h.name == f)?;
-                let param = callee.params.get(pos)?;
-                let body = src.node(&callee.body, "compound_statement")?;
-                let only_element = crate::syntax::descendants(body).into_iter().all(|d| {
-                    if d.kind() != "identifier" || crate::syntax::text(t, d) != param {
-                        return true;
-                    }
-                    match d.parent() {
-                        Some(p) if p.kind() == "subscript_expression" => {
-                            pattern::subscript_index(p).is_some_and(|i| crate::syntax::text(t, i).trim() == "0")
+            match p.kind() {
+                "parenthesized_expression" | "cast_expression" => n = p,
+                "pointer_expression" if p.child(0).is_some_and(|o| text(t, o) == "*") => break,
+                "subscript_expression" if pattern::subscript_index(p).is_some_and(|i| text(t, i).trim() == "0") => {
+                    break
+                }
+                "argument_list" => {
+                    let pos = crate::syntax::named_children(p).iter().position(|a| a.byte_range() == n.byte_range())?;
+                    let call = p.parent()?;
+                    let f = call.child_by_field_name("function").map(|f| text(t, f).to_string())?;
+                    let passed = format!("passed to `{f}`, which may read past the element it is given");
+                    let defined: Vec<_> = functions.iter().filter(|h| h.name == f).collect();
+                    let plain = f.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    match defined.as_slice() {
+                        [] if plain => break,
+                        [callee] => {
+                            let Some(param) = callee.params.get(pos) else { return Some(passed) };
+                            let Some(body) = src.node(&callee.body, "compound_statement") else {
+                                return Some(passed);
+                            };
+                            let only_element = crate::syntax::descendants(body).into_iter().all(|d| {
+                                if d.kind() != "identifier" || text(t, d) != param {
+                                    return true;
+                                }
+                                match d.parent() {
+                                    Some(p) if p.kind() == "subscript_expression" => {
+                                        pattern::subscript_index(p).is_some_and(|i| text(t, i).trim() == "0")
+                                    }
+                                    Some(p) if p.kind() == "pointer_expression" => {
+                                        p.child(0).is_some_and(|o| text(t, o) == "*")
+                                    }
+                                    _ => false,
+                                }
+                            });
+                            if only_element {
+                                break;
+                            }
+                            return Some(passed);
                         }
-                        Some(p) if p.kind() == "pointer_expression" => {
-                            p.child(0).is_some_and(|o| crate::syntax::text(t, o) == "*")
-                        }
-                        _ => false,
+                        _ => return Some(passed),
                     }
-                });
-                return (!only_element).then_some(f);
+                }
+                _ => return Some(format!("its element's address `{}` is kept or moved", text(t, n).trim())),
             }
-            if !matches!(p.kind(), "parenthesized_expression" | "cast_expression") {
-                break;
-            }
-            n = p;
         }
     }
     None
@@ -906,7 +929,7 @@ fn columns(
             if uses.sites.is_empty() || uses.other || uses.conditional || !whole || !reads {
                 continue;
             }
-            if reads_past_its_element(src, body, &p.name, &uses).is_some() {
+            if reads_past_its_element(src, body, &uses).is_some() {
                 continue;
             }
             out.push(Staged {
