@@ -87,9 +87,7 @@ impl Splits {
     pub fn column_locals(&self, src: &Source, k: &Kernel, body: Node) -> Vec<(String, String)> {
         let t = src.text();
         let declared = syntax::declared_names(t, body);
-        let mut changed: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
-        changed.extend(syntax::passed_bare(t, body));
-        changed.extend(syntax::macros_used_in(t, src.root(), body).iter().flat_map(|m| crate::pattern::names_in(&m.1)));
+        let changed = changed_names(src, body);
         // A name the file declares outside any function (`__device__ int c;`) is read by
         // code of the kernel that the local does not cover.
         let file_scope: Vec<String> = descendants(src.root())
@@ -177,14 +175,10 @@ pub(super) fn find(
         return out;
     }
     let declared = syntax::declared_names(t, body);
-    let mut changed: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
-    changed.extend(syntax::passed_bare(t, body));
+    let changed = changed_names(src, body);
     if declared.iter().filter(|n| *n == index).count() != 1 || changed.iter().any(|c| c == index) {
         return out;
     }
-    // A macro of the file used in the kernel may assign any name its text mentions.
-    let macros = crate::syntax::macros_used_in(t, src.root(), body);
-    changed.extend(macros.iter().flat_map(|m| crate::pattern::names_in(&m.1)));
     let names = Names { src, facts, k, t, declared: &declared, changed: &changed };
     let in_scope = |n: Node| scope.iter().any(|r| r.start <= n.start_byte() && n.end_byte() <= r.end);
     let clashes = |r: &Range<usize>| avoid.iter().any(|a| a.start < r.end && r.start < a.end);
@@ -225,6 +219,17 @@ pub(super) fn find(
         out.sites.push(Site { range: d.byte_range(), divisor, remainder: op == "%" });
     }
     out
+}
+
+/// The names code under `body` may change: assigned (or their address taken), handed bare
+/// to a call (a macro, a template or a function of another file may take a reference),
+/// or mentioned by a macro of the file the code uses (it may assign any name it names).
+fn changed_names(src: &Source, body: Node) -> Vec<String> {
+    let t = src.text();
+    let mut changed: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
+    changed.extend(syntax::passed_bare(t, body));
+    changed.extend(syntax::macros_used_in(t, src.root(), body).iter().flat_map(|m| crate::pattern::names_in(&m.1)));
+    changed
 }
 
 /// How deep a divisor's expression is followed.
@@ -512,6 +517,9 @@ extern "C" void launch(const float* x, const float* w, float* y, int batch, int 
         );
         let r = vectorize(&clamps, &facts(1024));
         assert!(!r.source.contains("ns_q0"), "{}", r.source);
+        let bumps = format!("#define SHIFTED idx + 0\n{}", COORDS.replace("idx % seqlen", "(SHIFTED) % seqlen"));
+        let r = vectorize(&bumps, &facts(1024));
+        assert!(!r.source.contains("ns_q0"), "a macro that names the index: {}", r.source);
     }
 
     #[test]
