@@ -228,19 +228,22 @@ pub fn escapes(n: Node) -> Vec<Node> {
 /// that invokes one has control flow they cannot see.
 pub fn jump_macros(src: &str, root: Node) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
-    for d in descendants(root) {
-        if !matches!(d.kind(), "preproc_def" | "preproc_function_def") {
-            continue;
-        }
-        let (Some(name), Some(value)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) else {
-            continue;
-        };
-        let words: Vec<&str> = text(src, value).split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
+    for (name, value) in macro_definitions(src, root) {
+        let words: Vec<&str> = value.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
         if let Some(kw) = ["return", "break", "continue", "goto"].into_iter().find(|kw| words.contains(kw)) {
-            out.push((text(src, name).to_string(), kw));
+            out.push((name.to_string(), kw));
         }
     }
     out
+}
+
+/// Every `#define` under `root` that has a replacement text: its name and that text.
+fn macro_definitions<'s>(src: &'s str, root: Node) -> Vec<(&'s str, &'s str)> {
+    descendants(root)
+        .into_iter()
+        .filter(|d| matches!(d.kind(), "preproc_def" | "preproc_function_def"))
+        .filter_map(|d| Some((text(src, d.child_by_field_name("name")?), text(src, d.child_by_field_name("value")?))))
+        .collect()
 }
 
 /// The macros of the file (under `root`) that code under `n` names, each with its
@@ -248,19 +251,11 @@ pub fn jump_macros(src: &str, root: Node) -> Vec<(String, &'static str)> {
 pub fn macros_used_in(src: &str, root: Node, n: Node) -> Vec<(String, String)> {
     let used: BTreeSet<&str> =
         descendants(n).into_iter().filter(|d| d.kind() == "identifier").map(|d| text(src, d)).collect();
-    let mut out = Vec::new();
-    for d in descendants(root) {
-        if !matches!(d.kind(), "preproc_def" | "preproc_function_def") {
-            continue;
-        }
-        let (Some(name), Some(value)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) else {
-            continue;
-        };
-        if used.contains(text(src, name)) {
-            out.push((text(src, name).to_string(), text(src, value).to_string()));
-        }
-    }
-    out
+    macro_definitions(src, root)
+        .into_iter()
+        .filter(|(name, _)| used.contains(name))
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect()
 }
 
 /// Whether a block-wide barrier (`__syncthreads` and its variants, a cooperative-groups
