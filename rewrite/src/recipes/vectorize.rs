@@ -8,7 +8,9 @@
 //! A read-only buffer each element reads at a few constant offsets from its index (the
 //! taps of a 1-D convolution or stencil) goes through a register window instead
 //! ([`super::window`]): the run loaded wide once, a few elements past either end one at a
-//! time.
+//! time. Coordinates the per-element code splits from its index (`idx % seqlen`) are
+//! divided once per run ([`super::index_split`]), and a `const` input read at such a
+//! column (`bias[c]`) is loaded wide from the run's first column.
 //!
 //! Strided loops inside kernels that share data (a block's threads over a row, a
 //! grid-stride loop, a group's lanes over a row as `cooperative` leaves them) take runs of
