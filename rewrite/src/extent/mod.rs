@@ -61,6 +61,22 @@ const MAX_DEPTH: u32 = 48;
 /// Device-function calls followed from a kernel.
 const MAX_CALL_DEPTH: u32 = 3;
 
+/// The exact value of `n`, an expression inside the launcher `entry`, as a polynomial over
+/// the launcher's integer parameters: its locals followed where they are declared once
+/// and never written, the file's constants put in. None where it is no polynomial.
+pub fn launcher_value(src: &Source, entry: &str, n: Node) -> Option<Poly> {
+    if src.max_depth() > crate::source::MAX_DEPTH {
+        return None;
+    }
+    let consts = constants(&[src]);
+    let host = src.host_functions().into_iter().find(|h| h.name == entry)?;
+    let body = src.node(&host.body, "compound_statement")?;
+    let t = src.text();
+    let params = parameters(t, body.parent()?);
+    let sizes: Vec<String> = params.iter().filter(|p| !p.pointer).map(|p| p.name.clone()).collect();
+    Launcher { t, body, sizes: &sizes, consts: &consts, depth: Cell::new(0) }.value(n)
+}
+
 /// The extents of every pointer parameter of `entry` in `src`, in parameter order.
 /// `headers` are other parsed files whose device functions and macros the kernels use.
 /// Empty when `entry` is not a function of `src`.

@@ -23,6 +23,7 @@
 use crate::facts::{ArgKind, Facts};
 use crate::source::{Kernel, Source};
 use crate::syntax::{self, descendants, strip_parens, text};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use tree_sitter::Node;
 
@@ -333,13 +334,21 @@ fn is_integer(ty: &str) -> bool {
 
 /// The value kernel parameter `param` takes at the task's bench size: every launch (all
 /// in the entry) passes an expression of the entry's integer sizes, literals, constants
-/// of the file and locals of the entry declared once and never changed (`HW = H * W`).
+/// of the file and locals of the entry declared once and never written (`HW = H * W`),
+/// as [`crate::extent::launcher_value`] reads it.
 fn bench_of_param(src: &Source, facts: &Facts, k: &Kernel, param: &str) -> Option<i64> {
     let i = k.param_index(param)?;
     let hosts = src.host_functions();
     let entry = hosts.iter().find(|h| h.name == facts.entry)?;
-    let host = src.node_at(&entry.range)?;
-    let t = src.text();
+    let bench: BTreeMap<String, i64> = entry
+        .params
+        .iter()
+        .zip(&facts.args)
+        .filter_map(|(name, a)| match &a.kind {
+            ArgKind::Scalar { is_float: false, bench: Some(b), .. } => Some((name.clone(), *b)),
+            _ => None,
+        })
+        .collect();
     let mut value = None;
     for l in src.launches_of(&k.name) {
         if l.host != entry.name {
@@ -347,76 +356,13 @@ fn bench_of_param(src: &Source, facts: &Facts, k: &Kernel, param: &str) -> Optio
         }
         let r = l.arg_ranges.get(i)?;
         let arg = src.root().descendant_for_byte_range(r.start, r.end)?;
-        let v = Launcher { src, facts, t, host, params: &entry.params }.value(arg, 0)?;
+        let v = crate::extent::launcher_value(src, &entry.name, arg)?.eval(&bench)?;
         if value.is_some_and(|x| x != v) {
             return None;
         }
         value = Some(v);
     }
     value
-}
-
-struct Launcher<'a> {
-    src: &'a Source,
-    facts: &'a Facts,
-    t: &'a str,
-    host: Node<'a>,
-    params: &'a [String],
-}
-
-impl Launcher<'_> {
-    fn value(&self, n: Node, depth: usize) -> Option<i64> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        let t = self.t;
-        let n = strip_parens(n);
-        match n.kind() {
-            "number_literal" => crate::pattern::int_literal(text(t, n)),
-            "cast_expression" => self.value(n.child_by_field_name("value")?, depth + 1),
-            "binary_expression" => {
-                let (op, l, r) = syntax::binary(t, n)?;
-                let (x, y) = (self.value(l, depth + 1)?, self.value(r, depth + 1)?);
-                match op {
-                    "+" => x.checked_add(y),
-                    "-" => x.checked_sub(y),
-                    "*" => x.checked_mul(y),
-                    "/" => x.checked_div(y),
-                    _ => None,
-                }
-            }
-            "identifier" => {
-                let name = text(t, n);
-                let assigned = syntax::assigned(t, self.host);
-                if assigned.iter().any(|(a, _)| a == name) {
-                    return None;
-                }
-                let decls: Vec<Node> = descendants(self.host)
-                    .into_iter()
-                    .filter(|d| d.kind() == "declaration")
-                    .filter(|d| syntax::declared_names(t, *d).iter().any(|x| x == name))
-                    .collect();
-                if let Some(pos) = self.params.iter().position(|p| p == name) {
-                    if !decls.is_empty() {
-                        return None;
-                    }
-                    return match &self.facts.args.get(pos)?.kind {
-                        ArgKind::Scalar { is_float: false, bench, .. } => *bench,
-                        _ => None,
-                    };
-                }
-                match decls.as_slice() {
-                    [d] => {
-                        let (_, init) = syntax::single_declarator(t, *d)?;
-                        self.value(init?, depth + 1)
-                    }
-                    [] => crate::launch::file_scope_size(self.src, name, self.host.start_byte()).value(),
-                    _ => None,
-                }
-            }
-            _ => None,
-        }
-    }
 }
 
 #[cfg(test)]
