@@ -37,6 +37,21 @@ __device__ __forceinline__ void ns_store(T* dst, const T (&src)[N]) {
 }"#,
 };
 
+/// One element of a run's aligned block, out of a wide load of the whole block: every
+/// element of the run loads the same block, and the compiler keeps one load (see
+/// `vectorize`'s reads at a run's columns). Needs VECTOR_IO before it.
+pub static RUN_PICK: Helper = Helper {
+    mark: "NIGHTSHIFT_RUN_PICK",
+    text: r#"
+// nightshift: element k of the N-element block at run (the block loaded wide).
+template <int N, typename T>
+__device__ __forceinline__ T ns_pick(const T* run, int k) {
+  alignas(16) T block[N];
+  ns_load(block, run);
+  return block[k];
+}"#,
+};
+
 /// Host-side checks for the launcher's fast-path conditions.
 pub static HOST_CHECKS: Helper = Helper {
     mark: "NIGHTSHIFT_HOST_CHECKS",

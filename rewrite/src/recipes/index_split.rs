@@ -15,7 +15,9 @@
 //!
 //! The divisor must hold one value across the kernel and read at least one parameter:
 //! parameters the kernel never changes (no macro of the file that names them is used in
-//! it) and integer literals, joined by `+`, `-` and `*`, cast to integer types. A divisor of constants alone is
+//! it) and integer literals, joined by `+`, `-` and `*`, cast to integer types, directly or
+//! through locals declared once at the kernel's top, before its per-element code, and
+//! never changed (`row = (int64_t)heads * head_dim`). A divisor of constants alone is
 //! left to the compiler (it divides by a constant with a multiply and a shift), and so
 //! are the file's named constants, whose value at the kernel (`#if`, `#undef`, scopes,
 //! templates) this reading could get wrong where the launcher's check would not see it.
@@ -38,6 +40,8 @@ pub(super) struct Site {
 /// One divisor as the kernel spells it (whitespace folded).
 pub(super) struct Split {
     pub divisor: String,
+    /// The divisor under its parentheses and integer casts (`cols` of `(size_t)cols`).
+    pub core: String,
     /// A multiple of V: no element of a run wraps.
     pub aligned: bool,
     /// One `int` parameter (under casts): every remainder fits any integer type of 32
@@ -83,7 +87,8 @@ impl Splits {
     }
 
     /// Locals that hold an element's column: `T c = (casts)(idx % m)` for a divisor split
-    /// without wrapping whose remainder every cast and `T` keep whole, declared once and
+    /// without wrapping whose remainder every cast and `T` keep whole (any integer type of
+    /// 32 bits or more for one `int` parameter, 64-bit types otherwise), declared once and
     /// never changed; each with the run's first column (`ns_r0`).
     pub fn column_locals(&self, src: &Source, k: &Kernel, body: Node) -> Vec<(String, String)> {
         let t = src.text();
@@ -109,9 +114,12 @@ impl Splits {
         let mut out = Vec::new();
         for site in self.sites.iter().filter(|s| s.remainder) {
             let split = &self.divisors[site.divisor];
-            if !split.aligned || !split.fits_int {
+            if !split.aligned {
                 continue;
             }
+            // Where the divisor is one `int` parameter the remainder fits any integer type of
+            // 32 bits or more; else only 64-bit types keep it whole.
+            let wide_enough = |ty: &str| if split.fits_int { is_integer(ty) } else { syntax::is_64bit_int(ty) };
             let Some(mut n) = src.root().descendant_for_byte_range(site.range.start, site.range.end) else { continue };
             let mut keeps = true;
             while let Some(up) =
@@ -120,7 +128,7 @@ impl Splits {
                 if up.kind() == "cast_expression" {
                     let ty =
                         up.child_by_field_name("type").map(|x| syntax::unqualified(text(t, x))).unwrap_or_default();
-                    keeps &= is_integer(&ty);
+                    keeps &= wide_enough(&ty);
                 }
                 n = up;
             }
@@ -129,7 +137,7 @@ impl Splits {
             let Some((name, _)) = syntax::single_declarator(t, decl) else { continue };
             let ty = syntax::declaration_type(t, decl).map(|x| syntax::unqualified(&x)).unwrap_or_default();
             let once = declared.iter().filter(|d| **d == name).count() == 1 && !file_scope.contains(&name);
-            if keeps && is_integer(&ty) && once && !changed.contains(&name) && k.param(&name).is_none() {
+            if keeps && wide_enough(&ty) && once && !changed.contains(&name) && k.param(&name).is_none() {
                 out.push((name, format!("ns_r{}", site.divisor)));
             }
         }
@@ -180,7 +188,8 @@ pub(super) fn find(
     if declared.iter().filter(|n| *n == index).count() != 1 || changed.iter().any(|c| c == index) {
         return out;
     }
-    let names = Names { src, facts, k, t, declared: &declared, changed: &changed };
+    let first_element_stmt = scope.iter().map(|r| r.start).min();
+    let names = Names { src, facts, k, t, first_element_stmt, declared: &declared, changed: &changed };
     let in_scope = |n: Node| scope.iter().any(|r| r.start <= n.start_byte() && n.end_byte() <= r.end);
     let clashes = |r: &Range<usize>| avoid.iter().any(|a| a.start < r.end && r.start < a.end);
     for d in descendants(body) {
@@ -213,7 +222,8 @@ pub(super) fn find(
             Some(p) => p,
             None => {
                 let fits_int = single_int_param(t, k, r);
-                out.divisors.push(Split { divisor: m, aligned, fits_int, guard });
+                let core = super::gather::folded(text(t, super::gather::strip_integer_casts(t, r)));
+                out.divisors.push(Split { divisor: m, core, aligned, fits_int, guard });
                 out.divisors.len() - 1
             }
         };
@@ -225,7 +235,7 @@ pub(super) fn find(
 /// The names code under `body` may change: assigned (or their address taken), handed bare
 /// to a call (a macro, a template or a function of another file may take a reference),
 /// or mentioned by a macro of the file the code uses (it may assign any name it names).
-fn changed_names(src: &Source, body: Node) -> Vec<String> {
+pub(super) fn changed_names(src: &Source, body: Node) -> Vec<String> {
     let t = src.text();
     let mut changed: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
     changed.extend(syntax::passed_bare(t, body));
@@ -248,6 +258,8 @@ struct Divisor {
 
 struct Names<'a> {
     src: &'a Source,
+    /// Where the first per-element statement starts.
+    first_element_stmt: Option<usize>,
     facts: &'a Facts,
     k: &'a Kernel,
     t: &'a str,
@@ -267,8 +279,11 @@ impl Names<'_> {
             "number_literal" => crate::pattern::int_literal(text(t, n)).map(constant),
             "identifier" => {
                 let name = text(t, n);
-                if self.declared.iter().any(|d| d == name) || self.changed.iter().any(|c| c == name) {
+                if self.changed.iter().any(|c| c == name) {
                     return None;
+                }
+                if self.declared.iter().any(|d| d == name) {
+                    return self.local_divisor(name, depth);
                 }
                 let p = self.k.param(name)?;
                 if p.pointer || !is_integer(&p.base) {
@@ -311,6 +326,33 @@ impl Names<'_> {
             }
             _ => None,
         }
+    }
+}
+
+impl Names<'_> {
+    /// A local the kernel declares once, before its per-element code, from what a divisor
+    /// may read (`const int64_t row = (int64_t)heads * head_dim;`): its initializer's value.
+    fn local_divisor(&self, name: &str, depth: usize) -> Option<Divisor> {
+        if self.declared.iter().filter(|d| *d == name).count() != 1 {
+            return None;
+        }
+        let body = self.src.node(&self.k.body, "compound_statement")?;
+        let decl = descendants(body).into_iter().find(|d| {
+            d.kind() == "declaration" && syntax::single_declarator(self.t, *d).is_some_and(|(n, _)| n == name)
+        })?;
+        let words = text(self.t, decl);
+        let plain = !["__shared__", "static", "volatile", "extern", "&"].iter().any(|w| words.contains(w));
+        let ty = syntax::declaration_type(self.t, decl).map(|x| syntax::unqualified(&x)).unwrap_or_default();
+        // Declared at the kernel's top, before the per-element code starts.
+        let top = decl.parent().is_some_and(|p| p.id() == body.id());
+        let before = self.first_element_stmt.is_some_and(|at| decl.end_byte() <= at);
+        if !plain || !is_integer(&ty) || !top || !before {
+            return None;
+        }
+        let (_, init) = syntax::single_declarator(self.t, decl)?;
+        let inner = self.divisor(init?, depth + 1)?;
+        // Converted as the kernel stores it.
+        Some(Divisor { guard: format!("({ty})({})", inner.guard), ..inner })
     }
 }
 

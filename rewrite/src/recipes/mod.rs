@@ -6,15 +6,18 @@
 pub mod block_knob;
 pub mod cooperative;
 pub mod fast_divmod;
+mod gather;
 pub mod grid_stride;
 mod index_split;
 pub mod index_width;
 pub mod intrinsics;
+mod jam;
 pub mod launch_bounds;
 pub mod read_only;
 pub mod row_cache;
 pub mod row_strip;
 pub mod shuffle_reduce;
+mod uniform;
 pub mod unroll;
 pub mod vectorize;
 mod window;

@@ -10,7 +10,10 @@
 //! ([`super::window`]): the run loaded wide once, a few elements past either end one at a
 //! time. Coordinates the per-element code splits from its index (`idx % seqlen`) are
 //! divided once per run ([`super::index_split`]), and a `const` input read at such a
-//! column (`bias[c]`) is loaded wide from the run's first column.
+//! column (`bias[c]`) is loaded wide from the run's first column. A loop whose header is
+//! one value for the whole run runs once per run, each step over the V elements
+//! ([`super::jam`]), and a row read at the column plus a run-uniform multiple of its
+//! divisor (an embedding row, a segment's row) is one wide load per run ([`super::gather`]).
 //!
 //! Strided loops inside kernels that share data (a block's threads over a row, a
 //! grid-stride loop, a group's lanes over a row as `cooperative` leaves them) take runs of
@@ -18,7 +21,7 @@
 //! the loop starts, with a strided tail and the original loop as the fallback.
 
 use super::index_split::{self, Splits};
-use super::window;
+use super::{gather, jam, uniform, window};
 use crate::facts::{Facts, Role};
 use crate::helpers;
 use crate::pattern::{self, Access, Elementwise, Form, Spread};
@@ -211,7 +214,7 @@ fn choose(
 /// in a thread are still little work (a sum over a handful of codebooks).
 const SHORT_LOOP: i64 = 16;
 
-/// The condition of a loop in the per-element code (`scope` under `body`) whose trip count
+/// The conditions of the loops in the per-element code (`scope` under `body`) whose trip count
 /// is known only at run time (its condition reads a kernel parameter or a variable the
 /// kernel computes; a macro, a `constexpr` or a `const` literal is a compile-time length)
 /// and is not short at the task's sizes.
@@ -221,7 +224,7 @@ fn long_runtime_loop(
     k: &Kernel,
     body: tree_sitter::Node,
     scope: &[Range<usize>],
-) -> Option<String> {
+) -> Vec<(String, Range<usize>)> {
     use crate::syntax::{descendants, text};
     let t = src.text();
     let in_scope = |n: tree_sitter::Node| scope.iter().any(|r| r.start <= n.start_byte() && n.end_byte() <= r.end);
@@ -238,6 +241,7 @@ fn long_runtime_loop(
             decl.contains("constexpr") || (decl.trim_start().starts_with("const ") && literal)
         })
     };
+    let mut out = Vec::new();
     for d in descendants(body) {
         if !crate::syntax::is_loop(d) || !in_scope(d) {
             continue;
@@ -256,10 +260,10 @@ fn long_runtime_loop(
             }
         });
         if runtime {
-            return Some(text(t, cond).trim_matches(|c| c == '(' || c == ')').trim().to_string());
+            out.push((text(t, cond).trim_matches(|c| c == '(' || c == ')').trim().to_string(), d.byte_range()));
         }
     }
-    None
+    out
 }
 
 /// The one condition every read in `uses` runs under, when it holds still over the code
@@ -415,12 +419,7 @@ fn plan_kernel<'k>(
     }
     let mut scope: Vec<Range<usize>> = e.body.clone();
     scope.extend(e.between.iter().filter(|(_, uses)| *uses).map(|(r, _)| r.clone()));
-    if let Some(bound) = long_runtime_loop(src, facts, k, body, &scope) {
-        return Err(NotApplicable::new(format!(
-            "`{}`: each element runs a loop while `{bound}`, a trip count known only at run time; coarsening would run V such loops one after another in a thread (V times fewer threads, each V times longer) while what the loop reads still moves one element at a time",
-            k.name
-        )));
-    }
+    let long_loop = long_runtime_loop(src, facts, k, body, &scope);
     // One thread now computes V of the original threads' elements: per-element code that
     // reads the builtins would see one thread's values for all V.
     let reads_builtin = scope
@@ -486,7 +485,35 @@ fn plan_kernel<'k>(
         change.guards.push(format!("ns_aligned({{{}}}, {})", col.name, col.align(v)));
         staged.push(col);
     }
-    let new = vector_body(t, e, &staged, &windows, &splits, v);
+    let mut per_elem: Vec<Range<usize>> = e.between.iter().filter(|(_, u)| *u).map(|(r, _)| r.clone()).collect();
+    per_elem.extend(e.body.iter().cloned());
+    let mut edits = VectorEdits { staged: &staged, windows: &windows, splits: Some(&splits), ..Default::default() };
+    let (jam, gathers) = run_reads(src, facts, k, body, &per_elem, &edits, &mut change.guards);
+    // A long loop is worth a run only where it runs once for it and reads rows wide.
+    let wide = |at: &Range<usize>| {
+        jam.as_ref().is_some_and(|j| {
+            j.covers(at)
+                && gathers.iter().any(|g| j.covers(&g.site) && at.start <= g.site.start && g.site.end <= at.end)
+        })
+    };
+    if let Some((bound, _)) = long_loop.iter().find(|(_, at)| !wide(at)) {
+        return Err(NotApplicable::new(format!(
+            "`{}`: each element runs a loop while `{bound}`, a trip count known only at run time; coarsening would run V such loops one after another in a thread (V times fewer threads, each V times longer) while what the loop reads still moves one element at a time",
+            k.name
+        )));
+    }
+    for g in &gathers {
+        change.guards.push(format!("ns_aligned({{{}}}, {})", g.name, g.align(v)));
+        edits.gathers.push((g.site.clone(), g.replacement(v)));
+    }
+    if !gathers.is_empty() {
+        change.helpers.push(&helpers::RUN_PICK);
+    }
+    if let Some(j) = &jam {
+        edits.jam = j.edits.clone();
+    }
+    let new = vector_body(t, e, &per_elem, &edits, jam.as_ref(), v)
+        .ok_or_else(|| NotApplicable::new(format!("`{}`: the rewrites of its per-element code overlap", k.name)))?;
     change.edits.replace(e.span.clone(), reindent(&new, &indent_at(t, e.span.start)));
     change.grid = Some(Box::new(move |g: &str| format!("(({g}) + {v} - 1) / {v}")));
     let mut note = format!("`{}`: {v} elements per thread, {} through registers", k.name, staged_note(&staged, v));
@@ -502,6 +529,28 @@ fn plan_kernel<'k>(
     }
     if let Some(n) = splits.note(&e.index, v) {
         note.push_str(&format!("; {n}"));
+    }
+    if let Some(j) = &jam {
+        let loops: Vec<&str> = j
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                jam::Part::Loop { counter, .. } => Some(counter.as_str()),
+                _ => None,
+            })
+            .collect();
+        note.push_str(&format!(
+            "; the loop over `{}` runs once for the run, each step over its {v} elements",
+            loops.join("`, `")
+        ));
+    }
+    for g in &gathers {
+        note.push_str(&format!(
+            "; `{}` read {}B wide at the run's columns (`{}`)",
+            g.name,
+            g.align(v),
+            t[g.site.clone()].split_whitespace().collect::<Vec<_>>().join(" ")
+        ));
     }
     if !skipped.is_empty() {
         note.push_str(&format!("; left scalar: {}", skipped.join(", ")));
@@ -578,7 +627,10 @@ fn plan_loops<'k>(
                 continue;
             }
         };
-        let code = loop_code(t, l, &staged, v);
+        let Some(code) = loop_code(t, l, &staged, v) else {
+            why.push(format!("loop over `{}`: its rewrites overlap", l.bound));
+            continue;
+        };
         change.edits.replace(l.stmt.clone(), reindent(&code, &indent_at(t, l.stmt.start)));
         let what = if l.spread == Spread::Lanes { "lane-strided loop" } else { "loop" };
         notes.push(format!("{what} over `{}`: {v} per step ({})", l.bound, staged_note(&staged, v)));
@@ -705,12 +757,13 @@ fn lane_loop_fits(
     Ok(())
 }
 
-fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> String {
+fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> Option<String> {
     let ty = l.index_type.replace("const ", "").trim().to_string();
     let i = &l.index;
     let bound = &l.bound;
-    let vec_code = element_code(t, &l.body, staged, &[], &Splits::default(), true);
-    let scalar_code = element_code(t, &l.body, staged, &[], &Splits::default(), false);
+    let edits = VectorEdits { staged, ..Default::default() };
+    let vec_code = element_code(t, &l.body, Some(&edits))?;
+    let scalar_code = element_code(t, &l.body, None)?;
     let aligned: Vec<String> = staged
         .iter()
         .map(|s| {
@@ -734,15 +787,15 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
             format!("(({bound}) > ns_begin ? ns_begin + (({bound}) - ns_begin) / {v} * {v} : ns_begin)"),
         ),
     };
-    format!(
+    Some(format!(
         "if (/* nightshift: aligned */ {}) {{\n  // nightshift: {v} consecutive elements per thread and step, moved with wide accesses.\n  {begin}const {ty} ns_first = ({ty})({start});\n  const {ty} ns_stride = ({ty})({stride});\n  for ({ty} ns_base = {first_run}; ns_base + {v} <= ({bound}); ns_base += ns_stride * {v}) {{\n    {}\n  }}\n  for ({ty} {i} = {tail} + ns_first; {i} < ({bound}); {i} += ns_stride) {{\n    {}\n  }}\n}} else {{\n  {}\n}}",
         aligned.join(" && "),
-        reindent(vector_step(staged, &[], &Splits::default(), v, &ty, i, bound, &vec_code).trim_end(), "    "),
+        reindent(vector_step(staged, &[], None, v, &ty, i, bound, &Body::Each(vec_code)).trim_end(), "    "),
         reindent(scalar_code.trim_end(), "    "),
         reindent(&t[l.stmt.clone()], "  "),
         start = l.start,
         stride = l.stride,
-    )
+    ))
 }
 
 /// Why a buffer's element address may lead past the element, where the run's register
@@ -825,62 +878,83 @@ pub fn role_of(src: &Source, facts: &Facts, k: &Kernel, param: &str) -> Option<R
     facts.args.get(arg)?.role()
 }
 
-/// The per-element statements with staged accesses redirected to the register arrays.
-fn element_code(
-    t: &str,
-    ranges: &[Range<usize>],
-    staged: &[Staged],
-    windows: &[window::Window],
-    splits: &Splits,
-    vector: bool,
-) -> String {
-    let mut out = String::new();
-    for r in ranges {
+/// What the vector copy of the per-element code rewrites.
+#[derive(Default)]
+struct VectorEdits<'a> {
+    staged: &'a [Staged],
+    windows: &'a [window::Window],
+    splits: Option<&'a Splits>,
+    /// A jam's register arrays.
+    jam: Vec<(Range<usize>, String)>,
+    /// Reads picked out of wide loads: each replaces its whole read, edits inside it
+    /// included.
+    gathers: Vec<(Range<usize>, String)>,
+}
+
+impl VectorEdits<'_> {
+    /// `range` of `t` with every edit inside it made (none when edits overlap).
+    fn text(&self, t: &str, range: &Range<usize>) -> Option<String> {
+        let r = range;
         let mut edits = crate::edit::Edits::new();
-        if vector {
-            for w in windows {
-                for (site, offset) in &w.sites {
-                    if site.start >= r.start && site.end <= r.end {
-                        edits.replace(site.start - r.start..site.end - r.start, w.read(offset));
-                    }
-                }
+        let inside = |site: &Range<usize>| site.start >= r.start && site.end <= r.end;
+        let shadowed = |site: &Range<usize>| {
+            self.gathers.iter().any(|(g, _)| g.start <= site.start && site.end <= g.end && g != site)
+        };
+        let mut put = |site: &Range<usize>, new: String| {
+            if inside(site) && !shadowed(site) {
+                edits.replace(site.start - r.start..site.end - r.start, new);
             }
-            // The taps' loops unroll, so each reads its window at a fixed place.
-            let mut starts: Vec<usize> = windows.iter().flat_map(|w| w.pragmas.iter().copied()).collect();
-            starts.sort_unstable();
-            starts.dedup();
-            for at in starts {
-                if at >= r.start && at < r.end {
-                    edits.replace(at - r.start..at - r.start, "#pragma unroll\n");
-                }
-            }
-            for site in &splits.sites {
-                if site.range.start >= r.start && site.range.end <= r.end {
-                    edits.replace(site.range.start - r.start..site.range.end - r.start, splits.replacement(site));
-                }
-            }
-            for s in staged {
-                for (site, off) in &s.sites {
-                    if site.start >= r.start && site.end <= r.end {
-                        let is_sub = t[site.clone()].trim_end().ends_with(']')
-                            && t[site.clone()].trim_start().starts_with(&s.name);
-                        let at = match (s.scale, off) {
-                            (1, _) => "ns_k".to_string(),
-                            (sc, 0) => format!("{sc} * ns_k"),
-                            (sc, o) => format!("{sc} * ns_k + {o}"),
-                        };
-                        let new =
-                            if is_sub { format!("ns_{}[{at}]", s.name) } else { format!("(ns_{} + {at})", s.name) };
-                        edits.replace(site.start - r.start..site.end - r.start, new);
-                    }
-                }
+        };
+        for w in self.windows {
+            for (site, offset) in &w.sites {
+                put(site, w.read(offset));
             }
         }
-        let stmt = edits.apply(&t[r.clone()]).unwrap_or_else(|_| t[r.clone()].to_string());
-        out.push_str(&stmt);
+        // The taps' loops unroll, so each reads its window at a fixed place.
+        let mut starts: Vec<usize> = self.windows.iter().flat_map(|w| w.pragmas.iter().copied()).collect();
+        starts.sort_unstable();
+        starts.dedup();
+        for at in starts {
+            if at >= r.start && at < r.end {
+                put(&(at..at), "#pragma unroll\n".to_string());
+            }
+        }
+        if let Some(splits) = self.splits {
+            for site in &splits.sites {
+                put(&site.range, splits.replacement(site));
+            }
+        }
+        for s in self.staged {
+            for (site, off) in &s.sites {
+                let is_sub =
+                    t[site.clone()].trim_end().ends_with(']') && t[site.clone()].trim_start().starts_with(&s.name);
+                let at = match (s.scale, off) {
+                    (1, _) => "ns_k".to_string(),
+                    (sc, 0) => format!("{sc} * ns_k"),
+                    (sc, o) => format!("{sc} * ns_k + {o}"),
+                };
+                put(site, if is_sub { format!("ns_{}[{at}]", s.name) } else { format!("(ns_{} + {at})", s.name) });
+            }
+        }
+        for (site, new) in self.jam.iter().chain(&self.gathers) {
+            put(site, new.clone());
+        }
+        edits.apply(&t[r.clone()]).ok()
+    }
+}
+
+/// The per-element statements: as written (`edits` none), or with staged accesses
+/// redirected to the register arrays and the other vector edits made.
+fn element_code(t: &str, ranges: &[Range<usize>], edits: Option<&VectorEdits>) -> Option<String> {
+    let mut out = String::new();
+    for r in ranges {
+        match edits {
+            Some(e) => out.push_str(&e.text(t, r)?),
+            None => out.push_str(&t[r.clone()]),
+        }
         out.push('\n');
     }
-    out
+    Some(out)
 }
 
 /// Register arrays, their loads before the per-element loop and stores after it.
@@ -951,22 +1025,105 @@ fn columns(
     out
 }
 
+/// Loops run once per run ([`jam`]) and rows read wide at the run's columns ([`gather`]),
+/// with the launcher's checks they need pushed to `guards`. Neither when a buffer they
+/// rely on may overlap one the kernel writes and the task gives no length to check it.
+fn run_reads(
+    src: &Source,
+    facts: &Facts,
+    k: &Kernel,
+    body: tree_sitter::Node,
+    per_elem: &[Range<usize>],
+    edits: &VectorEdits,
+    guards: &mut Vec<String>,
+) -> (Option<jam::Jam>, Vec<gather::Gather>) {
+    let t = src.text();
+    let Some(splits) = edits.splits else { return (None, Vec::new()) };
+    let Some(mut uniform) = uniform::RunUniform::new(src, k, body, splits) else { return (None, Vec::new()) };
+    let windowed: Vec<Range<usize>> =
+        edits.windows.iter().flat_map(|w| w.sites.iter().map(|(r, _)| r.clone())).collect();
+    // The kernel's own declarations outside the per-element code (`row = heads * dim`).
+    let outside: Vec<Range<usize>> = crate::syntax::named_children(body)
+        .into_iter()
+        .map(|n| n.byte_range())
+        .filter(|r| !per_elem.iter().any(|p| p.start <= r.start && r.end <= p.end))
+        .collect();
+    uniform.add_declarations(body, &outside);
+    let jam = jam::find(t, body, per_elem, &mut uniform, &windowed);
+    if jam.is_none() {
+        uniform.add_declarations(body, per_elem);
+    }
+    let loops = jam.as_ref().map(|j| j.loop_bodies()).unwrap_or_default();
+    let mut taken: Vec<String> = edits.staged.iter().map(|s| s.name.clone()).collect();
+    taken.extend(edits.windows.iter().map(|w| w.name.clone()));
+    let inner = |r: Range<usize>, subs: &[(Range<usize>, String)]| {
+        let mut e = crate::edit::Edits::new();
+        for site in splits.sites.iter().filter(|s| s.range.start >= r.start && s.range.end <= r.end) {
+            e.replace(site.range.start - r.start..site.range.end - r.start, splits.replacement(site));
+        }
+        for (site, new) in subs {
+            e.replace(site.start - r.start..site.end - r.start, new.clone());
+        }
+        e.apply(&t[r.clone()]).ok()
+    };
+    let places = gather::Places { top: per_elem, loops: &loops };
+    let gathers = gather::find(src, k, body, splits, &uniform, &places, &taken, &inner);
+    if jam.is_none() && gathers.is_empty() {
+        return (None, Vec::new());
+    }
+    match gather::disjoint_guards(src, facts, k, &uniform.loaded()) {
+        Some(g) => {
+            guards.extend(g);
+            (jam, gathers)
+        }
+        None => (None, Vec::new()),
+    }
+}
+
+/// The per-element code of a vector step: run for each element in turn, or cut into
+/// parts around loops run once for the run ([`jam`]).
+enum Body {
+    Each(String),
+    Jammed { lifted: String, parts: Vec<JamPart> },
+}
+
+enum JamPart {
+    Once(String),
+    Each(String),
+    Loop { header: String, body: String },
+}
+
 fn vector_body(
     t: &str,
     e: &Elementwise,
-    staged: &[Staged],
-    windows: &[window::Window],
-    splits: &Splits,
+    per_elem: &[Range<usize>],
+    edits: &VectorEdits,
+    jam: Option<&jam::Jam>,
     v: usize,
-) -> String {
+) -> Option<String> {
     let ty = e.index_type.replace("const ", "").trim().to_string();
     let i = &e.index;
     let bound = &e.bound;
     let flat = &t[e.flat.clone()];
-    let mut per_elem: Vec<Range<usize>> = e.between.iter().filter(|(_, u)| *u).map(|(r, _)| r.clone()).collect();
-    per_elem.extend(e.body.iter().cloned());
-    let vec_code = element_code(t, &per_elem, staged, windows, splits, true);
-    let scalar_code = element_code(t, &per_elem, staged, &[], &Splits::default(), false);
+    let body = match jam {
+        None => Body::Each(element_code(t, per_elem, Some(edits))?),
+        Some(j) => {
+            let mut parts = Vec::new();
+            for p in &j.parts {
+                parts.push(match p {
+                    jam::Part::Once(r) => JamPart::Once(element_code(t, std::slice::from_ref(r), Some(edits))?),
+                    jam::Part::Each(rs) => JamPart::Each(element_code(t, rs, Some(edits))?),
+                    jam::Part::Loop { header, body, .. } => JamPart::Loop {
+                        header: element_code(t, std::slice::from_ref(header), Some(edits))?,
+                        body: element_code(t, body, Some(edits))?,
+                    },
+                });
+            }
+            let lifted = j.lifted.iter().map(|(name, ty)| format!("{ty} ns_e_{name}[{v}];\n")).collect();
+            Body::Jammed { lifted, parts }
+        }
+    };
+    let scalar_code = element_code(t, per_elem, None)?;
     let mut out = String::new();
     for (r, uses) in &e.between {
         if !uses {
@@ -976,10 +1133,10 @@ fn vector_body(
     }
     out.push_str(&format!(
         "// nightshift: {v} consecutive elements per thread, moved with wide accesses.\nconst {ty} ns_base = ({ty})({flat}) * {v};\nif (ns_base + {v} <= ({bound})) {{\n  {}\n}} else {{\n  for (int ns_k = 0; ns_k < {v}; ++ns_k) {{\n    {ty} {i} = ns_base + ns_k;\n    if (!({i} < ({bound}))) break;\n    {}\n  }}\n}}",
-        reindent(vector_step(staged, windows, splits, v, &ty, i, bound, &vec_code).trim_end(), "  "),
+        reindent(vector_step(edits.staged, edits.windows, edits.splits, v, &ty, i, bound, &body).trim_end(), "  "),
         reindent(scalar_code.trim_end(), "    ")
     ));
-    out
+    Some(out)
 }
 
 /// One vector step: the register arrays loaded, the per-element code unrolled over them
@@ -988,28 +1145,51 @@ fn vector_body(
 fn vector_step(
     staged: &[Staged],
     windows: &[window::Window],
-    splits: &Splits,
+    splits: Option<&Splits>,
     v: usize,
     ty: &str,
     i: &str,
     bound: &str,
-    vec_code: &str,
+    body: &Body,
 ) -> String {
     let (staged_loads, stores) = staging(staged, v);
-    let mut loads = splits.prelude();
+    let mut loads = splits.map(|s| s.prelude()).unwrap_or_default();
     loads.push_str(&staged_loads);
     for w in windows {
         loads.push_str(&w.load(v, bound));
     }
-    let decl = if crate::syntax::mentions_word(vec_code, i) {
-        format!("{ty} {i} = ns_base + ns_k;\n  ")
-    } else {
-        String::new()
+    let each = |code: &str| {
+        let decl = if crate::syntax::mentions_word(code, i) {
+            format!("{ty} {i} = ns_base + ns_k;\n  ")
+        } else {
+            String::new()
+        };
+        format!(
+            "#pragma unroll\nfor (int ns_k = 0; ns_k < {v}; ++ns_k) {{\n  {decl}{}\n}}\n",
+            reindent(code.trim_end(), "  ")
+        )
     };
-    format!(
-        "{loads}#pragma unroll\nfor (int ns_k = 0; ns_k < {v}; ++ns_k) {{\n  {decl}{}\n}}\n{stores}",
-        reindent(vec_code.trim_end(), "  ")
-    )
+    let code = match body {
+        Body::Each(code) => each(code),
+        Body::Jammed { lifted, parts } => {
+            let mut out = format!(
+                "// nightshift: each loop below runs once for the run (its trip count is one value for all {v} elements), each step over the {v} elements.\n{lifted}"
+            );
+            for p in parts {
+                match p {
+                    JamPart::Once(code) => out.push_str(&format!("{}\n", code.trim_end())),
+                    JamPart::Each(code) => out.push_str(&each(code)),
+                    JamPart::Loop { header, body } => out.push_str(&format!(
+                        "{} {{\n  {}\n}}\n",
+                        header.trim_end(),
+                        reindent(each(body).trim_end(), "  ")
+                    )),
+                }
+            }
+            out
+        }
+    };
+    format!("{loads}{code}{stores}")
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 // expect: declines shuffle-reduce
 // expect: declines intrinsics
 // expect: declines index-width
-// expect: applies vectorize: `dwconv1d_kernel`: 4 elements per thread, y 16B out through registers; `i` divided once per run of 4 by `L` (a multiple of 4) (2 site(s))
+// expect: applies vectorize: `dwconv1d_kernel`: 4 elements per thread, y 16B out through registers; `i` divided once per run of 4 by `L` (a multiple of 4) (2 site(s)); the loop over `k` runs once for the run, each step over its 4 elements
 #include <cuda_runtime.h>
 
 // Depthwise 1-D convolution ("same" padding), x/y are [N, C, L], w is [C, K].
