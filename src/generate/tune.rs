@@ -545,11 +545,21 @@ impl Tuner {
         }
         let diagnoses: BTreeMap<ToolId, f64> = match (self.guidance, &req.profile.diagnoses) {
             (Guidance::Tools, Some(report)) => {
+                // A finding on a kernel that takes a tenth of the time can gain at most a
+                // tenth: each score is weighed by its kernel's share of the measured time
+                // (all alike where a duration is missing).
+                let total: f64 = report.kernels.iter().filter_map(|k| k.roofline.duration_us).sum();
+                let share = |k: &heuristics::diagnosis::KernelDiagnosis| match k.roofline.duration_us {
+                    Some(us) if total > 0.0 && report.kernels.iter().all(|k| k.roofline.duration_us.is_some()) => {
+                        us / total
+                    }
+                    _ => 1.0,
+                };
                 let mut by_tool: BTreeMap<ToolId, f64> = BTreeMap::new();
                 for k in &report.kernels {
                     for d in &k.diagnoses {
                         let e = by_tool.entry(d.tool).or_default();
-                        *e = e.max(d.score);
+                        *e = e.max(d.score * share(k));
                     }
                 }
                 by_tool
@@ -777,6 +787,29 @@ mod tests {
             k.flags.iter().any(|f| f.starts_with("-maxrregcount")) || family(&k.technique) == "launch-bounds",
             "{k:?}"
         );
+    }
+
+    #[test]
+    fn a_finding_weighs_as_much_as_its_kernels_share_of_the_time() {
+        let t = task("softmax");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        // A strong finding on a kernel of 14 us beside a weaker one on a kernel of 100 us
+        // (a one-block scan before the main kernel): the main kernel's finding leads.
+        let mut two = report(ToolId::BarrierStalls, 0.9);
+        let mut main = report(ToolId::ScalarGlobalAccess, 0.25).kernels.remove(0);
+        two.kernels[0].roofline.duration_us = Some(14.0);
+        main.roofline.duration_us = Some(100.0);
+        two.kernels.push(main);
+        let tuner = Tuner::new(&t, &src, 1, Guidance::Tools);
+        let k = kernel(tuner.propose(&request(&t, base(), &src, Some(two.clone()), Guidance::Tools)));
+        assert_eq!(family(&k.technique), "vectorize", "{}", k.technique);
+        // Without the durations both count whole, and the stronger finding leads.
+        for k in &mut two.kernels {
+            k.roofline.duration_us = None;
+        }
+        let tuner = Tuner::new(&t, &src, 1, Guidance::Tools);
+        let k = kernel(tuner.propose(&request(&t, base(), &src, Some(two), Guidance::Tools)));
+        assert_eq!(family(&k.technique), "shuffle-reduce", "{}", k.technique);
     }
 
     #[test]
