@@ -211,6 +211,7 @@ pub fn elementwise(src: &Source, k: &Kernel) -> Result<Elementwise, NotApplicabl
             };
             if let Some((bound, body, end)) = guarded {
                 check_body(t, k, &name, bound, &body)?;
+                per_element_between(t, decl, &name, &mut between, &body);
                 return Ok(Elementwise {
                     form: Form::Guard,
                     index: name,
@@ -234,6 +235,41 @@ pub fn elementwise(src: &Source, k: &Kernel) -> Result<Elementwise, NotApplicabl
         between.push((s.byte_range(), syntax::mentions(t, *s, &name)));
     }
     Err(decline(k, &format!("never checks `{name}` against a bound")))
+}
+
+/// Which statements between the index and its check are per element: those that name
+/// the index, name a local such a statement declares (`start = offsets[s]` after
+/// `s = idx / dim`), or declare a name the per-element code changes (`acc = 0.f` the body
+/// accumulates into). The rest hold one value for the thread and may run once for all the
+/// elements a recipe gives it.
+fn per_element_between(t: &str, at: Node, index: &str, between: &mut [(Range<usize>, bool)], body: &[Node]) {
+    let mut root = at;
+    while let Some(p) = root.parent() {
+        root = p;
+    }
+    let mut changed: Vec<String> = Vec::new();
+    for n in body {
+        changed.extend(syntax::assigned(t, *n).into_iter().map(|(x, _)| x));
+        changed.extend(syntax::passed_bare(t, *n));
+    }
+    let nodes: Vec<Option<Node>> =
+        between.iter().map(|(r, _)| root.descendant_for_byte_range(r.start, r.end)).collect();
+    for n in nodes.iter().flatten() {
+        changed.extend(syntax::assigned(t, *n).into_iter().map(|(x, _)| x));
+    }
+    let mut tainted = vec![index.to_string()];
+    for ((_, uses), n) in between.iter_mut().zip(&nodes) {
+        let Some(n) = n else {
+            *uses = true;
+            continue;
+        };
+        let declares = syntax::declared_names(t, *n);
+        *uses =
+            *uses || tainted.iter().any(|x| syntax::mentions(t, *n, x)) || declares.iter().any(|d| changed.contains(d));
+        if *uses {
+            tainted.extend(declares);
+        }
+    }
 }
 
 /// The per-element statements must not leave early, re-assign the index or the bound.

@@ -194,6 +194,29 @@ pub fn reindent(block: &str, indent: &str) -> String {
     out
 }
 
+/// Whether `n` sits in an operand C++ never evaluates (`decltype(...)`, `sizeof`,
+/// `alignof`): an expression there computes nothing, it only names a type.
+pub fn unevaluated(n: Node) -> bool {
+    let mut x = n;
+    while let Some(p) = x.parent() {
+        if matches!(p.kind(), "decltype" | "sizeof_expression" | "alignof_expression") {
+            return true;
+        }
+        x = p;
+    }
+    false
+}
+
+/// Whether the file under `root` names a reference type through an alias (`typedef int&
+/// iref;`, `using ref = float&;`): a declaration of that type binds a reference no
+/// declarator shows.
+pub fn has_reference_alias(src: &str, root: Node) -> bool {
+    descendants(root).into_iter().any(|d| {
+        matches!(d.kind(), "type_definition" | "alias_declaration")
+            && descendants(d).iter().any(|x| x.kind() == "reference_declarator" || text(src, *x) == "&")
+    })
+}
+
 /// Whether the node is a loop or a switch (where `break` and `continue` bind).
 pub fn is_loop(n: Node) -> bool {
     matches!(n.kind(), "for_statement" | "while_statement" | "do_statement" | "for_range_loop" | "switch_statement")
@@ -238,7 +261,7 @@ pub fn jump_macros(src: &str, root: Node) -> Vec<(String, &'static str)> {
 }
 
 /// Every `#define` under `root` that has a replacement text: its name and that text.
-fn macro_definitions<'s>(src: &'s str, root: Node) -> Vec<(&'s str, &'s str)> {
+pub fn macro_definitions<'s>(src: &'s str, root: Node) -> Vec<(&'s str, &'s str)> {
     descendants(root)
         .into_iter()
         .filter(|d| matches!(d.kind(), "preproc_def" | "preproc_function_def"))

@@ -75,6 +75,7 @@ pub(super) fn find(
     if columns.is_empty() {
         return Vec::new();
     }
+    let macros: Vec<&str> = syntax::macro_definitions(t, src.root()).into_iter().map(|(m, _)| m).collect();
     let mut out = Vec::new();
     for n in descendants(body) {
         if n.kind() != "subscript_expression" {
@@ -87,7 +88,7 @@ pub(super) fn find(
             continue;
         }
         let Some(size) = syntax::type_size(&param.base) else { continue };
-        let Some(counter) = place(n, places) else { continue };
+        let Some(counter) = place(t, &macros, n, places) else { continue };
         if !is_value_read(n) {
             continue;
         }
@@ -111,8 +112,8 @@ pub(super) fn find(
     out
 }
 
-/// The initializer of an index held in a local declared once and never changed
-/// (`src = row_start * row + e; ... cache[src]`), else the index itself. Whatever the
+/// The initializer of an index held in a local declared once and never changed, `auto`
+/// or 64-bit (`src = row_start * row + e; ... cache[src]`), else the index itself. Whatever the
 /// initializer names is declared before the local, so in scope at the read.
 fn through_local<'t>(t: &str, body: Node<'t>, uniform: &RunUniform, index: Node<'t>) -> Node<'t> {
     let bare = strip_parens(index);
@@ -120,16 +121,25 @@ fn through_local<'t>(t: &str, body: Node<'t>, uniform: &RunUniform, index: Node<
         return index;
     }
     let name = text(t, bare);
+    // Only a local that keeps its initializer's value whole: `auto` (the initializer's own
+    // type) or a 64-bit integer; a narrower one would wrap what the read uses.
+    let keeps = |d: Node| {
+        syntax::declaration_type(t, d).is_some_and(|ty| {
+            let ty = syntax::unqualified(&ty);
+            ty == "auto" || syntax::is_64bit_int(&ty)
+        })
+    };
     descendants(body)
         .into_iter()
-        .filter(|d| d.kind() == "declaration" && d.start_byte() < index.start_byte())
+        .filter(|d| d.kind() == "declaration" && d.start_byte() < index.start_byte() && keeps(*d))
         .find_map(|d| syntax::single_declarator(t, d).filter(|(n, _)| n == name).and_then(|(_, v)| v))
         .unwrap_or(index)
 }
 
 /// The counter of the run-once loop `n` sits in (None: at the top of the element), when
-/// `n` runs in every element: not under a branch, a `?:`, `&&`, `||` or another loop.
-fn place(n: Node, places: &Places) -> Option<Vec<String>> {
+/// `n` runs in every element: not under a branch, a `?:`, `&&`, `||`, another loop or
+/// a function-like macro of the file.
+fn place(t: &str, macros: &[&str], n: Node, places: &Places) -> Option<Vec<String>> {
     let mut x = n;
     while let Some(up) = x.parent() {
         let r = x.byte_range();
@@ -141,6 +151,10 @@ fn place(n: Node, places: &Places) -> Option<Vec<String>> {
         }
         match up.kind() {
             "if_statement" | "conditional_expression" | "switch_statement" | "case_statement" | "lambda_expression" => {
+                return None
+            }
+            // A macro's arguments may be evaluated under a condition its text hides.
+            "call_expression" if up.child_by_field_name("function").is_some_and(|f| macros.contains(&text(t, f))) => {
                 return None
             }
             k if syntax::is_loop(up) && k != "switch_statement" => return None,

@@ -174,9 +174,11 @@ pub(super) fn find(
     let mut out = Splits::default();
     let t = src.text();
     let Some(body) = src.node(&k.body, "compound_statement") else { return out };
-    // Names can change out of sight through a reference, a lambda's capture or asm.
+    // Names can change out of sight through a reference (also one a type alias hides), a
+    // lambda's capture or asm.
     if !v.is_power_of_two()
         || v < 2
+        || syntax::has_reference_alias(t, src.root())
         || descendants(body).iter().any(|d| {
             matches!(d.kind(), "reference_declarator" | "lambda_expression" | "gnu_asm_expression" | "for_range_loop")
         })
@@ -197,7 +199,7 @@ pub(super) fn find(
             continue;
         }
         let Some((op, l, r)) = syntax::binary(t, d) else { continue };
-        if !matches!(op, "/" | "%") || !syntax::is_ident(t, strip_parens(l), index) {
+        if !matches!(op, "/" | "%") || !syntax::is_ident(t, strip_parens(l), index) || syntax::unevaluated(d) {
             continue;
         }
         let Some(divisor) = names.divisor(r, 0) else { continue };

@@ -30,10 +30,17 @@ pub(super) enum Part {
 
 pub(super) struct Jam {
     pub parts: Vec<Part>,
-    /// Locals an element carries between parts: name and type.
-    pub lifted: Vec<(String, String)>,
-    /// Their declarations made assignments and their uses made array elements.
+    /// Locals an element carries between parts.
+    pub lifted: Vec<Lifted>,
+}
+
+pub(super) struct Lifted {
+    pub name: String,
+    pub ty: String,
+    /// Its declaration made an assignment and its uses made array elements.
     pub edits: Vec<(Range<usize>, String)>,
+    /// Where it is read outside its own part.
+    pub elsewhere: Vec<Range<usize>>,
 }
 
 impl Jam {
@@ -60,6 +67,17 @@ impl Jam {
     pub fn array(name: &str) -> String {
         format!("ns_e_{name}[ns_k]")
     }
+
+    /// Every edit the lifted locals make.
+    pub fn edits(&self) -> Vec<(Range<usize>, String)> {
+        self.lifted.iter().flat_map(|l| l.edits.iter().cloned()).collect()
+    }
+
+    /// Keeps a local in its part when every read of it elsewhere sits in one of `gone`
+    /// (reads another rewrite replaces whole, with the local's value spelled otherwise).
+    pub fn keep_local_where_only_read_in(&mut self, gone: &[Range<usize>]) {
+        self.lifted.retain(|l| l.elsewhere.iter().any(|r| !gone.iter().any(|g| g.start <= r.start && r.end <= g.end)));
+    }
 }
 
 /// The jammed form of the per-element statements `stmts` under `body`, when one of their
@@ -77,6 +95,20 @@ pub(super) fn find(
         .iter()
         .map(|r| body.descendant_for_byte_range(r.start, r.end).filter(|n| n.byte_range() == *r))
         .collect::<Option<_>>()?;
+    // A macro that names a local of the element code (or a loop's counter) reads or
+    // changes it out of sight: where it lives after the cut, and what steps a counter.
+    let mut root = body;
+    while let Some(p) = root.parent() {
+        root = p;
+    }
+    let locals: Vec<String> = nodes.iter().flat_map(|n| syntax::declared_names(t, *n)).collect();
+    let hidden = nodes
+        .iter()
+        .flat_map(|n| syntax::macros_used_in(t, root, *n))
+        .any(|(_, value)| crate::pattern::names_in(&value).iter().any(|name| locals.contains(name)));
+    if hidden {
+        return None;
+    }
     uniform.add_declarations(body, stmts);
     let mut parts: Vec<Part> = Vec::new();
     for n in &nodes {
@@ -95,8 +127,7 @@ pub(super) fn find(
         return None;
     }
     // Locals declared at the top of a part each element runs and read in another part.
-    let mut lifted = Vec::new();
-    let mut edits = Vec::new();
+    let mut lifted: Vec<Lifted> = Vec::new();
     for (i, part) in parts.iter().enumerate() {
         let Part::Each(rs) = part else { continue };
         for r in rs {
@@ -105,9 +136,15 @@ pub(super) fn find(
                 continue;
             }
             let names = syntax::declared_names(t, n);
-            let elsewhere =
-                |name: &str| parts.iter().enumerate().filter(|(j, _)| *j != i).any(|(_, p)| mentions(t, body, p, name));
-            if !names.iter().any(|x| elsewhere(x)) {
+            let elsewhere = |name: &str| -> Vec<Range<usize>> {
+                parts
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .flat_map(|(_, p)| mentions(t, body, p, name))
+                    .collect()
+            };
+            if names.iter().all(|x| elsewhere(x).is_empty()) {
                 continue;
             }
             let (name, init) = syntax::single_declarator(t, n)?;
@@ -119,11 +156,12 @@ pub(super) fn find(
             {
                 return None;
             }
-            match init {
-                Some(v) => edits.push((n.start_byte()..v.start_byte(), format!("{} = ", Jam::array(&name)))),
-                None => edits.push((n.byte_range(), String::new())),
-            }
-            lifted.push((name, ty));
+            let edit = match init {
+                Some(v) => (n.start_byte()..v.start_byte(), format!("{} = ", Jam::array(&name))),
+                None => (n.byte_range(), String::new()),
+            };
+            let elsewhere = elsewhere(&name);
+            lifted.push(Lifted { name, ty, edits: vec![edit], elsewhere });
         }
     }
     // Every use of a lifted local, in whatever part.
@@ -142,25 +180,32 @@ pub(super) fn find(
                         && p.child_by_field_name("declarator").is_some_and(|x| x.id() == d.id())
                         || p.kind() == "declaration"
                 });
-                if d.kind() == "identifier" && !declarator && lifted.iter().any(|(l, _)| l == name) {
-                    edits.push((d.byte_range(), Jam::array(name)));
+                if d.kind() != "identifier" || declarator {
+                    continue;
+                }
+                if let Some(l) = lifted.iter_mut().find(|l| l.name == name) {
+                    l.edits.push((d.byte_range(), Jam::array(name)));
                 }
             }
         }
     }
-    Some(Jam { parts, lifted, edits })
+    Some(Jam { parts, lifted })
 }
 
-fn mentions(t: &str, body: Node, part: &Part, name: &str) -> bool {
+/// Where `part` reads `name`.
+fn mentions(t: &str, body: Node, part: &Part, name: &str) -> Vec<Range<usize>> {
     let ranges: Vec<Range<usize>> = match part {
         Part::Once(r) => vec![r.clone()],
         Part::Each(rs) => rs.clone(),
         Part::Loop { header, body, .. } => std::iter::once(header.clone()).chain(body.iter().cloned()).collect(),
     };
-    ranges.iter().any(|r| {
-        body.descendant_for_byte_range(r.start, r.end)
-            .is_some_and(|n| descendants(n).iter().any(|d| d.kind() == "identifier" && text(t, *d) == name))
-    })
+    ranges
+        .iter()
+        .filter_map(|r| body.descendant_for_byte_range(r.start, r.end))
+        .flat_map(descendants)
+        .filter(|d| d.kind() == "identifier" && text(t, *d) == name)
+        .map(|d| d.byte_range())
+        .collect()
 }
 
 /// `for (T c = start; cond; step) { ... }` with a header that holds one value over the run
@@ -291,6 +336,64 @@ extern "C" void launch(const float* values, const int* offsets, float* out, int 
         }
         // Columns that may wrap within a run.
         assert!(why(SEGMENTS, 250).contains("runs a loop while"), "{}", why(SEGMENTS, 250));
+    }
+
+    #[test]
+    fn what_hides_a_change_or_a_condition_keeps_the_loop_per_element() {
+        let why = |src: &str| vectorize(src, &facts(256)).err().unwrap_or_default();
+        // A macro that steps the counter, one that names the accumulator, a reference
+        // through a type alias, and a condition inside a function-like macro.
+        let step = format!(
+            "#define SKIP ++r\n{}",
+            SEGMENTS.replace("acc += values[(long long)r * dim + c];", "acc += values[(long long)r * dim + c]; SKIP;")
+        );
+        let named = format!("#define ACC acc\n{}", SEGMENTS.replace("acc += values", "ACC += values"));
+        let alias = format!(
+            "typedef int& iref;\n{}",
+            SEGMENTS.replace("float acc = 0.f;", "iref st = start; st += (c & 1);\n  float acc = 0.f;")
+        );
+        let when = format!(
+            "#define WHEN(cond, x) ((cond) ? (x) : 0.f)\n{}",
+            SEGMENTS.replace(
+                "acc += values[(long long)r * dim + c];",
+                "acc += WHEN(c < 3, values[(long long)r * dim + c]);"
+            )
+        );
+        for src in [step, named, alias, when] {
+            assert!(why(&src).contains("runs a loop while"), "{src}\n{}", why(&src));
+        }
+    }
+
+    #[test]
+    fn statements_before_the_check_that_the_elements_change_stay_per_element() {
+        // An accumulator declared before the bounds check, and a load from a coordinate
+        // declared before it: both are each element's own.
+        let src = SEGMENTS
+            .replace("  if (idx >= (long long)segments * dim) return;\n", "")
+            .replace(
+                "  const int s = (int)(idx / dim);",
+                "  float acc = 0.f;\n  const int s = (int)(idx / dim);\n  const int start = offsets[s];\n  if (idx >= (long long)segments * dim) return;",
+            )
+            .replace("  const int start = offsets[s];\n  const int end", "  const int end")
+            .replace("  float acc = 0.f;\n  for", "  for");
+        let r = vectorize(&src, &facts(256)).unwrap();
+        let fast = &r.source[r.source.find("seg_sum_fast").unwrap()..];
+        let head = &fast[..fast.find("if (ns_base + 4").unwrap()];
+        assert!(!head.contains("float acc") && !head.contains("int start"), "hoisted: {head}");
+        assert!(r.source.contains("ns_e_acc[ns_k] = 0.f;"), "{}", r.source);
+    }
+
+    #[test]
+    fn an_index_local_that_wraps_is_not_followed() {
+        let src = SEGMENTS.replace(
+            "acc += values[(long long)r * dim + c];",
+            "const unsigned short at = (long long)r * dim + c;\n    acc += values[at];",
+        );
+        let why = vectorize(&src, &facts(256)).err().unwrap_or_default();
+        assert!(why.contains("runs a loop while"), "{why}");
+        let wide = src.replace("const unsigned short at", "const long long at");
+        let r = vectorize(&wide, &facts(256)).unwrap();
+        assert!(r.source.contains("ns_pick<4>(values + ((long long)r * dim + ((int)(ns_r0))), ns_k)"), "{}", r.source);
     }
 
     #[test]

@@ -33,11 +33,16 @@ pub(super) struct RunUniform<'a> {
 }
 
 impl<'a> RunUniform<'a> {
-    /// None when the kernel has what hides a change of a name (a reference, a lambda, asm).
+    /// None when the kernel has what hides a change of a name (a reference, also through a
+    /// type alias, a lambda, asm).
     pub fn new(src: &'a Source, k: &'a Kernel, body: Node, splits: &'a Splits) -> Option<Self> {
-        let hides = descendants(body).iter().any(|d| {
-            matches!(d.kind(), "reference_declarator" | "lambda_expression" | "gnu_asm_expression" | "for_range_loop")
-        });
+        let hides = syntax::has_reference_alias(src.text(), src.root())
+            || descendants(body).iter().any(|d| {
+                matches!(
+                    d.kind(),
+                    "reference_declarator" | "lambda_expression" | "gnu_asm_expression" | "for_range_loop"
+                )
+            });
         if hides {
             return None;
         }

@@ -509,8 +509,11 @@ fn plan_kernel<'k>(
     if !gathers.is_empty() {
         change.helpers.push(&helpers::RUN_PICK);
     }
-    if let Some(j) = &jam {
-        edits.jam = j.edits.clone();
+    let mut jam = jam;
+    if let Some(j) = &mut jam {
+        let gathered: Vec<Range<usize>> = gathers.iter().map(|g| g.site.clone()).collect();
+        j.keep_local_where_only_read_in(&gathered);
+        edits.jam = j.edits();
     }
     let new = vector_body(t, e, &per_elem, &edits, jam.as_ref(), v)
         .ok_or_else(|| NotApplicable::new(format!("`{}`: the rewrites of its per-element code overlap", k.name)))?;
@@ -1119,7 +1122,7 @@ fn vector_body(
                     },
                 });
             }
-            let lifted = j.lifted.iter().map(|(name, ty)| format!("{ty} ns_e_{name}[{v}];\n")).collect();
+            let lifted = j.lifted.iter().map(|l| format!("{} ns_e_{}[{v}];\n", l.ty, l.name)).collect();
             Body::Jammed { lifted, parts }
         }
     };
