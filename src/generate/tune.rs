@@ -498,10 +498,18 @@ impl Tuner {
     /// those that tune it, then knobs, then flags.
     fn prior(m: &Move) -> f64 {
         match m {
-            Move::Recipe { app, .. } => match rewrite::recipes::get(app.recipe).kind {
-                RecipeKind::Structural => 0.03,
-                RecipeKind::Tuning => 0.02,
-            },
+            // Of two rewrites that answer a finding alike, the one that answers more kinds
+            // of finding goes first: it changes more of the kernel's structure, and the
+            // narrower one can still follow it (dividing once per run of V subsumes a
+            // faster division per element; the other order leaves no division to split).
+            Move::Recipe { app, .. } => {
+                let r = rewrite::recipes::get(app.recipe);
+                let kind = match r.kind {
+                    RecipeKind::Structural => 0.03,
+                    RecipeKind::Tuning => 0.02,
+                };
+                kind + 0.002 * r.answers.len() as f64
+            }
             Move::Knob { .. } => 0.01,
             Move::Flag { .. } => 0.0,
         }
@@ -787,6 +795,22 @@ mod tests {
             k.flags.iter().any(|f| f.starts_with("-maxrregcount")) || family(&k.technique) == "launch-bounds",
             "{k:?}"
         );
+    }
+
+    #[test]
+    fn integer_overhead_goes_to_the_rewrite_that_divides_once_per_run_first() {
+        // A convolution whose index math dominates: coarsening (which divides once per
+        // run) goes before a faster division per element, which would leave it nothing
+        // to split.
+        let t = Task::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/causal_conv1d")).unwrap();
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let tuner = Tuner::new(&t, &src, 1, Guidance::Tools);
+        let req = request(&t, base(), &src, Some(report(ToolId::IntegerOverhead, 0.57)), Guidance::Tools);
+        let first = kernel(tuner.propose(&req));
+        assert_eq!(family(&first.technique), "vectorize", "{}", first.technique);
+        assert!(first.source.contains("ns_r0 + ns_k"), "the split: {}", first.source);
+        let next: Vec<String> = drain(&tuner, &req).iter().take(3).map(|k| family(&k.technique)).collect();
+        assert!(next.iter().any(|f| f == "fast-divmod" || f == "index-width"), "{next:?}");
     }
 
     #[test]

@@ -201,7 +201,8 @@ fn division_sites(t: &str, k: &Kernel, body: Node, names: &Names) -> Vec<Site> {
             continue;
         }
         let Some((op, l, r)) = binary(t, d) else { continue };
-        if op != "/" && op != "%" {
+        // A division in `decltype` (as this recipe's own output writes) divides nothing.
+        if (op != "/" && op != "%") || crate::syntax::unevaluated(d) {
             continue;
         }
         // The divisor: integer parameters only (a kernel-wide constant the host knows).
@@ -432,6 +433,11 @@ extern "C" void launch(const float* x, const float* bias, float* y, int N, int C
         assert!(s.contains("((HW)) >= 1 && ((HW)) <= 2147483647LL"), "{s}");
         // Float division is left alone.
         assert!(s.contains("0.f / 2.f"));
+        // Applied again, the divisions left are those in `decltype`, which divide nothing:
+        // it declines rather than add a second set of divisor parameters.
+        let again = apply(&Source::parse(s), &f, &Params::default());
+        let why = again.err().map(|e| e.0).unwrap_or_default();
+        assert!(why.contains("divides no integer index by a run-time kernel parameter"), "{why}");
     }
 
     #[test]

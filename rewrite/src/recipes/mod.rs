@@ -81,7 +81,7 @@ pub const ALL: &[Recipe] = &[
         id: RecipeId::Vectorize,
         summary: "each thread handles V consecutive elements with 8- or 16-byte loads and stores and a scalar tail; versioned on alignment",
         kind: RecipeKind::Structural,
-        answers: &[ToolId::NarrowGlobalAccess, ToolId::ScalarGlobalAccess, ToolId::MemoryLatencyBound, ToolId::IntegerOverhead],
+        answers: &[ToolId::NarrowGlobalAccess, ToolId::IntegerOverhead, ToolId::ScalarGlobalAccess, ToolId::MemoryLatencyBound],
         versioned: true,
         params: vectorize::PARAMS,
         apply: vectorize::apply,
