@@ -7,6 +7,21 @@ use crate::launch::{self, Dims};
 use crate::recipe::NotApplicable;
 use crate::source::{Kernel, Source};
 
+/// The bytes the buffer behind `k`'s pointer parameter `name` spans, in the launcher's
+/// names (its task length times its element size), for an overlap check (`ns_disjoint`).
+pub fn buffer_bytes(src: &Source, facts: &Facts, k: &Kernel, name: &str) -> Result<String, NotApplicable> {
+    let p = k.param(name).ok_or_else(|| NotApplicable::new(format!("`{name}` is not a parameter of `{}`", k.name)))?;
+    let arg = crate::launcher_arg(src, facts, k, name).ok_or_else(|| {
+        NotApplicable::new(format!(
+            "`{name}` is not passed straight from a launcher argument, so overlap cannot be checked"
+        ))
+    })?;
+    let len = crate::entry_params(src, facts).and_then(|n| facts.len_in(arg, &n)).ok_or_else(|| {
+        NotApplicable::new(format!("the task gives no length for `{name}`, so overlap cannot be checked at run time"))
+    })?;
+    Ok(format!("({len}) * (long long)sizeof({})", p.base))
+}
+
 /// Conditions that every buffer `k` receives holds at most `limit` elements, and that the
 /// task's largest sizes satisfy them (else the fast path would never run).
 pub fn buffers_below(src: &Source, facts: &Facts, k: &Kernel, limit: i64) -> Result<Vec<String>, NotApplicable> {

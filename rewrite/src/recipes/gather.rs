@@ -288,13 +288,7 @@ fn balanced(s: &str) -> bool {
 /// known. A row read wide needs no such check: the run's writes are stored after its
 /// reads, as each element wrote after it read.
 pub(super) fn disjoint_guards(src: &Source, facts: &Facts, k: &Kernel, reads: &[String]) -> Option<Vec<String>> {
-    let names = crate::entry_params(src, facts)?;
-    let bytes = |name: &str| -> Option<String> {
-        let p = k.param(name)?;
-        let arg = crate::launcher_arg(src, facts, k, name)?;
-        let len = facts.len_in(arg, &names)?;
-        Some(format!("({len}) * (long long)sizeof({})", syntax::unqualified(&p.base)))
-    };
+    let bytes = |name: &str| crate::guards::buffer_bytes(src, facts, k, name).ok();
     let mut out = Vec::new();
     for w in k.params.iter().filter(|p| p.pointer && !p.is_const) {
         for r in reads {

@@ -4,6 +4,7 @@
 //! launcher checks from the task's lengths before it takes the fast path.
 
 use crate::facts::Facts;
+use crate::guards;
 use crate::helpers;
 use crate::pattern::subscript_index;
 use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
@@ -134,7 +135,6 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ldg: bool) -> Result<(Ch
         )));
     }
     // Non-overlap of every written buffer with every other buffer.
-    let names = crate::entry_params(src, facts);
     let written: Vec<_> = pointers.iter().filter(|p| !p.is_const).collect();
     for w in &written {
         for o in &pointers {
@@ -144,25 +144,12 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ldg: bool) -> Result<(Ch
             if written.iter().any(|x| x.name == o.name) && o.name < w.name {
                 continue;
             }
-            let bytes = |name: &str, base: &str| -> Result<String, NotApplicable> {
-                let arg = crate::launcher_arg(src, facts, k, name).ok_or_else(|| {
-                    NotApplicable::new(format!(
-                        "`{name}` is not passed straight from a launcher argument, so overlap cannot be checked"
-                    ))
-                })?;
-                let len = names.as_ref().and_then(|n| facts.len_in(arg, n)).ok_or_else(|| {
-                    NotApplicable::new(format!(
-                        "the task gives no length for `{name}`, so overlap cannot be checked at run time"
-                    ))
-                })?;
-                Ok(format!("({len}) * (long long)sizeof({base})"))
-            };
             change.guards.push(format!(
                 "ns_disjoint({{{}}}, {}, {{{}}}, {})",
                 w.name,
-                bytes(&w.name, &w.base)?,
+                guards::buffer_bytes(src, facts, k, &w.name)?,
                 o.name,
-                bytes(&o.name, &o.base)?
+                guards::buffer_bytes(src, facts, k, &o.name)?
             ));
         }
     }

@@ -488,7 +488,7 @@ fn plan_kernel<'k>(
     let mut per_elem: Vec<Range<usize>> = e.between.iter().filter(|(_, u)| *u).map(|(r, _)| r.clone()).collect();
     per_elem.extend(e.body.iter().cloned());
     let mut edits = VectorEdits { staged: &staged, windows: &windows, splits: Some(&splits), ..Default::default() };
-    let (jam, gathers) = run_reads(src, facts, k, body, &per_elem, &edits, &mut change.guards);
+    let (mut jam, gathers) = run_reads(src, facts, k, body, &per_elem, &edits, &mut change.guards);
     // A long loop is worth a run only where it runs once for it and reads rows wide.
     let wide = |at: &Range<usize>| {
         jam.as_ref().is_some_and(|j| {
@@ -509,11 +509,10 @@ fn plan_kernel<'k>(
     if !gathers.is_empty() {
         change.helpers.push(&helpers::RUN_PICK);
     }
-    let mut jam = jam;
     if let Some(j) = &mut jam {
         let gathered: Vec<Range<usize>> = gathers.iter().map(|g| g.site.clone()).collect();
         j.keep_local_where_only_read_in(&gathered);
-        edits.jam = j.edits();
+        edits.replaced = j.edits();
     }
     let new = vector_body(t, e, &per_elem, &edits, jam.as_ref(), v)
         .ok_or_else(|| NotApplicable::new(format!("`{}`: the rewrites of its per-element code overlap", k.name)))?;
@@ -887,8 +886,8 @@ struct VectorEdits<'a> {
     staged: &'a [Staged],
     windows: &'a [window::Window],
     splits: Option<&'a Splits>,
-    /// A jam's register arrays.
-    jam: Vec<(Range<usize>, String)>,
+    /// Other replacements: a jam's register arrays, a column spelled as the run's first.
+    replaced: Vec<(Range<usize>, String)>,
     /// Reads picked out of wide loads: each replaces its whole read, edits inside it
     /// included.
     gathers: Vec<(Range<usize>, String)>,
@@ -939,7 +938,7 @@ impl VectorEdits<'_> {
                 put(site, if is_sub { format!("ns_{}[{at}]", s.name) } else { format!("(ns_{} + {at})", s.name) });
             }
         }
-        for (site, new) in self.jam.iter().chain(&self.gathers) {
+        for (site, new) in self.replaced.iter().chain(&self.gathers) {
             put(site, new.clone());
         }
         edits.apply(&t[r.clone()]).ok()
@@ -1060,14 +1059,7 @@ fn run_reads(
     let mut taken: Vec<String> = edits.staged.iter().map(|s| s.name.clone()).collect();
     taken.extend(edits.windows.iter().map(|w| w.name.clone()));
     let inner = |r: Range<usize>, subs: &[(Range<usize>, String)]| {
-        let mut e = crate::edit::Edits::new();
-        for site in splits.sites.iter().filter(|s| s.range.start >= r.start && s.range.end <= r.end) {
-            e.replace(site.range.start - r.start..site.range.end - r.start, splits.replacement(site));
-        }
-        for (site, new) in subs {
-            e.replace(site.start - r.start..site.end - r.start, new.clone());
-        }
-        e.apply(&t[r.clone()]).ok()
+        VectorEdits { splits: Some(splits), replaced: subs.to_vec(), ..Default::default() }.text(t, &r)
     };
     let places = gather::Places { top: per_elem, loops: &loops };
     let gathers = gather::find(src, k, body, splits, &uniform, &places, &taken, &inner);
