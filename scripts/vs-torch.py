@@ -44,9 +44,13 @@ What it does, per task:
      --rounds rounds (the order reversed every other round), --warmup calls then --reps
      timed calls per side per round; before each call the L2 is flushed by a read-only
      reduction over a 150 MB tensor (unless the task sets [timing] flush_l2 = false) and
-     the side's written buffers are restored; CUDA events around the call alone (for
-     the twins, the Python call with its launches: what a user's call costs). Per side:
-     the median and the CV (population standard deviation over the mean).
+     the side's written buffers are restored; CUDA events around the call alone. Each
+     side is timed twice over: "median ms", the GPU's work alone (a torch.cuda._sleep
+     holds the stream until the call's launches are queued, so a twin's Python wrapper,
+     torch.compile's guards included, does not count), which the speedups use; and "call
+     ms", the events also spanning the host's time to issue the launches, what one call
+     costs in an eager program (it moves with the CPU: torch.compile's CV there was
+     13%). Per side: the median and the CV (population standard deviation over the mean).
   5. Prints a markdown table: side, median ms, CV, speedup over the baseline, and for
      candidates how many times faster than torch.compile and than eager (> 1: faster).
 
@@ -939,30 +943,69 @@ def twin_side(name, kind, fn, kwargs) -> Side:
     return Side(name, kind, call, None, lambda: last.get("out"))
 
 
-def time_sides(sides: list[Side], rounds: int, reps: int, warmup: int, flush) -> dict[str, tuple[float, float, list]]:
+def sleep_cycles_per_ms() -> float:
+    """How many cycles of torch.cuda._sleep make a millisecond on this GPU, measured."""
     t = need_torch()
-    times = {s.name: [] for s in sides}
+    start, end = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+    t.cuda._sleep(1_000_000)  # the first call loads the kernel
+    best = float("inf")
+    for _ in range(3):
+        start.record()
+        t.cuda._sleep(1_000_000)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end))
+    return 1_000_000 / max(best, 1e-3)
+
+
+def time_sides(sides: list[Side], rounds: int, reps: int, warmup: int, flush) -> dict[str, dict]:
+    """Per side, two timings of the same calls, both between CUDA events on the stream:
+    `gpu`, with the GPU held busy (torch.cuda._sleep) until the call's launches are all
+    queued, so the events span the GPU's work alone, however slow the Python wrapper;
+    and `call`, where the events also span the host's time to issue the launches (what
+    one eager call costs, and what makes a twin's figure move with the CPU)."""
+    import time
+
+    t = need_torch()
+    per_ms = sleep_cycles_per_ms()
+    times = {s.name: {"gpu": [], "call": []} for s in sides}
+    host_ms = {s.name: 0.0 for s in sides}
     start, end = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
     for r in range(rounds):
         for s in sides if r % 2 == 0 else reversed(sides):
             for _ in range(warmup):
                 if s.prepare:
                     s.prepare()
+                t0 = time.perf_counter()
                 s.call()
-            for _ in range(reps):
-                if s.prepare:
-                    s.prepare()
-                if flush is not None:
-                    flush.amax()
-                start.record()
-                s.call()
-                end.record()
-                end.synchronize()
-                times[s.name].append(start.elapsed_time(end))
-    return {
-        k: (statistics.median(v), statistics.pstdev(v) / statistics.mean(v) if statistics.mean(v) else 0.0, v)
-        for k, v in times.items()
-    }
+                host_ms[s.name] = max(host_ms[s.name], 1e3 * (time.perf_counter() - t0))
+                t.cuda.synchronize()
+            # The wait outlasts the host's issue time twice over; a call that synchronizes
+            # inside (a .item()) still shows its own gap, which is its cost.
+            cycles = int(per_ms * (2 * host_ms[s.name] + 0.05))
+            for hidden in (True, False):
+                for _ in range(reps):
+                    if s.prepare:
+                        s.prepare()
+                    if flush is not None:
+                        flush.amax()
+                    if hidden:
+                        t.cuda._sleep(cycles)
+                    start.record()
+                    s.call()
+                    end.record()
+                    end.synchronize()
+                    times[s.name]["gpu" if hidden else "call"].append(start.elapsed_time(end))
+
+    def stats(v):
+        mean = statistics.mean(v)
+        return statistics.median(v), statistics.pstdev(v) / mean if mean else 0.0
+
+    out = {}
+    for k, v in times.items():
+        (ms, cv), (call_ms, call_cv) = stats(v["gpu"]), stats(v["call"])
+        out[k] = {"ms": ms, "cv": cv, "call_ms": call_ms, "call_cv": call_cv, "samples": v["gpu"]}
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -1079,11 +1122,15 @@ def run_task(task_dir: Path, cand_specs: list, opts, twin_path: str | None, flus
             + ("" if task.flush_l2 else "; the task sets flush_l2 = false: no L2 flush"))  # fmt: skip
         timed = time_sides(sides, opts.rounds, opts.reps, opts.warmup, flush if task.flush_l2 else None)
 
-    base_ms = timed["baseline"][0]
-    eager_ms, compile_ms = timed["eager"][0], timed["torch.compile"][0]
+    base_ms = timed["baseline"]["ms"]
+    eager_ms, compile_ms = timed["eager"]["ms"], timed["torch.compile"]["ms"]
     for s in sides:
-        ms, cv, _ = timed[s.name]
-        row = {"side": s.name, "kind": s.kind, "median_ms": ms, "cv": cv, "speedup_vs_baseline": base_ms / ms}
+        tm = timed[s.name]
+        ms = tm["ms"]
+        row = {
+            "side": s.name, "kind": s.kind, "median_ms": ms, "cv": tm["cv"], "speedup_vs_baseline": base_ms / ms,
+            "call_median_ms": tm["call_ms"], "call_cv": tm["call_cv"],
+        }  # fmt: skip
         if s.kind == "candidate":
             row["x_faster_than_compile"] = compile_ms / ms
             row["x_faster_than_eager"] = eager_ms / ms
@@ -1096,13 +1143,14 @@ def run_task(task_dir: Path, cand_specs: list, opts, twin_path: str | None, flus
 
 
 def markdown_table(results: list[dict], with_task: bool) -> str:
-    head = ["side", "median ms", "CV", "vs baseline", "x faster than torch.compile", "x faster than eager"]
+    head = ["side", "median ms", "CV", "vs baseline", "x faster than torch.compile", "x faster than eager",
+            "call ms (with launch)"]  # fmt: skip
     if with_task:
         head = ["task"] + head
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
     for r in results:
         if r.get("error"):
-            cells = ["failed: " + r["error"].splitlines()[0].replace("|", "\\|"), "", "", "", "", ""]
+            cells = ["failed: " + r["error"].splitlines()[0].replace("|", "\\|"), "", "", "", "", "", ""]
             lines.append("| " + " | ".join(([r["task"]] if with_task else []) + cells) + " |")
             continue
         for s in r["sides"]:
@@ -1110,6 +1158,7 @@ def markdown_table(results: list[dict], with_task: bool) -> str:
                 s["side"], f"{s['median_ms']:.4f}", f"{100 * s['cv']:.1f}%", f"{s['speedup_vs_baseline']:.3f}x",
                 f"{s['x_faster_than_compile']:.3f}x" if "x_faster_than_compile" in s else "",
                 f"{s['x_faster_than_eager']:.3f}x" if "x_faster_than_eager" in s else "",
+                f"{s['call_median_ms']:.4f} (CV {100 * s['call_cv']:.1f}%)" if "call_median_ms" in s else "",
             ]  # fmt: skip
             lines.append("| " + " | ".join(([r["task"]] if with_task else []) + cells) + " |")
     return "\n".join(lines)
@@ -1272,7 +1321,8 @@ def main(argv: list[str]) -> int:
                 t.cuda.empty_cache()
         env = environment(opts)
         print(f"\n{env['device']}, torch {env['torch']}, torch.compile mode {env['compile_mode']}; "
-              f"{opts.rounds} rounds x {opts.reps} calls per side, L2 flushed before each call; medians\n")  # fmt: skip
+              f"{opts.rounds} rounds x {opts.reps} calls per side, L2 flushed before each call; medians of "
+              f"the GPU's time (launches queued behind a wait; speedups use these)\n")  # fmt: skip
         if not opts.all:
             r = results[0]
             print(f"{r['task']} at {size_words(r['bench'])}\n")

@@ -18,7 +18,9 @@
 //! row, and the per-row code reads the window. The arithmetic per output is the same,
 //! only loads are shared, so the results are bit-identical. Each window value is one the
 //! original computes for some row of the strip (a tap's own conditions go with it), so no
-//! load reaches where the original did not; strips at the edges take the plain loop.
+//! load reaches where the original did not; strips at the edges take the plain loop. A
+//! window small enough for registers is loaded whole before the first row, so the strip's
+//! loads are in flight together rather than one row's per step.
 
 use crate::edit::Edits;
 use crate::facts::{Facts, Role};
@@ -51,6 +53,10 @@ fn clamped_row(bound: &str) -> String {
 
 /// Loops a window may sit in are unrolled; past this trip count they are not windowed.
 const MAX_TRIP: i64 = 32;
+/// Windows of at most this many values (registers) are loaded whole before the strip's
+/// first row; larger ones a row per step, so a wide window does not spill. A 3x3 stencil
+/// over 16 rows holds 54.
+const MAX_UP_FRONT: i64 = 64;
 /// How deep expressions and the locals they name are followed.
 const MAX_DEPTH: usize = 48;
 
@@ -261,19 +267,26 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, rows: i64) -> Result<(Ch
             let mut decls = String::new();
             let mut fills = String::new();
             let mut edits: Vec<(Range<usize>, String)> = Vec::new();
+            let up_front = window_values(&ws, s) <= MAX_UP_FRONT;
             for (n, w) in ws.iter().enumerate() {
                 decls.push_str(&w.declaration(n, s));
-                fills.push_str(&w.fill(n));
+                fills.push_str(&if up_front { w.fill_all(n, s) } else { w.fill(n) });
                 for (r, index) in &w.sites {
                     edits.push((r.clone(), format!("ns_w{n}{index}")));
                 }
             }
             let pragmas = ctx.pragmas_needed(&ws);
             let fast_rest = ctx.rest_text(&rest_range, &edits, &pragmas)?;
+            let (how, fills_before, fills_in_step) = if up_front {
+                ("all of them before the first row, so their loads are in flight together", fills.trim_end(), "")
+            } else {
+                ("one new row per step", "", fills.trim_end())
+            };
             c.push_str(&format!(
-                "if (ns_whole) {{\n  // nightshift: every row of the strip passes the checks: rows read at several offsets are loaded once into registers, one new row per step.\n  {}\n  #pragma unroll\n  for (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n    {}\n    {}\n    {}\n  }}\n}} else {{\n  #pragma unroll 1\n  for (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n    {}\n    if ({y} >= ns_rows) break;\n    {}\n  }}\n}}",
+                "if (ns_whole) {{\n  // nightshift: every row of the strip passes the checks: rows read at several offsets are loaded once into registers, {how}.\n  {}\n  {}#pragma unroll\n  for (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n    {}{}\n    {}\n  }}\n}} else {{\n  #pragma unroll 1\n  for (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n    {}\n    if ({y} >= ns_rows) break;\n    {}\n  }}\n}}",
                 reindent(decls.trim_end(), "  "),
-                reindent(fills.trim_end(), "    "),
+                lines_then(&reindent(fills_before, "  "), "  "),
+                lines_then(&reindent(fills_in_step, "    "), "    "),
                 reindent(&decl_row, "    "),
                 reindent(fast_rest.trim_end(), "    "),
                 reindent(&decl_row, "    "),
@@ -1435,15 +1448,7 @@ impl Window {
     /// then the row that comes into view (`ns_r + HI`).
     fn fill(&self, n: usize) -> String {
         let (lo, hi) = (self.lo(), self.hi());
-        let keys: String = self.keys.iter().map(|(v, l, _)| format!("[{v} - ({l})]")).collect();
-        let mut store = format!("ns_w{n}{keys}[ns_j - ({lo})] = {};", self.value);
-        if !self.cond.is_empty() {
-            store = format!("if ({}) {store}", self.cond);
-        }
-        for ((v, l, h), ty) in self.keys.iter().zip(&self.key_types).rev() {
-            store =
-                format!("#pragma unroll\nfor ({ty} {v} = {l}; {v} <= {h}; ++{v}) {{\n  {}\n}}", reindent(&store, "  "));
-        }
+        let store = self.store(n);
         // A loop of a fixed trip count, so it unrolls before the strip's loop does and
         // every window index is a constant (the window stays in registers).
         let last = hi - lo;
@@ -1453,10 +1458,51 @@ impl Window {
         )
     }
 
+    /// The loads of the whole window at once, before the strip's first row (`ns_j` from LO
+    /// to S - 1 + HI): the strip's rows are then all in flight together, where one new row
+    /// per step leaves each step waiting on its own load.
+    fn fill_all(&self, n: usize, s: i64) -> String {
+        let (lo, hi) = (self.lo(), self.hi());
+        format!(
+            "#pragma unroll\nfor (int ns_j = {lo}; ns_j <= {}; ++ns_j) {{\n  {}\n}}\n",
+            s - 1 + hi,
+            reindent(&self.store(n), "  ")
+        )
+    }
+
+    /// One window element's load, `ns_j` its row, inside the loops over its other keys.
+    fn store(&self, n: usize) -> String {
+        let lo = self.lo();
+        let keys: String = self.keys.iter().map(|(v, l, _)| format!("[{v} - ({l})]")).collect();
+        let mut store = format!("ns_w{n}{keys}[ns_j - ({lo})] = {};", self.value);
+        if !self.cond.is_empty() {
+            store = format!("if ({}) {store}", self.cond);
+        }
+        for ((v, l, h), ty) in self.keys.iter().zip(&self.key_types).rev() {
+            store =
+                format!("#pragma unroll\nfor ({ty} {v} = {l}; {v} <= {h}; ++{v}) {{\n  {}\n}}", reindent(&store, "  "));
+        }
+        store
+    }
+
     /// How many windows of rows it is (one per value of its other loop variables).
     fn count(&self) -> i64 {
         self.keys.iter().map(|(_, l, h)| h - l + 1).product()
     }
+}
+
+/// `code` and a new line indented by `ind`, or nothing when `code` is empty.
+fn lines_then(code: &str, ind: &str) -> String {
+    if code.is_empty() {
+        String::new()
+    } else {
+        format!("{code}\n{ind}")
+    }
+}
+
+/// How many values the windows hold together over a strip of `s` rows.
+fn window_values(ws: &[Window], s: i64) -> i64 {
+    ws.iter().map(|w| w.count() * (s + w.hi() - w.lo())).sum()
 }
 
 /// `in` at rows y-1..y+1 (3 windows), one entry per buffer and rows.
@@ -1819,6 +1865,47 @@ extern "C" void launch(const float* in, float* out, int W, int H, cudaStream_t s
 }
 "#;
 
+    /// A 5x5 box: five windows (one per column offset) of S + 4 rows each.
+    const BOX5: &str = r#"#include <cuda_runtime.h>
+__global__ void box5(const float* __restrict__ in, float* __restrict__ out, int W, int H) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= W || y >= H) return;
+  float s = 0.f;
+  for (int dy = -2; dy <= 2; ++dy) {
+    for (int dx = -2; dx <= 2; ++dx) {
+      int yy = min(max(y + dy, 0), H - 1);
+      int xx = min(max(x + dx, 0), W - 1);
+      s += in[yy * W + xx];
+    }
+  }
+  out[y * W + x] = s;
+}
+extern "C" void launch(const float* in, float* out, int W, int H, cudaStream_t st) {
+  dim3 block(32, 8);
+  dim3 grid((W + 31) / 32, (H + 7) / 8);
+  box5<<<grid, block, 0, st>>>(in, out, W, H);
+}
+"#;
+
+    #[test]
+    fn a_window_too_wide_for_registers_at_once_loads_a_row_per_step() {
+        // 5 windows x 12 rows = 60 values: all before the first row.
+        let r = strip_with(BOX5, "8").unwrap();
+        assert!(r.source.contains("float ns_w0[5][12];"), "{}", r.source);
+        assert!(r.source.contains("for (int ns_j = -2; ns_j <= 9; ++ns_j) {"), "{}", r.source);
+        assert!(!r.source.contains("ns_q"), "{}", r.source);
+        // 5 x 20 = 100 values would spill: the window starts whole at the first row, then
+        // takes one new row per step, as many registers live as the stencil is tall.
+        let r = strip_with(BOX5, "16").unwrap();
+        let s = &r.source;
+        assert!(s.contains("float ns_w0[5][20];"), "{s}");
+        assert!(s.contains("for (int ns_q = 0; ns_q <= 4; ++ns_q) {"), "{s}");
+        assert!(s.contains("if (ns_r > 0 && ns_q < 4) continue;"), "{s}");
+        assert!(s.contains("const int ns_j = ns_r + (-2) + ns_q;"), "{s}");
+        assert!(s.contains("one new row per step"), "{s}");
+    }
+
     /// From a review: control flow a macro hides, a variable changed through its address or
     /// a reference, and a `constexpr` local inlined into the window's checks.
     #[test]
@@ -1887,11 +1974,11 @@ extern "C" void launch(const float* in, float* out, int W, int H, cudaStream_t s
         assert!(s.contains("const int ns_row0 = (int)(blockIdx.y * blockDim.y + threadIdx.y) * 8;"), "{s}");
         assert!(s.contains("const int ns_rows = (int)(ns_grid_y * blockDim.y);"), "{s}");
         assert!(s.contains("float ns_w0[12];"), "{s}");
-        // The whole window at the first row, then one new row per row.
-        assert!(s.contains("for (int ns_q = 0; ns_q <= 4; ++ns_q) {"), "{s}");
-        assert!(s.contains("if (ns_r > 0 && ns_q < 4) continue;"), "{s}");
-        assert!(s.contains("const int ns_j = ns_r + (-2) + ns_q;"), "{s}");
-        assert!(s.contains("ns_w0[ns_j - (-2)] = in[min(max((ns_row0 + ns_j), 0), H - 1) * W + x];"), "{s}");
+        // Twelve values: the whole window is loaded before the first row, its loads in
+        // flight together, and the rows' code only reads it.
+        let fill = "#pragma unroll\n    for (int ns_j = -2; ns_j <= 9; ++ns_j) {\n      ns_w0[ns_j - (-2)] = in[min(max((ns_row0 + ns_j), 0), H - 1) * W + x];\n    }\n    #pragma unroll\n    for (int ns_r = 0; ns_r < 8; ++ns_r) {";
+        assert!(s.contains(fill), "{s}");
+        assert!(!s.contains("ns_q"), "{s}");
         assert!(s.contains("s += ns_w0[ns_r + k + 2];"), "{s}");
         assert!(s.contains("ns_whole = ns_whole && (!(x >= W || y >= H));"), "{s}");
         // The loop the window sits in is unrolled, so the window's indices are constants.
