@@ -49,13 +49,19 @@ def row(run: Path):
         best_text,
         floor,
         fmt(eager.get("median_ms"), "%.4f ms"),
-        fmt(comp.get("median_ms"), "%.4f ms"),
+        fmt(comp.get("median_ms"), "%.4f ms") + old_timing(comp) + (" (syncs inside)" if comp.get("syncs") else ""),
         fmt(ratio, "%.3fx"),
         str(s.get("judged", "-")),
         str(s.get("within_parent_interval", "-")),
         vs.get("device", "-"),
     ]
     return "| " + " | ".join(cells) + " |", ratio
+
+
+def old_timing(side: dict) -> str:
+    """vs-torch timed the call with its launch before it timed the GPU's work apart (a
+    .vs.json without call_median_ms): such figures are not comparable with newer ones."""
+    return " (with launch)" if side and "call_median_ms" not in side else ""
 
 
 def main(argv: list[str]) -> int:

@@ -46,13 +46,20 @@ What it does, per task:
      reduction over a 150 MB tensor (unless the task sets [timing] flush_l2 = false) and
      the side's written buffers are restored; CUDA events around the call alone. Each
      side is timed twice over: "median ms", the GPU's work alone (a torch.cuda._sleep
-     holds the stream until the call's launches are queued, so a twin's Python wrapper,
-     torch.compile's guards included, does not count), which the speedups use; and "call
-     ms", the events also spanning the host's time to issue the launches, what one call
-     costs in an eager program (it moves with the CPU: torch.compile's CV there was
-     13%). Per side: the median and the CV (population standard deviation over the mean).
+     of twice the host's issue time holds the stream until the call's launches are
+     queued, so a twin's Python wrapper, torch.compile's guards included, does not count;
+     a sample whose wait ran out before the call returned is dropped and the wait
+     doubled), which the speedups use; and "call ms (with launch)", the events also
+     spanning the host's time to issue the launches, what one call costs in an eager
+     program (it moves with the CPU: torch.compile's CV there was 9-38% on an H200). A
+     side whose call synchronizes inside (a .item()) cannot hide that share: the table
+     says "syncs inside" and its median ms keeps it. Per side: the median and the CV
+     (population standard deviation over the mean).
   5. Prints a markdown table: side, median ms, CV, speedup over the baseline, and for
-     candidates how many times faster than torch.compile and than eager (> 1: faster).
+     candidates how many times faster than torch.compile and than eager (> 1: faster),
+     then the call with its launch (median and CV). The JSON has both per side
+     (median_ms and call_median_ms), whether the call syncs inside, and how many samples
+     were dropped for a short wait.
 
 The twin contract (TASK_DIR/twin.py):
   - `twin.py` defines `def twin(**args)`, or a function with named parameters (an arg
@@ -958,44 +965,65 @@ def sleep_cycles_per_ms() -> float:
     return 1_000_000 / max(best, 1e-3)
 
 
+# The longest wait queued ahead of a timed call, and the wait that tells whether a call
+# synchronizes inside (a .item(), a host copy): such a call cannot return before it ends.
+MAX_WAIT_MS = 20.0
+SYNC_PROBE_MS = 20.0
+
+
 def time_sides(sides: list[Side], rounds: int, reps: int, warmup: int, flush) -> dict[str, dict]:
     """Per side, two timings of the same calls, both between CUDA events on the stream:
     `gpu`, with the GPU held busy (torch.cuda._sleep) until the call's launches are all
     queued, so the events span the GPU's work alone, however slow the Python wrapper;
     and `call`, where the events also span the host's time to issue the launches (what
-    one eager call costs, and what makes a twin's figure move with the CPU)."""
+    one eager call costs, and what makes a twin's figure move with the CPU).
+
+    The wait is twice the host's issue time (the median of the round's warm-up calls,
+    one untimed probe call when --warmup is 0). A `gpu` sample whose start event had
+    already passed when the call returned waited too little: it is dropped and the wait
+    doubled. A side whose call synchronizes inside cannot hide its host time (the host
+    waits for the GPU, then issues the rest): it is marked `syncs`, and its `gpu` figure
+    keeps that share."""
     import time
 
     t = need_torch()
     per_ms = sleep_cycles_per_ms()
     times = {s.name: {"gpu": [], "call": []} for s in sides}
-    host_ms = {s.name: 0.0 for s in sides}
+    syncs = {s.name: sync_inside(s, per_ms) for s in sides}
+    short = {s.name: 0 for s in sides}
     start, end = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
     for r in range(rounds):
         for s in sides if r % 2 == 0 else reversed(sides):
-            for _ in range(warmup):
+            host = []
+            for _ in range(max(warmup, 1)):
                 if s.prepare:
                     s.prepare()
                 t0 = time.perf_counter()
                 s.call()
-                host_ms[s.name] = max(host_ms[s.name], 1e3 * (time.perf_counter() - t0))
+                host.append(1e3 * (time.perf_counter() - t0))
                 t.cuda.synchronize()
-            # The wait outlasts the host's issue time twice over; a call that synchronizes
-            # inside (a .item()) still shows its own gap, which is its cost.
-            cycles = int(per_ms * (2 * host_ms[s.name] + 0.05))
+            wait_ms = min(2 * statistics.median(host) + 0.05, MAX_WAIT_MS)
             for hidden in (True, False):
-                for _ in range(reps):
+                taken, attempts = 0, 0
+                while taken < reps and attempts < 3 * reps:
+                    attempts += 1
                     if s.prepare:
                         s.prepare()
                     if flush is not None:
                         flush.amax()
                     if hidden:
-                        t.cuda._sleep(cycles)
+                        t.cuda._sleep(int(per_ms * wait_ms))
                     start.record()
                     s.call()
+                    too_short = hidden and not syncs[s.name] and start.query()
                     end.record()
                     end.synchronize()
+                    if too_short and wait_ms < MAX_WAIT_MS:
+                        short[s.name] += 1
+                        wait_ms = min(2 * wait_ms, MAX_WAIT_MS)
+                        continue
                     times[s.name]["gpu" if hidden else "call"].append(start.elapsed_time(end))
+                    taken += 1
 
     def stats(v):
         mean = statistics.mean(v)
@@ -1004,8 +1032,27 @@ def time_sides(sides: list[Side], rounds: int, reps: int, warmup: int, flush) ->
     out = {}
     for k, v in times.items():
         (ms, cv), (call_ms, call_cv) = stats(v["gpu"]), stats(v["call"])
-        out[k] = {"ms": ms, "cv": cv, "call_ms": call_ms, "call_cv": call_cv, "samples": v["gpu"]}
+        out[k] = {
+            "ms": ms, "cv": cv, "call_ms": call_ms, "call_cv": call_cv, "samples": v["gpu"],
+            "syncs": syncs[k], "short_waits": short[k],
+        }  # fmt: skip
     return out
+
+
+def sync_inside(s: Side, per_ms: float) -> bool:
+    """Whether the side's call waits for the GPU before it returns: a long wait is queued
+    ahead of it, and if the wait is over when the call returns, the call waited for it."""
+    t = need_torch()
+    t.cuda.synchronize()
+    if s.prepare:
+        s.prepare()
+    t.cuda._sleep(int(per_ms * SYNC_PROBE_MS))
+    mark = t.cuda.Event()
+    mark.record()
+    s.call()
+    waited = mark.query()
+    t.cuda.synchronize()
+    return waited
 
 
 # ---------------------------------------------------------------------------------------
@@ -1129,7 +1176,8 @@ def run_task(task_dir: Path, cand_specs: list, opts, twin_path: str | None, flus
         ms = tm["ms"]
         row = {
             "side": s.name, "kind": s.kind, "median_ms": ms, "cv": tm["cv"], "speedup_vs_baseline": base_ms / ms,
-            "call_median_ms": tm["call_ms"], "call_cv": tm["call_cv"],
+            "call_median_ms": tm["call_ms"], "call_cv": tm["call_cv"], "syncs": tm["syncs"],
+            "short_waits": tm["short_waits"],
         }  # fmt: skip
         if s.kind == "candidate":
             row["x_faster_than_compile"] = compile_ms / ms
@@ -1158,7 +1206,8 @@ def markdown_table(results: list[dict], with_task: bool) -> str:
                 s["side"], f"{s['median_ms']:.4f}", f"{100 * s['cv']:.1f}%", f"{s['speedup_vs_baseline']:.3f}x",
                 f"{s['x_faster_than_compile']:.3f}x" if "x_faster_than_compile" in s else "",
                 f"{s['x_faster_than_eager']:.3f}x" if "x_faster_than_eager" in s else "",
-                f"{s['call_median_ms']:.4f} (CV {100 * s['call_cv']:.1f}%)" if "call_median_ms" in s else "",
+                (f"{s['call_median_ms']:.4f} (CV {100 * s['call_cv']:.1f}%)" if "call_median_ms" in s else "")
+                + ("; syncs inside: its median ms keeps the host's share" if s.get("syncs") else ""),
             ]  # fmt: skip
             lines.append("| " + " | ".join(([r["task"]] if with_task else []) + cells) + " |")
     return "\n".join(lines)

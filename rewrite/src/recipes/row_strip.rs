@@ -53,9 +53,9 @@ fn clamped_row(bound: &str) -> String {
 
 /// Loops a window may sit in are unrolled; past this trip count they are not windowed.
 const MAX_TRIP: i64 = 32;
-/// Windows of at most this many values (registers) are loaded whole before the strip's
-/// first row; larger ones a row per step, so a wide window does not spill. A 3x3 stencil
-/// over 16 rows holds 54.
+/// Windows of at most this many 32-bit registers are loaded whole before the strip's
+/// first row; larger ones a row per step, so a wide window does not spill. A 3x3 fp32
+/// stencil over 16 rows takes 54 (a `double` or `float2` value takes 2, a `float4` 4).
 const MAX_UP_FRONT: i64 = 64;
 /// How deep expressions and the locals they name are followed.
 const MAX_DEPTH: usize = 48;
@@ -267,7 +267,7 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, rows: i64) -> Result<(Ch
             let mut decls = String::new();
             let mut fills = String::new();
             let mut edits: Vec<(Range<usize>, String)> = Vec::new();
-            let up_front = window_values(&ws, s) <= MAX_UP_FRONT;
+            let up_front = window_registers(&ws, s) <= MAX_UP_FRONT;
             for (n, w) in ws.iter().enumerate() {
                 decls.push_str(&w.declaration(n, s));
                 fills.push_str(&if up_front { w.fill_all(n, s) } else { w.fill(n) });
@@ -1500,9 +1500,15 @@ fn lines_then(code: &str, ind: &str) -> String {
     }
 }
 
-/// How many values the windows hold together over a strip of `s` rows.
-fn window_values(ws: &[Window], s: i64) -> i64 {
-    ws.iter().map(|w| w.count() * (s + w.hi() - w.lo())).sum()
+/// How many 32-bit registers the windows take together over a strip of `s` rows. A type
+/// of unknown size counts as 16 bytes a value, so it loads a row per step unless tiny.
+fn window_registers(ws: &[Window], s: i64) -> i64 {
+    ws.iter()
+        .map(|w| {
+            let words = syntax::type_size(&w.elem).map_or(4, |b| b.div_ceil(4)) as i64;
+            w.count() * (s + w.hi() - w.lo()) * words
+        })
+        .sum()
 }
 
 /// `in` at rows y-1..y+1 (3 windows), one entry per buffer and rows.
@@ -1904,6 +1910,10 @@ extern "C" void launch(const float* in, float* out, int W, int H, cudaStream_t s
         assert!(s.contains("if (ns_r > 0 && ns_q < 4) continue;"), "{s}");
         assert!(s.contains("const int ns_j = ns_r + (-2) + ns_q;"), "{s}");
         assert!(s.contains("one new row per step"), "{s}");
+        // Registers, not values: the same 60 values in `double` take 120.
+        let r = strip_with(&BOX5.replace("float", "double"), "8").unwrap();
+        assert!(r.source.contains("double ns_w0[5][12];"), "{}", r.source);
+        assert!(r.source.contains("if (ns_r > 0 && ns_q < 4) continue;"), "{}", r.source);
     }
 
     /// From a review: control flow a macro hides, a variable changed through its address or
