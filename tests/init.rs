@@ -534,3 +534,100 @@ fn every_length_init_reads_from_the_examples_indexing_is_the_one_their_task_decl
     // tiled transpose that reassigns its indices).
     assert!(derived >= 37, "only {derived} lengths from the indexing");
 }
+
+/// Issue 35: an optimizer step reads its state and writes it back. Taken for outputs alone,
+/// the state was poisoned before the call, and the draft checked nothing the kernel
+/// computed from it; a beta of 1 made the bias correction divide by zero.
+#[test]
+fn state_updated_in_place_is_an_input_and_an_output_and_hyper_parameters_are_plausible() {
+    let src = r#"#include <cuda_runtime.h>
+__global__ void adam_k(float* p, const float* g, float* m, float* v, float* out_norm, float lr, float beta1,
+                       float beta2, float eps, float weight_decay, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float mi = beta1 * m[i] + (1.f - beta1) * g[i];
+  float vi = beta2 * v[i] + (1.f - beta2) * g[i] * g[i];
+  m[i] = mi;
+  v[i] = vi;
+  p[i] -= lr * (mi / (sqrtf(vi) + eps) + weight_decay * p[i]);
+  out_norm[i] = mi * mi;
+}
+extern "C" void adam(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, float* out_norm, float lr,
+                     float beta1, float beta2, float eps, float weight_decay, int n, cudaStream_t stream) {
+  adam_k<<<(n + 255) / 256, 256, 0, stream>>>(param, grad, exp_avg, exp_avg_sq, out_norm, lr, beta1, beta2, eps,
+                                               weight_decay, n);
+}
+"#;
+    let r = init(&[("adam.cu", src)], &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let t = r.toml();
+    let arg = |name: &str| -> String {
+        let at = t.find(&format!("name = \"{name}\"")).unwrap_or_else(|| panic!("no arg {name}: {t}"));
+        let rest = &t[at..];
+        rest[..rest[1..].find("[[arg]]").map_or(rest.len(), |e| e + 1)].to_string()
+    };
+    // Read, then written: initialised (never poisoned) and checked after the call.
+    for (name, read_at) in [("param", "`p[i] -= "), ("exp_avg", "`m[i]`"), ("exp_avg_sq", "`v[i]`")] {
+        let a = arg(name);
+        assert!(a.contains("# in place: read at adam.cu:"), "{a}");
+        assert!(a.contains(read_at), "{a}");
+        assert!(a.contains("init = "), "{a}");
+        assert!(a.contains("output = true   # checked after the call"), "{a}");
+    }
+    // A second moment is drawn non-negative (its square root is taken).
+    assert!(arg("exp_avg_sq").contains("init = \"uniform(0, 1)\""), "{}", arg("exp_avg_sq"));
+    // Written only: an output, poisoned before the call so a skipped element shows.
+    let out = arg("out_norm");
+    assert!(out.contains("output = true   # written (line 11), never read: poisoned before the call"), "{out}");
+    assert!(!out.contains("init = "), "{out}");
+    let grad = arg("grad");
+    assert!(grad.contains("init = ") && !grad.contains("output = true"), "{grad}");
+    // Hyper-parameters where production runs them, each a guess that says why.
+    for (name, value) in
+        [("lr", "1e-3"), ("beta1", "0.9"), ("beta2", "0.999"), ("eps", "1e-5"), ("weight_decay", "0.01")]
+    {
+        assert!(arg(name).contains(&format!("value = {value}   # guessed (")), "{}", arg(name));
+    }
+    // The least traffic moves the state twice: 4 bytes x (param, exp_avg, exp_avg_sq read
+    // and written, grad read, out_norm written) = 32 n.
+    let bytes = t.lines().find(|l| l.starts_with("bytes = ")).unwrap_or_else(|| panic!("no roofline: {t}"));
+    assert_eq!(bytes.matches("4 * (n)").count(), 8, "{bytes}");
+}
+
+/// Which buffers init drafts as state (an input and an output) is, on every task and
+/// example, what the task declares: read-then-written state (the optimizer's) in place,
+/// and buffers written before they are read (a scan's offsets, a stored residual re-read,
+/// a sum the launcher zeroes before its atomics) outputs.
+#[test]
+fn every_in_place_buffer_init_drafts_is_the_one_the_tasks_declare() {
+    use nightshift::task::{ArgRole, Task};
+    let mut in_place = 0;
+    for group in ["tasks", "examples"] {
+        let mut dirs: Vec<PathBuf> =
+            std::fs::read_dir(common::root().join(group)).unwrap().map(|e| e.unwrap().path()).collect();
+        dirs.sort();
+        for d in dirs.into_iter().filter(|d| d.join("task.toml").is_file()) {
+            let task = Task::load(&d).unwrap();
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("t");
+            let out = Command::new(common::nightshift_bin())
+                .args(["init", dir.to_str().unwrap(), "--from", task.baseline.to_str().unwrap()])
+                .args(["--entry", &task.entry])
+                .output()
+                .unwrap();
+            let text = std::fs::read_to_string(dir.join("task.toml"))
+                .unwrap_or_else(|_| panic!("{}: {}", d.display(), String::from_utf8_lossy(&out.stderr)));
+            let draft: toml::Value = toml::from_str(&text).unwrap();
+            for a in draft["arg"].as_array().unwrap() {
+                let name = a["name"].as_str().unwrap();
+                let drafted = a.get("init").is_some() && a.get("output").is_some();
+                let arg = task.args.iter().find(|x| x.name == name).unwrap();
+                let declared = matches!(arg.role, ArgRole::InOut { .. });
+                assert_eq!(drafted, declared, "{}: `{name}` drafted in place: {drafted}\n{text}", d.display());
+                in_place += drafted as usize;
+            }
+        }
+    }
+    // adamw_step's param, exp_avg and exp_avg_sq.
+    assert_eq!(in_place, 3);
+}

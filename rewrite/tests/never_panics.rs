@@ -35,6 +35,7 @@ fn real_kernels() -> Vec<(String, Facts)> {
 fn every_recipe(text: &str, facts: &Facts) {
     // The extent analysis reads the same files: an extent or a reason, never a panic.
     let _ = rewrite::extent::pointer_extents(&rewrite::Source::parse(text), &[], &facts.entry);
+    let _ = rewrite::extent::pointer_uses(&rewrite::Source::parse(text), &[], &facts.entry);
     for r in recipes::ALL {
         for params in r.variants() {
             let app = Application { recipe: r.id, params };
@@ -97,6 +98,7 @@ fn deep_nesting_is_declined_not_overflowed() {
         assert!(why.0.contains("levels deep"), "{}: {why}", r.id);
     }
     assert!(rewrite::extent::pointer_extents(&rewrite::Source::parse(&text), &[], "launch").is_empty());
+    assert!(rewrite::extent::pointer_uses(&rewrite::Source::parse(&text), &[], "launch").is_empty());
 }
 
 #[test]

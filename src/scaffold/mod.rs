@@ -225,12 +225,16 @@ pub fn run(a: &Args) -> Result<Outcome, Refusal> {
         .filter_map(|h| std::fs::read_to_string(&h.source).ok())
         .map(|t| rewrite::Source::parse(&t))
         .collect();
-    let extents = rewrite::extent::pointer_extents(&rewrite::Source::parse(&source), &header_sources, &entry.name);
+    let parsed = rewrite::Source::parse(&source);
+    let extents = rewrite::extent::pointer_extents(&parsed, &header_sources, &entry.name);
+    // Which pointers the kernels read, write or both: an array updated in place is an
+    // input and an output.
+    let uses = rewrite::extent::pointer_uses(&parsed, &header_sources, &entry.name);
 
     let name = task_name(&a.dir);
     let via_include = headers.iter().any(|h| h.via_include_dir);
     let toml_path = a.dir.join(crate::task::TASK_FILE);
-    let draft = task_toml::draft(&name, &entry, &file_name, via_include, &extents, &toml_path);
+    let draft = task_toml::draft(&name, &entry, &file_name, via_include, &extents, &uses, &toml_path);
 
     // Everything this run writes, relative to the task folder, with its contents.
     let mut writes: Vec<(PathBuf, Vec<u8>)> = vec![(PathBuf::from(&file_name), source.clone().into_bytes())];

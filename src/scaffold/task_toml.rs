@@ -5,7 +5,7 @@
 //! listed for the user.
 
 use super::signature::{Entry, Param, ParamKind};
-use rewrite::extent::{Extent, PointerExtent};
+use rewrite::extent::{Extent, PointerExtent, PointerUse, Use};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -59,6 +59,38 @@ pub struct Draft {
     pub text: String,
     pub todos: Vec<Todo>,
     pub lengths: Vec<Length>,
+}
+
+/// A float scalar's value from its name (lower case): what such a hyper-parameter
+/// usually is, so that the draft runs the kernel where production does (a beta of 1
+/// makes Adam's bias correction divide by zero).
+fn float_value(name: &str) -> (&'static str, &'static str) {
+    let words: Vec<&str> = name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let word = |w: &str| words.contains(&w);
+    if name.contains("eps") {
+        ("1e-5", "an epsilon")
+    } else if word("beta2") || word("b2") {
+        ("0.999", "Adam's second-moment decay")
+    } else if name.contains("beta") || word("b1") || name.contains("momentum") {
+        ("0.9", "a decay below 1")
+    } else if word("lr") || name.contains("learning_rate") {
+        ("1e-3", "a learning rate")
+    } else if name.contains("weight_decay") || word("wd") {
+        ("0.01", "a weight decay")
+    } else if name.contains("dropout") || name.contains("prob") {
+        ("0.1", "a probability")
+    } else {
+        ("1.0", "no name it knows")
+    }
+}
+
+/// Whether an array's name (lower case) says its values are never negative: a sum of
+/// squares, a second moment, a variance.
+fn non_negative(name: &str) -> bool {
+    let words: Vec<&str> = name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    words.iter().any(|w| matches!(*w, "sq" | "sqr" | "sumsq" | "var" | "variance"))
+        || name.contains("exp_avg_sq")
+        || name.contains("second_moment")
 }
 
 fn lower(s: &str) -> String {
@@ -185,6 +217,7 @@ pub fn draft(
     baseline: &str,
     include_dir: bool,
     extents: &[PointerExtent],
+    uses: &[PointerUse],
     toml_path: &Path,
 ) -> Draft {
     let sizes: Vec<String> =
@@ -201,7 +234,7 @@ pub fn draft(
     };
     w.task_table(task_name, entry);
     for p in &entry.params {
-        w.arg(p, extents);
+        w.arg(p, extents, uses);
     }
     w.sizes_table();
     w.check_table();
@@ -256,7 +289,7 @@ impl Drafting<'_> {
         let _ = writeln!(t, "# thread per output, fp32 or fp64 accumulation) catches errors the baseline shares.");
     }
 
-    fn arg(&mut self, p: &Param, extents: &[PointerExtent]) {
+    fn arg(&mut self, p: &Param, extents: &[PointerExtent], uses: &[PointerUse]) {
         let _ = writeln!(self.t, "\n[[arg]]");
         let _ = writeln!(self.t, "name = {}", toml_str(&p.name));
         let _ = writeln!(self.t, "type = {}", toml_str(&p.spelling));
@@ -264,19 +297,21 @@ impl Drafting<'_> {
             ParamKind::Pointer { elem, constant } => {
                 let extent = extents.iter().find(|e| e.name == p.name).map(|e| &e.extent);
                 self.pointer_len(p, elem, extent);
+                let used = uses.iter().find(|u| u.name == p.name);
                 if *constant {
                     self.input_init(p, elem);
+                } else if let Some(read) = used.filter(|u| !u.written_first).and_then(|u| u.read.as_ref()) {
+                    self.in_place(p, elem, read, used.and_then(|u| u.written.as_ref()));
                 } else {
-                    self.output(elem);
+                    self.output(elem, used);
                 }
             }
             ParamKind::Integer => {
                 let _ = writeln!(self.t, "# a size variable: takes its value from [sizes]");
             }
             ParamKind::Float => {
-                let lname = lower(&p.name);
-                let v = if lname.contains("eps") { "1e-5" } else { "1.0" };
-                let _ = writeln!(self.t, "value = {v}   # guessed: set the value production uses");
+                let (v, why) = float_value(&lower(&p.name));
+                let _ = writeln!(self.t, "value = {v}   # guessed ({why}): set the value production uses");
             }
             ParamKind::Stream => {}
         }
@@ -371,19 +406,61 @@ impl Drafting<'_> {
             );
         } else if is_int {
             let _ = writeln!(self.t, "init = \"randint(0, 100)\"   # guessed range");
+        } else if non_negative(&lower(&p.name)) {
+            let _ = writeln!(
+                self.t,
+                "init = \"uniform(0, 1)\"   # guessed: non-negative by its name (a square or variance)"
+            );
         } else {
             let _ = writeln!(self.t, "init = \"normal(0, 1)\"   # guessed: set your production value range");
         }
         let _ = writeln!(self.t, "# input: declared const, so the kernel must leave it unchanged");
     }
 
-    /// A pointer that is not const is taken as an output, with its type's tolerance.
-    fn output(&mut self, elem: &str) {
-        let (rtol, atol, why) = tolerance_for(elem);
+    /// A pointer the kernels read and write: initialised before the call (never poisoned:
+    /// the kernel reads it), checked after it, and moved twice in the roofline.
+    fn in_place(&mut self, p: &Param, elem: &str, read: &Use, written: Option<&Use>) {
+        let baseline = self.baseline;
+        let write =
+            written.map_or(String::new(), |w| format!(", written at {baseline}:{} `{}`", w.line, shortened(&w.access)));
         let _ = writeln!(
             self.t,
-            "output = true   # guessed: not const, so written (an array read and written needs init = ... instead)"
+            "# in place: read at {baseline}:{} `{}`{write}; an input and an output",
+            read.line,
+            shortened(&read.access)
         );
+        self.input_init(p, elem);
+        let (rtol, atol, why) = tolerance_for(elem);
+        let _ = writeln!(self.t, "output = true   # checked after the call");
+        let _ = writeln!(self.t, "rtol = {rtol:e}   # {why}");
+        let _ = writeln!(self.t, "atol = {atol:e}");
+        self.output_elems.push(elem.to_string());
+        // Read once and written once: the least traffic counts it twice.
+        if let Some(len) = self.lengths.last().filter(|l| l.arg == p.name).and_then(|l| l.len.clone()) {
+            self.bytes_terms.push(format!("{} * ({len})", elem_bytes(elem)));
+        }
+    }
+
+    /// A pointer that is not const is taken as an output, with its type's tolerance.
+    fn output(&mut self, elem: &str, used: Option<&PointerUse>) {
+        let (rtol, atol, why) = tolerance_for(elem);
+        let said = match used {
+            Some(u) if u.unknown.is_none() && u.written.is_some() => {
+                let w = u.written.as_ref().map(|w| w.line).unwrap_or_default();
+                match &u.read {
+                    None => format!("written (line {w}), never read: poisoned before the call"),
+                    Some(r) => {
+                        format!("written (line {w}) before it is read (line {}): poisoned before the call", r.line)
+                    }
+                }
+            }
+            Some(PointerUse { unknown: Some(why), .. }) => {
+                let why = why.split_whitespace().collect::<Vec<_>>().join(" ");
+                format!("guessed: not const, so written; the kernels' use was not followed: {why}")
+            }
+            _ => "guessed: not const, so written (an array read and written needs init = ... instead)".to_string(),
+        };
+        let _ = writeln!(self.t, "output = true   # {said}");
         let _ = writeln!(self.t, "rtol = {rtol:e}   # {why}");
         let _ = writeln!(self.t, "atol = {atol:e}");
         self.output_elems.push(elem.to_string());

@@ -23,12 +23,14 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use tree_sitter::Node;
 
+mod access;
 mod body;
 mod bounds;
 mod launcher;
 mod names;
 mod reach;
 
+pub use access::{pointer_uses, PointerUse, Use};
 use body::*;
 use bounds::*;
 use launcher::*;

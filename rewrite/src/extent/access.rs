@@ -1,0 +1,403 @@
+//! Whether the kernels a launcher starts read each pointer argument, write it, or both:
+//! an array read and then written in place (an optimizer's state, a residual added into
+//! its output) is an input and an output, and a task that took it for an output alone
+//! would poison it before the call and check nothing the kernel computed from it.
+//!
+//! Every use of the pointer is followed: into each kernel it is launched with (by the
+//! argument's position), through local pointers (`float* p = x + off;`), pointer
+//! arithmetic and casts (`reinterpret_cast<float4*>(x + i)`), into device and host
+//! functions of the files (a wrapper launcher included), up to [`MAX_CALL_DEPTH`] calls
+//! deep. An element on the left of `=` is written; on the left of `+=` or under `++` it is
+//! read and written; an atomic reads and writes; any other element use reads; a
+//! `cudaMemset*` writes, a `cudaMemcpy*` writes its destination and reads its source.
+//! Whether the first use writes without reading tells state (read, then written back)
+//! from an output the kernels read back after writing it (a scan's offsets, a residual
+//! stored then re-read, a sum zeroed by the launcher before the atomics). A use the walk
+//! cannot follow (the pointer stored, handed to a function it cannot read) is reported,
+//! never guessed: the caller treats that pointer as possibly read.
+
+use super::*;
+
+/// One access as written, and its line (1-based) in the file it is in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Use {
+    pub access: String,
+    pub line: usize,
+}
+
+/// What the kernels do through one pointer argument of the launcher.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PointerUse {
+    pub name: String,
+    /// The first element read, if any.
+    pub read: Option<Use>,
+    /// The first element written, if any.
+    pub written: Option<Use>,
+    /// A use the walk could not follow, where the pointer may be read or written.
+    pub unknown: Option<String>,
+    /// The first use in program order (launches in the order the launcher makes them, each
+    /// kernel's code in the order it is written) writes without reading: the kernels read
+    /// only what they wrote, so the array is an output, not state.
+    pub written_first: bool,
+    seen: bool,
+}
+
+impl PointerUse {
+    /// The first use decides `written_first`; later ones do not.
+    fn first(&mut self, writes_only: bool) {
+        if !self.seen {
+            self.seen = true;
+            self.written_first = writes_only;
+        }
+    }
+
+    fn read_at(&mut self, t: &str, n: Node) {
+        self.first(false);
+        if self.read.is_none() {
+            self.read = Some(Use { access: text(t, n).to_string(), line: line_of(t, n.start_byte()) });
+        }
+    }
+
+    fn written_at(&mut self, t: &str, n: Node) {
+        self.first(true);
+        if self.written.is_none() {
+            self.written = Some(Use { access: text(t, n).to_string(), line: line_of(t, n.start_byte()) });
+        }
+    }
+
+    fn unknown_at(&mut self, t: &str, n: Node, why: &str) {
+        self.first(false);
+        if self.unknown.is_none() {
+            self.unknown = Some(format!("`{}` (line {}) {why}", one_line(text(t, n), 60), line_of(t, n.start_byte())));
+        }
+    }
+}
+
+/// Code on one line (a reason goes into a TOML comment), cut to `most` characters.
+fn one_line(code: &str, most: usize) -> String {
+    let s = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    if s.chars().count() <= most {
+        s
+    } else {
+        format!("{}...", s.chars().take(most.saturating_sub(3)).collect::<String>())
+    }
+}
+
+/// How every pointer parameter of `entry` in `src` is used, in parameter order. `headers`
+/// are other parsed files whose functions the code calls. Empty when `entry` is not a
+/// function of `src`.
+pub fn pointer_uses(src: &Source, headers: &[Source], entry: &str) -> Vec<PointerUse> {
+    let files: Vec<&Source> = std::iter::once(src).chain(headers).collect();
+    if files.iter().any(|f| f.max_depth() > crate::source::MAX_DEPTH) {
+        return Vec::new();
+    }
+    let Some(host) = src.host_functions().into_iter().find(|h| h.name == entry) else { return Vec::new() };
+    let Some(body) = src.node(&host.body, "compound_statement") else { return Vec::new() };
+    let Some(func) = body.parent() else { return Vec::new() };
+    let walk = Walk { files: &files };
+    parameters(src.text(), func)
+        .into_iter()
+        .filter(|p| p.pointer)
+        .map(|p| {
+            let mut out = PointerUse { name: p.name.clone(), ..PointerUse::default() };
+            walk.uses(src, body, &p.name, None, 0, &mut out);
+            out
+        })
+        .collect()
+}
+
+struct Walk<'a, 's> {
+    files: &'a [&'s Source],
+}
+
+impl<'s> Walk<'_, 's> {
+    /// Every use of the pointer `name` declared by `decl` (None: a parameter) in `root`, a
+    /// function body of `file`.
+    fn uses(
+        &self,
+        file: &'s Source,
+        root: Node<'s>,
+        name: &str,
+        decl: Option<Node<'s>>,
+        calls: u32,
+        out: &mut PointerUse,
+    ) {
+        let t = file.text();
+        let launches = file.launches();
+        for id in descendants(root) {
+            if id.kind() != "identifier" || text(t, id) != name || is_declarator(id) {
+                continue;
+            }
+            let resolved = declaration_of(t, root, id, name).map(|(d, _)| d.id());
+            if resolved != decl.map(|d| d.id()) {
+                continue;
+            }
+            // An argument of a kernel launch: the kernel's parameter at that position.
+            let launched = launches.iter().find_map(|l| {
+                l.arg_ranges.iter().position(|r| r.start <= id.start_byte() && id.end_byte() <= r.end).map(|i| (l, i))
+            });
+            match launched {
+                Some((l, i)) => self.in_kernel(&l.kernel, i, calls, out),
+                None => self.pointer(file, root, id, calls, out),
+            }
+        }
+    }
+
+    fn in_kernel(&self, kernel: &str, index: usize, calls: u32, out: &mut PointerUse) {
+        for f in self.files {
+            for k in f.kernels().into_iter().filter(|k| k.name == kernel) {
+                let Some(root) = f.node(&k.body, "compound_statement") else { continue };
+                match k.params.get(index) {
+                    Some(p) if p.pointer => self.uses(f, root, &p.name, None, calls, out),
+                    _ => out.unknown_at(f.text(), root, "takes the pointer as a parameter that is not one"),
+                }
+                return;
+            }
+        }
+        if out.unknown.is_none() {
+            out.unknown = Some(format!("the kernel `{kernel}` is not defined in the files read"));
+        }
+    }
+
+    /// What is done with the pointer-valued expression `d`.
+    fn pointer(&self, file: &'s Source, root: Node<'s>, d: Node<'s>, calls: u32, out: &mut PointerUse) {
+        let t = file.text();
+        let Some(p) = up(d) else { return };
+        match p.kind() {
+            "subscript_expression" if is_child(p, "argument", d) => self.element(file, root, p, calls, out),
+            "pointer_expression" if p.child(0).is_some_and(|o| text(t, o) == "*") => {
+                self.element(file, root, p, calls, out)
+            }
+            "binary_expression" => match syntax::binary(t, p) {
+                Some(("+" | "-", _, _)) => self.pointer(file, root, p, calls, out),
+                // Null checks and comparisons read no element.
+                Some(("==" | "!=" | "<" | "<=" | ">" | ">=" | "&&" | "||", _, _)) => {}
+                _ => out.unknown_at(t, p, "uses the pointer in arithmetic the walk does not follow"),
+            },
+            "condition_clause" => {}
+            "unary_expression" if p.child(0).is_some_and(|o| text(t, o) == "!") => {}
+            "cast_expression" | "conditional_expression" => self.pointer(file, root, p, calls, out),
+            "init_declarator" if is_child(p, "value", d) => {
+                let declaration = p.parent().filter(|x| x.kind() == "declaration");
+                let alias = p.child_by_field_name("declarator").and_then(|mut x| {
+                    while x.kind() != "identifier" {
+                        x = x.child_by_field_name("declarator")?;
+                    }
+                    Some(text(t, x).to_string())
+                });
+                match (declaration, alias) {
+                    (Some(decl), Some(alias)) => {
+                        let owner = if decl.parent().is_some_and(|x| x.kind() == "for_statement") {
+                            decl.parent()
+                        } else {
+                            Some(decl)
+                        };
+                        self.uses(file, root, &alias, owner, calls, out);
+                    }
+                    _ => out.unknown_at(t, p, "stores the pointer"),
+                }
+            }
+            "argument_list" => self.argument(file, root, p, d, calls, out),
+            _ => out.unknown_at(t, p, "uses the pointer in a way the walk does not follow"),
+        }
+    }
+
+    /// The pointer `d` handed to a call whose argument list is `args`.
+    fn argument(
+        &self,
+        file: &'s Source,
+        root: Node<'s>,
+        args: Node<'s>,
+        d: Node<'s>,
+        calls: u32,
+        out: &mut PointerUse,
+    ) {
+        let t = file.text();
+        let Some(call) = args.parent().filter(|c| c.kind() == "call_expression") else {
+            return out.unknown_at(t, args, "hands the pointer to something the walk does not follow");
+        };
+        let function = call.child_by_field_name("function").map(|f| text(t, f).to_string()).unwrap_or_default();
+        let short = function.rsplit("::").next().unwrap_or(&function);
+        if ["reinterpret_cast<", "static_cast<", "const_cast<"].iter().any(|c| function.starts_with(c)) {
+            return self.pointer(file, root, call, calls, out);
+        }
+        if short.starts_with("atomic") {
+            out.read_at(t, call);
+            return out.written_at(t, call);
+        }
+        // The runtime's fills and copies: a memset writes the buffer, a copy writes its
+        // destination (the first argument) and reads its source.
+        let position = named_children(args)
+            .into_iter()
+            .filter(|c| c.kind() != "comment")
+            .position(|a| a.id() == d.id() || strip_parens(a).id() == d.id());
+        if short.starts_with("cudaMemset") && position == Some(0) {
+            return out.written_at(t, call);
+        }
+        if short.starts_with("cudaMemcpy") && matches!(position, Some(0 | 1)) {
+            return if position == Some(0) { out.written_at(t, call) } else { out.read_at(t, call) };
+        }
+        if short.starts_with("__ld") {
+            return out.read_at(t, call);
+        }
+        if short.starts_with("__st") {
+            return out.written_at(t, call);
+        }
+        if calls >= MAX_CALL_DEPTH {
+            return out.unknown_at(t, call, &format!("calls nest deeper than {MAX_CALL_DEPTH} functions"));
+        }
+        let name = short.split('<').next().unwrap_or(short).trim();
+        for f in self.files {
+            for h in f.host_functions().into_iter().filter(|h| h.name == name || h.name.ends_with(&format!("::{name}")))
+            {
+                let Some(body) = f.node(&h.body, "compound_statement") else { continue };
+                let Some(func) = body.parent() else { continue };
+                let params = parameters(f.text(), func);
+                match position.and_then(|i| params.get(i)) {
+                    Some(p) if p.pointer => self.uses(f, body, &p.name, None, calls + 1, out),
+                    _ => out.unknown_at(t, call, &format!("hands the pointer to `{name}` as something else")),
+                }
+                return;
+            }
+        }
+        out.unknown_at(t, call, &format!("hands the pointer to `{name}`, whose body the walk cannot read"));
+    }
+
+    /// An element `e` (`p[i]`, `*p`): read, written, or both, by where it stands.
+    fn element(&self, file: &'s Source, root: Node<'s>, e: Node<'s>, calls: u32, out: &mut PointerUse) {
+        let t = file.text();
+        let Some(p) = up(e) else { return out.read_at(t, e) };
+        match p.kind() {
+            "assignment_expression" if is_child(p, "left", e) => {
+                let op = p.child_by_field_name("operator").map(|o| text(t, o)).unwrap_or("=");
+                if op != "=" {
+                    out.read_at(t, p);
+                }
+                out.written_at(t, p);
+            }
+            "update_expression" => {
+                out.read_at(t, p);
+                out.written_at(t, p);
+            }
+            // `&p[i]` is a pointer again; `p[i].x` is part of the element.
+            "pointer_expression" if p.child(0).is_some_and(|o| text(t, o) == "&") => {
+                self.pointer(file, root, p, calls, out)
+            }
+            "field_expression" if is_child(p, "argument", e) => self.element(file, root, p, calls, out),
+            _ => out.read_at(t, e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `name: r/w/rw/-` per pointer, `?` when a use was not followed.
+    fn roles(src: &str, entry: &str) -> Vec<String> {
+        pointer_uses(&Source::parse(src), &[], entry)
+            .into_iter()
+            .map(|u| {
+                let rw = match (&u.read, &u.written) {
+                    (Some(_), Some(_)) => "rw",
+                    (Some(_), None) => "r",
+                    (None, Some(_)) => "w",
+                    (None, None) => "-",
+                };
+                format!("{}: {rw}{}", u.name, if u.unknown.is_some() { " ?" } else { "" })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_optimizer_step_reads_and_writes_its_state_in_place() {
+        let src = r#"
+__global__ void adam(float* p, const float* g, float* m, float* v, float lr, float b1, float b2, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float mi = b1 * m[i] + (1.f - b1) * g[i];
+  v[i] = b2 * v[i] + (1.f - b2) * g[i] * g[i];
+  m[i] = mi;
+  p[i] -= lr * mi / (sqrtf(v[i]) + 1e-8f);
+}
+extern "C" void step(float* p, const float* g, float* m, float* v, float lr, float b1, float b2, int n,
+                     cudaStream_t s) {
+  adam<<<(n + 255) / 256, 256, 0, s>>>(p, g, m, v, lr, b1, b2, n);
+}
+"#;
+        assert_eq!(roles(src, "step"), ["p: rw", "g: r", "m: rw", "v: rw"]);
+        let uses = pointer_uses(&Source::parse(src), &[], "step");
+        assert_eq!(uses[2].read, Some(Use { access: "m[i]".into(), line: 5 }));
+        assert_eq!(uses[0].written, Some(Use { access: "p[i] -= lr * mi / (sqrtf(v[i]) + 1e-8f)".into(), line: 8 }));
+    }
+
+    #[test]
+    fn an_output_written_through_aliases_casts_and_helpers_is_written_only() {
+        let src = r#"
+__device__ void put4(float* dst, float4 v) { *reinterpret_cast<float4*>(dst) = v; }
+__global__ void k(const float* x, float* y, float4* z, int* hist, int n) {
+  int i = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+  if (i >= n) return;
+  float4 a = *reinterpret_cast<const float4*>(x + i);
+  float* yr = y + i;
+  put4(yr, a);
+  float zx = z[i].x;
+  atomicAdd(&hist[i % 16], 1);
+}
+extern "C" void run(const float* x, float* y, float4* z, int* hist, int n, cudaStream_t s) {
+  if (!y) return;
+  k<<<n / 1024, 256, 0, s>>>(x, y, z, hist, n);
+}
+"#;
+        assert_eq!(roles(src, "run"), ["x: r", "y: w", "z: r", "hist: rw"]);
+    }
+
+    #[test]
+    fn a_wrapper_launcher_is_followed_and_what_cannot_be_is_said() {
+        let src = r#"
+__global__ void k(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.f * x[i];
+}
+void launch_impl(const float* a, float* b, int n, cudaStream_t s) { k<<<(n + 255) / 256, 256, 0, s>>>(a, b, n); }
+extern "C" void entry(const float* x, float* y, float* w, int n, cudaStream_t s) {
+  launch_impl(x, y, n, s);
+  cudaMemsetAsync(w, 0, n * sizeof(float), s);
+}
+"#;
+        assert_eq!(roles(src, "entry"), ["x: r", "y: w", "w: w"]);
+        let src = src.replace("cudaMemsetAsync(w, 0, n * sizeof(float), s);", "cudaFooAsync(w, s);");
+        let uses = pointer_uses(&Source::parse(&src), &[], "entry");
+        assert!(uses[2].unknown.as_deref().unwrap().contains("`cudaFooAsync`, whose body the walk cannot read"));
+    }
+
+    #[test]
+    fn the_first_use_tells_state_from_an_output_read_back_after_it_is_written() {
+        let src = r#"
+__global__ void scan(const int* len, int* off, int n) {
+  int i = threadIdx.x;
+  if (i < n) off[i + 1] = len[i];
+  __syncthreads();
+  if (i == 0) for (int j = 1; j <= n; ++j) off[j] += off[j - 1];
+}
+__global__ void sum(const float* x, const int* off, float* total, float* acc, int n) {
+  int s = blockIdx.x;
+  float a = 0.f;
+  for (int j = off[s]; j < off[s + 1]; ++j) a += x[j];
+  atomicAdd(total, a);
+  acc[s] += a;
+}
+extern "C" void run(const float* x, const int* len, int* off, float* total, float* acc, int n, cudaStream_t st) {
+  cudaMemsetAsync(total, 0, sizeof(float), st);
+  scan<<<1, 1024, 0, st>>>(len, off, n);
+  sum<<<n, 1, 0, st>>>(x, off, total, acc, n);
+}
+"#;
+        let uses = pointer_uses(&Source::parse(src), &[], "run");
+        let first: Vec<(&str, bool)> = uses.iter().map(|u| (u.name.as_str(), u.written_first)).collect();
+        // `off` is written by the scan before anything reads it; `total` is zeroed by the
+        // launcher before the atomics; `acc` is read before it is written: state.
+        assert_eq!(first, [("x", false), ("len", false), ("off", true), ("total", true), ("acc", false)]);
+        assert_eq!(roles(src, "run"), ["x: r", "len: r", "off: rw", "total: rw", "acc: rw"]);
+    }
+}
