@@ -594,14 +594,17 @@ extern "C" void adam(float* param, const float* grad, float* exp_avg, float* exp
     assert_eq!(bytes.matches("4 * (n)").count(), 8, "{bytes}");
 }
 
-/// Which buffers init drafts as state (an input and an output) is, on every task and
-/// example, what the task declares: read-then-written state (the optimizer's) in place,
-/// and buffers written before they are read (a scan's offsets, a stored residual re-read,
-/// a sum the launcher zeroes before its atomics) outputs.
+/// On every task and example, init drafts as state (an input and an output) every
+/// buffer the task declares so: read-then-written state is never poisoned. Buffers
+/// written before they are read stay outputs (add_rmsnorm's stored residual, the sums the
+/// launcher zeroes before its atomics). Where the walk cannot show a write comes first,
+/// it errs towards state, and these are the only two such buffers: segment_sum's offsets
+/// (the scan's writes sit under conditions) and gemm_bf16's C (handed to cuBLAS).
 #[test]
 fn every_in_place_buffer_init_drafts_is_the_one_the_tasks_declare() {
     use nightshift::task::{ArgRole, Task};
     let mut in_place = 0;
+    let mut extra: Vec<String> = Vec::new();
     for group in ["tasks", "examples"] {
         let mut dirs: Vec<PathBuf> =
             std::fs::read_dir(common::root().join(group)).unwrap().map(|e| e.unwrap().path()).collect();
@@ -623,11 +626,15 @@ fn every_in_place_buffer_init_drafts_is_the_one_the_tasks_declare() {
                 let drafted = a.get("init").is_some() && a.get("output").is_some();
                 let arg = task.args.iter().find(|x| x.name == name).unwrap();
                 let declared = matches!(arg.role, ArgRole::InOut { .. });
-                assert_eq!(drafted, declared, "{}: `{name}` drafted in place: {drafted}\n{text}", d.display());
+                assert!(drafted || !declared, "{}: state `{name}` drafted as an output\n{text}", d.display());
+                if drafted && !declared {
+                    extra.push(format!("{}:{name}", task.name));
+                }
                 in_place += drafted as usize;
             }
         }
     }
-    // adamw_step's param, exp_avg and exp_avg_sq.
-    assert_eq!(in_place, 3);
+    // adamw_step's param, exp_avg and exp_avg_sq, and the two above.
+    assert_eq!(extra, ["gemm_bf16:C", "segment_sum:offsets"]);
+    assert_eq!(in_place, 5);
 }

@@ -67,9 +67,10 @@ pub struct Draft {
 fn float_value(name: &str) -> (&'static str, &'static str) {
     let words: Vec<&str> = name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
     let word = |w: &str| words.contains(&w);
-    if name.contains("eps") {
+    let joined = name.replace('_', "");
+    if words.iter().any(|w| w.starts_with("eps")) || name.ends_with("eps") {
         ("1e-5", "an epsilon")
-    } else if word("beta2") || word("b2") {
+    } else if joined.contains("beta2") || word("b2") {
         ("0.999", "Adam's second-moment decay")
     } else if name.contains("beta") || word("b1") || name.contains("momentum") {
         ("0.9", "a decay below 1")
@@ -300,8 +301,9 @@ impl Drafting<'_> {
                 let used = uses.iter().find(|u| u.name == p.name);
                 if *constant {
                     self.input_init(p, elem);
-                } else if let Some(read) = used.filter(|u| !u.written_first).and_then(|u| u.read.as_ref()) {
-                    self.in_place(p, elem, read, used.and_then(|u| u.written.as_ref()));
+                    let _ = writeln!(self.t, "# input: declared const, so the kernel must leave it unchanged");
+                } else if let Some(u) = used.filter(|u| !u.written_first && (u.read.is_some() || u.unknown.is_some())) {
+                    self.in_place(p, elem, u);
                 } else {
                     self.output(elem, used);
                 }
@@ -414,21 +416,28 @@ impl Drafting<'_> {
         } else {
             let _ = writeln!(self.t, "init = \"normal(0, 1)\"   # guessed: set your production value range");
         }
-        let _ = writeln!(self.t, "# input: declared const, so the kernel must leave it unchanged");
     }
 
-    /// A pointer the kernels read and write: initialised before the call (never poisoned:
-    /// the kernel reads it), checked after it, and moved twice in the roofline.
-    fn in_place(&mut self, p: &Param, elem: &str, read: &Use, written: Option<&Use>) {
+    /// A pointer the kernels read before they write it, or use where the walk could not
+    /// follow: initialised before the call (never poisoned: the kernel may read it),
+    /// checked after it, and moved twice in the roofline when it is written.
+    fn in_place(&mut self, p: &Param, elem: &str, u: &PointerUse) {
         let baseline = self.baseline;
-        let write =
-            written.map_or(String::new(), |w| format!(", written at {baseline}:{} `{}`", w.line, shortened(&w.access)));
-        let _ = writeln!(
-            self.t,
-            "# in place: read at {baseline}:{} `{}`{write}; an input and an output",
-            read.line,
-            shortened(&read.access)
-        );
+        let at = |w: &Use| format!("{baseline}:{} `{}`", w.line, shortened(&w.access));
+        let mut said = Vec::new();
+        if let Some(r) = &u.read {
+            said.push(format!("read at {}", at(r)));
+        }
+        if let Some(w) = &u.written {
+            said.push(format!("written at {}", at(w)));
+        }
+        if let Some(why) = &u.unknown {
+            said.push(format!(
+                "not followed at {}, so taken as read",
+                why.split_whitespace().collect::<Vec<_>>().join(" ")
+            ));
+        }
+        let _ = writeln!(self.t, "# in place: {}; an input and an output", said.join("; "));
         self.input_init(p, elem);
         let (rtol, atol, why) = tolerance_for(elem);
         let _ = writeln!(self.t, "output = true   # checked after the call");
@@ -436,8 +445,10 @@ impl Drafting<'_> {
         let _ = writeln!(self.t, "atol = {atol:e}");
         self.output_elems.push(elem.to_string());
         // Read once and written once: the least traffic counts it twice.
-        if let Some(len) = self.lengths.last().filter(|l| l.arg == p.name).and_then(|l| l.len.clone()) {
-            self.bytes_terms.push(format!("{} * ({len})", elem_bytes(elem)));
+        if u.written.is_some() {
+            if let Some(len) = self.lengths.last().filter(|l| l.arg == p.name).and_then(|l| l.len.clone()) {
+                self.bytes_terms.push(format!("{} * ({len})", elem_bytes(elem)));
+            }
         }
     }
 

@@ -35,38 +35,52 @@ pub struct PointerUse {
     pub written: Option<Use>,
     /// A use the walk could not follow, where the pointer may be read or written.
     pub unknown: Option<String>,
-    /// The first use in program order (launches in the order the launcher makes them, each
-    /// kernel's code in the order it is written) writes without reading: the kernels read
-    /// only what they wrote, so the array is an output, not state.
+    /// A write that always runs comes before every read and every use the walk could not
+    /// follow, in the order they are evaluated: the kernels read only what they wrote, so
+    /// the array is an output, not state.
     pub written_first: bool,
-    seen: bool,
+    /// Where the first read (or use not followed) and the first unconditional write are,
+    /// as paths of positions (the launcher's call site, then the position in the callee).
+    first_read: Option<Vec<usize>>,
+    first_write: Option<Vec<usize>>,
 }
 
-impl PointerUse {
-    /// The first use decides `written_first`; later ones do not.
-    fn first(&mut self, writes_only: bool) {
-        if !self.seen {
-            self.seen = true;
-            self.written_first = writes_only;
-        }
-    }
+/// Where a use is: the path of evaluation positions that leads to it, and whether some
+/// condition on that path may skip it.
+#[derive(Clone)]
+struct At {
+    path: Vec<usize>,
+    conditional: bool,
+    /// Bodies and aliases entered on the way: bounds the walk on any input.
+    depth: usize,
+}
 
-    fn read_at(&mut self, t: &str, n: Node) {
-        self.first(false);
+/// The most bodies and local aliases the walk enters for one pointer.
+const MAX_NESTING: usize = 24;
+
+impl PointerUse {
+    fn read_at(&mut self, t: &str, n: Node, at: &At) {
+        if self.first_read.as_ref().is_none_or(|f| at.path < *f) {
+            self.first_read = Some(at.path.clone());
+        }
         if self.read.is_none() {
             self.read = Some(Use { access: text(t, n).to_string(), line: line_of(t, n.start_byte()) });
         }
     }
 
-    fn written_at(&mut self, t: &str, n: Node) {
-        self.first(true);
+    fn written_at(&mut self, t: &str, n: Node, at: &At) {
+        if !at.conditional && self.first_write.as_ref().is_none_or(|f| at.path < *f) {
+            self.first_write = Some(at.path.clone());
+        }
         if self.written.is_none() {
             self.written = Some(Use { access: text(t, n).to_string(), line: line_of(t, n.start_byte()) });
         }
     }
 
-    fn unknown_at(&mut self, t: &str, n: Node, why: &str) {
-        self.first(false);
+    fn unknown_at(&mut self, t: &str, n: Node, why: &str, at: &At) {
+        if self.first_read.as_ref().is_none_or(|f| at.path < *f) {
+            self.first_read = Some(at.path.clone());
+        }
         if self.unknown.is_none() {
             self.unknown = Some(format!("`{}` (line {}) {why}", one_line(text(t, n), 60), line_of(t, n.start_byte())));
         }
@@ -100,11 +114,62 @@ pub fn pointer_uses(src: &Source, headers: &[Source], entry: &str) -> Vec<Pointe
         .filter(|p| p.pointer)
         .map(|p| {
             let mut out = PointerUse { name: p.name.clone(), ..PointerUse::default() };
-            walk.uses(src, body, &p.name, None, 0, &mut out);
+            walk.uses(src, body, &p.name, None, &At { path: Vec::new(), conditional: false, depth: 0 }, &mut out);
+            out.written_first = match (&out.first_write, &out.first_read) {
+                (Some(w), Some(r)) => w < r,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
             out
         })
         .collect()
 }
+
+/// Where `id` is evaluated in its body: an element on the left of an assignment is
+/// stored after the right side is read (`y[i] = a * x[i] + y[i]` reads `y[i]` first).
+fn evaluated_at(root: Node, id: Node) -> usize {
+    let mut n = id;
+    while let Some(p) = n.parent() {
+        if p.kind() == "assignment_expression" && p.child_by_field_name("left").is_some_and(|l| contains(l, id)) {
+            return p.end_byte();
+        }
+        if p.id() == root.id() {
+            break;
+        }
+        n = p;
+    }
+    id.start_byte()
+}
+
+/// Whether some branch between `root` and `n` may skip `n`: an `if` (its condition
+/// aside), `?:`, `switch`, `while`, `do`, the right side of `&&` or `||`, or a lambda. A
+/// `for` loop's body runs for the indices its header gives, as the original code's does.
+fn conditional(t: &str, root: Node, n: Node) -> bool {
+    let mut child = n;
+    while let Some(p) = child.parent() {
+        if p.id() == root.id() {
+            return false;
+        }
+        let skips = match p.kind() {
+            "if_statement" => !p.child_by_field_name("condition").is_some_and(|c| contains(c, n)),
+            "conditional_expression" => !p.child_by_field_name("condition").is_some_and(|c| contains(c, n)),
+            "switch_statement" | "while_statement" | "do_statement" | "lambda_expression" | "case_statement" => true,
+            "binary_expression" => {
+                matches!(syntax::binary(t, p), Some(("&&" | "||", _, _)))
+                    && p.child_by_field_name("right").is_some_and(|r| contains(r, n))
+            }
+            _ => false,
+        };
+        if skips {
+            return true;
+        }
+        child = p;
+    }
+    false
+}
+
+/// How many function bodies deep the walk goes (the launcher, a kernel, helpers).
+const MAX_BODIES: usize = MAX_CALL_DEPTH as usize + 2;
 
 struct Walk<'a, 's> {
     files: &'a [&'s Source],
@@ -112,17 +177,37 @@ struct Walk<'a, 's> {
 
 impl<'s> Walk<'_, 's> {
     /// Every use of the pointer `name` declared by `decl` (None: a parameter) in `root`, a
-    /// function body of `file`.
+    /// function body of `file` entered at `base`.
     fn uses(
         &self,
         file: &'s Source,
         root: Node<'s>,
         name: &str,
         decl: Option<Node<'s>>,
-        calls: u32,
+        base: &At,
         out: &mut PointerUse,
     ) {
         let t = file.text();
+        if base.path.len() >= MAX_BODIES {
+            return out.unknown_at(t, root, &format!("is reached through more than {MAX_CALL_DEPTH} calls"), base);
+        }
+        if base.depth >= MAX_NESTING {
+            return out.unknown_at(
+                t,
+                root,
+                &format!("is reached through more than {MAX_NESTING} aliases and calls"),
+                base,
+            );
+        }
+        // A macro body is no code the parser sees: a read there would go unseen.
+        if let Some(m) = macro_mentioning(self.files, name) {
+            return out.unknown_at(
+                t,
+                root,
+                &format!("is named by the macro `{m}`, which the walk does not read"),
+                base,
+            );
+        }
         let launches = file.launches();
         for id in descendants(root) {
             if id.kind() != "identifier" || text(t, id) != name || is_declarator(id) {
@@ -132,51 +217,74 @@ impl<'s> Walk<'_, 's> {
             if resolved != decl.map(|d| d.id()) {
                 continue;
             }
+            let mut path = base.path.clone();
+            path.push(evaluated_at(root, id));
+            let here = At { path, conditional: base.conditional || conditional(t, root, id), depth: base.depth + 1 };
             // An argument of a kernel launch: the kernel's parameter at that position.
             let launched = launches.iter().find_map(|l| {
                 l.arg_ranges.iter().position(|r| r.start <= id.start_byte() && id.end_byte() <= r.end).map(|i| (l, i))
             });
             match launched {
-                Some((l, i)) => self.in_kernel(&l.kernel, i, calls, out),
-                None => self.pointer(file, root, id, calls, out),
+                Some((l, i)) => self.in_kernel(t, id, &l.kernel, i, &here, out),
+                None => self.pointer(file, root, id, base, &here, out),
             }
         }
     }
 
-    fn in_kernel(&self, kernel: &str, index: usize, calls: u32, out: &mut PointerUse) {
+    fn in_kernel(&self, t: &str, site: Node, kernel: &str, index: usize, here: &At, out: &mut PointerUse) {
         for f in self.files {
             for k in f.kernels().into_iter().filter(|k| k.name == kernel) {
                 let Some(root) = f.node(&k.body, "compound_statement") else { continue };
-                match k.params.get(index) {
-                    Some(p) if p.pointer => self.uses(f, root, &p.name, None, calls, out),
-                    _ => out.unknown_at(f.text(), root, "takes the pointer as a parameter that is not one"),
+                if k.has_error {
+                    return out.unknown_at(
+                        t,
+                        site,
+                        &format!("goes to `{kernel}`, whose syntax the parser does not know"),
+                        here,
+                    );
+                }
+                // By position among the parameters as written (not only the ones `Kernel`
+                // keeps), so a `T**` or a reference before it does not shift the rest.
+                let params = root.parent().map(|func| parameters(f.text(), func)).unwrap_or_default();
+                match params.get(index) {
+                    Some(p) if p.pointer => self.uses(f, root, &p.name, None, here, out),
+                    _ => out.unknown_at(
+                        t,
+                        site,
+                        &format!("goes to `{kernel}` as something the walk does not follow"),
+                        here,
+                    ),
                 }
                 return;
             }
         }
-        if out.unknown.is_none() {
-            out.unknown = Some(format!("the kernel `{kernel}` is not defined in the files read"));
-        }
+        out.unknown_at(
+            t,
+            site,
+            &format!("goes to the kernel `{kernel}`, which is not defined in the files read"),
+            here,
+        );
     }
 
-    /// What is done with the pointer-valued expression `d`.
-    fn pointer(&self, file: &'s Source, root: Node<'s>, d: Node<'s>, calls: u32, out: &mut PointerUse) {
+    /// What is done with the pointer-valued expression `d`, used at `here` in a body
+    /// entered at `base`.
+    fn pointer(&self, file: &'s Source, root: Node<'s>, d: Node<'s>, base: &At, here: &At, out: &mut PointerUse) {
         let t = file.text();
         let Some(p) = up(d) else { return };
         match p.kind() {
-            "subscript_expression" if is_child(p, "argument", d) => self.element(file, root, p, calls, out),
+            "subscript_expression" if is_child(p, "argument", d) => self.element(file, root, p, base, here, out),
             "pointer_expression" if p.child(0).is_some_and(|o| text(t, o) == "*") => {
-                self.element(file, root, p, calls, out)
+                self.element(file, root, p, base, here, out)
             }
             "binary_expression" => match syntax::binary(t, p) {
-                Some(("+" | "-", _, _)) => self.pointer(file, root, p, calls, out),
+                Some(("+" | "-", _, _)) => self.pointer(file, root, p, base, here, out),
                 // Null checks and comparisons read no element.
                 Some(("==" | "!=" | "<" | "<=" | ">" | ">=" | "&&" | "||", _, _)) => {}
-                _ => out.unknown_at(t, p, "uses the pointer in arithmetic the walk does not follow"),
+                _ => out.unknown_at(t, p, "uses the pointer in arithmetic the walk does not follow", here),
             },
             "condition_clause" => {}
             "unary_expression" if p.child(0).is_some_and(|o| text(t, o) == "!") => {}
-            "cast_expression" | "conditional_expression" => self.pointer(file, root, p, calls, out),
+            "cast_expression" | "conditional_expression" => self.pointer(file, root, p, base, here, out),
             "init_declarator" if is_child(p, "value", d) => {
                 let declaration = p.parent().filter(|x| x.kind() == "declaration");
                 let alias = p.child_by_field_name("declarator").and_then(|mut x| {
@@ -192,38 +300,43 @@ impl<'s> Walk<'_, 's> {
                         } else {
                             Some(decl)
                         };
-                        self.uses(file, root, &alias, owner, calls, out);
+                        // The alias's uses sit in the same body: their positions compare
+                        // with the parameter's own.
+                        let inner = At { depth: here.depth, ..base.clone() };
+                        self.uses(file, root, &alias, owner, &inner, out);
                     }
-                    _ => out.unknown_at(t, p, "stores the pointer"),
+                    _ => out.unknown_at(t, p, "stores the pointer", here),
                 }
             }
-            "argument_list" => self.argument(file, root, p, d, calls, out),
-            _ => out.unknown_at(t, p, "uses the pointer in a way the walk does not follow"),
+            "argument_list" => self.argument(file, root, p, d, base, here, out),
+            _ => out.unknown_at(t, p, "uses the pointer in a way the walk does not follow", here),
         }
     }
 
     /// The pointer `d` handed to a call whose argument list is `args`.
+    #[allow(clippy::too_many_arguments)]
     fn argument(
         &self,
         file: &'s Source,
         root: Node<'s>,
         args: Node<'s>,
         d: Node<'s>,
-        calls: u32,
+        base: &At,
+        here: &At,
         out: &mut PointerUse,
     ) {
         let t = file.text();
         let Some(call) = args.parent().filter(|c| c.kind() == "call_expression") else {
-            return out.unknown_at(t, args, "hands the pointer to something the walk does not follow");
+            return out.unknown_at(t, args, "hands the pointer to something the walk does not follow", here);
         };
         let function = call.child_by_field_name("function").map(|f| text(t, f).to_string()).unwrap_or_default();
         let short = function.rsplit("::").next().unwrap_or(&function);
         if ["reinterpret_cast<", "static_cast<", "const_cast<"].iter().any(|c| function.starts_with(c)) {
-            return self.pointer(file, root, call, calls, out);
+            return self.pointer(file, root, call, base, here, out);
         }
         if short.starts_with("atomic") {
-            out.read_at(t, call);
-            return out.written_at(t, call);
+            out.read_at(t, call, here);
+            return out.written_at(t, call, here);
         }
         // The runtime's fills and copies: a memset writes the buffer, a copy writes its
         // destination (the first argument) and reads its source.
@@ -232,19 +345,16 @@ impl<'s> Walk<'_, 's> {
             .filter(|c| c.kind() != "comment")
             .position(|a| a.id() == d.id() || strip_parens(a).id() == d.id());
         if short.starts_with("cudaMemset") && position == Some(0) {
-            return out.written_at(t, call);
+            return out.written_at(t, call, here);
         }
         if short.starts_with("cudaMemcpy") && matches!(position, Some(0 | 1)) {
-            return if position == Some(0) { out.written_at(t, call) } else { out.read_at(t, call) };
+            return if position == Some(0) { out.written_at(t, call, here) } else { out.read_at(t, call, here) };
         }
         if short.starts_with("__ld") {
-            return out.read_at(t, call);
+            return out.read_at(t, call, here);
         }
         if short.starts_with("__st") {
-            return out.written_at(t, call);
-        }
-        if calls >= MAX_CALL_DEPTH {
-            return out.unknown_at(t, call, &format!("calls nest deeper than {MAX_CALL_DEPTH} functions"));
+            return out.written_at(t, call, here);
         }
         let name = short.split('<').next().unwrap_or(short).trim();
         for f in self.files {
@@ -254,37 +364,37 @@ impl<'s> Walk<'_, 's> {
                 let Some(func) = body.parent() else { continue };
                 let params = parameters(f.text(), func);
                 match position.and_then(|i| params.get(i)) {
-                    Some(p) if p.pointer => self.uses(f, body, &p.name, None, calls + 1, out),
-                    _ => out.unknown_at(t, call, &format!("hands the pointer to `{name}` as something else")),
+                    Some(p) if p.pointer => self.uses(f, body, &p.name, None, here, out),
+                    _ => out.unknown_at(t, call, &format!("hands the pointer to `{name}` as something else"), here),
                 }
                 return;
             }
         }
-        out.unknown_at(t, call, &format!("hands the pointer to `{name}`, whose body the walk cannot read"));
+        out.unknown_at(t, call, &format!("hands the pointer to `{name}`, whose body the walk cannot read"), here);
     }
 
     /// An element `e` (`p[i]`, `*p`): read, written, or both, by where it stands.
-    fn element(&self, file: &'s Source, root: Node<'s>, e: Node<'s>, calls: u32, out: &mut PointerUse) {
+    fn element(&self, file: &'s Source, root: Node<'s>, e: Node<'s>, base: &At, here: &At, out: &mut PointerUse) {
         let t = file.text();
-        let Some(p) = up(e) else { return out.read_at(t, e) };
+        let Some(p) = up(e) else { return out.read_at(t, e, here) };
         match p.kind() {
             "assignment_expression" if is_child(p, "left", e) => {
                 let op = p.child_by_field_name("operator").map(|o| text(t, o)).unwrap_or("=");
                 if op != "=" {
-                    out.read_at(t, p);
+                    out.read_at(t, p, here);
                 }
-                out.written_at(t, p);
+                out.written_at(t, p, here);
             }
             "update_expression" => {
-                out.read_at(t, p);
-                out.written_at(t, p);
+                out.read_at(t, p, here);
+                out.written_at(t, p, here);
             }
             // `&p[i]` is a pointer again; `p[i].x` is part of the element.
             "pointer_expression" if p.child(0).is_some_and(|o| text(t, o) == "&") => {
-                self.pointer(file, root, p, calls, out)
+                self.pointer(file, root, p, base, here, out)
             }
-            "field_expression" if is_child(p, "argument", e) => self.element(file, root, p, calls, out),
-            _ => out.read_at(t, e),
+            "field_expression" if is_child(p, "argument", e) => self.element(file, root, p, base, here, out),
+            _ => out.read_at(t, e, here),
         }
     }
 }
@@ -376,7 +486,8 @@ extern "C" void entry(const float* x, float* y, float* w, int n, cudaStream_t s)
         let src = r#"
 __global__ void scan(const int* len, int* off, int n) {
   int i = threadIdx.x;
-  if (i < n) off[i + 1] = len[i];
+  if (i > n) return;
+  off[i] = i == 0 ? 0 : len[i - 1];
   __syncthreads();
   if (i == 0) for (int j = 1; j <= n; ++j) off[j] += off[j - 1];
 }
@@ -399,5 +510,47 @@ extern "C" void run(const float* x, const int* len, int* off, float* total, floa
         // launcher before the atomics; `acc` is read before it is written: state.
         assert_eq!(first, [("x", false), ("len", false), ("off", true), ("total", true), ("acc", false)]);
         assert_eq!(roles(src, "run"), ["x: r", "len: r", "off: rw", "total: rw", "acc: rw"]);
+    }
+
+    /// `written_first` of each pointer of `entry`.
+    fn written_first(src: &str, entry: &str) -> Vec<(String, bool)> {
+        pointer_uses(&Source::parse(src), &[], entry).into_iter().map(|u| (u.name, u.written_first)).collect()
+    }
+
+    /// From a review: every way a read could hide behind a write that comes first in the
+    /// text but not in the evaluation, or a write that may not run.
+    #[test]
+    fn a_read_is_never_hidden_behind_a_write_that_runs_later_or_may_not_run() {
+        let k = |body: &str| {
+            format!(
+                "#define BETA_ZERO(b) ((b) == 0.f)\n__global__ void k(const float* const* lists, float* y, const float* x, float a, int n) {{\n  int i = threadIdx.x;\n  if (i >= n) return;\n  {body}\n}}\nextern \"C\" void run(const float* const* lists, float* y, const float* x, float a, int n, cudaStream_t s) {{\n  k<<<1, 256, 0, s>>>(lists, y, x, a, n);\n}}\n"
+            )
+        };
+        let y = |body: &str| written_first(&k(body), "run")[1].clone();
+        // The right side is read before the left side is stored.
+        assert_eq!(y("y[i] = a * x[i] + y[i];"), ("y".to_string(), false));
+        // A store that may not run does not come first.
+        assert_eq!(y("if (a == 0.f) y[i] = x[i]; else y[i] = x[i] + a * y[i];"), ("y".to_string(), false));
+        assert_eq!(y("if (i == 0) y[0] = 0.f; y[i] += x[i];"), ("y".to_string(), false));
+        // An alias's uses are ordered with the parameter's.
+        assert_eq!(y("float* yr = y + i; float old = y[i]; yr[0] = old * 2.f;"), ("y".to_string(), false));
+        // Written, then read back: an output.
+        assert_eq!(y("y[i] = x[i]; y[i] = y[i] * a;"), ("y".to_string(), true));
+        // The kernel's parameters by position as written: the `T**` before `y` counts.
+        assert_eq!(roles(&k("y[i] = x[i];"), "run"), ["lists: -", "y: w", "x: r"]);
+    }
+
+    #[test]
+    fn macros_and_a_kernel_that_launches_itself_are_said_not_followed() {
+        let src = "#define LD(i) y[i]\n__global__ void k(float* y, int n) { float v = LD(0); y[0] = v * 2.f; }\n\
+                   extern \"C\" void run(float* y, int n, cudaStream_t s) { k<<<1, 1, 0, s>>>(y, n); }\n";
+        let u = &pointer_uses(&Source::parse(src), &[], "run")[0];
+        assert!(u.unknown.as_deref().unwrap().contains("the macro `LD`"), "{u:?}");
+        assert!(!u.written_first, "{u:?}");
+        let src = "__global__ void k(float* y, int d) { if (d > 0) k<<<1, 1>>>(y, d - 1); y[0] += 1.f; }\n\
+                   extern \"C\" void run(float* y, cudaStream_t s) { k<<<1, 1, 0, s>>>(y, 3); }\n";
+        let u = &pointer_uses(&Source::parse(src), &[], "run")[0];
+        assert!(u.unknown.as_deref().unwrap().contains("more than 3 calls"), "{u:?}");
+        assert!(u.read.is_some() && !u.written_first, "{u:?}");
     }
 }
