@@ -233,15 +233,7 @@ fn validate_speaks_task_toml_not_rust() {
     // a string in parentheses, Option's words, a struct's fields.
     let debug =
         regex::Regex::new(r#"\b[A-Z]\w*\(|\w+\("|\([A-Z][a-z]+[A-Z0-9]\w*\)|\bSome\(|\bNone\b|\{ \w+: "#).unwrap();
-    let mut dirs = Vec::new();
-    for group in ["tasks", "examples"] {
-        for e in std::fs::read_dir(common::root().join(group)).unwrap() {
-            let d = e.unwrap().path();
-            if d.join("task.toml").is_file() {
-                dirs.push(d);
-            }
-        }
-    }
+    let dirs = common::project_task_dirs();
     assert!(dirs.len() >= 15, "{dirs:?}");
     for d in &dirs {
         let (code, out, err) = common::run(&["validate", d.to_str().unwrap()]);

@@ -491,41 +491,36 @@ fn every_length_init_reads_from_the_examples_indexing_is_the_one_their_task_decl
     use nightshift::task::{expr::Expr, ArgRole, Task};
     let mut derived = 0;
     let mut tasks = 0;
-    for group in ["tasks", "examples"] {
-        let mut dirs: Vec<PathBuf> =
-            std::fs::read_dir(common::root().join(group)).unwrap().map(|e| e.unwrap().path()).collect();
-        dirs.sort();
-        for d in dirs.into_iter().filter(|d| d.join("task.toml").is_file()) {
-            let task = Task::load(&d).unwrap();
-            let tmp = tempfile::tempdir().unwrap();
-            let out = Command::new(common::nightshift_bin())
-                .args(["init", tmp.path().join("t").to_str().unwrap(), "--from", task.baseline.to_str().unwrap()])
-                .args(["--entry", &task.entry, "--json"])
-                .output()
-                .unwrap();
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-                .unwrap_or_else(|_| panic!("{}: {}", d.display(), String::from_utf8_lossy(&out.stderr)));
-            tasks += 1;
-            for l in v["lengths"].as_array().unwrap().iter().filter(|l| l["from"] == "indexing") {
-                let arg = task.args.iter().find(|a| a.name == l["arg"].as_str().unwrap()).unwrap();
-                let declared = match &arg.role {
-                    ArgRole::Input { len, .. } | ArgRole::Output { len, .. } | ArgRole::InOut { len, .. } => len,
-                    ArgRole::Scalar { .. } => panic!("{}: {} is a scalar", d.display(), arg.name),
-                };
-                let (want, got) = (Expr::parse(declared).unwrap(), Expr::parse(l["len"].as_str().unwrap()).unwrap());
-                for size in std::iter::once(&task.bench).chain(&task.checks) {
-                    assert_eq!(
-                        got.eval(&size.vars).unwrap(),
-                        want.eval(&size.vars).unwrap(),
-                        "{}: `{}` read as {} from {}, declared {declared}, at {size}",
-                        d.display(),
-                        arg.name,
-                        l["len"],
-                        l["evidence"]
-                    );
-                }
-                derived += 1;
+    for d in common::project_task_dirs() {
+        let task = Task::load(&d).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let out = Command::new(common::nightshift_bin())
+            .args(["init", tmp.path().join("t").to_str().unwrap(), "--from", task.baseline.to_str().unwrap()])
+            .args(["--entry", &task.entry, "--json"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}: {}", d.display(), String::from_utf8_lossy(&out.stderr)));
+        tasks += 1;
+        for l in v["lengths"].as_array().unwrap().iter().filter(|l| l["from"] == "indexing") {
+            let arg = task.args.iter().find(|a| a.name == l["arg"].as_str().unwrap()).unwrap();
+            let declared = match &arg.role {
+                ArgRole::Input { len, .. } | ArgRole::Output { len, .. } | ArgRole::InOut { len, .. } => len,
+                ArgRole::Scalar { .. } => panic!("{}: {} is a scalar", d.display(), arg.name),
+            };
+            let (want, got) = (Expr::parse(declared).unwrap(), Expr::parse(l["len"].as_str().unwrap()).unwrap());
+            for size in std::iter::once(&task.bench).chain(&task.checks) {
+                assert_eq!(
+                    got.eval(&size.vars).unwrap(),
+                    want.eval(&size.vars).unwrap(),
+                    "{}: `{}` read as {} from {}, declared {declared}, at {size}",
+                    d.display(),
+                    arg.name,
+                    l["len"],
+                    l["evidence"]
+                );
             }
+            derived += 1;
         }
     }
     assert!(tasks >= 15, "{tasks} tasks");
@@ -605,33 +600,28 @@ fn every_in_place_buffer_init_drafts_is_the_one_the_tasks_declare() {
     use nightshift::task::{ArgRole, Task};
     let mut in_place = 0;
     let mut extra: Vec<String> = Vec::new();
-    for group in ["tasks", "examples"] {
-        let mut dirs: Vec<PathBuf> =
-            std::fs::read_dir(common::root().join(group)).unwrap().map(|e| e.unwrap().path()).collect();
-        dirs.sort();
-        for d in dirs.into_iter().filter(|d| d.join("task.toml").is_file()) {
-            let task = Task::load(&d).unwrap();
-            let tmp = tempfile::tempdir().unwrap();
-            let dir = tmp.path().join("t");
-            let out = Command::new(common::nightshift_bin())
-                .args(["init", dir.to_str().unwrap(), "--from", task.baseline.to_str().unwrap()])
-                .args(["--entry", &task.entry])
-                .output()
-                .unwrap();
-            let text = std::fs::read_to_string(dir.join("task.toml"))
-                .unwrap_or_else(|_| panic!("{}: {}", d.display(), String::from_utf8_lossy(&out.stderr)));
-            let draft: toml::Value = toml::from_str(&text).unwrap();
-            for a in draft["arg"].as_array().unwrap() {
-                let name = a["name"].as_str().unwrap();
-                let drafted = a.get("init").is_some() && a.get("output").is_some();
-                let arg = task.args.iter().find(|x| x.name == name).unwrap();
-                let declared = matches!(arg.role, ArgRole::InOut { .. });
-                assert!(drafted || !declared, "{}: state `{name}` drafted as an output\n{text}", d.display());
-                if drafted && !declared {
-                    extra.push(format!("{}:{name}", task.name));
-                }
-                in_place += drafted as usize;
+    for d in common::project_task_dirs() {
+        let task = Task::load(&d).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("t");
+        let out = Command::new(common::nightshift_bin())
+            .args(["init", dir.to_str().unwrap(), "--from", task.baseline.to_str().unwrap()])
+            .args(["--entry", &task.entry])
+            .output()
+            .unwrap();
+        let text = std::fs::read_to_string(dir.join("task.toml"))
+            .unwrap_or_else(|_| panic!("{}: {}", d.display(), String::from_utf8_lossy(&out.stderr)));
+        let draft: toml::Value = toml::from_str(&text).unwrap();
+        for a in draft["arg"].as_array().unwrap() {
+            let name = a["name"].as_str().unwrap();
+            let drafted = a.get("init").is_some() && a.get("output").is_some();
+            let arg = task.args.iter().find(|x| x.name == name).unwrap();
+            let declared = matches!(arg.role, ArgRole::InOut { .. });
+            assert!(drafted || !declared, "{}: state `{name}` drafted as an output\n{text}", d.display());
+            if drafted && !declared {
+                extra.push(format!("{}:{name}", task.name));
             }
+            in_place += drafted as usize;
         }
     }
     // adamw_step's param, exp_avg and exp_avg_sq, and the two above.

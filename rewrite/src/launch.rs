@@ -509,7 +509,7 @@ impl<'s> Resolver<'s> {
                 // Declared a dim3, so its components can be named even where the value
                 // (a helper's result) cannot be read.
                 Dims::Unknown { .. } => {
-                    let declaration = one_line(text(self.t, decl));
+                    let declaration = syntax::one_line(text(self.t, decl), 80);
                     AXES.iter()
                         .map(|a| Component {
                             text: format!("{name}.{a}"),
@@ -611,7 +611,7 @@ impl<'s> Resolver<'s> {
     }
 
     fn declared_size(&self, name: &str, decl: Node, declarator: Node, scope: Scope, depth: usize) -> Size {
-        let declaration = one_line(text(self.t, decl));
+        let declaration = syntax::one_line(text(self.t, decl), 80);
         let is_const = is_const(self.t, decl);
         if let Some(assignment) = self.assignment_after(name, decl, scope, false).filter(|_| !is_const) {
             return run_time(name, Origin::Assigned { assignment });
@@ -654,7 +654,8 @@ impl<'s> Resolver<'s> {
             if fields && target.kind() == "field_expression" {
                 target = target.child_by_field_name("argument")?;
             }
-            (target.kind() == "identifier" && text(self.t, target) == name).then(|| one_line(text(self.t, d)))
+            (target.kind() == "identifier" && text(self.t, target) == name)
+                .then(|| syntax::one_line(text(self.t, d), 80))
         })
     }
 
@@ -849,16 +850,6 @@ fn guarded(t: &str, def: Node, name: &str) -> bool {
             c == format!("!defined({name})") || c == format!("!defined{name}")
         }),
         _ => false,
-    }
-}
-
-/// A declaration on one line, shortened past 80 characters, for a reason's quote.
-fn one_line(s: &str) -> String {
-    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if s.chars().count() > 80 {
-        format!("{}...", s.chars().take(77).collect::<String>())
-    } else {
-        s
     }
 }
 

@@ -510,6 +510,17 @@ pub fn is_64bit_int(ty: &str) -> bool {
     )
 }
 
+/// Code on one line, whitespace runs made one space, cut to `most` characters (with
+/// "..." in the last three) for a message or a comment.
+pub fn one_line(code: &str, most: usize) -> String {
+    let s = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    if s.chars().count() <= most {
+        s
+    } else {
+        format!("{}...", s.chars().take(most.saturating_sub(3)).collect::<String>())
+    }
+}
+
 /// The size in bytes of a C element type, for the types kernels move through memory.
 pub fn type_size(ty: &str) -> Option<usize> {
     let t: Vec<&str> =

@@ -61,11 +61,16 @@ pub struct Draft {
     pub lengths: Vec<Length>,
 }
 
+/// The words of a name: `exp_avg_sq` is `exp`, `avg`, `sq`.
+fn name_words(name: &str) -> Vec<&str> {
+    name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect()
+}
+
 /// A float scalar's value from its name (lower case): what such a hyper-parameter
 /// usually is, so that the draft runs the kernel where production does (a beta of 1
 /// makes Adam's bias correction divide by zero).
 fn float_value(name: &str) -> (&'static str, &'static str) {
-    let words: Vec<&str> = name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let words = name_words(name);
     let word = |w: &str| words.contains(&w);
     let joined = name.replace('_', "");
     if words.iter().any(|w| w.starts_with("eps")) || name.ends_with("eps") {
@@ -88,7 +93,7 @@ fn float_value(name: &str) -> (&'static str, &'static str) {
 /// Whether an array's name (lower case) says its values are never negative: a sum of
 /// squares, a second moment, a variance.
 fn non_negative(name: &str) -> bool {
-    let words: Vec<&str> = name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let words = name_words(name);
     words.iter().any(|w| matches!(*w, "sq" | "sqr" | "sumsq" | "var" | "variance"))
         || name.contains("exp_avg_sq")
         || name.contains("second_moment")
@@ -198,12 +203,7 @@ fn elem_bytes(elem: &str) -> usize {
 
 /// An access as quoted in a comment: one line, at most 60 characters.
 fn shortened(access: &str) -> String {
-    let one_line = access.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one_line.chars().count() <= 60 {
-        one_line
-    } else {
-        format!("{}...", one_line.chars().take(57).collect::<String>())
-    }
+    rewrite::syntax::one_line(access, 60)
 }
 
 fn toml_str(s: &str) -> String {

@@ -16,6 +16,19 @@ pub fn root() -> PathBuf {
 }
 
 /// The nightshift binary: `$NIGHTSHIFT_BIN`, the one cargo built, or the one on PATH.
+/// Every task folder of the project (`tasks/` then `examples/`, each sorted): the folders
+/// there that hold a task.toml.
+pub fn project_task_dirs() -> Vec<PathBuf> {
+    let mut all = Vec::new();
+    for group in ["tasks", "examples"] {
+        let mut dirs: Vec<PathBuf> =
+            std::fs::read_dir(root().join(group)).unwrap().map(|e| e.unwrap().path()).collect();
+        dirs.sort();
+        all.extend(dirs.into_iter().filter(|d| d.join("task.toml").is_file()));
+    }
+    all
+}
+
 pub fn nightshift_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("NIGHTSHIFT_BIN") {
         return PathBuf::from(p);

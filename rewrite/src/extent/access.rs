@@ -82,18 +82,9 @@ impl PointerUse {
             self.first_read = Some(at.path.clone());
         }
         if self.unknown.is_none() {
-            self.unknown = Some(format!("`{}` (line {}) {why}", one_line(text(t, n), 60), line_of(t, n.start_byte())));
+            self.unknown =
+                Some(format!("`{}` (line {}) {why}", syntax::one_line(text(t, n), 60), line_of(t, n.start_byte())));
         }
-    }
-}
-
-/// Code on one line (a reason goes into a TOML comment), cut to `most` characters.
-fn one_line(code: &str, most: usize) -> String {
-    let s = code.split_whitespace().collect::<Vec<_>>().join(" ");
-    if s.chars().count() <= most {
-        s
-    } else {
-        format!("{}...", s.chars().take(most.saturating_sub(3)).collect::<String>())
     }
 }
 
@@ -285,29 +276,15 @@ impl<'s> Walk<'_, 's> {
             "condition_clause" => {}
             "unary_expression" if p.child(0).is_some_and(|o| text(t, o) == "!") => {}
             "cast_expression" | "conditional_expression" => self.pointer(file, root, p, base, here, out),
-            "init_declarator" if is_child(p, "value", d) => {
-                let declaration = p.parent().filter(|x| x.kind() == "declaration");
-                let alias = p.child_by_field_name("declarator").and_then(|mut x| {
-                    while x.kind() != "identifier" {
-                        x = x.child_by_field_name("declarator")?;
-                    }
-                    Some(text(t, x).to_string())
-                });
-                match (declaration, alias) {
-                    (Some(decl), Some(alias)) => {
-                        let owner = if decl.parent().is_some_and(|x| x.kind() == "for_statement") {
-                            decl.parent()
-                        } else {
-                            Some(decl)
-                        };
-                        // The alias's uses sit in the same body: their positions compare
-                        // with the parameter's own.
-                        let inner = At { depth: here.depth, ..base.clone() };
-                        self.uses(file, root, &alias, owner, &inner, out);
-                    }
-                    _ => out.unknown_at(t, p, "stores the pointer", here),
+            "init_declarator" if is_child(p, "value", d) => match declared_alias(t, p) {
+                Some((alias, owner)) => {
+                    // The alias's uses sit in the same body: their positions compare with
+                    // the parameter's own.
+                    let inner = At { depth: here.depth, ..base.clone() };
+                    self.uses(file, root, &alias, owner, &inner, out);
                 }
-            }
+                None => out.unknown_at(t, p, "stores the pointer", here),
+            },
             "argument_list" => self.argument(file, root, p, d, base, here, out),
             _ => out.unknown_at(t, p, "uses the pointer in a way the walk does not follow", here),
         }
@@ -340,10 +317,7 @@ impl<'s> Walk<'_, 's> {
         }
         // The runtime's fills and copies: a memset writes the buffer, a copy writes its
         // destination (the first argument) and reads its source.
-        let position = named_children(args)
-            .into_iter()
-            .filter(|c| c.kind() != "comment")
-            .position(|a| a.id() == d.id() || strip_parens(a).id() == d.id());
+        let position = argument_position(args, d);
         if short.starts_with("cudaMemset") && position == Some(0) {
             return out.written_at(t, call, here);
         }
@@ -357,18 +331,15 @@ impl<'s> Walk<'_, 's> {
             return out.written_at(t, call, here);
         }
         let name = short.split('<').next().unwrap_or(short).trim();
-        for f in self.files {
-            for h in f.host_functions().into_iter().filter(|h| h.name == name || h.name.ends_with(&format!("::{name}")))
-            {
-                let Some(body) = f.node(&h.body, "compound_statement") else { continue };
-                let Some(func) = body.parent() else { continue };
-                let params = parameters(f.text(), func);
-                match position.and_then(|i| params.get(i)) {
-                    Some(p) if p.pointer => self.uses(f, body, &p.name, None, here, out),
-                    _ => out.unknown_at(t, call, &format!("hands the pointer to `{name}` as something else"), here),
-                }
-                return;
+        for (f, h) in functions_named(self.files, &function) {
+            let Some(body) = f.node(&h.body, "compound_statement") else { continue };
+            let Some(func) = body.parent() else { continue };
+            let params = parameters(f.text(), func);
+            match position.and_then(|i| params.get(i)) {
+                Some(p) if p.pointer => self.uses(f, body, &p.name, None, here, out),
+                _ => out.unknown_at(t, call, &format!("hands the pointer to `{name}` as something else"), here),
             }
+            return;
         }
         out.unknown_at(t, call, &format!("hands the pointer to `{name}`, whose body the walk cannot read"), here);
     }

@@ -212,3 +212,40 @@ pub(super) fn writes<'t>(t: &str, root: Node<'t>, name: &str) -> Vec<Node<'t>> {
         .filter(|target| target.kind() == "identifier" && text(t, *target) == name)
         .collect()
 }
+
+/// Where `d` stands among the arguments of the argument list `args` (comments aside).
+pub(super) fn argument_position(args: Node, d: Node) -> Option<usize> {
+    named_children(args)
+        .into_iter()
+        .filter(|c| c.kind() != "comment")
+        .position(|a| a.id() == d.id() || strip_parens(a).id() == d.id())
+}
+
+/// The functions with a body named `function` (as called: `ns::f`, `f<T>`) in `files`,
+/// each with the file it is in.
+pub(super) fn functions_named<'s>(files: &[&'s Source], function: &str) -> Vec<(&'s Source, crate::source::HostFn)> {
+    let short = function.rsplit("::").next().unwrap_or(function);
+    let short = short.split('<').next().unwrap_or(short).trim();
+    files
+        .iter()
+        .flat_map(|f| {
+            f.host_functions()
+                .into_iter()
+                .filter(|h| h.name == short || h.name.ends_with(&format!("::{short}")))
+                .map(move |h| (*f, h))
+        })
+        .collect()
+}
+
+/// A local pointer declared by the init declarator `init`: its name and the statement
+/// that owns it (the declaration, or the `for` whose initializer it is). None when `init`
+/// is not in a declaration statement.
+pub(super) fn declared_alias<'t>(t: &str, init: Node<'t>) -> Option<(String, Option<Node<'t>>)> {
+    let decl = init.parent().filter(|x| x.kind() == "declaration")?;
+    let mut x = init.child_by_field_name("declarator")?;
+    while x.kind() != "identifier" {
+        x = x.child_by_field_name("declarator")?;
+    }
+    let owner = if decl.parent().is_some_and(|p| p.kind() == "for_statement") { decl.parent() } else { Some(decl) };
+    Some((text(t, x).to_string(), owner))
+}

@@ -141,24 +141,9 @@ pub(super) fn derived<'t>(
         },
         "init_declarator" if is_child(p, "value", d) => {
             let pointer = p.child_by_field_name("declarator").is_some_and(|x| x.kind() == "pointer_declarator");
-            let declaration = p.parent().filter(|x| x.kind() == "declaration");
-            let alias = p.child_by_field_name("declarator").and_then(|mut x| {
-                while x.kind() != "identifier" {
-                    x = x.child_by_field_name("declarator")?;
-                }
-                Some(text(t, x).to_string())
-            });
-            match (pointer, declaration, alias) {
-                (true, Some(decl), Some(alias)) => {
-                    // The alias is declared in a block or a for initializer.
-                    let owner = if decl.parent().is_some_and(|x| x.kind() == "for_statement") {
-                        decl.parent()
-                    } else {
-                        Some(decl)
-                    };
-                    accesses(body, follow, &alias, owner, offsets, out)
-                }
-                _ => Err(format!("`{}` ({place}) is stored as another type", text(t, p))),
+            match declared_alias(t, p).filter(|_| pointer) {
+                Some((alias, owner)) => accesses(body, follow, &alias, owner, offsets, out),
+                None => Err(format!("`{}` ({place}) is stored as another type", text(t, p))),
             }
         }
         "argument_list" => {
@@ -168,11 +153,7 @@ pub(super) fn derived<'t>(
             if touches_one_element(&function) {
                 return reach(t, d, offsets, out);
             }
-            let position = named_children(p)
-                .into_iter()
-                .filter(|c| c.kind() != "comment")
-                .position(|a| a.id() == d.id() || strip_parens(a).id() == d.id());
-            let callee_reach = position.and_then(|i| callee_extent(follow, &function, i));
+            let callee_reach = argument_position(p, d).and_then(|i| callee_extent(follow, &function, i));
             match callee_reach {
                 Some(Ok(c)) => {
                     let mut offs = offsets.to_vec();
@@ -199,42 +180,40 @@ pub(super) fn callee_extent(follow: &Follow<'_, '_>, function: &str, index: usiz
     }
     let short = function.rsplit("::").next().unwrap_or(function);
     let short = short.split('<').next().unwrap_or(short).trim();
-    for f in follow.files {
-        for h in f.host_functions().into_iter().filter(|h| h.name == short || h.name.ends_with(&format!("::{short}"))) {
-            let Some(root) = f.node(&h.body, "compound_statement") else { continue };
-            let Some(func) = root.parent() else { continue };
-            let params = parameters(f.text(), func);
-            let Some(param) = params.get(index).filter(|p| p.pointer) else { continue };
-            let body = Body {
-                t: f.text(),
-                root,
-                params: params.iter().filter(|p| !p.pointer).map(|p| (p.name.clone(), None)).collect(),
-                grid: [None, None, None],
-                block: [None, None, None],
-                consts: follow.consts,
-                depth: Cell::new(0),
-                steps: Cell::new(0),
-                assigned: RefCell::new(BTreeMap::new()),
-            };
-            let inner = Follow { files: follow.files, consts: follow.consts, calls: follow.calls + 1 };
-            let mut reaches = Vec::new();
-            if let Err(why) = accesses(&body, &inner, &param.name, None, &[], &mut reaches) {
-                return Some(Err(format!("in `{short}`, {why}")));
-            }
-            let mut best: Option<i64> = None;
-            for r in &reaches {
-                match r.hi.as_constant() {
-                    Some(c) => best = Some(best.map_or(c, |b| b.max(c))),
-                    None => {
-                        return Some(Err(format!(
-                            "`{short}` reaches `{}` (line {}), which depends on its other arguments",
-                            r.access, r.line
-                        )))
-                    }
+    for (f, h) in functions_named(follow.files, function) {
+        let Some(root) = f.node(&h.body, "compound_statement") else { continue };
+        let Some(func) = root.parent() else { continue };
+        let params = parameters(f.text(), func);
+        let Some(param) = params.get(index).filter(|p| p.pointer) else { continue };
+        let body = Body {
+            t: f.text(),
+            root,
+            params: params.iter().filter(|p| !p.pointer).map(|p| (p.name.clone(), None)).collect(),
+            grid: [None, None, None],
+            block: [None, None, None],
+            consts: follow.consts,
+            depth: Cell::new(0),
+            steps: Cell::new(0),
+            assigned: RefCell::new(BTreeMap::new()),
+        };
+        let inner = Follow { files: follow.files, consts: follow.consts, calls: follow.calls + 1 };
+        let mut reaches = Vec::new();
+        if let Err(why) = accesses(&body, &inner, &param.name, None, &[], &mut reaches) {
+            return Some(Err(format!("in `{short}`, {why}")));
+        }
+        let mut best: Option<i64> = None;
+        for r in &reaches {
+            match r.hi.as_constant() {
+                Some(c) => best = Some(best.map_or(c, |b| b.max(c))),
+                None => {
+                    return Some(Err(format!(
+                        "`{short}` reaches `{}` (line {}), which depends on its other arguments",
+                        r.access, r.line
+                    )))
                 }
             }
-            return Some(best.ok_or_else(|| format!("`{short}` never reads or writes through it")));
         }
+        return Some(best.ok_or_else(|| format!("`{short}` never reads or writes through it")));
     }
     None
 }

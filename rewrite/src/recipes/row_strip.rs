@@ -197,7 +197,7 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, rows: i64) -> Result<(Ch
                     k,
                     format!(
                         "reads `{o}.y` outside its row index (in `{}`), which a strip would change",
-                        one_line(text(t, user))
+                        syntax::one_line(text(t, user), 60)
                     ),
                 ));
             }
@@ -394,15 +394,6 @@ fn check_launches(
     Ok(())
 }
 
-fn one_line(s: &str) -> String {
-    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if s.chars().count() > 60 {
-        format!("{}...", s.chars().take(57).collect::<String>())
-    } else {
-        s
-    }
-}
-
 /// A constant-bound loop of the per-row code: `for (T v = LO; v <= HI; ++v)` (or `<`,
 /// `v++`, `v += 1`) with bounds the file fixes, a body that leaves `v` alone and does not
 /// break out.
@@ -544,14 +535,17 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
                 if name == y {
-                    return Err(decline(k, format!("changes its row index `{y}` (`{}`)", one_line(text(t, d)))));
+                    return Err(decline(
+                        k,
+                        format!("changes its row index `{y}` (`{}`)", syntax::one_line(text(t, d), 60)),
+                    ));
                 }
                 if outside.contains(&name) {
                     return Err(decline(
                         k,
                         format!(
                             "changes `{name}` in its per-row code (`{}` hands it out) but declares it before its row index: a strip's next row would start from the last row's `{name}`",
-                            one_line(text(t, d))
+                            syntax::one_line(text(t, d), 60)
                         ),
                     ));
                 }
@@ -589,7 +583,10 @@ impl<'a> Ctx<'a> {
                 }
                 let name = text(t, base).to_string();
                 if name == y {
-                    return Err(decline(k, format!("changes its row index `{y}` (`{}`)", one_line(text(t, d)))));
+                    return Err(decline(
+                        k,
+                        format!("changes its row index `{y}` (`{}`)", syntax::one_line(text(t, d), 60)),
+                    ));
                 }
                 if through && pointers.contains(&name) {
                     continue;
@@ -931,11 +928,13 @@ impl<'a> Ctx<'a> {
                     Some(a) if op == "." && a.kind() == "identifier" && self.outside.contains(text(t, a)) => {
                         Ok(text(t, n).to_string())
                     }
-                    _ => Err(format!("reads `{}`", one_line(text(t, n)))),
+                    _ => Err(format!("reads `{}`", syntax::one_line(text(t, n), 60))),
                 }
             }
-            "subscript_expression" => Err(format!("reads memory (`{}`)", one_line(text(t, n)))),
-            "pointer_expression" => Err(format!("reads memory or takes an address (`{}`)", one_line(text(t, n)))),
+            "subscript_expression" => Err(format!("reads memory (`{}`)", syntax::one_line(text(t, n), 60))),
+            "pointer_expression" => {
+                Err(format!("reads memory or takes an address (`{}`)", syntax::one_line(text(t, n), 60)))
+            }
             "assignment_expression"
             | "update_expression"
             | "comma_expression"
@@ -944,9 +943,10 @@ impl<'a> Ctx<'a> {
             | "delete_expression"
             | "string_literal"
             | "compound_literal_expression"
-            | "gnu_asm_expression" => {
-                Err(format!("has an effect or a form this recipe does not read (`{}`)", one_line(text(t, n))))
-            }
+            | "gnu_asm_expression" => Err(format!(
+                "has an effect or a form this recipe does not read (`{}`)",
+                syntax::one_line(text(t, n), 60)
+            )),
             "call_expression" => {
                 let f = n.child_by_field_name("function").map(|f| text(t, f)).unwrap_or("");
                 if !self.pure_function(f) {
@@ -1195,7 +1195,7 @@ impl<'a> Ctx<'a> {
                     Ok(i) => i,
                     Err(e) => {
                         if self.reaches_row(index) {
-                            first_why.get_or_insert(format!("`{}` {e}", one_line(text(t, d))));
+                            first_why.get_or_insert(format!("`{}` {e}", syntax::one_line(text(t, d), 60)));
                         }
                         continue;
                     }
@@ -1210,18 +1210,24 @@ impl<'a> Ctx<'a> {
                 let tap = match self.tap(site, &mut found) {
                     Ok(c) => c,
                     Err(e) => {
-                        first_why.get_or_insert(format!("`{}` {e}", one_line(text(t, d))));
+                        first_why.get_or_insert(format!("`{}` {e}", syntax::one_line(text(t, d), 60)));
                         continue;
                     }
                 };
                 let offset = found.offsets[0].clone();
                 if found.offsets.iter().any(|o| *o != offset) {
-                    first_why.get_or_insert(format!("`{}` reads rows at two offsets at once", one_line(text(t, d))));
+                    first_why.get_or_insert(format!(
+                        "`{}` reads rows at two offsets at once",
+                        syntax::one_line(text(t, d), 60)
+                    ));
                     continue;
                 }
                 if let Some((_, v)) = &offset.var {
                     if found.vars.contains(v) {
-                        first_why.get_or_insert(format!("`{}` uses `{v}` for more than its row", one_line(text(t, d))));
+                        first_why.get_or_insert(format!(
+                            "`{}` uses `{v}` for more than its row",
+                            syntax::one_line(text(t, d), 60)
+                        ));
                         continue;
                     }
                 }
@@ -1359,7 +1365,12 @@ impl<'a> Ctx<'a> {
                         }
                         match skip_if(sib) {
                             Some(c) => conds.push((c, true)),
-                            None => return Err(format!("follows `{}`, which may leave early", one_line(text(t, sib)))),
+                            None => {
+                                return Err(format!(
+                                    "follows `{}`, which may leave early",
+                                    syntax::one_line(text(t, sib), 60)
+                                ))
+                            }
                         }
                     }
                 }
