@@ -14,7 +14,8 @@
 # A run already finished is not run again; one whose vs-torch figures exist is skipped.
 # $OUT gets table.md (scripts/runs-table.py), sweep-table.md (scripts/sweep-table.py: first
 # version, best, eager, torch.compile, % of floor, nodes within the parent's interval),
-# vs-torch.md (every vs-torch table) and sweep.tgz.
+# vs-torch.md (every vs-torch table), sweep.tgz (runs to carry on) and done.tgz (runs finished
+# in this call's TASK_DIRs, without their SASS dumps).
 # examples/bias_gelu_residual is made a task with `init` first, as its README does.
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out" runs
@@ -80,5 +81,10 @@ for t in "$@"; do echo "runs/$(basename "$t")"; done | while read -r d; do [ -f 
   | xargs -r python3 scripts/runs-table.py | tee "$out/table.md"
 for t in "$@"; do echo "runs/$(basename "$t")"; done | xargs python3 scripts/sweep-table.py | tee "$out/sweep-table.md"
 for t in "$@"; do f="runs/$(basename "$t").vs.md"; [ -f "$f" ] && { echo "## $(basename "$t")"; cat "$f"; }; done > "$out/vs-torch.md"
-tar czf "$out/sweep.tgz" --exclude='*/profile' --exclude='*.so' --exclude='runs/.claims' runs
+# A run with its vs-torch figures is finished: it goes to done.tgz without its SASS dumps
+# (the part of a run that is large), so sweep.tgz carries only what a later call resumes.
+done_runs=(); for t in "$@"; do n="$(basename "$t")"; [ -f "runs/$n.vs.json" ] && done_runs+=("runs/$n" "runs/$n".*); done
+[ ${#done_runs[@]} -gt 0 ] && tar czf "$out/done.tgz" --exclude='*/profile' --exclude='*.so' --exclude='sass.txt' "${done_runs[@]}"
+tar czf "$out/sweep.tgz" --exclude='*/profile' --exclude='*.so' --exclude='runs/.claims' \
+  $(for d in "${done_runs[@]}"; do printf -- '--exclude=%s ' "$d"; done) runs
 ls -la "$out"

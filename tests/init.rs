@@ -108,11 +108,14 @@ fn a_plain_elementwise_launcher_gives_a_valid_task() {
 fn restrict_and_size_t() {
     let src = "__global__ void saxpy_k(const float* x, float* y, float a, size_t n) {\n  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;\n  if (i < n) y[i] = a * x[i];\n}\nextern \"C\" void saxpy(const float* __restrict__ x, float *__restrict__ y, float a, size_t n, cudaStream_t stream) {\n  saxpy_k<<<(n + 255) / 256, 256, 0, stream>>>(x, y, a, n);\n}\n";
     let r = init(&[("saxpy.cu", src)], &[]);
-    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    // `a` is a guess, listed with its line: exit 1.
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("task.toml:31: arg `a`.value: 1.0 is a GUESS (no name it knows)"), "{}", r.stdout);
     let t = r.toml();
     assert!(t.contains("type = \"size_t\""), "{t}");
-    assert!(t.contains("name = \"a\"\ntype = \"float\"\nvalue = 1.0"), "{t}");
-    assert!(t.contains("bench = { n = 16777216 }"), "{t}");
+    assert!(t.contains("name = \"a\"\ntype = \"float\"\nvalue = 1.0   # GUESSED"), "{t}");
+    // 2^24 fp32 in and out moves 134 MB (45 us at 3 TB/s): doubled twice, to 537 MB.
+    assert!(t.contains("bench = { n = 67108864 }"), "{t}");
 }
 
 #[test]
@@ -198,7 +201,7 @@ fn two_extern_c_functions_need_an_entry() {
 
 #[test]
 fn unknown_lengths_and_index_ranges_are_todos_with_their_lines() {
-    let src = kernel("extern \"C\" {\nvoid gather_heads(const float* q, const int* idx, float* o, int B, int S, int H, cudaStream_t s) {\n  if (B) { }\n}\n}");
+    let src = kernel("extern \"C\" {\nvoid gather_heads(const float* q, const int* idx, float* o, int B, int S, int H, cudaStream_t s) {\n}\n}");
     let r = init(&[("gather.cu", &src)], &[]);
     assert_eq!(r.code, 1, "written, with TODOs left: {}{}", r.stdout, r.stderr);
     let t = r.toml();
@@ -530,31 +533,39 @@ fn every_length_init_reads_from_the_examples_indexing_is_the_one_their_task_decl
     assert!(derived >= 37, "only {derived} lengths from the indexing");
 }
 
+/// An Adam step with its state updated in place, its hyper-parameters and a step count.
+const ADAM: &str = r#"#include <cuda_runtime.h>
+__global__ void adam_k(float* p, const float* g, float* m, float* v, float* out_norm, float lr, float beta1,
+                       float beta2, float eps, float weight_decay, int step, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float bc1 = 1.f - powf(beta1, (float)step);
+  float mi = beta1 * m[i] + (1.f - beta1) * g[i];
+  float vi = beta2 * v[i] + (1.f - beta2) * g[i] * g[i];
+  m[i] = mi;
+  v[i] = vi;
+  p[i] -= lr * (mi / bc1 / (sqrtf(vi) + eps) + weight_decay * p[i]);
+  out_norm[i] = mi * mi;
+}
+extern "C" void adam(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, float* out_norm, float lr,
+                     float beta1, float beta2, float eps, float weight_decay, int step, int n, cudaStream_t stream) {
+  adam_k<<<(n + 255) / 256, 256, 0, stream>>>(param, grad, exp_avg, exp_avg_sq, out_norm, lr, beta1, beta2, eps,
+                                               weight_decay, step, n);
+}
+"#;
+
 /// Issue 35: an optimizer step reads its state and writes it back. Taken for outputs alone,
 /// the state was poisoned before the call, and the draft checked nothing the kernel
 /// computed from it; a beta of 1 made the bias correction divide by zero.
 #[test]
 fn state_updated_in_place_is_an_input_and_an_output_and_hyper_parameters_are_plausible() {
-    let src = r#"#include <cuda_runtime.h>
-__global__ void adam_k(float* p, const float* g, float* m, float* v, float* out_norm, float lr, float beta1,
-                       float beta2, float eps, float weight_decay, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float mi = beta1 * m[i] + (1.f - beta1) * g[i];
-  float vi = beta2 * v[i] + (1.f - beta2) * g[i] * g[i];
-  m[i] = mi;
-  v[i] = vi;
-  p[i] -= lr * (mi / (sqrtf(vi) + eps) + weight_decay * p[i]);
-  out_norm[i] = mi * mi;
-}
-extern "C" void adam(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, float* out_norm, float lr,
-                     float beta1, float beta2, float eps, float weight_decay, int n, cudaStream_t stream) {
-  adam_k<<<(n + 255) / 256, 256, 0, stream>>>(param, grad, exp_avg, exp_avg_sq, out_norm, lr, beta1, beta2, eps,
-                                               weight_decay, n);
-}
-"#;
+    let src = ADAM;
     let r = init(&[("adam.cu", src)], &[]);
-    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    // Every hyper-parameter and the step are guesses, each listed with its line: exit 1.
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    for field in ["lr", "beta1", "beta2", "eps", "weight_decay", "step"] {
+        assert!(r.stdout.contains(&format!("arg `{field}`.value: ")), "{field}: {}", r.stdout);
+    }
     let t = r.toml();
     let arg = |name: &str| -> String {
         let at = t.find(&format!("name = \"{name}\"")).unwrap_or_else(|| panic!("no arg {name}: {t}"));
@@ -573,7 +584,7 @@ extern "C" void adam(float* param, const float* grad, float* exp_avg, float* exp
     assert!(arg("exp_avg_sq").contains("init = \"uniform(0, 1)\""), "{}", arg("exp_avg_sq"));
     // Written only: an output, poisoned before the call so a skipped element shows.
     let out = arg("out_norm");
-    assert!(out.contains("output = true   # written (line 11), never read: poisoned before the call"), "{out}");
+    assert!(out.contains("output = true   # written (line 12), never read: poisoned before the call"), "{out}");
     assert!(!out.contains("init = "), "{out}");
     let grad = arg("grad");
     assert!(grad.contains("init = ") && !grad.contains("output = true"), "{grad}");
@@ -581,8 +592,17 @@ extern "C" void adam(float* param, const float* grad, float* exp_avg, float* exp
     for (name, value) in
         [("lr", "1e-3"), ("beta1", "0.9"), ("beta2", "0.999"), ("eps", "1e-5"), ("weight_decay", "0.01")]
     {
-        assert!(arg(name).contains(&format!("value = {value}   # guessed (")), "{}", arg(name));
+        assert!(arg(name).contains(&format!("value = {value}   # GUESSED (")), "{}", arg(name));
     }
+    // The step enters only arithmetic: a value above 0, not a size variable the check
+    // sizes would set to 1 and 17.
+    assert!(
+        arg("step").contains("value = 10   # GUESSED (a step count (> 0)); used only in arithmetic"),
+        "{}",
+        arg("step")
+    );
+    let sizes = t.lines().find(|l| l.starts_with("bench = ")).unwrap();
+    assert_eq!(sizes, "bench = { n = 16777216 }", "32 bytes an element: 537 MB");
     // The least traffic moves the state twice: 4 bytes x (param, exp_avg, exp_avg_sq read
     // and written, grad read, out_norm written) = 32 n.
     let bytes = t.lines().find(|l| l.starts_with("bytes = ")).unwrap_or_else(|| panic!("no roofline: {t}"));
@@ -627,4 +647,175 @@ fn every_in_place_buffer_init_drafts_is_the_one_the_tasks_declare() {
     // adamw_step's param, exp_avg and exp_avg_sq, and the two above.
     assert_eq!(extra, ["gemm_bf16:C", "segment_sum:offsets"]);
     assert_eq!(in_place, 5);
+}
+
+/// A causal depthwise convolution as production writes it: the filter's width bounds
+/// serial loops only and is held at one value, the 0/1 activation flag takes both values
+/// across the check sizes, the bench is sized from the traffic and every check buffer is
+/// a few million elements at most.
+#[test]
+fn a_filter_width_is_held_a_flag_takes_0_and_1_and_the_bench_fills_the_gpu() {
+    let src = r#"#include <cuda_runtime.h>
+__global__ void conv(const float* x, const float* w, const float* bias, float* out, int dim, int seqlen,
+                     int width, int silu_activation) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  int c = blockIdx.y, b = blockIdx.z;
+  if (t >= seqlen) return;
+  float acc = bias[c];
+  for (int k = 0; k < width; ++k) {
+    int tt = t - (width - 1) + k;
+    if (tt >= 0) acc += w[c * width + k] * x[(b * dim + c) * seqlen + tt];
+  }
+  if (silu_activation) acc = acc / (1.f + __expf(-acc));
+  out[(b * dim + c) * seqlen + t] = acc;
+}
+extern "C" void causal_conv1d(const float* x, const float* w, const float* bias, float* out, int batch, int dim,
+                              int seqlen, int width, int silu_activation, cudaStream_t s) {
+  dim3 grid((seqlen + 127) / 128, dim, batch);
+  conv<<<grid, 128, 0, s>>>(x, w, bias, out, dim, seqlen, width, silu_activation);
+}
+"#;
+    let r = init(&[("conv.cu", src)], &[]);
+    // The width is a guess to confirm: exit 1, listed with its line.
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("task.toml:60: arg `width`: held at 4 at every size, a GUESS"), "{}", r.stdout);
+    insta::assert_snapshot!(r.toml());
+    let task = nightshift::task::Task::load(&r.dir).unwrap();
+    assert_eq!(task.bench.vars["width"], 4);
+    let flags: Vec<i64> = task.checks.iter().map(|c| c.vars["silu_activation"]).collect();
+    assert_eq!(flags, [0, 1, 0, 1]);
+    assert!(task.checks.iter().all(|c| c.vars["width"] == 4));
+    assert!(task.warnings().is_empty(), "{:?}", task.warnings());
+}
+
+/// Rows copied in reverse order, and a serial fp32 sum of each row.
+const REVERSE_AND_SUM: &str = r#"#include <cuda_runtime.h>
+__global__ void reverse_rows(const float* table, float* out, int rows, int cols) {
+  int r = blockIdx.x;
+  if (r >= rows) return;
+  const float* src = table + (long)(rows - 1 - r) * cols;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) out[(long)r * cols + c] = src[c];
+}
+__global__ void row_sum(const float* x, float* sums, int rows, int cols) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  float acc = 0.f;
+  for (int k = 0; k < cols; ++k) acc += x[(long)r * cols + k];
+  sums[r] = acc;
+}
+extern "C" void run(const float* table, float* out, float* sums, int rows, int cols, cudaStream_t s) {
+  reverse_rows<<<rows, 128, 0, s>>>(table, out, rows, cols);
+  row_sum<<<(rows + 127) / 128, 128, 0, s>>>(table, sums, rows, cols);
+}
+"#;
+
+/// A row permutation copies: compared exactly. A row sum accumulates: its tolerance admits any
+/// order of the additions at the longest row the sizes give, checked here by a host
+/// simulation of the serial sum the baseline does against a tree-ordered one.
+#[test]
+fn a_copy_is_compared_exactly_and_a_long_sum_admits_a_tree_ordered_rewrite() {
+    let src = REVERSE_AND_SUM;
+    let r = init(&[("k.cu", src)], &[]);
+    let t = r.toml();
+    let arg = |name: &str| -> String {
+        let at = t.find(&format!("name = \"{name}\"")).unwrap_or_else(|| panic!("no arg {name}: {t}"));
+        let rest = &t[at..];
+        rest[..rest[1..].find("[[arg]]").map_or(rest.len(), |e| e + 1)].to_string()
+    };
+    assert!(arg("out").contains("rtol = 0.0   # a copy: every element is stored as it was read, `out[(long)r * cols + c] = src[c]` (k.cu:6)"), "{}", arg("out"));
+    assert!(arg("out").contains("atol = 0.0"), "{}", arg("out"));
+    let sums = arg("sums");
+    assert!(sums.contains("# a sum of up to "), "{sums}");
+    let task = nightshift::task::Task::load(&r.dir).unwrap();
+    let tol = task
+        .args
+        .iter()
+        .find_map(|a| match &a.role {
+            nightshift::task::ArgRole::Output { tolerance, .. } if a.name == "sums" => Some(*tolerance),
+            _ => None,
+        })
+        .unwrap();
+    let cols = std::iter::once(&task.bench).chain(&task.checks).map(|s| s.vars["cols"]).max().unwrap() as usize;
+    // Rows of normal(0, 1) values (the drafted init), summed serially in fp32 as the
+    // baseline does and pairwise as a tree-ordered rewrite does.
+    let mut state = 0x9e3779b97f4a7c15u64;
+    let mut uniform = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    fn pairwise(x: &[f32]) -> f32 {
+        if x.len() <= 2 {
+            return x.iter().sum();
+        }
+        let (a, b) = x.split_at(x.len() / 2);
+        pairwise(a) + pairwise(b)
+    }
+    // Rows the fp32 default (rtol 1e-5, atol 1e-6) would reject: the widening is needed.
+    let mut rejected_by_default = 0;
+    for _ in 0..2000 {
+        let row: Vec<f32> = (0..cols)
+            .map(|_| {
+                let (u1, u2) = (uniform().max(1e-300), uniform());
+                ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+            })
+            .collect();
+        let serial: f32 = row.iter().fold(0.0, |a, x| a + x);
+        let tree = pairwise(&row);
+        let (expected, got) = (serial as f64, tree as f64);
+        rejected_by_default += ((got - expected).abs() > 1e-6 + 1e-5 * expected.abs()) as usize;
+        assert!(
+            (got - expected).abs() <= tol.atol + tol.rtol * expected.abs(),
+            "cols {cols}: serial {serial} tree {tree} outside rtol {} atol {}",
+            tol.rtol,
+            tol.atol
+        );
+    }
+    assert_eq!(cols, 4096, "the longest row is the bench's");
+    assert!(rejected_by_default > 0, "the default tolerance would have passed every row");
+    eprintln!("{rejected_by_default} of 2000 rows outside the fp32 default");
+}
+
+/// On a GPU, what the drafts are for: the in-place draft of an optimizer step rejects a
+/// kernel that skips the update of its first moment (as a write-only draft, poisoned and
+/// compared with itself, could not tell), and the draft of a serial row sum passes a
+/// rewrite that adds each row in a warp's tree order.
+#[test]
+#[ignore = "needs a GPU"]
+fn on_a_gpu_drafts_reject_a_skipped_update_and_pass_a_reordered_sum() {
+    let eval = |dir: &std::path::Path, candidate: &std::path::Path| {
+        let out = Command::new(common::nightshift_bin())
+            .args(["eval", dir.to_str().unwrap(), candidate.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("no verdict ({e}): {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        });
+        (out.status.code().unwrap_or(-1), v)
+    };
+    let adam = init(&[("adam.cu", ADAM)], &[]);
+    let skipped = adam.dir.join("skips_update.cu");
+    assert!(ADAM.contains("  m[i] = mi;\n"));
+    std::fs::write(&skipped, ADAM.replace("  m[i] = mi;\n", "")).unwrap();
+    let (code, v) = eval(&adam.dir, &skipped);
+    assert_eq!(code, 1, "a kernel that skips the update is rejected: {v}");
+    assert!(v["failure"]["detail"].to_string().contains("exp_avg") || v.to_string().contains("exp_avg"), "{v}");
+    let same = adam.dir.join("same.cu");
+    std::fs::write(&same, ADAM).unwrap();
+    let (code, v) = eval(&adam.dir, &same);
+    assert_eq!(code, 0, "the baseline's own source passes: {v}");
+
+    let sums = init(&[("k.cu", REVERSE_AND_SUM)], &[]);
+    let tree = REVERSE_AND_SUM
+        .replace(
+            "  int r = blockIdx.x * blockDim.x + threadIdx.x;\n  if (r >= rows) return;\n  float acc = 0.f;\n  for (int k = 0; k < cols; ++k) acc += x[(long)r * cols + k];\n  sums[r] = acc;",
+            "  int r = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;\n  if (r >= rows) return;\n  float acc = 0.f;\n  for (int k = lane; k < cols; k += 32) acc += x[(long)r * cols + k];\n  for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);\n  if (lane == 0) sums[r] = acc;",
+        )
+        .replace("row_sum<<<(rows + 127) / 128, 128, 0, s>>>", "row_sum<<<(rows + 7) / 8, 256, 0, s>>>");
+    assert!(tree.contains("__shfl_down_sync") && tree.contains("<<<(rows + 7) / 8, 256"), "{tree}");
+    let candidate = sums.dir.join("tree.cu");
+    std::fs::write(&candidate, tree).unwrap();
+    let (code, v) = eval(&sums.dir, &candidate);
+    assert_eq!(code, 0, "a tree-ordered sum passes the drafted tolerance: {v}");
 }

@@ -8,6 +8,7 @@
 
 pub mod includes;
 pub mod signature;
+mod sizes;
 pub mod task_toml;
 
 use includes::Missing;
@@ -230,11 +231,22 @@ pub fn run(a: &Args) -> Result<Outcome, Refusal> {
     // Which pointers the kernels read, write or both: an array updated in place is an
     // input and an output.
     let uses = rewrite::extent::pointer_uses(&parsed, &header_sources, &entry.name);
+    // What each integer does: sizes the work, selects behaviour, or is a value.
+    let scalars = rewrite::extent::scalar_uses(&parsed, &header_sources, &entry.name);
+    // What each output holds: copies are checked exactly, sums with their order's slack.
+    let stores = rewrite::extent::pointer_stores(&parsed, &header_sources, &entry.name);
 
     let name = task_name(&a.dir);
     let via_include = headers.iter().any(|h| h.via_include_dir);
     let toml_path = a.dir.join(crate::task::TASK_FILE);
-    let draft = task_toml::draft(&name, &entry, &file_name, via_include, &extents, &uses, &toml_path);
+    let draft = task_toml::draft(
+        &name,
+        &entry,
+        &file_name,
+        via_include,
+        &task_toml::KernelReading { extents: &extents, uses: &uses, scalars: &scalars, stores: &stores },
+        &toml_path,
+    );
 
     // Everything this run writes, relative to the task folder, with its contents.
     let mut writes: Vec<(PathBuf, Vec<u8>)> = vec![(PathBuf::from(&file_name), source.clone().into_bytes())];

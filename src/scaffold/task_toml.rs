@@ -1,11 +1,14 @@
-//! Writing a first task.toml from a launcher signature: every pointer an input or an
-//! output, every integer a size variable, lengths from the kernels' own indexing (else
-//! from the names, marked as guesses), proposed sizes, and a comment wherever a value is a
-//! guess. What cannot be guessed is written as `TODO` (which validation rejects); both are
-//! listed for the user.
+//! Writing a first task.toml from a launcher signature: every pointer an input, an output
+//! or both (from how the kernels use it), every integer what its uses make it (a size
+//! variable, a flag the check sizes take at 0 and 1, a filter's width held at one value, a
+//! value such as a step count), lengths from the kernels' own indexing (else from the
+//! names, marked as guesses), proposed sizes, and a comment wherever a value is a guess.
+//! What cannot be guessed is written as `TODO` (which validation rejects); both are listed
+//! for the user, with their lines.
 
 use super::signature::{Entry, Param, ParamKind};
-use rewrite::extent::{Extent, PointerExtent, PointerUse, Use};
+use super::sizes::{self, Buffers, IntegerKind};
+use rewrite::extent::{Extent, PointerExtent, PointerStores, PointerUse, ScalarRole, ScalarUse, Stored, Use};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -53,6 +56,8 @@ pub struct Length {
     pub from: LengthSource,
     /// The access it was read from, or why the guess and what the indexing did not tell.
     pub evidence: String,
+    /// Bytes per element.
+    pub elem_bytes: usize,
 }
 
 pub struct Draft {
@@ -97,6 +102,45 @@ fn non_negative(name: &str) -> bool {
     words.iter().any(|w| matches!(*w, "sq" | "sqr" | "sumsq" | "var" | "variance"))
         || name.contains("exp_avg_sq")
         || name.contains("second_moment")
+}
+
+/// Names of a filter's or a window's width: an extent the kernel supports at a few values,
+/// not a problem size.
+fn filter_width_name(name: &str) -> bool {
+    let words = name_words(name);
+    let word = |w: &str| words.contains(&w);
+    word("width")
+        || word("ksize")
+        || word("taps")
+        || word("radius")
+        || word("window")
+        || word("kw")
+        || word("kh")
+        || name.contains("kernel_size")
+        || name.contains("filter")
+}
+
+/// What the integer `name` is, from what the kernels do with it (`uses`; None when the
+/// walk did not reach the launcher).
+fn integer_kind(name: &str, uses: Option<&ScalarUse>) -> IntegerKind {
+    let lower = lower(name);
+    match uses.map(|u| u.role()) {
+        Some(ScalarRole::Flag) => IntegerKind::Flag,
+        Some(ScalarRole::SerialExtent) if filter_width_name(&lower) => {
+            IntegerKind::Fixed(if name_words(&lower).contains(&"radius") { 1 } else { 4 })
+        }
+        Some(ScalarRole::Value) => {
+            let words = name_words(&lower);
+            if words.iter().any(|w| matches!(*w, "step" | "steps" | "t" | "iter" | "iteration" | "epoch")) {
+                IntegerKind::Value(10, "a step count (> 0)")
+            } else if words.contains(&"seed") {
+                IntegerKind::Value(1234, "a seed")
+            } else {
+                IntegerKind::Value(1, "no name it knows")
+            }
+        }
+        _ => IntegerKind::Dimension,
+    }
 }
 
 fn lower(s: &str) -> String {
@@ -151,34 +195,29 @@ fn infer_len(p: &Param, sizes: &[String]) -> Option<(String, &'static str)> {
     None
 }
 
-fn bench_value(name: &str, count: usize) -> i64 {
-    let n = lower(name);
-    match n.as_str() {
-        "batch" | "bs" => 8,
-        "heads" | "num_heads" | "nh" => 32,
-        "head_dim" | "dim" | "d" | "headdim" => 128,
-        "topk" | "top_k" | "k_top" => 8,
-        _ => match count {
-            1 => 1 << 24,
-            2 => 1 << 12,
-            3 => 1 << 10,
-            _ => 1 << 7,
-        },
+/// A tolerance as task.toml writes it: `0.0`, or one significant digit and an exponent.
+fn tol(x: f64) -> String {
+    if x == 0.0 {
+        "0.0".to_string()
+    } else {
+        format!("{x:e}")
     }
 }
 
-/// Awkward sizes per position: a single element, primes, one past a tile edge, and
-/// multiples of 8 that are not powers of two (so a vectorized path runs at a check size).
-fn check_values(count: usize) -> Vec<Vec<i64>> {
-    let primes = [17, 67, 131, 13, 7, 5];
-    let straddle = [257, 129, 65, 33, 17, 9];
-    let multiples = [24, 200, 40, 72, 56, 88];
-    vec![
-        vec![1; count],
-        (0..count).map(|i| primes[i % primes.len()]).collect(),
-        (0..count).map(|i| straddle[i % straddle.len()]).collect(),
-        (0..count).map(|i| multiples[i % multiples.len()]).collect(),
-    ]
+/// A float sum of `n` terms, any order of its additions admitted on top of the type's
+/// `rtol` and `atol`: 4u sqrt(n) relative and 4u n absolute (inputs at unit scale, fp32
+/// accumulation), rounded up to one significant digit. A serial sum's rounding error has
+/// a spread of about 0.4u n at unit scale; a check compares hundreds of thousands of sums,
+/// and at 4096 terms an H200 saw 2u n between a serial and a warp-tree order (u n
+/// rejected it).
+fn summed_tolerance(rtol: f64, atol: f64, n: i64) -> (f64, f64) {
+    let u = (2.0f64).powi(-24);
+    let up = |x: f64| {
+        let exponent = x.log10().floor() as i32;
+        let digit = (x / 10f64.powi(exponent)).ceil();
+        format!("{digit}e{exponent}").parse().unwrap_or(x)
+    };
+    (up(rtol.max(4.0 * u * (n as f64).sqrt())), up(atol.max(4.0 * u * n as f64)))
 }
 
 fn tolerance_for(elem: &str) -> (f64, f64, &'static str) {
@@ -210,20 +249,41 @@ fn toml_str(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
+/// What reading the kernels the launcher starts said about its parameters.
+#[derive(Clone, Copy)]
+pub struct KernelReading<'a> {
+    /// Each pointer's length, from the indexing.
+    pub extents: &'a [PointerExtent],
+    /// Whether each pointer is read, written, or both, and in which order.
+    pub uses: &'a [PointerUse],
+    /// What each integer does: sizes the work, selects behaviour, or is a value.
+    pub scalars: &'a [ScalarUse],
+    /// What is stored through each pointer: copies, sums, or other values.
+    pub stores: &'a [PointerStores],
+}
+
 /// Renders the task.toml (to be written at `toml_path`) for `entry` of `baseline` (a file
-/// name in the task directory), with what the extent analysis found for each pointer.
+/// name in the task directory), with what reading the kernels found (`read`).
 pub fn draft(
     task_name: &str,
     entry: &Entry,
     baseline: &str,
     include_dir: bool,
-    extents: &[PointerExtent],
-    uses: &[PointerUse],
+    read: &KernelReading,
     toml_path: &Path,
 ) -> Draft {
+    let KernelReading { extents, uses, scalars, stores } = *read;
+    let integers: Vec<(String, IntegerKind)> = entry
+        .params
+        .iter()
+        .filter(|p| p.kind == ParamKind::Integer)
+        .map(|p| (p.name.clone(), integer_kind(&p.name, scalars.iter().find(|u| u.name == p.name))))
+        .collect();
     let sizes: Vec<String> =
-        entry.params.iter().filter(|p| p.kind == ParamKind::Integer).map(|p| p.name.clone()).collect();
-    let mut w = Drafting {
+        integers.iter().filter(|(_, k)| !matches!(k, IntegerKind::Value(..))).map(|(n, _)| n.clone()).collect();
+    let dimensions: Vec<String> =
+        integers.iter().filter(|(_, k)| *k == IntegerKind::Dimension).map(|(n, _)| n.clone()).collect();
+    let start = |proposal: Option<sizes::Proposal>| Drafting {
         t: String::new(),
         todos: Vec::new(),
         lengths: Vec::new(),
@@ -231,11 +291,22 @@ pub fn draft(
         bytes_terms: Vec::new(),
         toml_path,
         baseline,
-        sizes,
+        sizes: sizes.clone(),
+        dimensions: dimensions.clone(),
+        integers: integers.clone(),
+        stores,
+        proposal,
     };
+    // The sizes follow from the lengths, and a sum's tolerance from the sizes: a first
+    // pass finds the lengths, the second writes with the sizes known.
+    let mut first = start(None);
+    for p in &entry.params {
+        first.arg(p, extents, uses, scalars);
+    }
+    let mut w = start(Some(first.proposal()));
     w.task_table(task_name, entry);
     for p in &entry.params {
-        w.arg(p, extents, uses);
+        w.arg(p, extents, uses, scalars);
     }
     w.sizes_table();
     w.check_table();
@@ -256,8 +327,17 @@ struct Drafting<'a> {
     bytes_terms: Vec<String>,
     toml_path: &'a Path,
     baseline: &'a str,
-    /// The size variables: the launcher's integer parameters.
+    /// The size variables: the launcher's integer parameters less the values.
     sizes: Vec<String>,
+    /// The size variables that take sizes (not flags, not fixed widths): what the names
+    /// and the proposed sizes are about.
+    dimensions: Vec<String>,
+    /// Every integer parameter and what it is.
+    integers: Vec<(String, IntegerKind)>,
+    /// What the kernels store through each pointer.
+    stores: &'a [PointerStores],
+    /// The sizes, once the lengths are known (the second pass).
+    proposal: Option<sizes::Proposal>,
 }
 
 impl Drafting<'_> {
@@ -290,7 +370,7 @@ impl Drafting<'_> {
         let _ = writeln!(t, "# thread per output, fp32 or fp64 accumulation) catches errors the baseline shares.");
     }
 
-    fn arg(&mut self, p: &Param, extents: &[PointerExtent], uses: &[PointerUse]) {
+    fn arg(&mut self, p: &Param, extents: &[PointerExtent], uses: &[PointerUse], scalars: &[ScalarUse]) {
         let _ = writeln!(self.t, "\n[[arg]]");
         let _ = writeln!(self.t, "name = {}", toml_str(&p.name));
         let _ = writeln!(self.t, "type = {}", toml_str(&p.spelling));
@@ -305,17 +385,84 @@ impl Drafting<'_> {
                 } else if let Some(u) = used.filter(|u| !u.written_first && (u.read.is_some() || u.unknown.is_some())) {
                     self.in_place(p, elem, u);
                 } else {
-                    self.output(elem, used);
+                    self.output(p, elem, used);
                 }
             }
-            ParamKind::Integer => {
-                let _ = writeln!(self.t, "# a size variable: takes its value from [sizes]");
-            }
+            ParamKind::Integer => self.integer(p, scalars.iter().find(|u| u.name == p.name)),
             ParamKind::Float => {
                 let (v, why) = float_value(&lower(&p.name));
-                let _ = writeln!(self.t, "value = {v}   # guessed ({why}): set the value production uses");
+                self.todo(
+                    TodoKind::ConfirmGuess,
+                    format!("arg `{}`.value", p.name),
+                    format!("{v} is a GUESS ({why}): set the value production uses"),
+                );
+                let _ = writeln!(self.t, "value = {v}   # GUESSED ({why}): set the value production uses");
             }
             ParamKind::Stream => {}
+        }
+    }
+
+    /// An integer parameter: a size variable, a flag, a fixed width or a value, with the
+    /// use that says so.
+    fn integer(&mut self, p: &Param, used: Option<&ScalarUse>) {
+        let baseline = self.baseline;
+        let evidence = used
+            .and_then(|u| u.evidence())
+            .map(|e| format!("`{}` ({baseline}:{})", shortened(&e.access), e.line))
+            .unwrap_or_default();
+        let kind = self.integers.iter().find(|(n, _)| *n == p.name).map(|(_, k)| k.clone());
+        match kind {
+            Some(IntegerKind::Flag) => {
+                let _ = writeln!(
+                    self.t,
+                    "# a flag: only tested, {evidence}; the check sizes take it at 0 and at 1, the bench at 1"
+                );
+            }
+            Some(IntegerKind::Fixed(v)) => {
+                self.todo(
+                    TodoKind::ConfirmGuess,
+                    format!("arg `{}`", p.name),
+                    format!(
+                        "held at {v} at every size, a GUESS: a filter's width that bounds serial loops only ({evidence}); set the widths production uses in [sizes]"
+                    ),
+                );
+                let _ = writeln!(
+                    self.t,
+                    "# a filter's width: bounds serial loops only, {evidence}; held at {v} at every size (GUESSED)"
+                );
+            }
+            Some(IntegerKind::Value(v, why)) => {
+                self.todo(
+                    TodoKind::ConfirmGuess,
+                    format!("arg `{}`.value", p.name),
+                    format!("{v} is a GUESS ({why}): set the value production uses"),
+                );
+                let _ = writeln!(
+                    self.t,
+                    "value = {v}   # GUESSED ({why}); used only in arithmetic, {evidence}, so no size variable"
+                );
+            }
+            _ => match used.map(|u| (u.role(), u)) {
+                Some((ScalarRole::Dimension | ScalarRole::SerialExtent, _)) => {
+                    let _ = writeln!(self.t, "# a size variable: takes its value from [sizes]; it sizes {evidence}");
+                }
+                Some((ScalarRole::Unused, _)) => {
+                    let _ = writeln!(
+                        self.t,
+                        "# a size variable: takes its value from [sizes] (the kernels read do not use it)"
+                    );
+                }
+                Some((_, ScalarUse { unknown: Some(why), .. })) => {
+                    let why = why.split_whitespace().collect::<Vec<_>>().join(" ");
+                    let _ = writeln!(
+                        self.t,
+                        "# a size variable: takes its value from [sizes] (its use was not followed: {why})"
+                    );
+                }
+                _ => {
+                    let _ = writeln!(self.t, "# a size variable: takes its value from [sizes]");
+                }
+            },
         }
     }
 
@@ -328,7 +475,7 @@ impl Drafting<'_> {
             Some(Extent::Derived { .. }) => String::new(),
             None => "the launcher was not found by the CUDA parser".to_string(),
         };
-        match (extent, infer_len(p, &self.sizes)) {
+        match (extent, infer_len(p, &self.dimensions)) {
             (Some(Extent::Derived { len, access, line: at }), _) => {
                 let len = len.render(&self.sizes);
                 let evidence = format!("`{}` ({baseline}:{at})", shortened(access));
@@ -339,6 +486,7 @@ impl Drafting<'_> {
                     len: Some(len),
                     from: LengthSource::Indexing,
                     evidence,
+                    elem_bytes: elem_bytes(elem),
                 });
             }
             (_, Some((len, why))) => {
@@ -356,6 +504,7 @@ impl Drafting<'_> {
                     len: Some(len),
                     from: LengthSource::Name,
                     evidence: format!("{why}; the indexing did not tell: {indexing_said}"),
+                    elem_bytes: elem_bytes(elem),
                 });
             }
             (_, None) => {
@@ -383,6 +532,7 @@ impl Drafting<'_> {
                     len: None,
                     from: LengthSource::Unknown,
                     evidence: indexing_said,
+                    elem_bytes: elem_bytes(elem),
                 });
             }
         }
@@ -439,10 +589,10 @@ impl Drafting<'_> {
         }
         let _ = writeln!(self.t, "# in place: {}; an input and an output", said.join("; "));
         self.input_init(p, elem);
-        let (rtol, atol, why) = tolerance_for(elem);
+        let (rtol, atol, why) = self.tolerance(p, elem);
         let _ = writeln!(self.t, "output = true   # checked after the call");
-        let _ = writeln!(self.t, "rtol = {rtol:e}   # {why}");
-        let _ = writeln!(self.t, "atol = {atol:e}");
+        let _ = writeln!(self.t, "rtol = {}   # {why}", tol(rtol));
+        let _ = writeln!(self.t, "atol = {}", tol(atol));
         self.output_elems.push(elem.to_string());
         // Read once and written once: the least traffic counts it twice.
         if u.written.is_some() {
@@ -453,8 +603,8 @@ impl Drafting<'_> {
     }
 
     /// A pointer that is not const is taken as an output, with its type's tolerance.
-    fn output(&mut self, elem: &str, used: Option<&PointerUse>) {
-        let (rtol, atol, why) = tolerance_for(elem);
+    fn output(&mut self, p: &Param, elem: &str, used: Option<&PointerUse>) {
+        let (rtol, atol, why) = self.tolerance(p, elem);
         let said = match used {
             Some(u) if u.unknown.is_none() && u.written.is_some() => {
                 let w = u.written.as_ref().map(|w| w.line).unwrap_or_default();
@@ -472,39 +622,105 @@ impl Drafting<'_> {
             _ => "guessed: not const, so written (an array read and written needs init = ... instead)".to_string(),
         };
         let _ = writeln!(self.t, "output = true   # {said}");
-        let _ = writeln!(self.t, "rtol = {rtol:e}   # {why}");
-        let _ = writeln!(self.t, "atol = {atol:e}");
+        let _ = writeln!(self.t, "rtol = {}   # {why}", tol(rtol));
+        let _ = writeln!(self.t, "atol = {}", tol(atol));
         self.output_elems.push(elem.to_string());
     }
 
+    /// An output's tolerance, from what the kernels store in it: a copy is compared
+    /// exactly; a float sum admits any order of its additions at its length; anything
+    /// else gets its type's rounding.
+    fn tolerance(&self, p: &Param, elem: &str) -> (f64, f64, String) {
+        let (rtol, atol, why) = tolerance_for(elem);
+        let baseline = self.baseline;
+        let at = |u: &Use| format!("`{}` ({baseline}:{})", shortened(&u.access), u.line);
+        let is_float = rtol > 0.0;
+        match self.stores.iter().find(|s| s.name == p.name).map(|s| &s.stored) {
+            Some(Stored::Copied { store }) => (
+                0.0,
+                0.0,
+                format!("a copy: every element is stored as it was read, {}, so compared exactly", at(store)),
+            ),
+            Some(Stored::Summed { store, bound }) if is_float => {
+                let terms = bound.as_deref().and_then(|b| self.largest_value(b));
+                match (terms, bound) {
+                    (Some(n), Some(b)) if n > 1 => {
+                        let (r, a) = summed_tolerance(rtol, atol, n);
+                        (
+                            r,
+                            a,
+                            format!(
+                                "a sum of up to {n} terms ({b} at the bench size), {}: any order of the additions passes (4u sqrt(n) relative, 4u n absolute, u = 2^-24)",
+                                at(store)
+                            ),
+                        )
+                    }
+                    _ => (
+                        rtol,
+                        atol,
+                        format!("{why}; a sum, {}, of a length the walk did not find: widen it if a correct rewrite that adds in another order fails", at(store)),
+                    ),
+                }
+            }
+            _ => (rtol, atol, why.to_string()),
+        }
+    }
+
+    /// The largest value of the expression `e` over the proposed sizes.
+    fn largest_value(&self, e: &str) -> Option<i64> {
+        let proposal = self.proposal.as_ref()?;
+        let expr = crate::task::expr::Expr::parse(e).ok()?;
+        std::iter::once(&proposal.bench)
+            .chain(&proposal.checks)
+            .filter_map(|b| expr.eval(&b.iter().cloned().collect()).ok())
+            .max()
+    }
+
+    /// The sizes for the lengths found.
+    fn proposal(&self) -> sizes::Proposal {
+        let vars: Vec<(String, IntegerKind)> =
+            self.integers.iter().filter(|(_, k)| !matches!(k, IntegerKind::Value(..))).cloned().collect();
+        let lengths: Option<Vec<(String, usize)>> =
+            self.lengths.iter().map(|l| l.len.clone().map(|len| (len, l.elem_bytes))).collect();
+        match &lengths {
+            Some(lengths) => sizes::propose(&vars, Some(&Buffers { lengths, traffic: &self.bytes_terms })),
+            None => sizes::propose(&vars, None),
+        }
+    }
+
     fn sizes_table(&mut self) {
+        let vars: Vec<(String, IntegerKind)> =
+            self.integers.iter().filter(|(_, k)| !matches!(k, IntegerKind::Value(..))).cloned().collect();
+        let proposal = self.proposal.take().unwrap_or_else(|| self.proposal());
         let t = &mut self.t;
-        let sizes = &self.sizes;
         let _ = writeln!(t, "\n[sizes]");
         let _ = writeln!(t, "# Proposed: make the bench size your production shape (it should run >= 50 us); the");
-        let _ = writeln!(t, "# check sizes hit one element, primes, one past a tile edge, and multiples of 8.");
-        if sizes.is_empty() {
+        let _ = writeln!(t, "# check sizes hit one element, primes, one past a tile edge, and multiples of 8, with");
+        let _ = writeln!(t, "# no buffer over a few million elements.");
+        if vars.iter().any(|(_, k)| *k == IntegerKind::Flag) {
+            let _ =
+                writeln!(t, "# Flags take 0 and 1 across the check sizes (every pair of values where there are two).");
+        }
+        if vars.is_empty() {
             let _ = writeln!(t, "bench = {{}}");
             let _ = writeln!(t, "check = [{{}}]");
-        } else {
-            let bench: Vec<String> = sizes.iter().map(|s| format!("{s} = {}", bench_value(s, sizes.len()))).collect();
-            let _ = writeln!(t, "bench = {{ {} }}", bench.join(", "));
-            let checks: Vec<String> = check_values(sizes.len())
-                .into_iter()
-                .map(|vals| {
-                    let kv: Vec<String> = sizes.iter().zip(vals).map(|(s, v)| format!("{s} = {v}")).collect();
-                    format!("{{ {} }}", kv.join(", "))
-                })
-                .collect();
-            let _ = writeln!(t, "check = [{}]", checks.join(", "));
+            return;
         }
+        let row = |b: &sizes::Binding| -> String {
+            let kv: Vec<String> = b.iter().map(|(s, v)| format!("{s} = {v}")).collect();
+            format!("{{ {} }}", kv.join(", "))
+        };
+        let _ = writeln!(t, "# bench: {}", proposal.bench_note);
+        let _ = writeln!(t, "bench = {}", row(&proposal.bench));
+        let checks: Vec<String> = proposal.checks.iter().map(row).collect();
+        let _ = writeln!(t, "check = [{}]", checks.join(", "));
     }
 
     fn check_table(&mut self) {
         let (rtol, atol, _) = self.output_elems.first().map(|e| tolerance_for(e)).unwrap_or((1e-5, 1e-6, ""));
         let _ = writeln!(self.t, "\n[check]");
-        let _ = writeln!(self.t, "rtol = {rtol:e}   # default for outputs without their own; see each output");
-        let _ = writeln!(self.t, "atol = {atol:e}");
+        let _ = writeln!(self.t, "rtol = {}   # default for outputs without their own; see each output", tol(rtol));
+        let _ = writeln!(self.t, "atol = {}", tol(atol));
         let _ = writeln!(self.t, "seeds = 2");
     }
 

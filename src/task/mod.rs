@@ -5,6 +5,7 @@
 //! against distributions, files against the directory). Every error carries the file, the
 //! line and the dotted field it is about, and says what was expected.
 
+pub mod budget;
 pub mod expr;
 pub mod facts;
 mod file;
@@ -342,6 +343,7 @@ impl Task {
                     .to_string(),
             );
         }
+        out.extend(budget::warnings(self));
         out
     }
 

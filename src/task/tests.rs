@@ -391,7 +391,7 @@ output = true
 name = "n"
 type = "int"
 [sizes]
-bench = {{ n = 1024 }}
+bench = {{ n = 67108864 }}
 check = [{{ n = 3 }}]
 "#
         )
@@ -400,4 +400,53 @@ check = [{{ n = 3 }}]
     assert_eq!(load("ones").warnings().len(), 1, "a constant input");
     assert!(load("arange").warnings()[0].contains("same inputs"));
     assert!(load("normal(0, 1)").warnings().is_empty());
+}
+
+/// A bench size too short to time or too large to hold, and a check size too large to
+/// run on every candidate, are each said, with the figures.
+#[test]
+fn sizes_outside_what_a_gpu_times_and_holds_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("baseline.cu"), "// k").unwrap();
+    let text = |bench: &str, check: &str| {
+        format!(
+            r#"[task]
+name = "t"
+entry = "k"
+baseline = "baseline.cu"
+[[arg]]
+name = "x"
+type = "const float*"
+len = "rows * cols"
+init = "normal(0, 1)"
+[[arg]]
+name = "y"
+type = "float*"
+len = "rows * cols"
+output = true
+[[arg]]
+name = "rows"
+type = "int"
+[[arg]]
+name = "cols"
+type = "int"
+[sizes]
+bench = {bench}
+check = [{check}]
+"#
+        )
+    };
+    let warnings = |bench: &str, check: &str| {
+        Task::from_text(dir.path(), &dir.path().join("task.toml"), &text(bench, check)).unwrap().warnings()
+    };
+    // 2 x 4 bytes x 2^26 = 537 MB: 179 us at 3 TB/s; checks of a million elements.
+    assert!(warnings("{ rows = 16384, cols = 4096 }", "{ rows = 257, cols = 4000 }").is_empty());
+    let short = warnings("{ rows = 4096, cols = 128 }", "{ rows = 3, cols = 5 }");
+    assert_eq!(short.len(), 1, "{short:?}");
+    assert!(short[0].contains("moves 4.2 MB: about 1.4 us at 3.0 TB/s, under 50 us"), "{short:?}");
+    let huge = warnings("{ rows = 1048576, cols = 4096 }", "{ rows = 3, cols = 5 }");
+    assert!(huge.iter().any(|w| w.contains("holds 34359.7 MB of buffers, over 20 GiB")), "{huge:?}");
+    let big_check = warnings("{ rows = 16384, cols = 4096 }", "{ rows = 4097, cols = 4096 }");
+    assert_eq!(big_check.len(), 1, "{big_check:?}");
+    assert!(big_check[0].contains("check size 0 (rows=4097 cols=4096) has a buffer of 16781312 elements, over 4M"));
 }

@@ -14,6 +14,10 @@
 //! Anything the analysis cannot follow (a cast to another element type, a pointer passed
 //! to an unknown function or moved, an index it cannot bound) makes that argument
 //! [`Extent::Unknown`] with the reason; it never guesses. Pure: text in, data out.
+//!
+//! Beside the extents, for `init`: whether each pointer is read, written or both
+//! ([`pointer_uses`]), what each integer parameter does ([`scalar_uses`]), and what is
+//! stored through each pointer ([`pointer_stores`]).
 
 use crate::pattern::{condition, int_literal, subscript_index};
 use crate::poly::Poly;
@@ -29,6 +33,8 @@ mod bounds;
 mod launcher;
 mod names;
 mod reach;
+mod scalars;
+mod stores;
 
 pub use access::{pointer_uses, PointerUse, Use};
 use body::*;
@@ -36,6 +42,8 @@ use bounds::*;
 use launcher::*;
 use names::*;
 use reach::*;
+pub use scalars::{scalar_uses, ScalarRole, ScalarUse};
+pub use stores::{pointer_stores, PointerStores, Stored};
 
 /// What the kernels say about one pointer argument of the launcher.
 #[derive(Debug, Clone, PartialEq)]

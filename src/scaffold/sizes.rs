@@ -1,0 +1,272 @@
+//! The sizes init proposes: a bench size whose least traffic takes about twice
+//! [`budget::MIN_BENCH_SECONDS`] at [`budget::ASSUMED_BANDWIDTH`] and whose buffers stay
+//! under [`budget::MAX_BENCH_BYTES`]; check sizes at awkward values (one element, primes,
+//! one past a tile edge, multiples of 8) whose buffers stay under
+//! [`budget::MAX_CHECK_ELEMENTS`]; flags at 0 and 1 across the check sizes; fixed widths
+//! held at their value. Pure: names and expressions in, values out.
+
+use crate::task::budget;
+use crate::task::expr::Expr;
+use std::collections::BTreeMap;
+
+/// What an integer parameter becomes in the task.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum IntegerKind {
+    /// A size variable that takes sizes.
+    Dimension,
+    /// A size variable the check sizes take at 0 and at 1, and the bench at 1.
+    Flag,
+    /// A size variable held at one value at every size: a filter's width.
+    Fixed(i64),
+    /// No size variable: a value of its own (a step count).
+    Value(i64, &'static str),
+}
+
+/// One proposed binding of the size variables, in their order.
+pub(super) type Binding = Vec<(String, i64)>;
+
+/// The element counts and bytes of the task's buffers, and its least traffic, as
+/// expressions over the size variables; None where a length is unknown.
+pub(super) struct Buffers<'a> {
+    /// Each pointer's length and its element's bytes.
+    pub lengths: &'a [(String, usize)],
+    /// The least traffic's terms, summed.
+    pub traffic: &'a [String],
+}
+
+impl Buffers<'_> {
+    fn eval(e: &str, b: &Binding) -> Option<u128> {
+        let vars: BTreeMap<String, i64> = b.iter().cloned().collect();
+        Expr::parse(e).ok()?.eval(&vars).ok().and_then(|v| u128::try_from(v).ok())
+    }
+
+    fn held(&self, b: &Binding) -> Option<u128> {
+        self.lengths.iter().map(|(l, bytes)| Self::eval(l, b).map(|n| n * *bytes as u128)).sum()
+    }
+
+    fn moved(&self, b: &Binding) -> Option<u128> {
+        self.traffic.iter().map(|t| Self::eval(t, b)).sum()
+    }
+
+    fn largest(&self, b: &Binding) -> Option<u128> {
+        self.lengths.iter().map(|(l, _)| Self::eval(l, b)).collect::<Option<Vec<_>>>()?.into_iter().max()
+    }
+}
+
+/// A dimension's bench value from its name, before scaling to the traffic.
+fn named_bench(name: &str, dims: usize) -> (i64, bool) {
+    match name.to_ascii_lowercase().as_str() {
+        "batch" | "bs" => (8, true),
+        "heads" | "num_heads" | "nh" => (32, true),
+        "head_dim" | "dim" | "d" | "headdim" => (128, true),
+        "topk" | "top_k" | "k_top" => (8, true),
+        _ => (
+            match dims {
+                1 => 1 << 24,
+                2 => 1 << 12,
+                3 => 1 << 10,
+                _ => 1 << 7,
+            },
+            false,
+        ),
+    }
+}
+
+/// Awkward sizes per position: a single element, primes, one past a tile edge, and
+/// multiples of 8 that are not powers of two (so a vectorized path runs at a check size).
+fn check_values(count: usize) -> Vec<Vec<i64>> {
+    let primes = [17, 67, 131, 13, 7, 5];
+    let straddle = [257, 129, 65, 33, 17, 9];
+    let multiples = [24, 200, 40, 72, 56, 88];
+    vec![
+        vec![1; count],
+        (0..count).map(|i| primes[i % primes.len()]).collect(),
+        (0..count).map(|i| straddle[i % straddle.len()]).collect(),
+        (0..count).map(|i| multiples[i % multiples.len()]).collect(),
+    ]
+}
+
+/// Half of an awkward value, as awkward: a multiple of 8 stays one, an odd value odd.
+fn halved(v: i64) -> i64 {
+    if v % 8 == 0 {
+        (v / 16 * 8).max(8)
+    } else {
+        (v / 2) | 1
+    }
+}
+
+/// The proposal, and what the user should know about the bench size.
+pub(super) struct Proposal {
+    pub bench: Binding,
+    pub checks: Vec<Binding>,
+    /// The bench size's traffic and time, or why it was not sized from the traffic.
+    pub bench_note: String,
+}
+
+/// Sizes for the size variables `vars` (in order; values left out) of a task whose
+/// buffers are `buffers` (None when a length is unknown).
+pub(super) fn propose(vars: &[(String, IntegerKind)], buffers: Option<&Buffers>) -> Proposal {
+    let dims: Vec<&str> = vars.iter().filter(|(_, k)| *k == IntegerKind::Dimension).map(|(n, _)| n.as_str()).collect();
+    let flags: Vec<&str> = vars.iter().filter(|(_, k)| *k == IntegerKind::Flag).map(|(n, _)| n.as_str()).collect();
+    let binding = |dim_value: &dyn Fn(usize, &str) -> i64, flag_value: &dyn Fn(usize) -> i64| -> Binding {
+        vars.iter()
+            .map(|(n, k)| {
+                let v = match k {
+                    IntegerKind::Flag => flag_value(flags.iter().position(|f| f == n).unwrap_or(0)),
+                    IntegerKind::Fixed(v) | IntegerKind::Value(v, _) => *v,
+                    IntegerKind::Dimension => dim_value(dims.iter().position(|d| d == n).unwrap_or(0), n),
+                };
+                (n.clone(), v)
+            })
+            .collect()
+    };
+    let mut bench = binding(&|_, n| named_bench(n, dims.len()).0, &|_| 1);
+    let checks: Vec<Binding> = check_values(dims.len())
+        .into_iter()
+        .enumerate()
+        .map(|(i, values)| binding(&|d, _| values[d], &|f| ((i >> (f % 2)) & 1) as i64))
+        .map(|c| match buffers {
+            Some(b) => fit_check(c, &dims, b),
+            None => c,
+        })
+        .collect();
+    let bench_note = match buffers {
+        Some(b) if !dims.is_empty() => fit_bench(&mut bench, &dims, b),
+        _ => "the lengths are not all known, so the bench size is not sized from the traffic".to_string(),
+    };
+    Proposal { bench, checks, bench_note }
+}
+
+fn value_of(b: &Binding, name: &str) -> i64 {
+    b.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap_or(0)
+}
+
+fn set(b: &mut Binding, name: &str, v: i64) {
+    if let Some(x) = b.iter_mut().find(|(n, _)| n == name) {
+        x.1 = v;
+    }
+}
+
+/// Halves the largest dimension of a check size until its largest buffer holds at most
+/// [`budget::MAX_CHECK_ELEMENTS`].
+fn fit_check(mut c: Binding, dims: &[&str], b: &Buffers) -> Binding {
+    for _ in 0..64 {
+        if b.largest(&c).is_none_or(|n| n <= budget::MAX_CHECK_ELEMENTS) {
+            break;
+        }
+        let Some(d) = dims.iter().filter(|d| value_of(&c, d) > 1).max_by_key(|d| value_of(&c, d)) else { break };
+        let v = halved(value_of(&c, d));
+        set(&mut c, d, v);
+    }
+    c
+}
+
+/// Scales the bench size: the largest dimension halved while the buffers exceed
+/// [`budget::MAX_BENCH_BYTES`] or the traffic takes over eight times
+/// [`budget::MIN_BENCH_SECONDS`], then the first dimension the names do not fix doubled
+/// until the least traffic takes twice [`budget::MIN_BENCH_SECONDS`]. Says what it gives.
+fn fit_bench(bench: &mut Binding, dims: &[&str], b: &Buffers) -> String {
+    for _ in 0..64 {
+        if b.held(bench).is_none_or(|h| h <= budget::MAX_BENCH_BYTES) {
+            break;
+        }
+        let Some(d) = dims.iter().filter(|d| value_of(bench, d) > 1).max_by_key(|d| value_of(bench, d)) else {
+            break;
+        };
+        let v = value_of(bench, d) / 2;
+        set(bench, d, v);
+    }
+    let target = 2.0 * budget::MIN_BENCH_SECONDS * budget::ASSUMED_BANDWIDTH;
+    // Far longer than needed slows every timing of the search: halve the largest
+    // dimension while the traffic stays over four times the target.
+    for _ in 0..64 {
+        let Some(d) = dims.iter().filter(|d| value_of(bench, d) > 1).max_by_key(|d| value_of(bench, d)) else { break };
+        let mut next = bench.clone();
+        set(&mut next, d, value_of(bench, d) / 2);
+        if b.moved(&next).is_none_or(|m| (m as f64) < 2.0 * target)
+            || b.moved(bench).is_none_or(|m| (m as f64) <= 4.0 * target)
+        {
+            break;
+        }
+        *bench = next;
+    }
+    let scaled = dims.iter().find(|d| !named_bench(d, dims.len()).1).or(dims.first()).copied();
+    if let Some(d) = scaled {
+        for _ in 0..40 {
+            let Some(moved) = b.moved(bench) else { break };
+            if moved as f64 >= target || value_of(bench, d) >= 1 << 30 {
+                break;
+            }
+            let mut next = bench.clone();
+            set(&mut next, d, value_of(bench, d) * 2);
+            if b.held(&next).is_none_or(|h| h > budget::MAX_BENCH_BYTES) {
+                break;
+            }
+            *bench = next;
+        }
+    }
+    match (b.moved(bench), b.held(bench)) {
+        (Some(moved), Some(held)) => format!(
+            "least traffic {:.0} MB, about {:.0} us at {:.1} TB/s (an H100's; `nightshift check-env` measures your GPU's); buffers {:.0} MB",
+            moved as f64 / 1e6,
+            moved as f64 / budget::ASSUMED_BANDWIDTH * 1e6,
+            budget::ASSUMED_BANDWIDTH / 1e12,
+            held as f64 / 1e6
+        ),
+        _ => "the lengths do not evaluate at the bench size".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(names: &[&str]) -> Vec<(String, IntegerKind)> {
+        names.iter().map(|n| (n.to_string(), IntegerKind::Dimension)).collect()
+    }
+
+    #[test]
+    fn a_bench_is_scaled_to_its_traffic_and_checks_to_a_few_million_elements() {
+        let lengths = [("rows * cols".to_string(), 4), ("rows * cols".to_string(), 4)];
+        let traffic = ["4 * (rows * cols)".to_string(), "4 * (rows * cols)".to_string()];
+        let p = propose(&kinds(&["rows", "cols"]), Some(&Buffers { lengths: &lengths, traffic: &traffic }));
+        // 4096 x 4096 fp32 in and out is 134 MB, under the 300 MB that take 100 us: rows
+        // doubles twice, to 537 MB (179 us).
+        assert_eq!(p.bench, [("rows".to_string(), 16384), ("cols".to_string(), 4096)]);
+        assert!(p.bench_note.starts_with("least traffic 537 MB, about 179 us"), "{}", p.bench_note);
+        for c in &p.checks {
+            assert!(value_of(c, "rows") * value_of(c, "cols") <= 4 << 20, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn a_bench_that_would_not_fit_is_halved_and_a_five_dimension_check_is_cut() {
+        let five = ["batch", "seqlen", "max_blocks", "block_size", "heads"];
+        let lengths = [("batch * seqlen * max_blocks * block_size * heads * 128".to_string(), 2)];
+        let traffic = ["2 * (batch * seqlen * max_blocks * block_size * heads * 128)".to_string()];
+        let p = propose(&kinds(&five), Some(&Buffers { lengths: &lengths, traffic: &traffic }));
+        let b = Buffers { lengths: &lengths, traffic: &traffic };
+        assert!(b.held(&p.bench).unwrap() <= budget::MAX_BENCH_BYTES, "{:?}", p.bench);
+        for c in &p.checks {
+            assert!(b.largest(c).unwrap() <= budget::MAX_CHECK_ELEMENTS, "{c:?}");
+            // Still awkward: odd values stay odd, multiples of 8 stay multiples.
+            assert!(c.iter().all(|(_, v)| *v == 1 || v % 2 == 1 || v % 8 == 0), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn flags_take_both_values_in_pairs_and_fixed_widths_hold() {
+        let vars = vec![
+            ("n".to_string(), IntegerKind::Dimension),
+            ("width".to_string(), IntegerKind::Fixed(4)),
+            ("silu".to_string(), IntegerKind::Flag),
+            ("causal".to_string(), IntegerKind::Flag),
+        ];
+        let p = propose(&vars, None);
+        assert_eq!(value_of(&p.bench, "silu"), 1);
+        let pairs: Vec<(i64, i64)> = p.checks.iter().map(|c| (value_of(c, "silu"), value_of(c, "causal"))).collect();
+        assert_eq!(pairs, [(0, 0), (1, 0), (0, 1), (1, 1)]);
+        assert!(p.checks.iter().all(|c| value_of(c, "width") == 4));
+        assert!(p.bench_note.contains("not all known"));
+    }
+}
