@@ -819,3 +819,29 @@ fn on_a_gpu_drafts_reject_a_skipped_update_and_pass_a_reordered_sum() {
     let (code, v) = eval(&sums.dir, &candidate);
     assert_eq!(code, 0, "a tree-ordered sum passes the drafted tolerance: {v}");
 }
+
+/// An embedding lookup: the ids pick rows of the table, so they are drawn as a
+/// permutation of their length and the table's length counts on them.
+#[test]
+fn an_index_table_is_a_permutation_and_what_it_indexes_has_its_length() {
+    let src = r#"#include <cuda_runtime.h>
+__global__ void embed(const float* table, const int* ids, float* out, int n, int d) {
+  int r = blockIdx.x;
+  if (r >= n) return;
+  const int id = ids[r];
+  for (int c = threadIdx.x; c < d; c += blockDim.x) out[(long)r * d + c] = table[(long)id * d + c];
+}
+extern "C" void embedding(const float* table, const int* ids, float* out, int n, int d, cudaStream_t s) {
+  embed<<<n, 128, 0, s>>>(table, ids, out, n, d);
+}
+"#;
+    let r = init(&[("embed.cu", src)], &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let t = r.toml();
+    assert!(t.contains("len = \"n * d\"   # from the kernel's indexing: `table[(long)id * d + c]` (embed.cu:6), with the values of `ids` below their length"), "{t}");
+    assert!(t.contains("name = \"ids\"\ntype = \"const int*\"\nlen = \"n\"   # from the kernel's indexing: `ids[r]` (embed.cu:5)\ninit = \"randperm\"   # an index table"), "{t}");
+    // A gathered row is a copy: compared exactly.
+    assert!(t.contains("rtol = 0.0   # a copy"), "{t}");
+    let task = nightshift::task::Task::load(&r.dir).unwrap();
+    assert!(task.warnings().is_empty(), "{:?}", task.warnings());
+}

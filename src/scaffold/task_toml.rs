@@ -295,6 +295,7 @@ pub fn draft(
         dimensions: dimensions.clone(),
         integers: integers.clone(),
         stores,
+        extents,
         proposal,
     };
     // The sizes follow from the lengths, and a sum's tolerance from the sizes: a first
@@ -336,6 +337,8 @@ struct Drafting<'a> {
     integers: Vec<(String, IntegerKind)>,
     /// What the kernels store through each pointer.
     stores: &'a [PointerStores],
+    /// Each pointer's extent, with the index tables it counts on.
+    extents: &'a [PointerExtent],
     /// The sizes, once the lengths are known (the second pass).
     proposal: Option<sizes::Proposal>,
 }
@@ -376,8 +379,8 @@ impl Drafting<'_> {
         let _ = writeln!(self.t, "type = {}", toml_str(&p.spelling));
         match &p.kind {
             ParamKind::Pointer { elem, constant } => {
-                let extent = extents.iter().find(|e| e.name == p.name).map(|e| &e.extent);
-                self.pointer_len(p, elem, extent);
+                let extent = extents.iter().find(|e| e.name == p.name);
+                self.pointer_len(p, elem, extent.map(|e| &e.extent), extent.map_or(&[][..], |e| &e.through));
                 let used = uses.iter().find(|u| u.name == p.name);
                 if *constant {
                     self.input_init(p, elem);
@@ -468,7 +471,7 @@ impl Drafting<'_> {
 
     /// A pointer's `len`: from the kernels' indexing, else guessed from the names, else
     /// left as TODO.
-    fn pointer_len(&mut self, p: &Param, elem: &str, extent: Option<&Extent>) {
+    fn pointer_len(&mut self, p: &Param, elem: &str, extent: Option<&Extent>, through: &[String]) {
         let baseline = self.baseline;
         let indexing_said = match extent {
             Some(Extent::Unknown { why }) => format!("in {baseline}, {why}"),
@@ -478,7 +481,11 @@ impl Drafting<'_> {
         match (extent, infer_len(p, &self.dimensions)) {
             (Some(Extent::Derived { len, access, line: at }), _) => {
                 let len = len.render(&self.sizes);
-                let evidence = format!("`{}` ({baseline}:{at})", shortened(access));
+                let mut evidence = format!("`{}` ({baseline}:{at})", shortened(access));
+                if !through.is_empty() {
+                    let tables: Vec<String> = through.iter().map(|t| format!("`{t}`")).collect();
+                    evidence.push_str(&format!(", with the values of {} below their length", tables.join(" and ")));
+                }
                 let _ = writeln!(self.t, "len = {}   # from the kernel's indexing: {evidence}", toml_str(&len));
                 self.bytes_terms.push(format!("{} * ({len})", elem_bytes(elem)));
                 self.lengths.push(Length {
@@ -540,6 +547,16 @@ impl Drafting<'_> {
 
     /// A const pointer is an input: how to fill it (indices need their bound).
     fn input_init(&mut self, p: &Param, elem: &str) {
+        let indexed: Vec<String> =
+            self.extents.iter().filter(|e| e.through.contains(&p.name)).map(|e| format!("`{}`", e.name)).collect();
+        if !indexed.is_empty() {
+            let _ = writeln!(
+                self.t,
+                "init = \"randperm\"   # an index table: its values index {}, whose lengths count on them; a permutation of 0 .. len - 1, so every id is valid and none repeats",
+                indexed.join(" and ")
+            );
+            return;
+        }
         let is_index =
             ["idx", "index", "indices", "ids", "expert", "offsets", "perm"].iter().any(|k| lower(&p.name).contains(k));
         let is_int = !matches!(elem, "float" | "double" | "half" | "__half" | "__nv_bfloat16" | "nv_bfloat16");

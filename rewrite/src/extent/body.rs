@@ -18,6 +18,11 @@ pub(super) struct Body<'s, 't> {
     pub(super) steps: Cell<u32>,
     /// The assignments to each name, found once.
     pub(super) assigned: RefCell<BTreeMap<String, Vec<Node<'t>>>>,
+    /// Index tables: pointer parameters whose elements index other arrays, with the
+    /// largest value an element holds and the launcher's name for the table.
+    pub(super) tables: BTreeMap<String, (Poly, String)>,
+    /// The tables whose values some bound used.
+    pub(super) tables_used: RefCell<BTreeSet<String>>,
 }
 
 /// Bounds one body may compute before giving up on the rest.
@@ -282,6 +287,22 @@ impl<'t> Body<'_, 't> {
                         }
                     }
                     _ => Bounds::default(),
+                }
+            }
+            // An element of an index table: a value from 0 up to the table's largest, which
+            // a permutation of its length reaches.
+            "subscript_expression" => {
+                let table = n
+                    .child_by_field_name("argument")
+                    .map(strip)
+                    .filter(|a| a.kind() == "identifier" && declaration_of(t, self.root, *a, text(t, *a)).is_none())
+                    .and_then(|a| self.tables.get(text(t, a)));
+                match table {
+                    Some((hi, launcher_name)) => {
+                        self.tables_used.borrow_mut().insert(launcher_name.clone());
+                        Bounds { lo: Some(Poly::constant(0)), hi: Some(Upper::tight(hi.clone())) }
+                    }
+                    None => Bounds::default(),
                 }
             }
             "conditional_expression" => {

@@ -176,6 +176,7 @@ pub(super) fn launcher_pointer(
     kernels: &[crate::source::Kernel],
     launches: &[crate::source::Launch],
     name: &str,
+    tables: &mut IndexTables,
 ) -> Result<(Poly, String, usize), String> {
     let t = launcher.t;
     if let Some(line) = launcher.other_use(name, launches) {
@@ -226,6 +227,15 @@ pub(super) fn launcher_pointer(
                     .map(|n| launcher.dims(n))
                     .unwrap_or([None, None, None])
             };
+            // Index tables handed to the kernel as they are, under its parameter's name.
+            let mut kernel_tables = BTreeMap::new();
+            for (j, kp) in kernel.params.iter().enumerate().filter(|(_, kp)| kp.pointer) {
+                if let Some((table, hi)) = l.args.get(j).and_then(|a| tables.known.get_key_value(a.trim())) {
+                    if rows_only(t, root, &kp.name) {
+                        kernel_tables.insert(kp.name.clone(), (hi.clone(), table.clone()));
+                    }
+                }
+            }
             let body = Body {
                 t,
                 root,
@@ -236,6 +246,8 @@ pub(super) fn launcher_pointer(
                 depth: Cell::new(0),
                 steps: Cell::new(0),
                 assigned: RefCell::new(BTreeMap::new()),
+                tables: kernel_tables,
+                tables_used: RefCell::new(BTreeSet::new()),
             };
             let mut found = Vec::new();
             accesses(
@@ -250,6 +262,7 @@ pub(super) fn launcher_pointer(
             if found.is_empty() {
                 return Err(format!("`{}` never reads or writes `{}`", kernel.name, param.name));
             }
+            tables.used.extend(body.tables_used.take());
             reaches.extend(found);
         }
     }
@@ -257,6 +270,58 @@ pub(super) fn launcher_pointer(
         return Err(format!("`{name}` is passed to no kernel launched from the launcher"));
     }
     farthest(launcher, reaches, name)
+}
+
+/// Index tables: the launcher's integer inputs whose values index other arrays, each
+/// with the largest value it holds; and the ones some extent counted on.
+pub(super) struct IndexTables<'a> {
+    pub(super) known: &'a BTreeMap<String, Poly>,
+    pub(super) used: BTreeSet<String>,
+}
+
+/// Whether every value the kernel body `root` reads from the table `table` picks a row:
+/// it only multiplies a row's size (`ids[r] * d`, `blk * block_size`), directly or
+/// through a local. A value added to a multiple of another size (`k * V + code[i]`) is an
+/// index within a range the code does not state, so it is no row of the table's length.
+fn rows_only(t: &str, root: Node, table: &str) -> bool {
+    let scaled = |n: Node| {
+        let mut e = n;
+        while let Some(p) = up(e).filter(|p| p.kind() == "cast_expression") {
+            e = p;
+        }
+        up(e).is_some_and(|p| matches!(syntax::binary(t, p), Some(("*", _, _))))
+    };
+    let mut reads = 0;
+    for n in descendants(root) {
+        let is_read = n.kind() == "subscript_expression"
+            && n.child_by_field_name("argument").map(strip).is_some_and(|a| {
+                a.kind() == "identifier" && text(t, a) == table && declaration_of(t, root, a, table).is_none()
+            });
+        if !is_read {
+            continue;
+        }
+        reads += 1;
+        let mut e = n;
+        while let Some(p) = up(e).filter(|p| p.kind() == "cast_expression") {
+            e = p;
+        }
+        match up(e) {
+            Some(init) if init.kind() == "init_declarator" => {
+                let Some((local, owner)) = declared_alias(t, init) else { return false };
+                let uses: Vec<Node> = descendants(root)
+                    .into_iter()
+                    .filter(|x| x.kind() == "identifier" && text(t, *x) == local && !is_declarator(*x))
+                    .filter(|x| declaration_of(t, root, *x, &local).map(|(d, _)| d.id()) == owner.map(|d| d.id()))
+                    .collect();
+                if uses.is_empty() || !uses.into_iter().all(scaled) {
+                    return false;
+                }
+            }
+            _ if scaled(n) => {}
+            _ => return false,
+        }
+    }
+    reads > 0
 }
 
 /// Where argument `i` of launch `l` points in `name`: `name` itself, or `name + offset`

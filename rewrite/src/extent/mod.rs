@@ -24,7 +24,7 @@ use crate::poly::Poly;
 use crate::source::Source;
 use crate::syntax::{self, builtin, children, descendants, named_children, strip, strip_parens, text};
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use tree_sitter::Node;
 
 mod access;
@@ -64,6 +64,10 @@ pub enum Extent {
 pub struct PointerExtent {
     pub name: String,
     pub extent: Extent,
+    /// The index tables whose values the extent counts on: integer inputs whose
+    /// elements index this pointer, taken to hold values from 0 to their length minus one
+    /// (a permutation of their length: every id valid, as a block table's are).
+    pub through: Vec<String>,
 }
 
 /// Recursion past which an expression is not bounded (a real index is far shallower).
@@ -106,18 +110,54 @@ pub fn pointer_extents(src: &Source, headers: &[Source], entry: &str) -> Vec<Poi
     let launches: Vec<crate::source::Launch> =
         src.launches().into_iter().filter(|l| l.host == entry && !l.fallback).collect();
     let kernels = src.kernels();
-    let mut out = Vec::new();
-    for p in params.iter().filter(|p| p.pointer) {
-        let extent = match launcher_pointer(&launcher, src, &files, &kernels, &launches, &p.name) {
+    let extent_of = |name: &str, tables: &BTreeMap<String, Poly>| {
+        let mut tables = IndexTables { known: tables, used: BTreeSet::new() };
+        let extent = match launcher_pointer(&launcher, src, &files, &kernels, &launches, name, &mut tables) {
             Ok((hi, node_text, line)) => match hi.add(&Poly::constant(1)) {
                 Some(len) => Extent::Derived { len, access: node_text, line },
                 None => Extent::Unknown { why: "the largest index overflows".into() },
             },
             Err(why) => Extent::Unknown { why },
         };
-        out.push(PointerExtent { name: p.name.clone(), extent });
+        PointerExtent { name: name.to_string(), extent, through: tables.used.into_iter().collect() }
+    };
+    let mut out: Vec<PointerExtent> =
+        params.iter().filter(|p| p.pointer).map(|p| extent_of(&p.name, &BTreeMap::new())).collect();
+    // A pointer whose index reads an integer input of known length (a block table, token
+    // ids): the table holds values from 0 to its length minus one.
+    let tables: BTreeMap<String, Poly> = out
+        .iter()
+        .filter(|e| host.params.iter().position(|n| *n == e.name).is_some_and(|i| is_index_type(&host.param_types[i])))
+        .filter_map(|e| match &e.extent {
+            Extent::Derived { len, .. } => len.sub(&Poly::constant(1)).map(|hi| (e.name.clone(), hi)),
+            Extent::Unknown { .. } => None,
+        })
+        .collect();
+    if !tables.is_empty() {
+        for e in out.iter_mut().filter(|e| matches!(e.extent, Extent::Unknown { .. })) {
+            let others: BTreeMap<String, Poly> =
+                tables.iter().filter(|(n, _)| **n != e.name).map(|(n, p)| (n.clone(), p.clone())).collect();
+            let again = extent_of(&e.name, &others);
+            if matches!(again.extent, Extent::Derived { .. }) {
+                *e = again;
+            }
+        }
     }
     out
+}
+
+/// Whether a pointer parameter's element type, as written, is a constant integer (an
+/// input that can hold indices).
+fn is_index_type(ty: &str) -> bool {
+    let words: Vec<&str> =
+        ty.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').filter(|w| !w.is_empty()).collect();
+    words.contains(&"const")
+        && words.iter().any(|w| {
+            matches!(
+                *w,
+                "int" | "unsigned" | "long" | "short" | "int32_t" | "int64_t" | "uint32_t" | "uint64_t" | "size_t"
+            )
+        })
 }
 #[cfg(test)]
 mod tests {
@@ -142,6 +182,38 @@ mod tests {
 
     fn derived(src: &str, entry: &str) -> Vec<String> {
         lens(src, entry).into_iter().map(|(n, l)| format!("{n}: {l}")).collect()
+    }
+
+    #[test]
+    fn rows_picked_by_an_index_table_count_on_its_values_and_a_value_within_a_range_does_not() {
+        let src = r#"
+__global__ void embed(const float* table, const int* ids, float* out, int n, int d) {
+  int r = blockIdx.x;
+  if (r >= n) return;
+  const int id = ids[r];
+  for (int c = threadIdx.x; c < d; c += blockDim.x) out[(long)r * d + c] = table[(long)id * d + c];
+}
+__global__ void codebook(const float* tables, const int* codes, float* out, int n, int V, int d) {
+  int r = blockIdx.x;
+  if (r >= n) return;
+  for (int c = threadIdx.x; c < d; c += blockDim.x) out[(long)r * d + c] = tables[((long)r * V + codes[r]) * d + c];
+}
+extern "C" void embedding(const float* table, const int* ids, float* out, int n, int d, cudaStream_t s) {
+  embed<<<n, 128, 0, s>>>(table, ids, out, n, d);
+}
+extern "C" void lookup(const float* tables, const int* codes, float* out, int n, int V, int d, cudaStream_t s) {
+  codebook<<<n, 128, 0, s>>>(tables, codes, out, n, V, d);
+}
+"#;
+        let got = lens(src, "embedding");
+        assert_eq!(got[0], ("table".to_string(), "n * d".to_string()), "{got:?}");
+        let extents = pointer_extents(&Source::parse(src), &[], "embedding");
+        assert_eq!(extents[0].through, ["ids"]);
+        assert!(extents[1].through.is_empty() && extents[2].through.is_empty());
+        // `codes[r]` is added to a multiple of V: a code within 0 .. V - 1, which the code
+        // does not state. Its length is no bound on it.
+        let got = lens(src, "lookup");
+        assert!(got[0].1.starts_with("? "), "{got:?}");
     }
 
     #[test]

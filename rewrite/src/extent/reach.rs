@@ -195,6 +195,8 @@ pub(super) fn callee_extent(follow: &Follow<'_, '_>, function: &str, index: usiz
             depth: Cell::new(0),
             steps: Cell::new(0),
             assigned: RefCell::new(BTreeMap::new()),
+            tables: BTreeMap::new(),
+            tables_used: RefCell::new(BTreeSet::new()),
         };
         let inner = Follow { files: follow.files, consts: follow.consts, calls: follow.calls + 1 };
         let mut reaches = Vec::new();

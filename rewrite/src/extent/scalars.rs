@@ -234,6 +234,14 @@ impl<'s> ScalarWalk<'_, 's> {
         }
         let launches = file.launches();
         for id in descendants(root) {
+            // `dim3 grid(seqlen, batch);` parses as a function declaration whose parameter
+            // types are the names: the local it constructs is computed from them.
+            if id.kind() == "type_identifier" && text(t, id) == name {
+                if let Some((local, d)) = constructed_local(t, root, id) {
+                    self.uses(file, root, &local, Some(d), &Climb { derived: true, depth: c.depth + 1, ..*c }, out);
+                }
+                continue;
+            }
             if id.kind() != "identifier" || text(t, id) != name || is_declarator(id) {
                 continue;
             }
@@ -490,6 +498,17 @@ impl<'s> ScalarWalk<'_, 's> {
     }
 }
 
+/// The local a declaration inside `root` constructs with `id` among the "parameter
+/// types" of what parses as a function declarator (`dim3 grid(seqlen, batch);`): its name
+/// and its declaration.
+fn constructed_local<'t>(t: &str, root: Node<'t>, id: Node<'t>) -> Option<(String, Node<'t>)> {
+    let param = id.parent().filter(|p| p.kind() == "parameter_declaration")?;
+    let func = param.parent().filter(|l| l.kind() == "parameter_list")?.parent()?;
+    let decl = func.parent().filter(|d| d.kind() == "declaration" && contains(root, *d) && d.id() != root.id())?;
+    let local = func.child_by_field_name("declarator").filter(|n| n.kind() == "identifier")?;
+    (func.kind() == "function_declarator").then(|| (text(t, local).to_string(), decl))
+}
+
 /// Whether the launch argument spanning `r` hands on `id` as it is, or a truth test of
 /// it (`id != 0`, `!id`, `(bool)id`).
 fn passed_as_is(t: &str, id: Node, r: &std::ops::Range<usize>) -> bool {
@@ -657,11 +676,18 @@ extern "C" void run(float* y, float* z, int rows, int cols, int ld, int bytes, i
   launch(y, rows, cols, ld, s);
   cudaMemsetAsync(z, 0, bytes, s);
 }
+__global__ void by_block(float* y, int cols) { y[blockIdx.y * cols + blockIdx.x] = 1.f; }
+extern "C" void grid2(float* y, int cols, int rows, cudaStream_t s) {
+  dim3 grid(cols, rows);
+  by_block<<<grid, 1, 0, s>>>(y, cols);
+}
 "#;
         assert_eq!(
             roles(src, "run"),
             ["rows: Dimension", "cols: Dimension", "ld: Dimension", "bytes: Dimension", "unused: Unused"]
         );
+        // `dim3 grid(cols, rows)` with bare names parses as a function declaration.
+        assert_eq!(roles(src, "grid2"), ["cols: Dimension", "rows: Dimension"]);
     }
 
     #[test]
