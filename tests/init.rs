@@ -845,3 +845,37 @@ extern "C" void embedding(const float* table, const int* ids, float* out, int n,
     let task = nightshift::task::Task::load(&r.dir).unwrap();
     assert!(task.warnings().is_empty(), "{:?}", task.warnings());
 }
+
+/// A row-wise fp8 quantization as production writes it: the `__nv_fp8_e4m3` output is
+/// accepted in the launcher, with one fp8 step of tolerance, and the task builds.
+#[test]
+fn an_fp8_launcher_is_accepted_with_an_fp8_tolerance_and_builds() {
+    let src = r#"#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+__global__ void quant_rows(const __nv_bfloat16* x, __nv_fp8_e4m3* out, float* scales, int cols) {
+  const int row = blockIdx.x;
+  float amax = 0.f;
+  for (int c = 0; c < cols; ++c) amax = fmaxf(amax, fabsf(__bfloat162float(x[(size_t)row * cols + c])));
+  const float scale = fmaxf(amax, 1e-12f) / 448.f;
+  scales[row] = scale;
+  for (int c = 0; c < cols; ++c) out[(size_t)row * cols + c] = __nv_fp8_e4m3(__bfloat162float(x[(size_t)row * cols + c]) / scale);
+}
+extern "C" void quant_fp8(const __nv_bfloat16* x, __nv_fp8_e4m3* out, float* scales, int rows, int cols, cudaStream_t s) {
+  quant_rows<<<rows, 1, 0, s>>>(x, out, scales, cols);
+}
+"#;
+    let r = init(&[("quant.cu", src)], &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let t = r.toml();
+    assert!(t.contains("type = \"__nv_fp8_e4m3*\"\nlen = \"rows * cols\""), "{t}");
+    assert!(t.contains("rtol = 1.25e-1   # fp8 e4m3 keeps 3 mantissa bits"), "{t}");
+    // The roofline counts a byte per fp8 element.
+    assert!(t.contains("1 * (rows * cols)"), "{t}");
+    common::require_toolchain();
+    let out = Command::new(common::nightshift_bin())
+        .args(["validate", r.dir.to_str().unwrap(), "--build", "--arch", "sm_90a"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}

@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 const KERNELS: &str = "src/wall/gpu/kernels";
 
-const ALL: [ElemType; 12] = [
+const ALL: [ElemType; 14] = [
     ElemType::F32,
     ElemType::F64,
     ElemType::F16,
@@ -36,6 +36,8 @@ const ALL: [ElemType; 12] = [
     ElemType::U32,
     ElemType::I64,
     ElemType::U64,
+    ElemType::F8E4M3,
+    ElemType::F8E5M2,
 ];
 
 /// The pinned wheel toolchain: the committed PTX is reproducible only with that nvcc.
@@ -536,12 +538,26 @@ fn generated_values_lie_in_each_distribution_support() {
             let vals = values(elem, &buf);
             match init {
                 Init::Normal { .. } => assert!(vals.iter().all(|v| v.is_finite()), "{ctx}"),
+                // An fp8 may have no element in [lo, hi) (uniform(-0.001, 0): its
+                // smallest magnitude is 2^-9): the nearest is kept, as for every type.
+                Init::Uniform { lo, hi }
+                    if elem.is_float()
+                        && elem.size() == 1
+                        && !(0..=255u64).any(|b| (lo..hi).contains(&elem.read_f64(&b.to_le_bytes(), 0))) =>
+                {
+                    assert!(vals.iter().all(|&v| (v - lo).abs() < 0.002 || (v - hi).abs() < 0.002), "{ctx}");
+                }
                 Init::Uniform { lo, hi } => {
                     let bad = vals.iter().find(|&&v| !(lo..hi).contains(&v));
                     assert!(bad.is_none(), "{ctx}: {bad:?} outside [lo, hi)");
-                    if elem == ElemType::Bf16 && hi - lo == 0.0078125 {
-                        // One bf16 ulp wide: 1.0 is the only bf16 in range (the host
-                        // rounds half the draws up to hi).
+                    // The element after lo (lo is positive here where it matters).
+                    let after_lo = elem.is_float() && elem.size() < 4 && lo > 0.0 && {
+                        let next = write_f64(elem, lo) + 1;
+                        elem.read_f64(&next.to_le_bytes(), 0) >= hi
+                    };
+                    if after_lo {
+                        // One ulp of the type wide (bf16's, or fp8's): lo is the only
+                        // element in range (the host rounds half the draws up to hi).
                         assert!(vals.iter().all(|&v| v == lo), "{ctx}");
                     } else {
                         assert!(vals.iter().any(|&v| v != vals[0]), "{ctx}: not constant");

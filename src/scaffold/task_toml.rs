@@ -224,6 +224,16 @@ fn tolerance_for(elem: &str) -> (f64, f64, &'static str) {
     match elem {
         "__nv_bfloat16" | "nv_bfloat16" => (2e-2, 2e-2, "bf16 keeps 8 mantissa bits: about 4e-3 relative per rounding"),
         "half" | "__half" => (2e-3, 2e-3, "fp16 keeps 11 mantissa bits: about 5e-4 relative per rounding"),
+        "__nv_fp8_e4m3" => (
+            0.125,
+            2e-3,
+            "fp8 e4m3 keeps 3 mantissa bits: one step is 12.5% at the bottom of a binade, the smallest 2^-9",
+        ),
+        "__nv_fp8_e5m2" => (
+            0.25,
+            2e-5,
+            "fp8 e5m2 keeps 2 mantissa bits: one step is 25% at the bottom of a binade, the smallest 2^-16",
+        ),
         "double" => (1e-12, 1e-12, "fp64"),
         "float" => (1e-5, 1e-6, "fp32 with a different summation order"),
         _ => (0.0, 0.0, "integers must match exactly"),
@@ -559,7 +569,17 @@ impl Drafting<'_> {
         }
         let is_index =
             ["idx", "index", "indices", "ids", "expert", "offsets", "perm"].iter().any(|k| lower(&p.name).contains(k));
-        let is_int = !matches!(elem, "float" | "double" | "half" | "__half" | "__nv_bfloat16" | "nv_bfloat16");
+        let is_int = !matches!(
+            elem,
+            "float"
+                | "double"
+                | "half"
+                | "__half"
+                | "__nv_bfloat16"
+                | "nv_bfloat16"
+                | "__nv_fp8_e4m3"
+                | "__nv_fp8_e5m2"
+        );
         if is_int && is_index {
             self.todo(
                 TodoKind::FillIn,

@@ -22,6 +22,8 @@ pub fn c_type(e: ElemType) -> &'static str {
         ElemType::U32 => "unsigned",
         ElemType::I64 => "int64_t",
         ElemType::U64 => "uint64_t",
+        ElemType::F8E4M3 => "__nv_fp8_e4m3",
+        ElemType::F8E5M2 => "__nv_fp8_e5m2",
     }
 }
 

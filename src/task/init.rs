@@ -267,6 +267,8 @@ fn write_values(elem: ElemType, bytes: &mut [u8], values: &[f64]) {
         ElemType::U32 => each!(4, |v: f64| v as u32),
         ElemType::I64 => each!(8, |v: f64| v as i64),
         ElemType::U64 => each!(8, |v: f64| v as u64),
+        ElemType::F8E4M3 => each!(1, |v: f64| float8::F8E4M3::from_f64(v).to_bits()),
+        ElemType::F8E5M2 => each!(1, |v: f64| float8::F8E5M2::from_f64(v).to_bits()),
     }
 }
 

@@ -22,12 +22,16 @@ pub enum ElemType {
     U32,
     I64,
     U64,
+    /// OCP fp8 e4m3 (`__nv_fp8_e4m3`): 3 mantissa bits, no infinities, 448 at most.
+    F8E4M3,
+    /// OCP fp8 e5m2 (`__nv_fp8_e5m2`): 2 mantissa bits, infinities, 57344 at most.
+    F8E5M2,
 }
 
 impl ElemType {
     pub fn size(self) -> usize {
         match self {
-            ElemType::I8 | ElemType::U8 => 1,
+            ElemType::I8 | ElemType::U8 | ElemType::F8E4M3 | ElemType::F8E5M2 => 1,
             ElemType::F16 | ElemType::Bf16 | ElemType::I16 | ElemType::U16 => 2,
             ElemType::F32 | ElemType::I32 | ElemType::U32 => 4,
             ElemType::F64 | ElemType::I64 | ElemType::U64 => 8,
@@ -35,7 +39,10 @@ impl ElemType {
     }
 
     pub fn is_float(self) -> bool {
-        matches!(self, ElemType::F32 | ElemType::F64 | ElemType::F16 | ElemType::Bf16)
+        matches!(
+            self,
+            ElemType::F32 | ElemType::F64 | ElemType::F16 | ElemType::Bf16 | ElemType::F8E4M3 | ElemType::F8E5M2
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -52,6 +59,8 @@ impl ElemType {
             ElemType::U32 => "u32",
             ElemType::I64 => "i64",
             ElemType::U64 => "u64",
+            ElemType::F8E4M3 => "f8e4m3",
+            ElemType::F8E5M2 => "f8e5m2",
         }
     }
 
@@ -73,10 +82,13 @@ impl ElemType {
             ElemType::U32 => u32::from_le_bytes(b.try_into().unwrap()) as f64,
             ElemType::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
             ElemType::U64 => u64::from_le_bytes(b.try_into().unwrap()) as f64,
+            ElemType::F8E4M3 => float8::F8E4M3::from_bits(b[0]).to_f64(),
+            ElemType::F8E5M2 => float8::F8E5M2::from_bits(b[0]).to_f64(),
         }
     }
 
-    /// Writes `v` as element `i`, rounding to nearest for floats and saturating for
+    /// Writes `v` as element `i`, rounding to nearest for floats (fp8 saturating to its
+    /// largest finite value, as CUDA's conversions do by default) and saturating for
     /// integers.
     pub fn write_f64(self, bytes: &mut [u8], i: usize, v: f64) {
         let s = self.size();
@@ -94,6 +106,8 @@ impl ElemType {
             ElemType::U32 => b.copy_from_slice(&(v as u32).to_le_bytes()),
             ElemType::I64 => b.copy_from_slice(&(v as i64).to_le_bytes()),
             ElemType::U64 => b.copy_from_slice(&(v as u64).to_le_bytes()),
+            ElemType::F8E4M3 => b[0] = float8::F8E4M3::from_f64(v).to_bits(),
+            ElemType::F8E5M2 => b[0] = float8::F8E5M2::from_f64(v).to_bits(),
         }
     }
 }
@@ -165,6 +179,8 @@ const ELEM_NAMES: &[(&str, ElemType)] = &[
     ("unsigned long long", ElemType::U64),
     ("uint64_t", ElemType::U64),
     ("size_t", ElemType::U64),
+    ("__nv_fp8_e4m3", ElemType::F8E4M3),
+    ("__nv_fp8_e5m2", ElemType::F8E5M2),
 ];
 
 /// The spellings accepted for element types, for error messages.
@@ -265,6 +281,37 @@ mod tests {
         assert_eq!(ParamType::parse("long long"), Ok(ParamType::Scalar { scalar: ScalarType::I64 }));
         assert_eq!(ParamType::parse("size_t"), Ok(ParamType::Scalar { scalar: ScalarType::U64 }));
         assert_eq!(ParamType::parse("float"), Ok(ParamType::Scalar { scalar: ScalarType::F32 }));
+        assert_eq!(
+            ParamType::parse("__nv_fp8_e4m3* __restrict__"),
+            Ok(ParamType::Pointer { elem: ElemType::F8E4M3, is_const: false })
+        );
+        assert_eq!(
+            ParamType::parse("const __nv_fp8_e5m2*"),
+            Ok(ParamType::Pointer { elem: ElemType::F8E5M2, is_const: true })
+        );
+    }
+
+    /// fp8 as CUDA converts by default: round to nearest even, saturating to the largest
+    /// finite value (448 for e4m3, 57344 for e5m2), NaN kept.
+    #[test]
+    fn fp8_rounds_to_nearest_and_saturates_as_cuda_does() {
+        let cases = [
+            (ElemType::F8E4M3, 1.0, 0x38, 1.0),
+            (ElemType::F8E4M3, 0.1, 0x1d, 0.1015625),
+            (ElemType::F8E4M3, 500.0, 0x7e, 448.0),
+            (ElemType::F8E4M3, -1.5, 0xbc, -1.5),
+            (ElemType::F8E5M2, 1e9, 0x7b, 57344.0),
+            (ElemType::F8E5M2, 0.1, 0x2e, 0.09375),
+        ];
+        for (elem, v, bits, back) in cases {
+            let mut b = [0u8];
+            elem.write_f64(&mut b, 0, v);
+            assert_eq!(b[0], bits, "{elem} {v}");
+            assert_eq!(elem.read_f64(&b, 0), back, "{elem} {v}");
+        }
+        let mut b = [0u8];
+        ElemType::F8E4M3.write_f64(&mut b, 0, f64::NAN);
+        assert!(ElemType::F8E4M3.read_f64(&b, 0).is_nan());
     }
 
     #[test]
@@ -277,9 +324,17 @@ mod tests {
 
     #[test]
     fn element_round_trip_through_bytes() {
-        for elem in
-            [ElemType::F32, ElemType::F64, ElemType::F16, ElemType::Bf16, ElemType::I32, ElemType::U8, ElemType::I64]
-        {
+        for elem in [
+            ElemType::F32,
+            ElemType::F64,
+            ElemType::F16,
+            ElemType::Bf16,
+            ElemType::I32,
+            ElemType::U8,
+            ElemType::I64,
+            ElemType::F8E4M3,
+            ElemType::F8E5M2,
+        ] {
             let mut buf = vec![0u8; elem.size() * 3];
             elem.write_f64(&mut buf, 1, 3.0);
             elem.write_f64(&mut buf, 2, -2.0);

@@ -28,6 +28,7 @@ pub fn shim_source(task: &Task, candidate_file_name: &str) -> String {
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 #include <stddef.h>
 

@@ -82,6 +82,8 @@ NS_HD CmpAcc compare_thread(const unsigned char* got, const unsigned char* expec
     case ELEM_U32: return compare_thread_as<ELEM_U32>(got, expected, s, begin, stride);
     case ELEM_I64: return compare_thread_as<ELEM_I64>(got, expected, s, begin, stride);
     case ELEM_U64: return compare_thread_as<ELEM_U64>(got, expected, s, begin, stride);
+    case ELEM_F8E4M3: return compare_thread_as<ELEM_F8E4M3>(got, expected, s, begin, stride);
+    case ELEM_F8E5M2: return compare_thread_as<ELEM_F8E5M2>(got, expected, s, begin, stride);
     default: {
         CmpAcc acc = cmp_acc_empty();
         if (begin == 0 && s.count > 0) {

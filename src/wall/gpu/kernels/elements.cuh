@@ -50,7 +50,9 @@ NS_HD double div_rn(double a, double b) {
 NS_HD unsigned elem_size(unsigned elem) {
     switch (elem) {
     case ELEM_I8:
-    case ELEM_U8: return 1;
+    case ELEM_U8:
+    case ELEM_F8E4M3:
+    case ELEM_F8E5M2: return 1;
     case ELEM_F16:
     case ELEM_BF16:
     case ELEM_I16:
@@ -62,7 +64,7 @@ NS_HD unsigned elem_size(unsigned elem) {
     }
 }
 
-NS_HD bool elem_is_float(unsigned elem) { return elem <= ELEM_BF16; }
+NS_HD bool elem_is_float(unsigned elem) { return elem <= ELEM_BF16 || elem == ELEM_F8E4M3 || elem == ELEM_F8E5M2; }
 
 NS_HD u64 f64_bits(double v) {
 #ifdef __CUDA_ARCH__
@@ -186,6 +188,79 @@ NS_HD double f16_to_f64(unsigned short h) {
 // bf16 -> f64, exact: a bf16 is the upper half of an f32.
 NS_HD double bf16_to_f64(unsigned short b) { return (double)f32_from_bits((unsigned)b << 16); }
 
+// f64 -> fp8, round to nearest even, saturating to the largest finite value: CUDA's
+// `__nv_cvt_double_to_fp8(x, __NV_SATFINITE, ...)` (cuda_fp8.hpp), which the `float8`
+// crate ports for the host generator; ported here line for line in integer code.
+NS_HD unsigned char f64_to_fp8(double x, bool e4m3) {
+    const u64 xbits = f64_bits(x);
+    const unsigned char maxnorm = e4m3 ? 0x7E : 0x7B;
+    const unsigned char mantissa_mask = e4m3 ? 0x7 : 0x3;
+    const unsigned short exp_bias = e4m3 ? 7 : 15;
+    const u64 significand_bits = e4m3 ? 4 : 3;
+    const u64 mindenorm_o2 = e4m3 ? 0x3F50000000000000ull : 0x3EE0000000000000ull;
+    const u64 overflow_threshold = e4m3 ? 0x407D000000000000ull : 0x40EE000000000000ull - 1;
+    const u64 minnorm = e4m3 ? 0x3F90000000000000ull : 0x3F10000000000000ull;
+    const u64 dp_inf_bits = 0x7FF0000000000000ull;
+    const u64 half_ulp = 1ull << (53 - significand_bits - 1);
+    const unsigned char sign = (unsigned char)((xbits >> 63) << 7);
+    const unsigned char exp =
+        (unsigned char)((unsigned short)(((unsigned short)(xbits >> 52) & 0x7FF) - 1023 + exp_bias));
+    const unsigned char mantissa = (unsigned char)((xbits >> (53 - significand_bits)) & mantissa_mask);
+    const u64 absx = xbits & 0x7FFFFFFFFFFFFFFFull;
+    unsigned char res;
+    if (absx <= mindenorm_o2) {
+        res = 0;
+    } else if (absx > dp_inf_bits) {
+        res = e4m3 ? 0x7F : (unsigned char)(0x7E | mantissa);
+    } else if (absx > overflow_threshold) {
+        res = maxnorm;
+    } else if (absx >= minnorm) {
+        res = (unsigned char)((exp << (significand_bits - 1)) | mantissa);
+        const u64 round = xbits & ((half_ulp << 1) - 1);
+        if (round > half_ulp || (round == half_ulp && (mantissa & 1) != 0)) res = (unsigned char)(res + 1);
+    } else {
+        const unsigned char shift = (unsigned char)(1 - exp);
+        const unsigned char m = (unsigned char)(mantissa | (1u << (significand_bits - 1)));
+        res = (unsigned char)(m >> shift);
+        const u64 round = (xbits | (1ull << 52)) & ((half_ulp << (shift + 1)) - 1);
+        if (round > (half_ulp << shift) || (round == (half_ulp << shift) && (res & 1) != 0)) {
+            res = (unsigned char)(res + 1);
+        }
+    }
+    return (unsigned char)(res | sign);
+}
+
+// fp8 -> f64, exact: through f16 as cuda_fp8.hpp's `__nv_cvt_fp8_to_halfraw` (and the
+// `float8` crate) do; every fp8 is an f16.
+NS_HD double fp8_to_f64(unsigned char x, bool e4m3) {
+    unsigned short ur = (unsigned short)((unsigned short)x << 8);
+    if (!e4m3) {
+        if ((ur & 0x7FFF) > 0x7C00) ur = 0x7FFF;
+        return f16_to_f64(ur);
+    }
+    const unsigned short sign = ur & 0x8000;
+    unsigned short exponent = (unsigned short)(((ur & 0x7800) >> 1) + 0x2000);
+    unsigned short mantissa = (unsigned short)((ur & 0x0700) >> 1);
+    if ((x & 0x7F) == 0x7F) {
+        ur = 0x7FFF;
+    } else if (exponent == 0x2000) {
+        if (mantissa != 0) {
+            mantissa = (unsigned short)(mantissa << 1);
+            while ((mantissa & 0x0400) == 0) {
+                mantissa = (unsigned short)(mantissa << 1);
+                exponent = (unsigned short)(exponent - 0x0400);
+            }
+            mantissa &= 0x03FF;
+        } else {
+            exponent = 0;
+        }
+        ur = (unsigned short)(sign | exponent | mantissa);
+    } else {
+        ur = (unsigned short)(sign | exponent | mantissa);
+    }
+    return f16_to_f64(ur);
+}
+
 // f64 -> integer as Rust's `as` does it: toward zero, saturating at the type's bounds,
 // NaN to 0 (a C cast would be undefined out of range). `min` and `max` are exact doubles.
 NS_HD i64 f64_to_int_sat(double v, double min, double max) {
@@ -222,6 +297,8 @@ NS_HD u64 encode_f64(unsigned elem, double v) {
     case ELEM_I32: return (u64)f64_to_int_sat(v, -2147483648.0, 2147483647.0) & 0xFFFFFFFFull;
     case ELEM_U32: return (u64)f64_to_int_sat(v, 0.0, 4294967295.0);
     case ELEM_I64: return (u64)f64_to_i64_sat(v);
+    case ELEM_F8E4M3: return f64_to_fp8(v, true);
+    case ELEM_F8E5M2: return f64_to_fp8(v, false);
     default: return f64_to_u64_sat(v);
     }
 }
@@ -241,6 +318,8 @@ NS_HD double decode_f64(unsigned elem, u64 bits) {
     case ELEM_I32: return (double)(int)bits;
     case ELEM_U32: return (double)(unsigned)bits;
     case ELEM_I64: return (double)(i64)bits;
+    case ELEM_F8E4M3: return fp8_to_f64((unsigned char)bits, true);
+    case ELEM_F8E5M2: return fp8_to_f64((unsigned char)bits, false);
     default: return (double)bits;
     }
 }

@@ -68,6 +68,8 @@ pub fn elem_code(elem: ElemType) -> u32 {
         ElemType::U32 => 9,
         ElemType::I64 => 10,
         ElemType::U64 => 11,
+        ElemType::F8E4M3 => 12,
+        ElemType::F8E5M2 => 13,
     }
 }
 
@@ -290,6 +292,8 @@ mod tests {
             ElemType::U32,
             ElemType::I64,
             ElemType::U64,
+            ElemType::F8E4M3,
+            ElemType::F8E5M2,
         ];
         for (code, elem) in all.into_iter().enumerate() {
             assert_eq!(elem_code(elem), code as u32, "{elem}");

@@ -48,7 +48,9 @@ enum : unsigned int {
     ELEM_U32 = 9,
     ELEM_I64 = 10,
     ELEM_U64 = 11,
-    ELEM_COUNT = 12,
+    ELEM_F8E4M3 = 12,
+    ELEM_F8E5M2 = 13,
+    ELEM_COUNT = 14,
 };
 
 // How one output is compared with its reference (verify::compare's tolerance).
