@@ -43,6 +43,20 @@ impl Poly {
         }
     }
 
+    /// The polynomial with each variable replaced by its value in `values`; None when a
+    /// variable has none, or on overflow.
+    pub fn substitute(&self, values: &BTreeMap<String, Poly>) -> Option<Poly> {
+        let mut sum = Poly::constant(0);
+        for (m, c) in &self.terms {
+            let mut term = Poly::constant(*c);
+            for v in m {
+                term = term.mul(values.get(v)?)?;
+            }
+            sum = sum.add(&term)?;
+        }
+        Some(sum)
+    }
+
     pub fn variables(&self) -> BTreeSet<String> {
         self.terms.keys().flatten().cloned().collect()
     }

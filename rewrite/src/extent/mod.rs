@@ -96,10 +96,19 @@ pub fn launcher_value(src: &Source, entry: &str, n: Node) -> Option<Poly> {
 /// Empty when `entry` is not a function of `src`.
 pub fn pointer_extents(src: &Source, headers: &[Source], entry: &str) -> Vec<PointerExtent> {
     let files: Vec<&Source> = std::iter::once(src).chain(headers).collect();
+    extents_in(src, &files, entry, 0)
+}
+
+/// Wrapper launchers followed from the entry (a C launcher around a C++ one).
+const MAX_WRAPPERS: usize = 2;
+
+/// [`pointer_extents`] of the host function `entry` of `src`, among `files`, `wrapped`
+/// wrappers deep.
+fn extents_in(src: &Source, files: &[&Source], entry: &str, wrapped: usize) -> Vec<PointerExtent> {
     if files.iter().any(|f| f.max_depth() > crate::source::MAX_DEPTH) {
         return Vec::new();
     }
-    let consts = constants(&files);
+    let consts = constants(files);
     let Some(host) = src.host_functions().into_iter().find(|h| h.name == entry) else { return Vec::new() };
     let Some(body) = src.node(&host.body, "compound_statement") else { return Vec::new() };
     let Some(func) = body.parent() else { return Vec::new() };
@@ -112,7 +121,7 @@ pub fn pointer_extents(src: &Source, headers: &[Source], entry: &str) -> Vec<Poi
     let kernels = src.kernels();
     let extent_of = |name: &str, tables: &BTreeMap<String, Poly>| {
         let mut tables = IndexTables { known: tables, used: BTreeSet::new() };
-        let extent = match launcher_pointer(&launcher, src, &files, &kernels, &launches, name, &mut tables) {
+        let extent = match launcher_pointer(&launcher, src, files, &kernels, &launches, name, &mut tables) {
             Ok((hi, node_text, line)) => match hi.add(&Poly::constant(1)) {
                 Some(len) => Extent::Derived { len, access: node_text, line },
                 None => Extent::Unknown { why: "the largest index overflows".into() },
@@ -143,7 +152,117 @@ pub fn pointer_extents(src: &Source, headers: &[Source], entry: &str) -> Vec<Poi
             }
         }
     }
+    if wrapped < MAX_WRAPPERS {
+        for e in out.iter_mut().filter(|e| matches!(e.extent, Extent::Unknown { .. })) {
+            if let Some(found) = through_wrapper(&launcher, files, &host, &e.name, wrapped) {
+                *e = found;
+            }
+        }
+    }
     out
+}
+
+/// The extent of the entry's pointer `name` where the entry hands it to other host
+/// functions of the files (a wrapper around the launcher that starts the kernels): each
+/// function's extent for its parameter, its sizes replaced by the entry's arguments, the
+/// largest of them. Every use of the pointer in the entry must be such a call, with the
+/// pointer as it is or cast to a pointer of the same element size, and the sizes exact
+/// values of the entry's integers; otherwise None.
+fn through_wrapper(
+    launcher: &Launcher,
+    files: &[&Source],
+    host: &crate::source::HostFn,
+    name: &str,
+    wrapped: usize,
+) -> Option<PointerExtent> {
+    let t = launcher.t;
+    let own_type = host.params.iter().position(|p| p == name).map(|i| host.param_types[i].clone())?;
+    let own_size = syntax::type_size(own_type.trim().trim_end_matches('*').trim());
+    let mut best: Option<PointerExtent> = None;
+    for id in descendants(launcher.body) {
+        if id.kind() != "identifier" || text(t, id) != name || declaration_of(t, launcher.body, id, name).is_some() {
+            continue;
+        }
+        // Up through a cast to the argument it is, then to its call.
+        let mut arg = id;
+        let is_cast = |c: Node| {
+            c.kind() == "call_expression"
+                && c.child_by_field_name("function").is_some_and(|f| {
+                    ["reinterpret_cast<", "static_cast<", "const_cast<"].iter().any(|k| text(t, f).starts_with(k))
+                })
+        };
+        while let Some(p) = up(arg).filter(|p| {
+            p.kind() == "cast_expression"
+                || is_cast(*p)
+                || (p.kind() == "argument_list" && p.parent().is_some_and(is_cast))
+        }) {
+            arg = p;
+        }
+        let args = up(arg).filter(|a| a.kind() == "argument_list")?;
+        let call = args.parent().filter(|c| c.kind() == "call_expression")?;
+        let function = call.child_by_field_name("function").map(|f| text(t, f).to_string())?;
+        let args: Vec<Node> = named_children(args).into_iter().filter(|c| c.kind() != "comment").collect();
+        let position = args.iter().position(|a| a.id() == arg.id() || strip_parens(*a).id() == arg.id())?;
+        if !passes_pointer(t, args[position], name, own_size) {
+            return None;
+        }
+        let (f, callee) = functions_named(files, &function).into_iter().find(|(_, h)| h.params.len() == args.len())?;
+        let inner = extents_in(f, files, &callee.name, wrapped + 1);
+        let found = inner.into_iter().find(|e| e.name == callee.params[position])?;
+        let Extent::Derived { len, access, line } = found.extent else { return None };
+        // The callee's sizes are the entry's arguments at their positions.
+        let mut values = BTreeMap::new();
+        for v in len.variables() {
+            let at = callee.params.iter().position(|p| *p == v)?;
+            values.insert(v, launcher.value(args[at])?);
+        }
+        let len = len.substitute(&values)?;
+        let here = PointerExtent {
+            name: name.to_string(),
+            extent: Extent::Derived { len: len.clone(), access: format!("{access}` in `{}", callee.name), line },
+            through: found.through,
+        };
+        best = match best {
+            None => Some(here),
+            Some(b) => match &b.extent {
+                Extent::Derived { len: other, .. } if other.at_least(&len) => Some(b),
+                Extent::Derived { len: other, .. } if len.at_least(other) => Some(here),
+                _ => return None,
+            },
+        };
+    }
+    best
+}
+
+/// Whether the argument `a` is the pointer `name`, as it is or cast to a pointer whose
+/// element has the same size (`reinterpret_cast<__nv_fp8_e4m3*>(out)` of a `uint8_t*`).
+fn passes_pointer(t: &str, a: Node, name: &str, own_size: Option<usize>) -> bool {
+    let a = strip_parens(a);
+    if a.kind() == "identifier" {
+        return text(t, a) == name;
+    }
+    let (target, inner) = match a.kind() {
+        "cast_expression" => {
+            (a.child_by_field_name("type").map(|ty| text(t, ty).to_string()), a.child_by_field_name("value"))
+        }
+        "call_expression" => {
+            let f = a.child_by_field_name("function").map(|f| text(t, f)).unwrap_or("");
+            let target = ["reinterpret_cast<", "static_cast<", "const_cast<"]
+                .iter()
+                .find_map(|c| f.strip_prefix(c))
+                .and_then(|r| r.strip_suffix('>'))
+                .map(str::to_string);
+            let inner = a.child_by_field_name("arguments").and_then(|x| named_children(x).into_iter().next());
+            (target, inner)
+        }
+        _ => (None, None),
+    };
+    let (Some(target), Some(inner)) = (target, inner) else { return false };
+    let pointee = target.trim().trim_end_matches('*').trim().to_string();
+    strip_parens(inner).kind() == "identifier"
+        && text(t, strip_parens(inner)) == name
+        && own_size.is_some()
+        && syntax::type_size(&pointee) == own_size
 }
 
 /// Whether a pointer parameter's element type, as written, is a constant integer (an
@@ -214,6 +333,32 @@ extern "C" void lookup(const float* tables, const int* codes, float* out, int n,
         // does not state. Its length is no bound on it.
         let got = lens(src, "lookup");
         assert!(got[0].1.starts_with("? "), "{got:?}");
+    }
+
+    #[test]
+    fn a_wrapper_launcher_is_followed_with_its_sizes_in_the_entrys_words() {
+        let src = r#"
+__global__ void k(const float* x, unsigned char* q, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) q[i] = (unsigned char)x[i];
+}
+namespace ops {
+void launch(const float* x, unsigned char* q, int n, cudaStream_t s) { k<<<(n + 255) / 256, 256, 0, s>>>(x, q, n); }
+}
+extern "C" void entry(const float* x, char* q, int rows, int cols, cudaStream_t s) {
+  ops::launch(x, reinterpret_cast<unsigned char*>(q), rows * cols, s);
+}
+extern "C" void widened(const float* x, char* q, int rows, int cols, cudaStream_t s) {
+  ops::launch(x, reinterpret_cast<unsigned char*>(q), rows * cols, s);
+  ops::launch(reinterpret_cast<const float*>(q), nullptr, rows, s);
+}
+"#;
+        assert_eq!(lens(src, "entry"), [("x".into(), "rows * cols".into()), ("q".into(), "rows * cols".into())]);
+        let e = pointer_extents(&Source::parse(src), &[], "entry");
+        assert!(matches!(&e[1].extent, Extent::Derived { access, .. } if access.ends_with("in `launch")), "{e:?}");
+        // A cast to an element of another size is not followed: its lengths would count
+        // other units.
+        assert!(lens(src, "widened")[1].1.starts_with("? "), "{:?}", lens(src, "widened"));
     }
 
     #[test]
