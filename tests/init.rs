@@ -818,6 +818,22 @@ fn on_a_gpu_drafts_reject_a_skipped_update_and_pass_a_reordered_sum() {
     std::fs::write(&candidate, tree).unwrap();
     let (code, v) = eval(&sums.dir, &candidate);
     assert_eq!(code, 0, "a tree-ordered sum passes the drafted tolerance: {v}");
+
+    // fp8 through the judge: generated, compared, and a kernel that writes zeros caught.
+    let quant = init(&[("quant.cu", QUANT_FP8)], &[]);
+    let same = quant.dir.join("same.cu");
+    std::fs::write(&same, QUANT_FP8).unwrap();
+    let (code, v) = eval(&quant.dir, &same);
+    assert_eq!(code, 0, "the fp8 baseline's own source passes: {v}");
+    let zeros = quant.dir.join("zeros.cu");
+    assert!(QUANT_FP8.contains("= __nv_fp8_e4m3(__bfloat162float("));
+    std::fs::write(
+        &zeros,
+        QUANT_FP8.replace("= __nv_fp8_e4m3(__bfloat162float(", "= __nv_fp8_e4m3(0.f * __bfloat162float("),
+    )
+    .unwrap();
+    let (code, v) = eval(&quant.dir, &zeros);
+    assert_eq!(code, 1, "an fp8 output of zeros is rejected: {v}");
 }
 
 /// An embedding lookup: the ids pick rows of the table, so they are drawn as a
@@ -846,11 +862,8 @@ extern "C" void embedding(const float* table, const int* ids, float* out, int n,
     assert!(task.warnings().is_empty(), "{:?}", task.warnings());
 }
 
-/// A row-wise fp8 quantization as production writes it: the `__nv_fp8_e4m3` output is
-/// accepted in the launcher, with one fp8 step of tolerance, and the task builds.
-#[test]
-fn an_fp8_launcher_is_accepted_with_an_fp8_tolerance_and_builds() {
-    let src = r#"#include <cuda_runtime.h>
+/// A row-wise fp8 e4m3 quantization: each row's absmax, then scale and convert.
+const QUANT_FP8: &str = r#"#include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 __global__ void quant_rows(const __nv_bfloat16* x, __nv_fp8_e4m3* out, float* scales, int cols) {
@@ -865,6 +878,12 @@ extern "C" void quant_fp8(const __nv_bfloat16* x, __nv_fp8_e4m3* out, float* sca
   quant_rows<<<rows, 1, 0, s>>>(x, out, scales, cols);
 }
 "#;
+
+/// A row-wise fp8 quantization as production writes it: the `__nv_fp8_e4m3` output is
+/// accepted in the launcher, with one fp8 step of tolerance, and the task builds.
+#[test]
+fn an_fp8_launcher_is_accepted_with_an_fp8_tolerance_and_builds() {
+    let src = QUANT_FP8;
     let r = init(&[("quant.cu", src)], &[]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let t = r.toml();
@@ -878,4 +897,31 @@ extern "C" void quant_fp8(const __nv_bfloat16* x, __nv_fp8_e4m3* out, float* sca
         .output()
         .unwrap();
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+/// Arrays whose names imply a range are drawn there: a reciprocal standard deviation
+/// positive, a probability inside (0, 1), an integer mask 0 or 1.
+#[test]
+fn arrays_named_for_a_range_are_drawn_in_it() {
+    let src = r#"#include <cuda_runtime.h>
+__global__ void k(const float* dy, const float* rstd, const float* keep_prob, const int* mask, float* dx, int rows, int cols) {
+  int r = blockIdx.x;
+  if (r >= rows) return;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    size_t i = (size_t)r * cols + c;
+    dx[i] = dy[i] * rstd[r] * (mask[i] ? 1.f / keep_prob[r] : 0.f);
+  }
+}
+extern "C" void run(const float* dy, const float* rstd, const float* keep_prob, const int* mask, float* dx, int rows,
+                    int cols, cudaStream_t s) {
+  k<<<rows, 256, 0, s>>>(dy, rstd, keep_prob, mask, dx, rows, cols);
+}
+"#;
+    let r = init(&[("k.cu", src)], &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let inits: Vec<String> =
+        r.toml().lines().filter(|l| l.starts_with("init = ")).map(|l| l[7..].to_string()).collect();
+    assert!(inits[1].starts_with("\"uniform(0.5, 2)\""), "{inits:?}");
+    assert!(inits[2].starts_with("\"uniform(0.05, 0.95)\""), "{inits:?}");
+    assert!(inits[3].starts_with("\"randint(0, 2)\""), "{inits:?}");
 }

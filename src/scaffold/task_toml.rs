@@ -143,6 +143,20 @@ fn integer_kind(name: &str, uses: Option<&ScalarUse>) -> IntegerKind {
     }
 }
 
+/// Whether an array's name (lower case) says it holds reciprocal standard deviations
+/// (`rstd`, `inv_std`, `inv_rms`): positive, around 1.
+fn reciprocal_scale(name: &str) -> bool {
+    let words = name_words(name);
+    words.iter().any(|w| matches!(*w, "rstd" | "invstd" | "rsigma" | "rrms"))
+        || name.contains("inv_std")
+        || name.contains("inv_rms")
+}
+
+/// Whether an array's name (lower case) says it holds probabilities.
+fn probability(name: &str) -> bool {
+    name_words(name).iter().any(|w| matches!(*w, "prob" | "probs" | "probabilities" | "probability"))
+}
+
 fn lower(s: &str) -> String {
     s.to_ascii_lowercase()
 }
@@ -593,8 +607,20 @@ impl Drafting<'_> {
                 self.t,
                 "init = \"TODO\"   # indices: randint(0, BOUND) with BOUND the indexed size, or randperm"
             );
+        } else if is_int && name_words(&lower(&p.name)).iter().any(|w| w.starts_with("mask")) {
+            let _ = writeln!(self.t, "init = \"randint(0, 2)\"   # guessed: a mask of 0s and 1s by its name");
         } else if is_int {
             let _ = writeln!(self.t, "init = \"randint(0, 100)\"   # guessed range");
+        } else if reciprocal_scale(&lower(&p.name)) {
+            let _ = writeln!(
+                self.t,
+                "init = \"uniform(0.5, 2)\"   # guessed: a reciprocal standard deviation by its name, so positive"
+            );
+        } else if probability(&lower(&p.name)) {
+            let _ = writeln!(
+                self.t,
+                "init = \"uniform(0.05, 0.95)\"   # guessed: a probability by its name, kept off 0 and 1"
+            );
         } else if non_negative(&lower(&p.name)) {
             let _ = writeln!(
                 self.t,
