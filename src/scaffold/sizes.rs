@@ -14,8 +14,12 @@ use std::collections::BTreeMap;
 pub(super) enum IntegerKind {
     /// A size variable that takes sizes.
     Dimension,
-    /// A size variable the check sizes take at 0 and at 1, and the bench at 1.
-    Flag,
+    /// A size variable that takes sizes and sizes a launch's block: at most 1024.
+    Block,
+    /// A size variable that selects behaviour: the check sizes take each of its values
+    /// in turn (0 and 1, or the constants the code compares it with), the bench the
+    /// largest.
+    Flag(Vec<i64>),
     /// A size variable held at one value at every size: a filter's width.
     Fixed(i64),
     /// No size variable: a value of its own (a step count).
@@ -86,12 +90,13 @@ fn check_values(count: usize) -> Vec<Vec<i64>> {
     ]
 }
 
-/// Half of an awkward value, as awkward: a multiple of 8 stays one, an odd value odd.
+/// About half of an awkward value, as awkward where it can stay so: a multiple of 16 stays
+/// a multiple of 8, anything else becomes odd. Always smaller, for a value above 1.
 fn halved(v: i64) -> i64 {
-    if v % 8 == 0 {
-        (v / 16 * 8).max(8)
+    if v >= 16 && v % 8 == 0 {
+        v / 16 * 8
     } else {
-        (v / 2) | 1
+        ((v / 2) | 1).min(v - 1).max(1)
     }
 }
 
@@ -106,36 +111,54 @@ pub(super) struct Proposal {
 /// Sizes for the size variables `vars` (in order; values left out) of a task whose
 /// buffers are `buffers` (None when a length is unknown).
 pub(super) fn propose(vars: &[(String, IntegerKind)], buffers: Option<&Buffers>) -> Proposal {
-    let dims: Vec<&str> = vars.iter().filter(|(_, k)| *k == IntegerKind::Dimension).map(|(n, _)| n.as_str()).collect();
-    let flags: Vec<&str> = vars.iter().filter(|(_, k)| *k == IntegerKind::Flag).map(|(n, _)| n.as_str()).collect();
-    let binding = |dim_value: &dyn Fn(usize, &str) -> i64, flag_value: &dyn Fn(usize) -> i64| -> Binding {
+    let dims: Vec<&str> = vars
+        .iter()
+        .filter(|(_, k)| matches!(k, IntegerKind::Dimension | IntegerKind::Block))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let blocks: Vec<&str> = vars.iter().filter(|(_, k)| *k == IntegerKind::Block).map(|(n, _)| n.as_str()).collect();
+    let flags: Vec<&str> =
+        vars.iter().filter(|(_, k)| matches!(k, IntegerKind::Flag(_))).map(|(n, _)| n.as_str()).collect();
+    let binding = |dim_value: &dyn Fn(usize, &str) -> i64, flag_value: &dyn Fn(usize, &[i64]) -> i64| -> Binding {
         vars.iter()
             .map(|(n, k)| {
                 let v = match k {
-                    IntegerKind::Flag => flag_value(flags.iter().position(|f| f == n).unwrap_or(0)),
+                    IntegerKind::Flag(values) => flag_value(flags.iter().position(|f| f == n).unwrap_or(0), values),
                     IntegerKind::Fixed(v) | IntegerKind::Value(v, _) => *v,
                     IntegerKind::Dimension => dim_value(dims.iter().position(|d| d == n).unwrap_or(0), n),
+                    IntegerKind::Block => dim_value(dims.iter().position(|d| d == n).unwrap_or(0), n).min(MAX_BLOCK),
                 };
                 (n.clone(), v)
             })
             .collect()
     };
-    let mut bench = binding(&|_, n| named_bench(n, dims.len()).0, &|_| 1);
+    let largest = |values: &[i64]| values.iter().copied().max().unwrap_or(1);
+    let mut bench = binding(&|_, n| named_bench(n, dims.len()).0, &|_, values| largest(values));
+    // Each flag's values in turn; a second flag changes every other size, so two flags
+    // of 0 and 1 meet in all four pairs.
     let checks: Vec<Binding> = check_values(dims.len())
         .into_iter()
         .enumerate()
-        .map(|(i, values)| binding(&|d, _| values[d], &|f| ((i >> (f % 2)) & 1) as i64))
+        .map(|(i, values)| {
+            binding(&|d, _| values[d], &|f, vals| match vals.len() {
+                0 => 1,
+                n => vals[(i >> (f % 2)) % n],
+            })
+        })
         .map(|c| match buffers {
             Some(b) => fit_check(c, &dims, b),
             None => c,
         })
         .collect();
     let bench_note = match buffers {
-        Some(b) if !dims.is_empty() => fit_bench(&mut bench, &dims, b),
+        Some(b) if !dims.is_empty() => fit_bench(&mut bench, &dims, &blocks, b),
         _ => "the lengths are not all known, so the bench size is not sized from the traffic".to_string(),
     };
     Proposal { bench, checks, bench_note }
 }
+
+/// The most threads a block holds.
+const MAX_BLOCK: i64 = 1024;
 
 fn value_of(b: &Binding, name: &str) -> i64 {
     b.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap_or(0)
@@ -150,8 +173,9 @@ fn set(b: &mut Binding, name: &str, v: i64) {
 /// Halves the largest dimension of a check size until its largest buffer holds at most
 /// [`budget::MAX_CHECK_ELEMENTS`].
 fn fit_check(mut c: Binding, dims: &[&str], b: &Buffers) -> Binding {
-    for _ in 0..64 {
-        if b.largest(&c).is_none_or(|n| n <= budget::MAX_CHECK_ELEMENTS) {
+    for _ in 0..256 {
+        // A length that does not evaluate has overflowed: too large.
+        if b.largest(&c).is_some_and(|n| n <= budget::MAX_CHECK_ELEMENTS) {
             break;
         }
         let Some(d) = dims.iter().filter(|d| value_of(&c, d) > 1).max_by_key(|d| value_of(&c, d)) else { break };
@@ -162,12 +186,13 @@ fn fit_check(mut c: Binding, dims: &[&str], b: &Buffers) -> Binding {
 }
 
 /// Scales the bench size: the largest dimension halved while the buffers exceed
-/// [`budget::MAX_BENCH_BYTES`] or the traffic takes over eight times
-/// [`budget::MIN_BENCH_SECONDS`], then the first dimension the names do not fix doubled
-/// until the least traffic takes twice [`budget::MIN_BENCH_SECONDS`]. Says what it gives.
-fn fit_bench(bench: &mut Binding, dims: &[&str], b: &Buffers) -> String {
-    for _ in 0..64 {
-        if b.held(bench).is_none_or(|h| h <= budget::MAX_BENCH_BYTES) {
+/// [`budget::MAX_BENCH_BYTES`] (or overflow) or the traffic takes over eight times
+/// [`budget::MIN_BENCH_SECONDS`], then the first dimension that neither the names fix nor
+/// a block size caps (else the first that is no block size) doubled until the least
+/// traffic takes twice [`budget::MIN_BENCH_SECONDS`]. Says what it gives.
+fn fit_bench(bench: &mut Binding, dims: &[&str], blocks: &[&str], b: &Buffers) -> String {
+    for _ in 0..256 {
+        if b.held(bench).is_some_and(|h| h <= budget::MAX_BENCH_BYTES) {
             break;
         }
         let Some(d) = dims.iter().filter(|d| value_of(bench, d) > 1).max_by_key(|d| value_of(bench, d)) else {
@@ -190,7 +215,8 @@ fn fit_bench(bench: &mut Binding, dims: &[&str], b: &Buffers) -> String {
         }
         *bench = next;
     }
-    let scaled = dims.iter().find(|d| !named_bench(d, dims.len()).1).or(dims.first()).copied();
+    let free: Vec<&str> = dims.iter().filter(|d| !blocks.contains(d)).copied().collect();
+    let scaled = free.iter().find(|d| !named_bench(d, dims.len()).1).or(free.first()).copied();
     if let Some(d) = scaled {
         for _ in 0..40 {
             let Some(moved) = b.moved(bench) else { break };
@@ -259,8 +285,8 @@ mod tests {
         let vars = vec![
             ("n".to_string(), IntegerKind::Dimension),
             ("width".to_string(), IntegerKind::Fixed(4)),
-            ("silu".to_string(), IntegerKind::Flag),
-            ("causal".to_string(), IntegerKind::Flag),
+            ("silu".to_string(), IntegerKind::Flag(vec![0, 1])),
+            ("causal".to_string(), IntegerKind::Flag(vec![0, 1])),
         ];
         let p = propose(&vars, None);
         assert_eq!(value_of(&p.bench, "silu"), 1);
@@ -268,5 +294,33 @@ mod tests {
         assert_eq!(pairs, [(0, 0), (1, 0), (0, 1), (1, 1)]);
         assert!(p.checks.iter().all(|c| value_of(c, "width") == 4));
         assert!(p.bench_note.contains("not all known"));
+    }
+
+    /// From a review: a block size stays at most 1024 and is never the scaled size; a
+    /// size compared with 64 and 128 takes those; a length that overflows at the named
+    /// values is halved until it fits; halving always makes a value smaller.
+    #[test]
+    fn block_sizes_compared_values_and_overflow() {
+        let vars = vec![
+            ("rows".to_string(), IntegerKind::Dimension),
+            ("cols".to_string(), IntegerKind::Block),
+            ("head_dim".to_string(), IntegerKind::Flag(vec![64, 128])),
+        ];
+        let lengths = [("rows * cols * head_dim".to_string(), 4)];
+        let traffic = ["4 * (rows * cols * head_dim)".to_string()];
+        let p = propose(&vars, Some(&Buffers { lengths: &lengths, traffic: &traffic }));
+        assert!(value_of(&p.bench, "cols") <= 1024, "{:?}", p.bench);
+        assert_eq!(value_of(&p.bench, "head_dim"), 128);
+        let dims: Vec<i64> = p.checks.iter().map(|c| value_of(c, "head_dim")).collect();
+        assert_eq!(dims, [64, 128, 64, 128]);
+
+        let cube = [("n * n * n * n * n * n".to_string(), 4)];
+        let traffic = ["8 * (n * n * n * n * n * n)".to_string()];
+        let b = Buffers { lengths: &cube, traffic: &traffic };
+        let p = propose(&kinds(&["n"]), Some(&b));
+        assert!(b.held(&p.bench).is_some_and(|h| h <= budget::MAX_BENCH_BYTES), "{:?}", p.bench);
+        for v in 2..300 {
+            assert!(halved(v) < v && halved(v) >= 1, "{v}");
+        }
     }
 }

@@ -104,32 +104,61 @@ fn non_negative(name: &str) -> bool {
         || name.contains("second_moment")
 }
 
-/// Names of a filter's or a window's width: an extent the kernel supports at a few values,
-/// not a problem size.
+/// Names only a filter's or a window's width takes: an extent the kernel supports at a
+/// few values, not a problem size.
 fn filter_width_name(name: &str) -> bool {
     let words = name_words(name);
     let word = |w: &str| words.contains(&w);
-    word("width")
-        || word("ksize")
+    word("ksize")
         || word("taps")
         || word("radius")
         || word("window")
-        || word("kw")
-        || word("kh")
         || name.contains("kernel_size")
         || name.contains("filter")
 }
 
+/// Names a filter's width shares with other sizes (an image's `width`): a filter's only
+/// where a weight-like array's length counts on it.
+fn ambiguous_width_name(name: &str) -> bool {
+    let words = name_words(name);
+    words.iter().any(|w| matches!(*w, "width" | "kw" | "kh"))
+}
+
+/// Names of a filter's weights.
+fn weight_name(name: &str) -> bool {
+    name_words(name).iter().any(|w| {
+        matches!(*w, "w" | "weight" | "weights" | "filter" | "filters" | "kernel" | "taps" | "coef" | "coeffs")
+    })
+}
+
 /// What the integer `name` is, from what the kernels do with it (`uses`; None when the
-/// walk did not reach the launcher).
-fn integer_kind(name: &str, uses: Option<&ScalarUse>) -> IntegerKind {
+/// walk did not reach the launcher) and the pointers' extents (a filter's weights are
+/// sized by its width).
+fn integer_kind(name: &str, uses: Option<&ScalarUse>, extents: &[PointerExtent]) -> IntegerKind {
     let lower = lower(name);
-    match uses.map(|u| u.role()) {
-        Some(ScalarRole::Flag) => IntegerKind::Flag,
-        Some(ScalarRole::SerialExtent) if filter_width_name(&lower) => {
+    let sizes_weights = || {
+        extents.iter().any(|e| {
+            weight_name(&e.name.to_ascii_lowercase())
+                && matches!(&e.extent, Extent::Derived { len, .. } if len.variables().contains(name))
+        })
+    };
+    match uses.map(|u| (u.role(), u)) {
+        Some((ScalarRole::Flag, u)) => {
+            // Compared with constants past 0 and 1 (`head_dim == 64`, `mode == 2`): those
+            // values; only tested for truth: 0 and 1.
+            let values: Vec<i64> = u.compared_with.iter().copied().collect();
+            if values.iter().all(|v| (0..=1).contains(v)) {
+                IntegerKind::Flag(vec![0, 1])
+            } else {
+                IntegerKind::Flag(values)
+            }
+        }
+        Some((ScalarRole::SerialExtent, _))
+            if filter_width_name(&lower) || (ambiguous_width_name(&lower) && sizes_weights()) =>
+        {
             IntegerKind::Fixed(if name_words(&lower).contains(&"radius") { 1 } else { 4 })
         }
-        Some(ScalarRole::Value) => {
+        Some((ScalarRole::Value, _)) => {
             let words = name_words(&lower);
             if words.iter().any(|w| matches!(*w, "step" | "steps" | "t" | "iter" | "iteration" | "epoch")) {
                 IntegerKind::Value(10, "a step count (> 0)")
@@ -139,6 +168,7 @@ fn integer_kind(name: &str, uses: Option<&ScalarUse>) -> IntegerKind {
                 IntegerKind::Value(1, "no name it knows")
             }
         }
+        Some((_, u)) if u.block.is_some() => IntegerKind::Block,
         _ => IntegerKind::Dimension,
     }
 }
@@ -301,7 +331,7 @@ pub fn draft(
         .params
         .iter()
         .filter(|p| p.kind == ParamKind::Integer)
-        .map(|p| (p.name.clone(), integer_kind(&p.name, scalars.iter().find(|u| u.name == p.name))))
+        .map(|p| (p.name.clone(), integer_kind(&p.name, scalars.iter().find(|u| u.name == p.name), extents)))
         .collect();
     let sizes: Vec<String> =
         integers.iter().filter(|(_, k)| !matches!(k, IntegerKind::Value(..))).map(|(n, _)| n.clone()).collect();
@@ -439,10 +469,27 @@ impl Drafting<'_> {
             .unwrap_or_default();
         let kind = self.integers.iter().find(|(n, _)| *n == p.name).map(|(_, k)| k.clone());
         match kind {
-            Some(IntegerKind::Flag) => {
+            Some(IntegerKind::Flag(values)) if values == [0, 1] => {
                 let _ = writeln!(
                     self.t,
                     "# a flag: only tested, {evidence}; the check sizes take it at 0 and at 1, the bench at 1"
+                );
+            }
+            Some(IntegerKind::Flag(values)) => {
+                let listed: Vec<String> = values.iter().map(i64::to_string).collect();
+                let largest = values.iter().max().copied().unwrap_or(0);
+                self.todo(
+                    TodoKind::ConfirmGuess,
+                    format!("arg `{}`", p.name),
+                    format!(
+                        "takes only the values the code compares it with ({}), a GUESS: the check sizes take each in turn, the bench {largest}; set the values production uses in [sizes]",
+                        listed.join(", ")
+                    ),
+                );
+                let _ = writeln!(
+                    self.t,
+                    "# compared with constants only, {evidence}: the check sizes take {} in turn, the bench {largest} (GUESSED)",
+                    listed.join(", ")
                 );
             }
             Some(IntegerKind::Fixed(v)) => {
@@ -704,25 +751,34 @@ impl Drafting<'_> {
                 0.0,
                 format!("a copy: every element is stored as it was read, {}, so compared exactly", at(store)),
             ),
-            Some(Stored::Summed { store, bound }) if is_float => {
+            Some(Stored::Summed { store, bound, stored }) if is_float => {
                 let terms = bound.as_deref().and_then(|b| self.largest_value(b));
                 match (terms, bound) {
-                    (Some(n), Some(b)) if n > 1 => {
+                    (Some(n), Some(b)) if n > 1 && *stored => {
                         let (r, a) = summed_tolerance(rtol, atol, n);
                         (
                             r,
                             a,
                             format!(
-                                "a sum of up to {n} terms ({b} at the bench size), {}: any order of the additions passes (4u sqrt(n) relative, 4u n absolute, u = 2^-24)",
+                                "a sum of up to {n} terms ({b} at the largest size), {}: any order of the additions passes (4u sqrt(n) relative, 4u n absolute, u = 2^-24)",
                                 at(store)
                             ),
                         )
                     }
-                    _ => (
-                        rtol,
-                        atol,
-                        format!("{why}; a sum, {}, of a length the walk did not find: widen it if a correct rewrite that adds in another order fails", at(store)),
-                    ),
+                    // Computed from a sum (divided by it, its logarithm): the sum's
+                    // rounding carries over relative to the value.
+                    (Some(n), Some(b)) if n > 1 => {
+                        let (r, _) = summed_tolerance(rtol, atol, n);
+                        (
+                            r,
+                            atol,
+                            format!(
+                                "computed from a sum of up to {n} terms ({b} at the largest size), {}: any order of the additions passes (4u sqrt(n) relative, u = 2^-24)",
+                                at(store)
+                            ),
+                        )
+                    }
+                    _ => (rtol, atol, format!("{why}; a sum, {}, of a length the walk did not find", at(store))),
                 }
             }
             _ => (rtol, atol, why.to_string()),
@@ -760,7 +816,7 @@ impl Drafting<'_> {
         let _ = writeln!(t, "# Proposed: make the bench size your production shape (it should run >= 50 us); the");
         let _ = writeln!(t, "# check sizes hit one element, primes, one past a tile edge, and multiples of 8, with");
         let _ = writeln!(t, "# no buffer over a few million elements.");
-        if vars.iter().any(|(_, k)| *k == IntegerKind::Flag) {
+        if vars.iter().any(|(_, k)| matches!(k, IntegerKind::Flag(_))) {
             let _ =
                 writeln!(t, "# Flags take 0 and 1 across the check sizes (every pair of values where there are two).");
         }

@@ -249,3 +249,34 @@ pub(super) fn declared_alias<'t>(t: &str, init: Node<'t>) -> Option<(String, Opt
     let owner = if decl.parent().is_some_and(|p| p.kind() == "for_statement") { decl.parent() } else { Some(decl) };
     Some((text(t, x).to_string(), owner))
 }
+
+/// Whether the expression `n` is an index the grid's threads spread over: it mentions
+/// `threadIdx`, `blockIdx`, `blockDim` or `gridDim`, or a local computed from one (a
+/// loop counter that starts at one), up to a few locals deep.
+pub(super) fn threads_spread(t: &str, root: Node, n: Node, depth: usize) -> bool {
+    if depth > 8 {
+        return false;
+    }
+    descendants(n).into_iter().any(|x| {
+        if builtin(t, x).is_some() {
+            return true;
+        }
+        if x.kind() != "identifier" {
+            return false;
+        }
+        let name = text(t, x);
+        match declaration_of(t, root, x, name) {
+            Some((_, Some(init))) => threads_spread(t, root, init, depth + 1),
+            // Declared without a value: what is assigned to it.
+            Some((d, None)) => {
+                let scope = d.parent().unwrap_or(root);
+                writes(t, scope, name).into_iter().any(|w| {
+                    w.parent()
+                        .and_then(|a| a.child_by_field_name("right"))
+                        .is_some_and(|r| threads_spread(t, root, r, depth + 1))
+                })
+            }
+            None => false,
+        }
+    })
+}

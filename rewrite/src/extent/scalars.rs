@@ -38,6 +38,11 @@ pub struct ScalarUse {
     pub value: Option<Use>,
     /// A use the walk could not follow.
     pub unknown: Option<String>,
+    /// The integer constants a flag is compared with (`head_dim == 64`: 64); empty
+    /// where it is only tested for truth.
+    pub compared_with: BTreeSet<i64>,
+    /// Sizes a launch's block (`<<<grid, cols>>>`): at most 1024 threads.
+    pub block: Option<Use>,
 }
 
 /// What an integer parameter is, from its uses.
@@ -134,13 +139,13 @@ pub fn scalar_uses(src: &Source, headers: &[Source], entry: &str) -> Vec<ScalarU
     let Some(host) = src.host_functions().into_iter().find(|h| h.name == entry) else { return Vec::new() };
     let Some(body) = src.node(&host.body, "compound_statement") else { return Vec::new() };
     let Some(func) = body.parent() else { return Vec::new() };
-    let walk = ScalarWalk { files: &files };
     parameters(src.text(), func)
         .into_iter()
         .filter(|p| !p.pointer && is_integer_parameter(src.text(), func, &p.name))
         .map(|p| {
+            let walk = ScalarWalk { files: &files, visited: RefCell::new(BTreeSet::new()) };
             let mut out = ScalarUse { name: p.name.clone(), ..ScalarUse::default() };
-            walk.uses(src, body, &p.name, None, &Climb { derived: false, bodies: 0, depth: 0 }, &mut out);
+            walk.uses(src, body, &p.name, None, &Climb { derived: false, bodies: 0, depth: 0, caller: None }, &mut out);
             out
         })
         .collect()
@@ -180,7 +185,7 @@ fn is_integer_parameter(t: &str, func: Node, name: &str) -> bool {
 
 /// How the walk reached a use.
 #[derive(Clone, Copy)]
-struct Climb {
+struct Climb<'s> {
     /// The use is of a value computed from the parameter, not the parameter as given: a
     /// comparison with a constant then says nothing of a flag (`t - (width - 1) + w >= 0`).
     derived: bool,
@@ -188,6 +193,9 @@ struct Climb {
     bodies: usize,
     /// Locals and calls followed.
     depth: usize,
+    /// In a helper: the call that entered it (its file and body), where a `return`
+    /// carries the value on.
+    caller: Option<(&'s Source, Node<'s>, Node<'s>)>,
 }
 
 /// The most function bodies (the launcher, a wrapper, a kernel, helpers) and locals the
@@ -205,6 +213,9 @@ const SIZED_CALLS: &[&str] = &["cuda", "cublas", "cudnn", "cufft", "cusparse", "
 
 struct ScalarWalk<'a, 's> {
     files: &'a [&'s Source],
+    /// The variables walked so far (file, body, declaration, name): each once, so that
+    /// locals built from locals (`int a1 = a0 + a0;`) cost no more than their count.
+    visited: RefCell<BTreeSet<(usize, usize, usize, String)>>,
 }
 
 impl<'s> ScalarWalk<'_, 's> {
@@ -216,12 +227,16 @@ impl<'s> ScalarWalk<'_, 's> {
         root: Node<'s>,
         name: &str,
         decl: Option<Node<'s>>,
-        c: &Climb,
+        c: &Climb<'s>,
         out: &mut ScalarUse,
     ) {
         let t = file.text();
         if c.bodies >= MAX_SCALAR_BODIES || c.depth >= MAX_SCALAR_NESTING {
             return out.not_followed(t, root, "is reached through too many calls and locals");
+        }
+        let key = (t.as_ptr() as usize, root.id(), decl.map_or(0, |d| d.id()), name.to_string());
+        if !self.visited.borrow_mut().insert(key) {
+            return;
         }
         if decl.is_none() {
             if let Some(m) = macro_mentioning(self.files, name) {
@@ -250,7 +265,11 @@ impl<'s> ScalarWalk<'_, 's> {
             }
             let inner = Climb { depth: c.depth + 1, ..*c };
             if let Some(l) = launches.iter().find(|l| l.config_ranges.iter().any(|r| within(r, id))) {
-                out.record(Kind::Parallel, t, node_over(root, &l.config_ranges, id).unwrap_or(id));
+                let over = node_over(root, &l.config_ranges, id).unwrap_or(id);
+                out.record(Kind::Parallel, t, over);
+                if l.config_ranges.get(1).is_some_and(|r| within(r, id)) && out.block.is_none() {
+                    out.block = Some(Use { access: text(t, over).to_string(), line: line_of(t, over.start_byte()) });
+                }
                 continue;
             }
             let launched =
@@ -260,7 +279,7 @@ impl<'s> ScalarWalk<'_, 's> {
                     // An argument computed from the parameter is derived in the kernel,
                     // unless it tests the parameter (`flag != 0` handed on as a bool).
                     let derived = c.derived || !passed_as_is(t, id, &l.arg_ranges[i]);
-                    let into = Climb { derived, bodies: c.bodies + 1, ..inner };
+                    let into = Climb { derived, bodies: c.bodies + 1, caller: None, ..inner };
                     self.follow_into(t, id, &l.kernel, Some(i), &into, out, true)
                 }
                 None => self.climb(file, root, id, &inner, out),
@@ -276,7 +295,7 @@ impl<'s> ScalarWalk<'_, 's> {
         site: Node,
         function: &str,
         position: Option<usize>,
-        c: &Climb,
+        c: &Climb<'s>,
         out: &mut ScalarUse,
         kernel: bool,
     ) {
@@ -309,7 +328,7 @@ impl<'s> ScalarWalk<'_, 's> {
     }
 
     /// From the use `n` up through the arithmetic around it to what consumes it.
-    fn climb(&self, file: &'s Source, root: Node<'s>, n: Node<'s>, c: &Climb, out: &mut ScalarUse) {
+    fn climb(&self, file: &'s Source, root: Node<'s>, n: Node<'s>, c: &Climb<'s>, out: &mut ScalarUse) {
         let t = file.text();
         let mut derived = c.derived;
         let mut e = n;
@@ -376,6 +395,11 @@ impl<'s> ScalarWalk<'_, 's> {
                                 None => out.record(Kind::Value, t, p),
                             }
                         }
+                        // `params.seqlen = seqlen;`: a struct handed on whole, which the
+                        // walk does not follow.
+                        Some(l) if l.kind() == "field_expression" => {
+                            out.not_followed(t, p, "is stored in a field of a struct, which the walk does not follow")
+                        }
                         _ => out.record(Kind::Value, t, p),
                     };
                 }
@@ -383,6 +407,22 @@ impl<'s> ScalarWalk<'_, 's> {
                 "argument_list" => return self.argument(file, root, p, e, derived, c, out),
                 "initializer_list" | "argument_list_initializer" => {
                     return out.not_followed(t, p, "is used in an initializer list the walk does not follow")
+                }
+                // A helper's result (`return (long)r * ld + c;`) is used at its call
+                // sites, which the walk does not go back to.
+                "return_statement" => {
+                    return match c.caller {
+                        Some((f, r, call)) => self.climb(
+                            f,
+                            r,
+                            call,
+                            &Climb { derived: true, caller: None, depth: c.depth + 1, ..*c },
+                            out,
+                        ),
+                        None => {
+                            out.not_followed(t, p, "is returned from a function the walk did not enter from a call")
+                        }
+                    }
                 }
                 _ => return out.record(Kind::Value, t, p),
             }
@@ -410,6 +450,9 @@ impl<'s> ScalarWalk<'_, 's> {
             // `silu == 1` tests a flag; `t - (width - 1) + w >= 0` tells nothing.
             if !derived {
                 out.record(Kind::Flag, t, p);
+                if let Some(v) = int_literal(text(t, other)) {
+                    out.compared_with.insert(v);
+                }
             }
             return;
         }
@@ -424,7 +467,7 @@ impl<'s> ScalarWalk<'_, 's> {
         root: Node<'s>,
         init: Node<'s>,
         derived: bool,
-        c: &Climb,
+        c: &Climb<'s>,
         out: &mut ScalarUse,
     ) {
         let t = file.text();
@@ -458,7 +501,7 @@ impl<'s> ScalarWalk<'_, 's> {
         args: Node<'s>,
         e: Node<'s>,
         derived: bool,
-        c: &Climb,
+        c: &Climb<'s>,
         out: &mut ScalarUse,
     ) {
         let t = file.text();
@@ -493,7 +536,12 @@ impl<'s> ScalarWalk<'_, 's> {
         }
         let position = argument_position(args, e);
         let exact = position.is_some();
-        let into = Climb { derived: derived || !exact, bodies: c.bodies + 1, depth: c.depth + 1 };
+        let into = Climb {
+            derived: derived || !exact,
+            bodies: c.bodies + 1,
+            depth: c.depth + 1,
+            caller: Some((file, root, call)),
+        };
         self.follow_into(t, call, &function, position, &into, out, false)
     }
 }
@@ -565,37 +613,6 @@ fn is_constant(t: &str, n: Node) -> bool {
     n.kind() == "identifier"
         && (s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
             || s.starts_with('k') && s.chars().nth(1).is_some_and(|c| c.is_ascii_uppercase()))
-}
-
-/// Whether the expression `n` is an index the grid's threads spread over: it mentions
-/// `threadIdx`, `blockIdx`, `blockDim` or `gridDim`, or a local computed from one (a
-/// loop counter that starts at one), up to a few locals deep.
-fn threads_spread(t: &str, root: Node, n: Node, depth: usize) -> bool {
-    if depth > 8 {
-        return false;
-    }
-    descendants(n).into_iter().any(|x| {
-        if builtin(t, x).is_some() {
-            return true;
-        }
-        if x.kind() != "identifier" {
-            return false;
-        }
-        let name = text(t, x);
-        match declaration_of(t, root, x, name) {
-            Some((_, Some(init))) => threads_spread(t, root, init, depth + 1),
-            // Declared without a value: what is assigned to it.
-            Some((d, None)) => {
-                let scope = d.parent().unwrap_or(root);
-                writes(t, scope, name).into_iter().any(|w| {
-                    w.parent()
-                        .and_then(|a| a.child_by_field_name("right"))
-                        .is_some_and(|r| threads_spread(t, root, r, depth + 1))
-                })
-            }
-            None => false,
-        }
-    })
 }
 
 #[cfg(test)]
@@ -719,5 +736,39 @@ extern "C" void opaque(float* y, int n, int odd, cudaStream_t st) { external_lau
         let u = scalar_uses(&Source::parse(src), &[], "opaque");
         assert_eq!(u[0].role(), ScalarRole::Unknown, "{u:?}");
         assert!(u[1].unknown.as_deref().unwrap().contains("`external_launch`, whose body"), "{u:?}");
+    }
+
+    /// From a review: a helper's returned index, sizes compared with constants, the block
+    /// size, and a chain of locals built from locals (which once took exponential time).
+    #[test]
+    fn returned_indices_compared_sizes_block_sizes_and_long_chains() {
+        let src = r#"
+__device__ long at(int r, int c, int ld) { return (long)r * ld + c; }
+__global__ void k(float* y, int ld) { y[at(blockIdx.x, threadIdx.x, ld)] = 1.f; }
+template <int D> __global__ void attn(float* o, int seqlen) { if (blockIdx.x < seqlen) o[blockIdx.x * D] = 0.f; }
+extern "C" void run(float* y, float* o, int rows, int cols, int ld, int head_dim, int seqlen, cudaStream_t s) {
+  k<<<rows, cols, 0, s>>>(y, ld);
+  if (head_dim == 64) attn<64><<<seqlen, 1, 0, s>>>(o, seqlen);
+  else if (head_dim == 128) attn<128><<<seqlen, 1, 0, s>>>(o, seqlen);
+}
+"#;
+        let u = scalar_uses(&Source::parse(src), &[], "run");
+        let roles: Vec<String> = u.iter().map(|u| format!("{}: {:?}", u.name, u.role())).collect();
+        assert_eq!(
+            roles,
+            ["rows: Dimension", "cols: Dimension", "ld: Dimension", "head_dim: Flag", "seqlen: Dimension"]
+        );
+        assert_eq!(u[3].compared_with, BTreeSet::from([64, 128]));
+        assert!(u[1].block.is_some() && u[0].block.is_none(), "{u:?}");
+
+        let mut chain = String::from("__global__ void k(float* y, int m) { y[m] = 0.f; }\nextern \"C\" void run(float* y, int n, cudaStream_t s) {\n  int a0 = n + n;\n");
+        for i in 1..20 {
+            chain.push_str(&format!("  int a{i} = a{} + a{};\n", i - 1, i - 1));
+        }
+        chain.push_str("  k<<<1, 1, 0, s>>>(y, a19);\n}\n");
+        let started = std::time::Instant::now();
+        let u = scalar_uses(&Source::parse(&chain), &[], "run");
+        assert!(started.elapsed().as_secs_f64() < 5.0, "{:?}", started.elapsed());
+        assert_eq!(u[0].role(), ScalarRole::Dimension, "{u:?}");
     }
 }

@@ -26,7 +26,13 @@ pub enum Stored {
     /// A store writes a sum whose additions a rewrite may reorder: accumulated in a
     /// loop, over a shared array, or by atomics. `bound`: the launcher's expression for
     /// the bound of the loop that accumulates, when it is one of the launcher's names.
-    Summed { store: Use, bound: Option<String> },
+    Summed {
+        store: Use,
+        bound: Option<String>,
+        /// The sum itself is stored (through additions and conversions), not only a
+        /// value computed from it (a softmax's `e / sum`, whose error is relative).
+        stored: bool,
+    },
     /// Anything else.
     Computed,
 }
@@ -66,7 +72,7 @@ pub fn pointer_stores(src: &Source, headers: &[Source], entry: &str) -> Vec<Poin
 #[derive(Default)]
 struct Seen {
     copied: Option<Use>,
-    summed: Option<(Use, Option<String>)>,
+    summed: Option<(Use, Option<String>, bool)>,
     computed: bool,
 }
 
@@ -74,7 +80,7 @@ impl Seen {
     fn verdict(self) -> Stored {
         match self {
             Seen { computed: true, .. } => Stored::Computed,
-            Seen { summed: Some((store, bound)), .. } => Stored::Summed { store, bound },
+            Seen { summed: Some((store, bound, stored)), .. } => Stored::Summed { store, bound, stored },
             Seen { copied: Some(store), .. } => Stored::Copied { store },
             _ => Stored::Nothing,
         }
@@ -136,7 +142,11 @@ fn in_host(
         let Some(args) = up(id).filter(|a| a.kind() == "argument_list") else { continue };
         let Some(call) = args.parent().filter(|c| c.kind() == "call_expression") else { continue };
         let function = call.child_by_field_name("function").map(|f| text(t, f).to_string()).unwrap_or_default();
-        let Some((f, h)) = functions_named(files, &function).into_iter().next() else { continue };
+        // A function whose body the files do not hold may write through it.
+        let Some((f, h)) = functions_named(files, &function).into_iter().next() else {
+            seen.computed = true;
+            continue;
+        };
         let Some(inner) = f.node(&h.body, "compound_statement") else { continue };
         let Some(position) = argument_position(args, id) else { continue };
         let Some(param) = h.params.get(position) else { continue };
@@ -218,8 +228,12 @@ fn in_kernel(file: &Source, root: Node, name: &str, names: &BTreeMap<String, Str
                 let op = a.child_by_field_name("operator").map(|o| text(t, o)).unwrap_or("=");
                 let Some(v) = a.child_by_field_name("right") else { continue };
                 if op == "+=" || op == "-=" {
-                    let bound = enclosing_loop_bound(t, a, names);
-                    seen.summed.get_or_insert((use_of(t, a), bound));
+                    match serial_loop(t, root, a, None) {
+                        Some(over) => {
+                            seen.summed.get_or_insert((use_of(t, a), loop_bound(t, over, names), true));
+                        }
+                        None => seen.computed = true,
+                    }
                 } else if op != "=" {
                     seen.computed = true;
                 } else {
@@ -234,7 +248,7 @@ fn in_kernel(file: &Source, root: Node, name: &str, names: &BTreeMap<String, Str
                     .unwrap_or_default();
                 match call {
                     Some(c) if function.starts_with("atomicAdd") || function.starts_with("atomicSub") => {
-                        seen.summed.get_or_insert((use_of(t, c), None));
+                        seen.summed.get_or_insert((use_of(t, c), None, true));
                     }
                     // The load intrinsics read; the store intrinsics (`__stcs(p, v)`) store.
                     Some(_) if function.starts_with("__ld") => {}
@@ -286,9 +300,8 @@ fn classify(t: &str, root: Node, v: Node, store: Node, names: &BTreeMap<String, 
         Value::Exact => {
             seen.copied.get_or_insert(use_of(t, store));
         }
-        Value::Sum(at) => {
-            let bound = enclosing_loop_bound(t, at, names);
-            seen.summed.get_or_insert((use_of(t, store), bound));
+        Value::Sum { over, stored } => {
+            seen.summed.get_or_insert((use_of(t, store), loop_bound(t, over, names), stored));
         }
         Value::Other => seen.computed = true,
     }
@@ -297,10 +310,27 @@ fn classify(t: &str, root: Node, v: Node, store: Node, names: &BTreeMap<String, 
 enum Value<'t> {
     /// Read from memory unchanged, or a literal.
     Exact,
-    /// Accumulated: the addition at that node.
-    Sum(Node<'t>),
+    /// A sum accumulated over the serial loop `over`: stored itself (through additions
+    /// and conversions), or only a value computed from it (a softmax's `e / sum`).
+    Sum {
+        over: Node<'t>,
+        stored: bool,
+    },
     Other,
 }
+
+/// One-argument conversions: the value they return is the argument's, rounded.
+const CONVERSIONS: &[&str] = &[
+    "__float2bfloat16",
+    "__float2half",
+    "__bfloat162float",
+    "__half2float",
+    "__double2float",
+    "__float2double",
+    "static_cast<",
+    "float",
+    "double",
+];
 
 /// What the expression `v` is made of.
 fn value_of<'t>(t: &str, root: Node<'t>, v: Node<'t>, depth: usize) -> Value<'t> {
@@ -311,21 +341,24 @@ fn value_of<'t>(t: &str, root: Node<'t>, v: Node<'t>, depth: usize) -> Value<'t>
     match v.kind() {
         "number_literal" | "true" | "false" | "char_literal" => Value::Exact,
         "subscript_expression" => match v.child_by_field_name("argument").map(strip) {
-            // A local array (not a local pointer into memory): what is ever stored in it.
+            // A local or shared array (not a local pointer into memory): what is ever
+            // stored in it.
             Some(a)
                 if a.kind() == "identifier"
-                    && declaration_of(t, root, a, text(t, a))
-                        .is_some_and(|(d, _)| !declares_pointer(t, d, text(t, a))) =>
+                    && (declaration_of(t, root, a, text(t, a))
+                        .is_some_and(|(d, _)| !declares_pointer(t, d, text(t, a)))
+                        || is_shared_array(t, root, text(t, a))) =>
             {
-                stored_in(t, root, text(t, a), depth)
-            }
-            Some(a) if a.kind() == "identifier" && is_shared_array(t, root, text(t, a)) => {
-                stored_in(t, root, text(t, a), depth)
+                stored_in(t, root, a, depth)
             }
             _ => Value::Exact,
         },
         "pointer_expression" if v.child(0).is_some_and(|o| text(t, o) == "*") => Value::Exact,
         "field_expression" => match v.child_by_field_name("argument") {
+            Some(a) => value_of(t, root, a, depth + 1),
+            None => Value::Other,
+        },
+        "cast_expression" => match v.child_by_field_name("value") {
             Some(a) => value_of(t, root, a, depth + 1),
             None => Value::Other,
         },
@@ -335,37 +368,49 @@ fn value_of<'t>(t: &str, root: Node<'t>, v: Node<'t>, depth: usize) -> Value<'t>
             for p in parts {
                 match p.map(|p| value_of(t, root, p, depth + 1)) {
                     Some(Value::Exact) => {}
-                    Some(Value::Sum(at)) => out = Value::Sum(at),
+                    Some(sum @ Value::Sum { .. }) => out = sum,
                     _ => return Value::Other,
                 }
             }
             out
         }
+        // An addition is no copy; it carries a sum it adds to.
+        "binary_expression" if matches!(syntax::binary(t, v), Some(("+" | "-", _, _))) => {
+            let Some((_, l, r)) = syntax::binary(t, v) else { return Value::Other };
+            match (value_of(t, root, l, depth + 1), value_of(t, root, r, depth + 1)) {
+                (sum @ Value::Sum { .. }, _) | (_, sum @ Value::Sum { .. }) => sum,
+                _ => Value::Other,
+            }
+        }
         "call_expression" => {
             let function = v.child_by_field_name("function").map(|f| text(t, f)).unwrap_or("");
-            let args = v.child_by_field_name("arguments").map(named_children).unwrap_or_default();
+            let args: Vec<Node> = v.child_by_field_name("arguments").map(named_children).unwrap_or_default();
             let all_exact = || args.iter().all(|a| matches!(value_of(t, root, *a, depth + 1), Value::Exact));
             if function.starts_with("__ld") && args.len() == 1 {
                 Value::Exact
             } else if function.starts_with("make_") && all_exact() {
                 // `make_float4(x[i], 0.f, ...)`: a vector of exact values.
                 Value::Exact
+            } else if args.len() == 1 && CONVERSIONS.iter().any(|c| function.starts_with(c)) {
+                match value_of(t, root, args[0], depth + 1) {
+                    // A rounded copy is no copy: two kernels may round differently.
+                    Value::Exact => Value::Other,
+                    other => other,
+                }
             } else {
                 sum_in(t, root, v, depth)
             }
         }
-        "identifier" => {
-            let name = text(t, v);
-            match declaration_of(t, root, v, name) {
-                Some(_) => stored_in(t, root, name, depth),
-                None => Value::Other,
-            }
-        }
+        "identifier" => match declaration_of(t, root, v, text(t, v)) {
+            Some(_) => stored_in(t, root, v, depth),
+            None => Value::Other,
+        },
         _ => sum_in(t, root, v, depth),
     }
 }
 
-/// An expression that is no copy: a sum when some local it reads is accumulated.
+/// An expression that is no copy: a value computed from a sum when some local it reads
+/// is accumulated.
 fn sum_in<'t>(t: &str, root: Node<'t>, v: Node<'t>, depth: usize) -> Value<'t> {
     for id in descendants(v).into_iter().filter(|n| n.kind() == "identifier") {
         let name = text(t, id);
@@ -378,24 +423,31 @@ fn sum_in<'t>(t: &str, root: Node<'t>, v: Node<'t>, depth: usize) -> Value<'t> {
             continue;
         }
         if declaration_of(t, root, id, name).is_some() || is_shared_array(t, root, name) {
-            if let Value::Sum(at) = stored_in(t, root, name, depth + 1) {
-                return Value::Sum(at);
+            if let Value::Sum { over, .. } = stored_in(t, root, id, depth + 1) {
+                return Value::Sum { over, stored: false };
             }
         }
     }
     Value::Other
 }
 
-/// What the local or shared variable `name` ever holds: every value stored in it.
-fn stored_in<'t>(t: &str, root: Node<'t>, name: &str, depth: usize) -> Value<'t> {
+/// What the local or shared variable named at `at` (the variable its declaration
+/// declares, not one of the same name elsewhere) ever holds: every value stored in it.
+fn stored_in<'t>(t: &str, root: Node<'t>, at: Node<'t>, depth: usize) -> Value<'t> {
     if depth > MAX_VALUE_DEPTH {
         return Value::Other;
     }
+    let name = text(t, at);
+    let decl = declaration_of(t, root, at, name).map(|(d, _)| d);
+    let same = |n: Node<'t>| declaration_of(t, root, n, name).map(|(d, _)| d.id()) == decl.map(|d| d.id());
     let mut out = Value::Exact;
     let mut stores = Vec::new();
     for n in descendants(root) {
         match n.kind() {
-            "init_declarator" if declared_alias(t, n).is_some_and(|(a, _)| a == name) => {
+            "init_declarator"
+                if declared_alias(t, n)
+                    .is_some_and(|(a, owner)| a == name && owner.map(|o| o.id()) == decl.map(|d| d.id())) =>
+            {
                 if let Some(v) = n.child_by_field_name("value") {
                     stores.push(("=", n, v));
                 }
@@ -409,35 +461,87 @@ fn stored_in<'t>(t: &str, root: Node<'t>, name: &str, depth: usize) -> Value<'t>
                         None => break,
                     }
                 }
-                if target.kind() == "identifier" && text(t, target) == name {
+                if target.kind() == "identifier" && text(t, target) == name && same(target) {
                     let op = n.child_by_field_name("operator").map(|o| text(t, o)).unwrap_or("=");
                     if let Some(v) = n.child_by_field_name("right") {
                         stores.push((op, n, v));
                     }
                 }
             }
+            // `w++`, or `&w` handed to a call (`sincosf(v, &s, &c)`): written in ways the
+            // walk does not read.
+            "update_expression" | "pointer_expression"
+                if (n.kind() == "update_expression" || n.child(0).is_some_and(|o| text(t, o) == "&"))
+                    && n.child_by_field_name("argument").map(strip).is_some_and(|a| {
+                        let mut a = a;
+                        while matches!(a.kind(), "subscript_expression" | "field_expression") {
+                            match a.child_by_field_name("argument") {
+                                Some(x) => a = strip(x),
+                                None => break,
+                            }
+                        }
+                        a.kind() == "identifier" && text(t, a) == name && same(a)
+                    }) =>
+            {
+                return Value::Other;
+            }
             _ => {}
         }
     }
     for (op, at, v) in stores {
         let added = op == "+=" || op == "-=" || op == "=" && adds_to_itself(t, v, name);
-        if added && in_loop(at, root) {
-            return Value::Sum(at);
-        }
         if added {
-            out = Value::Other;
-            continue;
+            match serial_loop(t, root, at, decl) {
+                Some(over) => return Value::Sum { over, stored: true },
+                None => {
+                    out = Value::Other;
+                    continue;
+                }
+            }
         }
         if op != "=" {
             return Value::Other;
         }
         match value_of(t, root, v, depth + 1) {
             Value::Exact => {}
-            Value::Sum(s) => return Value::Sum(s),
+            sum @ Value::Sum { .. } => return sum,
             Value::Other => out = Value::Other,
         }
     }
     out
+}
+
+/// The loop an addition at `at` accumulates over: the innermost loop around it that the
+/// accumulator outlives (declared by `decl` outside it) and whose counter the address
+/// added into does not move with. None: the addition is done once per index, as
+/// `y[i] += a * x[i]` or `float v = x[i]; v += r[i];` inside a grid-stride loop, and is no
+/// long sum.
+fn serial_loop<'t>(t: &str, root: Node<'t>, at: Node<'t>, decl: Option<Node<'t>>) -> Option<Node<'t>> {
+    let address = at.child_by_field_name("left").map(strip).and_then(|l| match l.kind() {
+        "subscript_expression" => subscript_index(l),
+        _ => None,
+    });
+    let mut p = at.parent();
+    while let Some(x) = p {
+        if x.id() == root.id() {
+            return None;
+        }
+        if syntax::is_loop(x) && decl.is_none_or(|d| !contains(x, d)) {
+            let counter = (x.kind() == "for_statement")
+                .then(|| x.child_by_field_name("initializer"))
+                .flatten()
+                .and_then(|i| syntax::single_declarator(t, i));
+            let moves = match (&counter, address) {
+                (Some((c, _)), Some(a)) => syntax::mentions(t, a, c),
+                _ => false,
+            };
+            if !moves {
+                return Some(x);
+            }
+        }
+        p = x.parent();
+    }
+    None
 }
 
 /// Whether the declaration `d` declares `name` as a pointer.
@@ -454,20 +558,6 @@ fn adds_to_itself(t: &str, v: Node, name: &str) -> bool {
     matches!(syntax::binary(t, strip_parens(v)), Some(("+" | "-", l, r)) if syntax::mentions(t, l, name) || syntax::mentions(t, r, name))
 }
 
-fn in_loop(n: Node, root: Node) -> bool {
-    let mut p = n.parent();
-    while let Some(x) = p {
-        if syntax::is_loop(x) {
-            return true;
-        }
-        if x.id() == root.id() {
-            return false;
-        }
-        p = x.parent();
-    }
-    false
-}
-
 /// `__shared__ float s[256];` declared at file scope or in the kernel.
 fn is_shared_array(t: &str, root: Node, name: &str) -> bool {
     descendants(root)
@@ -475,26 +565,12 @@ fn is_shared_array(t: &str, root: Node, name: &str) -> bool {
         .any(|d| d.kind() == "declaration" && text(t, d).contains("__shared__") && declared_in(t, d, name).is_some())
 }
 
-/// The bound of the innermost loop around `n` that compares with one of the kernel's
-/// parameters (`k < K`, `c < cols`), in the launcher's words.
-fn enclosing_loop_bound(t: &str, n: Node, names: &BTreeMap<String, String>) -> Option<String> {
-    let mut p = n.parent();
-    while let Some(x) = p {
-        if x.kind() == "for_statement" {
-            if let Some(c) = x.child_by_field_name("condition") {
-                if let Some((_, _, r)) =
-                    syntax::binary(t, strip_parens(c)).filter(|(op, _, _)| matches!(*op, "<" | "<="))
-                {
-                    let bound = text(t, strip_parens(r));
-                    if let Some(outer) = names.get(bound) {
-                        return Some(outer.clone());
-                    }
-                }
-            }
-        }
-        p = x.parent();
-    }
-    None
+/// The bound of the loop `over` when it compares with one of the kernel's parameters
+/// (`k < K`, `c < cols`), in the launcher's words.
+fn loop_bound(t: &str, over: Node, names: &BTreeMap<String, String>) -> Option<String> {
+    let c = over.child_by_field_name("condition")?;
+    let (_, _, r) = syntax::binary(t, strip_parens(c)).filter(|(op, _, _)| matches!(*op, "<" | "<="))?;
+    names.get(text(t, strip_parens(r))).cloned()
 }
 
 #[cfg(test)]
@@ -584,6 +660,70 @@ extern "C" void run(const float* W, const float* x, float* y, float* rows, float
         assert_eq!(
             stored(src, "run"),
             ["W: -", "x: -", "y: summed(K)", "rows: summed(K)", "sum: summed()", "z: computed"]
+        );
+    }
+
+    /// From a review: additions done once per index are no long sums, a local of the same
+    /// name elsewhere is another variable, and values written through `&` or `++`, or by
+    /// a function the files do not hold, are no copies.
+    #[test]
+    fn what_only_looks_like_a_sum_or_a_copy_is_computed() {
+        let src = r#"
+__global__ void adam(float* p, const float* g, float* y, const float* x, float* r, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    p[i] -= 1e-3f * g[i];
+    y[i] += 2.f * x[i];
+    float v = x[i];
+    v += g[i];
+    r[i] = v;
+  }
+}
+__global__ void shadow(const float* W, const float* x, float* z, float* y, int K, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  { float acc = 0.f; for (int k = 0; k < K; ++k) acc += W[i * K + k] * x[k]; z[i] = acc; }
+  { float acc = x[i] * 3.f; y[i] = acc; }
+}
+__global__ void outs(const float* x, float* s, float* w, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float a, b;
+  sincosf(x[i], &a, &b);
+  s[i] = a;
+  float c = x[i];
+  c++;
+  w[i] = c;
+}
+__global__ void copy(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i];
+}
+void my_axpy(int n, float a, const float* x, float* y);
+extern "C" void run(float* p, const float* g, float* y, const float* x, float* r, float* z, float* s, float* w,
+                    float* c, const float* W, float* q, int K, int n, cudaStream_t st) {
+  adam<<<264, 256, 0, st>>>(p, g, y, x, r, n);
+  shadow<<<(n + 255) / 256, 256, 0, st>>>(W, x, z, q, K, n);
+  outs<<<(n + 255) / 256, 256, 0, st>>>(x, s, w, n);
+  copy<<<(n + 255) / 256, 256, 0, st>>>(x, c, n);
+  my_axpy(n, 2.f, x, c);
+}
+"#;
+        let got = stored(src, "run");
+        assert_eq!(
+            got,
+            [
+                "p: computed",
+                "g: -",
+                "y: computed",
+                "x: computed",
+                "r: computed",
+                "z: summed(K)",
+                "s: computed",
+                "w: computed",
+                "c: computed",
+                "W: -",
+                "q: computed"
+            ]
         );
     }
 
