@@ -854,7 +854,7 @@ extern "C" void embedding(const float* table, const int* ids, float* out, int n,
     let r = init(&[("embed.cu", src)], &[]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let t = r.toml();
-    assert!(t.contains("len = \"n * d\"   # from the kernel's indexing: `table[(long)id * d + c]` (embed.cu:6), with the values of `ids` below their length"), "{t}");
+    assert!(t.contains("len = \"n * d\"   # from the kernel's indexing: `table[(long)id * d + c]` (embed.cu:6), with the values of `ids` below its length"), "{t}");
     assert!(t.contains("name = \"ids\"\ntype = \"const int*\"\nlen = \"n\"   # from the kernel's indexing: `ids[r]` (embed.cu:5)\ninit = \"randperm\"   # an index table"), "{t}");
     // A gathered row is a copy: compared exactly.
     assert!(t.contains("rtol = 0.0   # a copy"), "{t}");

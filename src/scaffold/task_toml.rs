@@ -8,7 +8,9 @@
 
 use super::signature::{Entry, Param, ParamKind};
 use super::sizes::{self, Buffers, IntegerKind};
-use rewrite::extent::{Extent, PointerExtent, PointerStores, PointerUse, ScalarRole, ScalarUse, Stored, Use};
+use rewrite::extent::{
+    Extent, PointerExtent, PointerStores, PointerUse, ScalarRole, ScalarUse, Stored, TableRange, Use,
+};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -131,6 +133,9 @@ fn weight_name(name: &str) -> bool {
     })
 }
 
+/// The value a range of index-table values is held at: rows enough that ids spread.
+const TABLE_RANGE: i64 = 1024;
+
 /// What the integer `name` is, from what the kernels do with it (`uses`; None when the
 /// walk did not reach the launcher) and the pointers' extents (a filter's weights are
 /// sized by its width).
@@ -142,6 +147,11 @@ fn integer_kind(name: &str, uses: Option<&ScalarUse>, extents: &[PointerExtent])
                 && matches!(&e.extent, Extent::Derived { len, .. } if len.variables().contains(name))
         })
     };
+    // The range of an index table's values that the launcher takes and uses for nothing
+    // else (`max_pos`): held at one value, so the table's ids can be drawn below it.
+    if extents.iter().any(|e| e.values_below == Some(TableRange::Param(name.to_string()))) {
+        return IntegerKind::Fixed(TABLE_RANGE);
+    }
     match uses.map(|u| (u.role(), u)) {
         Some((ScalarRole::Flag, u)) => {
             // Compared with constants past 0 and 1 (`head_dim == 64`, `mode == 2`): those
@@ -492,6 +502,29 @@ impl Drafting<'_> {
                     listed.join(", ")
                 );
             }
+            Some(IntegerKind::Fixed(v))
+                if self.extents.iter().any(|e| e.values_below == Some(TableRange::Param(p.name.clone()))) =>
+            {
+                let tables: Vec<String> = self
+                    .extents
+                    .iter()
+                    .filter(|e| e.values_below == Some(TableRange::Param(p.name.clone())))
+                    .map(|e| format!("`{}`", e.name))
+                    .collect();
+                self.todo(
+                    TodoKind::ConfirmGuess,
+                    format!("arg `{}`", p.name),
+                    format!(
+                        "held at {v} at every size, a GUESS: the range of {}'s values, which the launcher uses for nothing else; set the range production uses in [sizes]",
+                        tables.join(" and ")
+                    ),
+                );
+                let _ = writeln!(
+                    self.t,
+                    "# the range of {}'s values (the launcher uses it for nothing else): held at {v} at every size (GUESSED)",
+                    tables.join(" and ")
+                );
+            }
             Some(IntegerKind::Fixed(v)) => {
                 self.todo(
                     TodoKind::ConfirmGuess,
@@ -553,9 +586,13 @@ impl Drafting<'_> {
             (Some(Extent::Derived { len, access, line: at }), _) => {
                 let len = len.render(&self.sizes);
                 let mut evidence = format!("`{}` ({baseline}:{at})", shortened(access));
-                if !through.is_empty() {
-                    let tables: Vec<String> = through.iter().map(|t| format!("`{t}`")).collect();
-                    evidence.push_str(&format!(", with the values of {} below their length", tables.join(" and ")));
+                for table in through {
+                    let below =
+                        match self.extents.iter().find(|e| e.name == *table).and_then(|e| e.values_below.clone()) {
+                            Some(TableRange::Param(p)) => p,
+                            _ => "its length".to_string(),
+                        };
+                    evidence.push_str(&format!(", with the values of `{table}` below {below}"));
                 }
                 let _ = writeln!(self.t, "len = {}   # from the kernel's indexing: {evidence}", toml_str(&len));
                 self.bytes_terms.push(format!("{} * ({len})", elem_bytes(elem)));
@@ -620,13 +657,27 @@ impl Drafting<'_> {
     fn input_init(&mut self, p: &Param, elem: &str) {
         let indexed: Vec<String> =
             self.extents.iter().filter(|e| e.through.contains(&p.name)).map(|e| format!("`{}`", e.name)).collect();
-        if !indexed.is_empty() {
-            let _ = writeln!(
-                self.t,
-                "init = \"randperm\"   # an index table: its values index {}, whose lengths count on them; a permutation of 0 .. len - 1, so every id is valid and none repeats",
-                indexed.join(" and ")
-            );
-            return;
+        let below = self.extents.iter().find(|e| e.name == p.name).and_then(|e| e.values_below.clone());
+        match below {
+            Some(TableRange::OwnLength) if !indexed.is_empty() => {
+                let _ = writeln!(
+                    self.t,
+                    "init = \"randperm\"   # an index table: its values index {}, whose lengths count on them; a permutation of 0 .. len - 1, so every id is valid and none repeats",
+                    indexed.join(" and ")
+                );
+                return;
+            }
+            Some(TableRange::Param(b)) if !indexed.is_empty() => {
+                // Ranges are numbers: the smallest the bound takes over the sizes holds at all.
+                let most = self.smallest_value(&b).unwrap_or(1).max(1);
+                let _ = writeln!(
+                    self.t,
+                    "init = \"randint(0, {most})\"   # an index table: its values index {}, whose lengths take them below `{b}` (the launcher's otherwise unused size); {most} is its smallest over the sizes",
+                    indexed.join(" and ")
+                );
+                return;
+            }
+            _ => {}
         }
         let is_index =
             ["idx", "index", "indices", "ids", "expert", "offsets", "perm"].iter().any(|k| lower(&p.name).contains(k));
@@ -783,6 +834,16 @@ impl Drafting<'_> {
             }
             _ => (rtol, atol, why.to_string()),
         }
+    }
+
+    /// The smallest value of the expression `e` over the proposed sizes.
+    fn smallest_value(&self, e: &str) -> Option<i64> {
+        let proposal = self.proposal.as_ref()?;
+        let expr = crate::task::expr::Expr::parse(e).ok()?;
+        std::iter::once(&proposal.bench)
+            .chain(&proposal.checks)
+            .filter_map(|b| expr.eval(&b.iter().cloned().collect()).ok())
+            .min()
     }
 
     /// The largest value of the expression `e` over the proposed sizes.

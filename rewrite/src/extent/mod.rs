@@ -68,6 +68,18 @@ pub struct PointerExtent {
     /// elements index this pointer, taken to hold values from 0 to their length minus one
     /// (a permutation of their length: every id valid, as a block table's are).
     pub through: Vec<String>,
+    /// For an index table some extent counted on: the bound its values were taken below.
+    pub values_below: Option<TableRange>,
+}
+
+/// What an index table's values are taken below.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TableRange {
+    /// The launcher's one integer parameter that it uses for nothing else (`max_pos`,
+    /// `vocab`: the range its caller states).
+    Param(String),
+    /// The table's own length: its values a permutation of its positions.
+    OwnLength,
 }
 
 /// Recursion past which an expression is not bounded (a real index is far shallower).
@@ -128,18 +140,36 @@ fn extents_in(src: &Source, files: &[&Source], entry: &str, wrapped: usize) -> V
             },
             Err(why) => Extent::Unknown { why },
         };
-        PointerExtent { name: name.to_string(), extent, through: tables.used.into_iter().collect() }
+        PointerExtent { name: name.to_string(), extent, through: tables.used.into_iter().collect(), values_below: None }
     };
     let mut out: Vec<PointerExtent> =
         params.iter().filter(|p| p.pointer).map(|p| extent_of(&p.name, &BTreeMap::new())).collect();
     // A pointer whose index reads an integer input of known length (a block table, token
-    // ids): the table holds values from 0 to its length minus one.
+    // ids): the table holds values below the one size the launcher takes and uses for
+    // nothing else (`max_pos`, `vocab`: the range its caller states), else below its own
+    // length (a permutation of its positions).
+    let unused: Vec<&String> = host
+        .params
+        .iter()
+        .zip(&host.param_types)
+        .filter(|(n, ty)| !ty.contains('*') && !params.iter().any(|p| p.pointer && p.name == **n))
+        .filter(|(n, ty)| {
+            let int = ["int", "long", "short", "unsigned", "size_t"].iter().any(|w| ty.contains(w));
+            int && only_voided(t, body, n)
+        })
+        .map(|(n, _)| n)
+        .collect();
+    let range = match unused.as_slice() {
+        [one] => Some((*one).clone()),
+        _ => None,
+    };
     let tables: BTreeMap<String, Poly> = out
         .iter()
         .filter(|e| host.params.iter().position(|n| *n == e.name).is_some_and(|i| is_index_type(&host.param_types[i])))
-        .filter_map(|e| match &e.extent {
-            Extent::Derived { len, .. } => len.sub(&Poly::constant(1)).map(|hi| (e.name.clone(), hi)),
-            Extent::Unknown { .. } => None,
+        .filter_map(|e| match (&e.extent, &range) {
+            (Extent::Derived { .. }, Some(r)) => Poly::var(r).sub(&Poly::constant(1)).map(|hi| (e.name.clone(), hi)),
+            (Extent::Derived { len, .. }, None) => len.sub(&Poly::constant(1)).map(|hi| (e.name.clone(), hi)),
+            (Extent::Unknown { .. }, _) => None,
         })
         .collect();
     if !tables.is_empty() {
@@ -158,6 +188,11 @@ fn extents_in(src: &Source, files: &[&Source], entry: &str, wrapped: usize) -> V
                 *e = found;
             }
         }
+    }
+    // The tables some extent counted on, with the range their values were taken in.
+    let used: BTreeSet<String> = out.iter().flat_map(|e| e.through.clone()).collect();
+    for e in out.iter_mut().filter(|e| used.contains(&e.name)) {
+        e.values_below = Some(range.clone().map_or(TableRange::OwnLength, TableRange::Param));
     }
     out
 }
@@ -221,6 +256,7 @@ fn through_wrapper(
             name: name.to_string(),
             extent: Extent::Derived { len: len.clone(), access: format!("{access}` in `{}", callee.name), line },
             through: found.through,
+            values_below: None,
         };
         best = match best {
             None => Some(here),
@@ -263,6 +299,17 @@ fn passes_pointer(t: &str, a: Node, name: &str, own_size: Option<usize>) -> bool
         && text(t, strip_parens(inner)) == name
         && own_size.is_some()
         && syntax::type_size(&pointee) == own_size
+}
+
+/// Whether the launcher `body` names its parameter `name` only to mark it unused
+/// (`(void)max_pos;`), or not at all.
+fn only_voided(t: &str, body: Node, name: &str) -> bool {
+    descendants(body).into_iter().filter(|n| n.kind() == "identifier" && text(t, *n) == name).all(|n| {
+        up(n).is_some_and(|c| {
+            c.kind() == "cast_expression"
+                && c.child_by_field_name("type").is_some_and(|ty| text(t, ty).trim() == "void")
+        })
+    })
 }
 
 /// Whether a pointer parameter's element type, as written, is a constant integer (an
@@ -328,11 +375,20 @@ extern "C" void lookup(const float* tables, const int* codes, float* out, int n,
         assert_eq!(got[0], ("table".to_string(), "n * d".to_string()), "{got:?}");
         let extents = pointer_extents(&Source::parse(src), &[], "embedding");
         assert_eq!(extents[0].through, ["ids"]);
+        assert_eq!(extents[1].values_below, Some(TableRange::OwnLength));
         assert!(extents[1].through.is_empty() && extents[2].through.is_empty());
         // `codes[r]` is added to a multiple of V: a code within 0 .. V - 1, which the code
         // does not state. Its length is no bound on it.
         let got = lens(src, "lookup");
         assert!(got[0].1.starts_with("? "), "{got:?}");
+        // A size the launcher takes and uses for nothing else is the ids' range.
+        let ranged = src.replace(
+            "extern \"C\" void embedding(const float* table, const int* ids, float* out, int n, int d, cudaStream_t s) {",
+            "extern \"C\" void embedding(const float* table, const int* ids, float* out, int n, int d, int vocab, cudaStream_t s) {\n  (void)vocab;",
+        );
+        assert_eq!(lens(&ranged, "embedding")[0], ("table".to_string(), "d * vocab".to_string()));
+        let extents = pointer_extents(&Source::parse(&ranged), &[], "embedding");
+        assert_eq!(extents[1].values_below, Some(TableRange::Param("vocab".into())));
     }
 
     #[test]
