@@ -680,7 +680,7 @@ impl Drafting<'_> {
             _ => {}
         }
         let is_index =
-            ["idx", "index", "indices", "ids", "expert", "offsets", "perm"].iter().any(|k| lower(&p.name).contains(k));
+            ["idx", "index", "indices", "ids", "expert", "offsets", "perm", "table"].iter().any(|k| lower(&p.name).contains(k));
         let is_int = !matches!(
             elem,
             "float"
