@@ -36,6 +36,8 @@ fn every_recipe(text: &str, facts: &Facts) {
     // The extent analysis reads the same files: an extent or a reason, never a panic.
     let _ = rewrite::extent::pointer_extents(&rewrite::Source::parse(text), &[], &facts.entry);
     let _ = rewrite::extent::pointer_uses(&rewrite::Source::parse(text), &[], &facts.entry);
+    let _ = rewrite::extent::scalar_uses(&rewrite::Source::parse(text), &[], &facts.entry);
+    let _ = rewrite::extent::pointer_stores(&rewrite::Source::parse(text), &[], &facts.entry);
     for r in recipes::ALL {
         for params in r.variants() {
             let app = Application { recipe: r.id, params };
@@ -99,6 +101,8 @@ fn deep_nesting_is_declined_not_overflowed() {
     }
     assert!(rewrite::extent::pointer_extents(&rewrite::Source::parse(&text), &[], "launch").is_empty());
     assert!(rewrite::extent::pointer_uses(&rewrite::Source::parse(&text), &[], "launch").is_empty());
+    assert!(rewrite::extent::scalar_uses(&rewrite::Source::parse(&text), &[], "launch").is_empty());
+    assert!(rewrite::extent::pointer_stores(&rewrite::Source::parse(&text), &[], "launch").is_empty());
 }
 
 #[test]

@@ -323,4 +323,38 @@ mod tests {
             assert!(halved(v) < v && halved(v) >= 1, "{v}");
         }
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the lengths, the bench holds at most the cap and every check buffer
+        /// at most a few million elements, unless every size is already 1; nothing
+        /// panics, overflowing lengths included.
+        #[test]
+        fn proposals_stay_inside_the_limits(
+            ndims in 1usize..6,
+            picks in proptest::collection::vec((proptest::collection::vec(any::<bool>(), 6), 1i64..(1 << 20)), 1..4),
+        ) {
+            let names = ["a", "b", "c", "d", "e", "f"];
+            let vars: Vec<(String, IntegerKind)> =
+                names[..ndims].iter().map(|n| (n.to_string(), IntegerKind::Dimension)).collect();
+            let lengths: Vec<(String, usize)> = picks
+                .iter()
+                .map(|(uses, k)| {
+                    let mut terms: Vec<String> =
+                        names[..ndims].iter().zip(uses).filter(|(_, u)| **u).map(|(n, _)| n.to_string()).collect();
+                    terms.push(k.to_string());
+                    (terms.join(" * "), 4)
+                })
+                .collect();
+            let traffic: Vec<String> = lengths.iter().map(|(l, b)| format!("{b} * ({l})")).collect();
+            let buffers = Buffers { lengths: &lengths, traffic: &traffic };
+            let p = propose(&vars, Some(&buffers));
+            let all_ones = |b: &Binding| b.iter().all(|(_, v)| *v == 1);
+            prop_assert!(all_ones(&p.bench) || buffers.held(&p.bench).is_some_and(|h| h <= budget::MAX_BENCH_BYTES), "{:?}", p.bench);
+            for c in &p.checks {
+                prop_assert!(all_ones(c) || buffers.largest(c).is_some_and(|n| n <= budget::MAX_CHECK_ELEMENTS), "{:?}", c);
+            }
+        }
+    }
 }

@@ -679,8 +679,9 @@ impl Drafting<'_> {
             }
             _ => {}
         }
-        let is_index =
-            ["idx", "index", "indices", "ids", "expert", "offsets", "perm", "table"].iter().any(|k| lower(&p.name).contains(k));
+        let is_index = ["idx", "index", "indices", "ids", "expert", "offsets", "perm", "table"]
+            .iter()
+            .any(|k| lower(&p.name).contains(k));
         let is_int = !matches!(
             elem,
             "float"
