@@ -925,3 +925,23 @@ extern "C" void run(const float* dy, const float* rstd, const float* keep_prob, 
     assert!(inits[2].starts_with("\"uniform(0.05, 0.95)\""), "{inits:?}");
     assert!(inits[3].starts_with("\"randint(0, 2)\""), "{inits:?}");
 }
+
+/// The fp8 quantization behind a `uint8_t*` C wrapper, as code that predates fp8 in
+/// signatures writes it: the lengths come through the wrapper, and the output's
+/// declaration is flagged (compared as bytes it would reject one fp8 step of rounding).
+#[test]
+fn a_wrapper_launcher_is_followed_and_an_fp8_output_declared_as_bytes_is_flagged() {
+    let src = QUANT_FP8.replace("extern \"C\" void quant_fp8(", "static void quant_fp8(")
+        + "extern \"C\" void quant_u8(const __nv_bfloat16* x, uint8_t* out, float* scales, int rows, int cols, cudaStream_t s) {\n  quant_fp8(x, reinterpret_cast<__nv_fp8_e4m3*>(out), scales, rows, cols, s);\n}\n";
+    let r = init(&[("quant.cu", &src)], &[]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("arg `out`.type: declared `uint8_t*` but handed on as `__nv_fp8_e4m3*`"), "{}", r.stdout);
+    let t = r.toml();
+    assert!(
+        t.contains(
+            "len = \"rows * cols\"   # from the kernel's indexing: `out[(size_t)row * cols + c]` in `quant_fp8`"
+        ),
+        "{t}"
+    );
+    assert!(t.contains("len = \"rows\"   # from the kernel's indexing: `scales[row]` in `quant_fp8`"), "{t}");
+}

@@ -751,6 +751,7 @@ impl Drafting<'_> {
         }
         let _ = writeln!(self.t, "# in place: {}; an input and an output", said.join("; "));
         self.input_init(p, elem);
+        self.stored_as_float(p, elem);
         let (rtol, atol, why) = self.tolerance(p, elem);
         let _ = writeln!(self.t, "output = true   # checked after the call");
         let _ = writeln!(self.t, "rtol = {}   # {why}", tol(rtol));
@@ -766,6 +767,7 @@ impl Drafting<'_> {
 
     /// A pointer that is not const is taken as an output, with its type's tolerance.
     fn output(&mut self, p: &Param, elem: &str, used: Option<&PointerUse>) {
+        self.stored_as_float(p, elem);
         let (rtol, atol, why) = self.tolerance(p, elem);
         let said = match used {
             Some(u) if u.unknown.is_none() && u.written.is_some() => {
@@ -787,6 +789,30 @@ impl Drafting<'_> {
         let _ = writeln!(self.t, "rtol = {}   # {why}", tol(rtol));
         let _ = writeln!(self.t, "atol = {}", tol(atol));
         self.output_elems.push(elem.to_string());
+    }
+
+    /// An integer output a wrapper hands on as floats (`reinterpret_cast<__nv_fp8_e4m3*>`
+    /// of a `uint8_t*`): compared as integers it must match bit for bit, where two right
+    /// kernels may round one fp8 step apart. Said, with the declaration that fixes it.
+    fn stored_as_float(&mut self, p: &Param, elem: &str) {
+        let Some(ty) = self.extents.iter().find(|e| e.name == p.name).and_then(|e| e.passed_as.clone()) else {
+            return;
+        };
+        let (own_rtol, ..) = tolerance_for(elem);
+        let (rtol, ..) = tolerance_for(&ty);
+        if own_rtol != 0.0 || rtol == 0.0 {
+            return;
+        }
+        self.todo(
+            TodoKind::ConfirmGuess,
+            format!("arg `{}`.type", p.name),
+            format!(
+                "declared `{}` but handed on as `{ty}*`: compared as integers, bit for bit; declare it `{ty}*` in the launcher to compare {ty} values within their rounding",
+                p.spelling
+            ),
+        );
+        let _ =
+            writeln!(self.t, "# handed on as `{ty}*` by the launcher: declare it so to compare {ty} values, not bits");
     }
 
     /// An output's tolerance, from what the kernels store in it: a copy is compared

@@ -70,6 +70,9 @@ pub struct PointerExtent {
     pub through: Vec<String>,
     /// For an index table some extent counted on: the bound its values were taken below.
     pub values_below: Option<TableRange>,
+    /// The element type a wrapper launcher hands the pointer on as, where it differs from
+    /// the entry's (`reinterpret_cast<__nv_fp8_e4m3*>(out)` of a `uint8_t*`).
+    pub passed_as: Option<String>,
 }
 
 /// What an index table's values are taken below.
@@ -140,7 +143,13 @@ fn extents_in(src: &Source, files: &[&Source], entry: &str, wrapped: usize) -> V
             },
             Err(why) => Extent::Unknown { why },
         };
-        PointerExtent { name: name.to_string(), extent, through: tables.used.into_iter().collect(), values_below: None }
+        PointerExtent {
+            name: name.to_string(),
+            extent,
+            through: tables.used.into_iter().collect(),
+            values_below: None,
+            passed_as: None,
+        }
     };
     let mut out: Vec<PointerExtent> =
         params.iter().filter(|p| p.pointer).map(|p| extent_of(&p.name, &BTreeMap::new())).collect();
@@ -238,9 +247,7 @@ fn through_wrapper(
         let function = call.child_by_field_name("function").map(|f| text(t, f).to_string())?;
         let args: Vec<Node> = named_children(args).into_iter().filter(|c| c.kind() != "comment").collect();
         let position = args.iter().position(|a| a.id() == arg.id() || strip_parens(*a).id() == arg.id())?;
-        if !passes_pointer(t, args[position], name, own_size) {
-            return None;
-        }
+        let cast = passes_pointer(t, args[position], name, own_size)?;
         let (f, callee) = functions_named(files, &function).into_iter().find(|(_, h)| h.params.len() == args.len())?;
         let inner = extents_in(f, files, &callee.name, wrapped + 1);
         let found = inner.into_iter().find(|e| e.name == callee.params[position])?;
@@ -257,6 +264,7 @@ fn through_wrapper(
             extent: Extent::Derived { len: len.clone(), access: format!("{access}` in `{}", callee.name), line },
             through: found.through,
             values_below: None,
+            passed_as: cast.filter(|c| *c != syntax::unqualified(own_type.trim_end_matches('*'))).or(found.passed_as),
         };
         best = match best {
             None => Some(here),
@@ -270,12 +278,13 @@ fn through_wrapper(
     best
 }
 
-/// Whether the argument `a` is the pointer `name`, as it is or cast to a pointer whose
-/// element has the same size (`reinterpret_cast<__nv_fp8_e4m3*>(out)` of a `uint8_t*`).
-fn passes_pointer(t: &str, a: Node, name: &str, own_size: Option<usize>) -> bool {
+/// Whether the argument `a` is the pointer `name`, as it is (`Some(None)`) or cast to a
+/// pointer whose element has the same size (`reinterpret_cast<__nv_fp8_e4m3*>(out)` of a
+/// `uint8_t*`: `Some(Some("__nv_fp8_e4m3"))`).
+fn passes_pointer(t: &str, a: Node, name: &str, own_size: Option<usize>) -> Option<Option<String>> {
     let a = strip_parens(a);
     if a.kind() == "identifier" {
-        return text(t, a) == name;
+        return (text(t, a) == name).then_some(None);
     }
     let (target, inner) = match a.kind() {
         "cast_expression" => {
@@ -293,12 +302,13 @@ fn passes_pointer(t: &str, a: Node, name: &str, own_size: Option<usize>) -> bool
         }
         _ => (None, None),
     };
-    let (Some(target), Some(inner)) = (target, inner) else { return false };
+    let (Some(target), Some(inner)) = (target, inner) else { return None };
     let pointee = target.trim().trim_end_matches('*').trim().to_string();
-    strip_parens(inner).kind() == "identifier"
+    let same = strip_parens(inner).kind() == "identifier"
         && text(t, strip_parens(inner)) == name
         && own_size.is_some()
-        && syntax::type_size(&pointee) == own_size
+        && syntax::type_size(&pointee) == own_size;
+    same.then(|| Some(syntax::unqualified(&pointee)))
 }
 
 /// Whether the launcher `body` names its parameter `name` only to mark it unused
