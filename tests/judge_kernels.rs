@@ -358,6 +358,9 @@ fn specials(elem: ElemType) -> Vec<f64> {
         ElemType::F64 => v.extend([f64::MAX, f64::MIN, f64::MIN_POSITIVE, 5e-324, f64::EPSILON]),
         ElemType::F16 => v.extend([65504.0, -65504.0, 6.103515625e-5, 5.960464477539063e-8]),
         ElemType::Bf16 => v.extend([3.3895313892515355e38, 1.1754943508222875e-38, 9.183549615799121e-41]),
+        // Largest finite, past it (saturates), the smallest subnormal and half of it (a tie).
+        ElemType::F8E4M3 => v.extend([448.0, 464.0, -500.0, 0.001953125, 0.0009765625, 0.015625]),
+        ElemType::F8E5M2 => v.extend([57344.0, 61440.0, -1e9, 1.52587890625e-5, 7.62939453125e-6, 6.103515625e-5]),
         _ => {}
     }
     if elem.is_float() {

@@ -281,12 +281,12 @@ fn tolerance_for(elem: &str) -> (f64, f64, &'static str) {
         "__nv_fp8_e4m3" => (
             0.125,
             2e-3,
-            "fp8 e4m3 keeps 3 mantissa bits: one step is 12.5% at the bottom of a binade, the smallest 2^-9",
+            "fp8 e4m3 keeps 3 mantissa bits: a step is 12.5% of a value at the bottom of a binade (6.7% at the top), the smallest 2^-9",
         ),
         "__nv_fp8_e5m2" => (
             0.25,
             2e-5,
-            "fp8 e5m2 keeps 2 mantissa bits: one step is 25% at the bottom of a binade, the smallest 2^-16",
+            "fp8 e5m2 keeps 2 mantissa bits: a step is 25% of a value at the bottom of a binade (14% at the top), the smallest 2^-16",
         ),
         "double" => (1e-12, 1e-12, "fp64"),
         "float" => (1e-5, 1e-6, "fp32 with a different summation order"),
@@ -679,7 +679,7 @@ impl Drafting<'_> {
             }
             _ => {}
         }
-        let is_index = ["idx", "index", "indices", "ids", "expert", "offsets", "perm", "table"]
+        let is_index = ["idx", "index", "indices", "ids", "expert", "offsets", "perm", "table", "code"]
             .iter()
             .any(|k| lower(&p.name).contains(k));
         let is_int = !matches!(

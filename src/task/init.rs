@@ -483,6 +483,8 @@ mod tests {
             ElemType::U32,
             ElemType::I64,
             ElemType::U64,
+            ElemType::F8E4M3,
+            ElemType::F8E5M2,
         ] {
             let mut expected = vec![0u8; values.len() * elem.size()];
             for (i, &v) in values.iter().enumerate() {

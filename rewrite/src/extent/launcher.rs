@@ -284,12 +284,23 @@ pub(super) struct IndexTables<'a> {
 /// through a local. A value added to a multiple of another size (`k * V + code[i]`) is an
 /// index within a range the code does not state, so it is no row of the table's length.
 fn rows_only(t: &str, root: Node, table: &str) -> bool {
+    // The read times a row size, in a sum with no other product of sizes: a row of the
+    // table (`ids[r] * d + c`), not an offset inside a block of rows (`k * V * d +
+    // codes[i] * d + c`, where the codes lie within V).
     let scaled = |n: Node| {
         let mut e = n;
         while let Some(p) = up(e).filter(|p| p.kind() == "cast_expression") {
             e = p;
         }
-        up(e).is_some_and(|p| matches!(syntax::binary(t, p), Some(("*", _, _))))
+        let Some(product) = up(e).filter(|p| matches!(syntax::binary(t, *p), Some(("*", _, _)))) else { return false };
+        let mut sum = product;
+        while let Some(p) = up(sum).filter(|p| matches!(syntax::binary(t, *p), Some(("+" | "-", _, _)))) {
+            sum = p;
+        }
+        syntax::flatten(t, sum, "+")
+            .into_iter()
+            .filter(|x| !contains(*x, product) && !contains(product, *x))
+            .all(|x| !matches!(syntax::binary(t, strip(x)), Some(("*", _, _))))
     };
     let mut reads = 0;
     for n in descendants(root) {

@@ -168,20 +168,37 @@ fn extents_in(src: &Source, files: &[&Source], entry: &str, wrapped: usize) -> V
         })
         .map(|(n, _)| n)
         .collect();
-    let range = match unused.as_slice() {
+    let mut range = match unused.as_slice() {
         [one] => Some((*one).clone()),
         _ => None,
     };
-    let tables: BTreeMap<String, Poly> = out
-        .iter()
-        .filter(|e| host.params.iter().position(|n| *n == e.name).is_some_and(|i| is_index_type(&host.param_types[i])))
-        .filter_map(|e| match (&e.extent, &range) {
-            (Extent::Derived { .. }, Some(r)) => Poly::var(r).sub(&Poly::constant(1)).map(|hi| (e.name.clone(), hi)),
-            (Extent::Derived { len, .. }, None) => len.sub(&Poly::constant(1)).map(|hi| (e.name.clone(), hi)),
-            (Extent::Unknown { .. }, _) => None,
-        })
-        .collect();
-    if !tables.is_empty() {
+    let is_written = |name: &str| {
+        host.params
+            .iter()
+            .position(|n| n == name)
+            .is_some_and(|i| !host.param_types[i].split_whitespace().any(|w| w == "const"))
+    };
+    let first = out.clone();
+    // Ids drawn below a stated range may repeat: fine for rows read, not for rows written
+    // (two threads storing one row), which take ids a permutation of the table's length.
+    for _ in 0..2 {
+        let tables: BTreeMap<String, Poly> = first
+            .iter()
+            .filter(|e| {
+                host.params.iter().position(|n| *n == e.name).is_some_and(|i| is_index_type(&host.param_types[i]))
+            })
+            .filter_map(|e| match (&e.extent, &range) {
+                (Extent::Derived { .. }, Some(r)) => {
+                    Poly::var(r).sub(&Poly::constant(1)).map(|hi| (e.name.clone(), hi))
+                }
+                (Extent::Derived { len, .. }, None) => len.sub(&Poly::constant(1)).map(|hi| (e.name.clone(), hi)),
+                (Extent::Unknown { .. }, _) => None,
+            })
+            .collect();
+        out = first.clone();
+        if tables.is_empty() {
+            break;
+        }
         for e in out.iter_mut().filter(|e| matches!(e.extent, Extent::Unknown { .. })) {
             let others: BTreeMap<String, Poly> =
                 tables.iter().filter(|(n, _)| **n != e.name).map(|(n, p)| (n.clone(), p.clone())).collect();
@@ -190,6 +207,11 @@ fn extents_in(src: &Source, files: &[&Source], entry: &str, wrapped: usize) -> V
                 *e = again;
             }
         }
+        if range.is_some() && out.iter().any(|e| !e.through.is_empty() && is_written(&e.name)) {
+            range = None;
+            continue;
+        }
+        break;
     }
     if wrapped < MAX_WRAPPERS {
         for e in out.iter_mut().filter(|e| matches!(e.extent, Extent::Unknown { .. })) {
@@ -251,6 +273,10 @@ fn through_wrapper(
         let (f, callee) = functions_named(files, &function).into_iter().find(|(_, h)| h.params.len() == args.len())?;
         let inner = extents_in(f, files, &callee.name, wrapped + 1);
         let found = inner.into_iter().find(|e| e.name == callee.params[position])?;
+        // The callee's index tables and their ranges are its own names: not carried over.
+        if !found.through.is_empty() || found.values_below.is_some() {
+            return None;
+        }
         let Extent::Derived { len, access, line } = found.extent else { return None };
         // The callee's sizes are the entry's arguments at their positions.
         let mut values = BTreeMap::new();
@@ -399,6 +425,56 @@ extern "C" void lookup(const float* tables, const int* codes, float* out, int n,
         assert_eq!(lens(&ranged, "embedding")[0], ("table".to_string(), "d * vocab".to_string()));
         let extents = pointer_extents(&Source::parse(&ranged), &[], "embedding");
         assert_eq!(extents[1].values_below, Some(TableRange::Param("vocab".into())));
+        // Rows written through ids must not repeat: a permutation, whatever range is stated.
+        let src2 = r#"
+__global__ void put(const float* src, const int* dst, float* out, int n, int d) {
+  int r = blockIdx.x;
+  if (r >= n) return;
+  for (int c = threadIdx.x; c < d; c += blockDim.x) out[(long)dst[r] * d + c] = src[(long)r * d + c];
+}
+extern "C" void scatter(const float* src, const int* dst, float* out, int n, int d, int capacity, cudaStream_t s) {
+  (void)capacity;
+  put<<<n, 128, 0, s>>>(src, dst, out, n, d);
+}
+__global__ void cb(const float* tables, const int* codes, float* out, int n, int K, int V, int d) {
+  int r = blockIdx.x;
+  if (r >= n) return;
+  for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    float acc = 0.f;
+    for (int k = 0; k < K; ++k) acc += tables[(long)k * V * d + (long)codes[r * K + k] * d + c];
+    out[(long)r * d + c] = acc;
+  }
+}
+extern "C" void codebook(const float* tables, const int* codes, float* out, int n, int K, int V, int d, cudaStream_t s) {
+  cb<<<n, 128, 0, s>>>(tables, codes, out, n, K, V, d);
+}
+"#;
+        let e = pointer_extents(&Source::parse(src2), &[], "scatter");
+        assert_eq!(lens(src2, "scatter")[2], ("out".to_string(), "n * d".to_string()));
+        assert_eq!(e[1].values_below, Some(TableRange::OwnLength));
+        // A code added to a block of V rows (`k * V * d + code * d`) is no row of its own.
+        assert!(lens(src2, "codebook")[0].1.starts_with("? "), "{:?}", lens(src2, "codebook"));
+    }
+
+    #[test]
+    fn a_wrapper_whose_lengths_count_on_its_own_index_tables_is_not_carried_over() {
+        let src = r#"
+__global__ void embed(const float* table, const int* ids, float* out, int n, int d) {
+  int r = blockIdx.x;
+  if (r >= n) return;
+  for (int c = threadIdx.x; c < d; c += blockDim.x) out[(long)r * d + c] = table[(long)ids[r] * d + c];
+}
+static void embedding_impl(const float* table, const int* ids, float* out, int n, int d, int vocab, cudaStream_t s) {
+  (void)vocab;
+  embed<<<n, 128, 0, s>>>(table, ids, out, n, d);
+}
+extern "C" void embedding(const float* table, const int* ids, float* out, int n, int d, int vocab, cudaStream_t s) {
+  embedding_impl(table, ids, out, n, d, vocab, s);
+}
+"#;
+        let got = lens(src, "embedding");
+        assert!(got[0].1.starts_with("? "), "{got:?}");
+        assert_eq!(got[2], ("out".to_string(), "n * d".to_string()));
     }
 
     #[test]

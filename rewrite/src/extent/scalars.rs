@@ -432,6 +432,15 @@ impl<'s> ScalarWalk<'_, 's> {
     /// `e`, the parameter or a value computed from it, tested for truth at `p`.
     fn tested(&self, t: &str, p: Node, _e: Node, derived: bool, out: &mut ScalarUse) {
         out.record(if derived { Kind::Value } else { Kind::Flag }, t, p);
+        // `switch (kind) { case 2: ... case 3: ... }`: the values it is compared with.
+        let switch = std::iter::successors(Some(p), |n| n.parent()).take(2).find(|n| n.kind() == "switch_statement");
+        if let (Some(sw), false) = (switch, derived) {
+            for case in descendants(sw).into_iter().filter(|n| n.kind() == "case_statement") {
+                if let Some(v) = case.child_by_field_name("value").and_then(|v| int_literal(text(t, v))) {
+                    out.compared_with.insert(v);
+                }
+            }
+        }
     }
 
     /// A comparison `p` of the parameter (or a value from it) with `other`.
@@ -759,6 +768,10 @@ extern "C" void run(float* y, float* o, int rows, int cols, int ld, int head_dim
             ["rows: Dimension", "cols: Dimension", "ld: Dimension", "head_dim: Flag", "seqlen: Dimension"]
         );
         assert_eq!(u[3].compared_with, BTreeSet::from([64, 128]));
+        let switched = "__global__ void k(float* y, int kind) { switch (kind) { case 2: y[0] = 1.f; break; case 3: y[0] = 2.f; break; } }\n\
+                        extern \"C\" void run(float* y, int kind, cudaStream_t s) { k<<<1, 1, 0, s>>>(y, kind); }\n";
+        let sw = scalar_uses(&Source::parse(switched), &[], "run");
+        assert_eq!((sw[0].role(), sw[0].compared_with.clone()), (ScalarRole::Flag, BTreeSet::from([2, 3])));
         assert!(u[1].block.is_some() && u[0].block.is_none(), "{u:?}");
 
         let mut chain = String::from("__global__ void k(float* y, int m) { y[m] = 0.f; }\nextern \"C\" void run(float* y, int n, cudaStream_t s) {\n  int a0 = n + n;\n");

@@ -512,36 +512,80 @@ fn stored_in<'t>(t: &str, root: Node<'t>, at: Node<'t>, depth: usize) -> Value<'
 }
 
 /// The loop an addition at `at` accumulates over: the innermost loop around it that the
-/// accumulator outlives (declared by `decl` outside it) and whose counter the address
-/// added into does not move with. None: the addition is done once per index, as
-/// `y[i] += a * x[i]` or `float v = x[i]; v += r[i];` inside a grid-stride loop, and is no
-/// long sum.
+/// accumulator outlives (declared by `decl` outside it) and does not reset inside (no plain
+/// `acc = ...` there); for an element added into (`p[i] +=`, `s[t] +=`), a loop whose
+/// counter its header declares and the address does not move with, directly or through
+/// locals. None: the addition is done once per index, as `y[i] += a * x[i]` or
+/// `float v = x[i]; v += r[i];` inside a grid-stride loop, and is no long sum.
 fn serial_loop<'t>(t: &str, root: Node<'t>, at: Node<'t>, decl: Option<Node<'t>>) -> Option<Node<'t>> {
-    let address = at.child_by_field_name("left").map(strip).and_then(|l| match l.kind() {
+    let left = at.child_by_field_name("left").map(strip);
+    let address = left.and_then(|l| match l.kind() {
         "subscript_expression" => subscript_index(l),
         _ => None,
     });
+    let scalar = left.filter(|l| l.kind() == "identifier").map(|l| text(t, l).to_string());
     let mut p = at.parent();
     while let Some(x) = p {
         if x.id() == root.id() {
             return None;
         }
         if syntax::is_loop(x) && decl.is_none_or(|d| !contains(x, d)) {
-            let counter = (x.kind() == "for_statement")
-                .then(|| x.child_by_field_name("initializer"))
-                .flatten()
-                .and_then(|i| syntax::single_declarator(t, i));
-            let moves = match (&counter, address) {
-                (Some((c, _)), Some(a)) => syntax::mentions(t, a, c),
-                _ => false,
-            };
-            if !moves {
-                return Some(x);
+            // Reset inside this loop: it accumulates over no loop around it.
+            if let Some(name) = &scalar {
+                let reset = descendants(x).into_iter().any(|n| {
+                    n.kind() == "assignment_expression"
+                        && n.id() != at.id()
+                        && n.child_by_field_name("operator").is_some_and(|o| text(t, o) == "=")
+                        && n.child_by_field_name("left").map(strip).is_some_and(|l| {
+                            l.kind() == "identifier"
+                                && text(t, l) == name
+                                && declaration_of(t, root, l, name).map(|(d, _)| d.id()) == decl.map(|d| d.id())
+                        })
+                        && !n.child_by_field_name("right").is_some_and(|r| adds_to_itself(t, r, name))
+                });
+                if reset {
+                    return None;
+                }
+            }
+            match address {
+                None => return Some(x),
+                Some(a) => {
+                    let counter = (x.kind() == "for_statement")
+                        .then(|| x.child_by_field_name("initializer"))
+                        .flatten()
+                        .and_then(|i| syntax::single_declarator(t, i));
+                    if let Some((c, _)) = counter {
+                        if !depends_on(t, root, a, &c, 0) {
+                            return Some(x);
+                        }
+                    }
+                }
             }
         }
         p = x.parent();
     }
     None
+}
+
+/// Whether `n` names `var`, directly or through locals computed from it.
+fn depends_on(t: &str, root: Node, n: Node, var: &str, depth: usize) -> bool {
+    if syntax::mentions(t, n, var) {
+        return true;
+    }
+    depth < MAX_VALUE_DEPTH
+        && descendants(n).into_iter().filter(|d| d.kind() == "identifier").any(|id| {
+            let name = text(t, id);
+            match declaration_of(t, root, id, name) {
+                Some((_, Some(v))) => depends_on(t, root, v, var, depth + 1),
+                // Declared without a value, or assigned: what is assigned to it.
+                Some((d, None)) => writes(t, d.parent().unwrap_or(root), name).into_iter().any(|w| {
+                    w.parent()
+                        .and_then(|a| a.child_by_field_name("right"))
+                        .is_some_and(|r| depends_on(t, root, r, var, depth + 1))
+                }),
+                None => false,
+            }
+        })
 }
 
 /// Whether the declaration `d` declares `name` as a pointer.
@@ -725,6 +769,27 @@ extern "C" void run(float* p, const float* g, float* y, const float* x, float* r
                 "q: computed"
             ]
         );
+    }
+
+    /// From a second review: grid-stride loops without a declared counter, `while`
+    /// loops, addresses held in locals and accumulators reset inside the loop are no sums.
+    #[test]
+    fn per_element_updates_in_any_loop_form_are_no_sums() {
+        let src = r#"
+__global__ void k(const float* x, float* a, float* b, float* c, float* d, int n, int cols) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i < n; i += blockDim.x * gridDim.x) a[i] += 2.f * x[i];
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  while (j < n) { b[j] += x[j]; j += blockDim.x * gridDim.x; }
+  for (int cc = threadIdx.x; cc < cols; cc += blockDim.x) { long idx = (long)blockIdx.x * cols + cc; c[idx] += x[cc]; }
+  float acc;
+  for (int q = threadIdx.x; q < n; q += blockDim.x) { acc = 0.f; acc += x[q] * 2.f; d[q] = acc; }
+}
+extern "C" void run(const float* x, float* a, float* b, float* c, float* d, int n, int cols, cudaStream_t s) {
+  k<<<132, 256, 0, s>>>(x, a, b, c, d, n, cols);
+}
+"#;
+        assert_eq!(stored(src, "run"), ["x: -", "a: computed", "b: computed", "c: computed", "d: computed"]);
     }
 
     #[test]
