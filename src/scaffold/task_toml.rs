@@ -478,6 +478,13 @@ impl Drafting<'_> {
             .map(|e| format!("`{}` ({baseline}:{})", shortened(&e.access), e.line))
             .unwrap_or_default();
         let kind = self.integers.iter().find(|(n, _)| *n == p.name).map(|(_, k)| k.clone());
+        // The index tables whose values this integer is the range of.
+        let ranged_tables: Vec<String> = self
+            .extents
+            .iter()
+            .filter(|e| e.values_below == Some(TableRange::Param(p.name.clone())))
+            .map(|e| format!("`{}`", e.name))
+            .collect();
         match kind {
             Some(IntegerKind::Flag(values)) if values == [0, 1] => {
                 let _ = writeln!(
@@ -502,15 +509,8 @@ impl Drafting<'_> {
                     listed.join(", ")
                 );
             }
-            Some(IntegerKind::Fixed(v))
-                if self.extents.iter().any(|e| e.values_below == Some(TableRange::Param(p.name.clone()))) =>
-            {
-                let tables: Vec<String> = self
-                    .extents
-                    .iter()
-                    .filter(|e| e.values_below == Some(TableRange::Param(p.name.clone())))
-                    .map(|e| format!("`{}`", e.name))
-                    .collect();
+            Some(IntegerKind::Fixed(v)) if !ranged_tables.is_empty() => {
+                let tables = ranged_tables;
                 self.todo(
                     TodoKind::ConfirmGuess,
                     format!("arg `{}`", p.name),
@@ -669,7 +669,7 @@ impl Drafting<'_> {
             }
             Some(TableRange::Param(b)) if !indexed.is_empty() => {
                 // Ranges are numbers: the smallest the bound takes over the sizes holds at all.
-                let most = self.smallest_value(&b).unwrap_or(1).max(1);
+                let most = self.values_over_sizes(&b).into_iter().min().unwrap_or(1).max(1);
                 let _ = writeln!(
                     self.t,
                     "init = \"randint(0, {most})\"   # an index table: its values index {}, whose lengths take them below `{b}` (the launcher's otherwise unused size); {most} is its smallest over the sizes",
@@ -830,7 +830,7 @@ impl Drafting<'_> {
                 format!("a copy: every element is stored as it was read, {}, so compared exactly", at(store)),
             ),
             Some(Stored::Summed { store, bound, stored }) if is_float => {
-                let terms = bound.as_deref().and_then(|b| self.largest_value(b));
+                let terms = bound.as_deref().and_then(|b| self.values_over_sizes(b).into_iter().max());
                 match (terms, bound) {
                     (Some(n), Some(b)) if n > 1 && *stored => {
                         let (r, a) = summed_tolerance(rtol, atol, n);
@@ -863,30 +863,25 @@ impl Drafting<'_> {
         }
     }
 
-    /// The smallest value of the expression `e` over the proposed sizes.
-    fn smallest_value(&self, e: &str) -> Option<i64> {
-        let proposal = self.proposal.as_ref()?;
-        let expr = crate::task::expr::Expr::parse(e).ok()?;
+    /// The values of the expression `e` at the proposed sizes (bench and checks).
+    fn values_over_sizes(&self, e: &str) -> Vec<i64> {
+        let (Some(proposal), Ok(expr)) = (self.proposal.as_ref(), crate::task::expr::Expr::parse(e)) else {
+            return Vec::new();
+        };
         std::iter::once(&proposal.bench)
             .chain(&proposal.checks)
             .filter_map(|b| expr.eval(&b.iter().cloned().collect()).ok())
-            .min()
+            .collect()
     }
 
-    /// The largest value of the expression `e` over the proposed sizes.
-    fn largest_value(&self, e: &str) -> Option<i64> {
-        let proposal = self.proposal.as_ref()?;
-        let expr = crate::task::expr::Expr::parse(e).ok()?;
-        std::iter::once(&proposal.bench)
-            .chain(&proposal.checks)
-            .filter_map(|b| expr.eval(&b.iter().cloned().collect()).ok())
-            .max()
+    /// The size variables (the integers less the values), with what each is.
+    fn size_vars(&self) -> Vec<(String, IntegerKind)> {
+        self.integers.iter().filter(|(_, k)| !matches!(k, IntegerKind::Value(..))).cloned().collect()
     }
 
     /// The sizes for the lengths found.
     fn proposal(&self) -> sizes::Proposal {
-        let vars: Vec<(String, IntegerKind)> =
-            self.integers.iter().filter(|(_, k)| !matches!(k, IntegerKind::Value(..))).cloned().collect();
+        let vars = self.size_vars();
         let lengths: Option<Vec<(String, usize)>> =
             self.lengths.iter().map(|l| l.len.clone().map(|len| (len, l.elem_bytes))).collect();
         match &lengths {
@@ -896,8 +891,7 @@ impl Drafting<'_> {
     }
 
     fn sizes_table(&mut self) {
-        let vars: Vec<(String, IntegerKind)> =
-            self.integers.iter().filter(|(_, k)| !matches!(k, IntegerKind::Value(..))).cloned().collect();
+        let vars = self.size_vars();
         let proposal = self.proposal.take().unwrap_or_else(|| self.proposal());
         let t = &mut self.t;
         let _ = writeln!(t, "\n[sizes]");

@@ -408,33 +408,10 @@ check = [{{ n = 3 }}]
 fn sizes_outside_what_a_gpu_times_and_holds_are_warned_about() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("baseline.cu"), "// k").unwrap();
+    // The softmax task above at other sizes.
     let text = |bench: &str, check: &str| {
-        format!(
-            r#"[task]
-name = "t"
-entry = "k"
-baseline = "baseline.cu"
-[[arg]]
-name = "x"
-type = "const float*"
-len = "rows * cols"
-init = "normal(0, 1)"
-[[arg]]
-name = "y"
-type = "float*"
-len = "rows * cols"
-output = true
-[[arg]]
-name = "rows"
-type = "int"
-[[arg]]
-name = "cols"
-type = "int"
-[sizes]
-bench = {bench}
-check = [{check}]
-"#
-        )
+        GOOD.replace("bench = { rows = 8192, cols = 4096 }", &format!("bench = {bench}"))
+            .replace("check = [{ rows = 1, cols = 1 }, { rows = 67, cols = 4099 }]", &format!("check = [{check}]"))
     };
     let warnings = |bench: &str, check: &str| {
         Task::from_text(dir.path(), &dir.path().join("task.toml"), &text(bench, check)).unwrap().warnings()

@@ -82,8 +82,7 @@ impl PointerUse {
             self.first_read = Some(at.path.clone());
         }
         if self.unknown.is_none() {
-            self.unknown =
-                Some(format!("`{}` (line {}) {why}", syntax::one_line(text(t, n), 60), line_of(t, n.start_byte())));
+            self.unknown = Some(format!("{} {why}", quoted(t, n)));
         }
     }
 }
@@ -93,12 +92,7 @@ impl PointerUse {
 /// function of `src`.
 pub fn pointer_uses(src: &Source, headers: &[Source], entry: &str) -> Vec<PointerUse> {
     let files: Vec<&Source> = std::iter::once(src).chain(headers).collect();
-    if files.iter().any(|f| f.max_depth() > crate::source::MAX_DEPTH) {
-        return Vec::new();
-    }
-    let Some(host) = src.host_functions().into_iter().find(|h| h.name == entry) else { return Vec::new() };
-    let Some(body) = src.node(&host.body, "compound_statement") else { return Vec::new() };
-    let Some(func) = body.parent() else { return Vec::new() };
+    let Some((_, body, func)) = launcher_of(src, &files, entry) else { return Vec::new() };
     let walk = Walk { files: &files };
     parameters(src.text(), func)
         .into_iter()
@@ -308,7 +302,7 @@ impl<'s> Walk<'_, 's> {
         };
         let function = call.child_by_field_name("function").map(|f| text(t, f).to_string()).unwrap_or_default();
         let short = function.rsplit("::").next().unwrap_or(&function);
-        if ["reinterpret_cast<", "static_cast<", "const_cast<"].iter().any(|c| function.starts_with(c)) {
+        if cast_target(&function).is_some() {
             return self.pointer(file, root, call, base, here, out);
         }
         if short.starts_with("atomic") {

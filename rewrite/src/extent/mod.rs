@@ -120,13 +120,8 @@ const MAX_WRAPPERS: usize = 2;
 /// [`pointer_extents`] of the host function `entry` of `src`, among `files`, `wrapped`
 /// wrappers deep.
 fn extents_in(src: &Source, files: &[&Source], entry: &str, wrapped: usize) -> Vec<PointerExtent> {
-    if files.iter().any(|f| f.max_depth() > crate::source::MAX_DEPTH) {
-        return Vec::new();
-    }
+    let Some((host, body, func)) = launcher_of(src, files, entry) else { return Vec::new() };
     let consts = constants(files);
-    let Some(host) = src.host_functions().into_iter().find(|h| h.name == entry) else { return Vec::new() };
-    let Some(body) = src.node(&host.body, "compound_statement") else { return Vec::new() };
-    let Some(func) = body.parent() else { return Vec::new() };
     let t = src.text();
     let params = parameters(t, func);
     let sizes: Vec<String> = params.iter().filter(|p| !p.pointer).map(|p| p.name.clone()).collect();
@@ -253,9 +248,7 @@ fn through_wrapper(
         let mut arg = id;
         let is_cast = |c: Node| {
             c.kind() == "call_expression"
-                && c.child_by_field_name("function").is_some_and(|f| {
-                    ["reinterpret_cast<", "static_cast<", "const_cast<"].iter().any(|k| text(t, f).starts_with(k))
-                })
+                && c.child_by_field_name("function").is_some_and(|f| cast_target(text(t, f)).is_some())
         };
         while let Some(p) = up(arg).filter(|p| {
             p.kind() == "cast_expression"
@@ -318,11 +311,7 @@ fn passes_pointer(t: &str, a: Node, name: &str, own_size: Option<usize>) -> Opti
         }
         "call_expression" => {
             let f = a.child_by_field_name("function").map(|f| text(t, f)).unwrap_or("");
-            let target = ["reinterpret_cast<", "static_cast<", "const_cast<"]
-                .iter()
-                .find_map(|c| f.strip_prefix(c))
-                .and_then(|r| r.strip_suffix('>'))
-                .map(str::to_string);
+            let target = cast_target(f).map(str::to_string);
             let inner = a.child_by_field_name("arguments").and_then(|x| named_children(x).into_iter().next());
             (target, inner)
         }

@@ -280,3 +280,34 @@ pub(super) fn threads_spread(t: &str, root: Node, n: Node, depth: usize) -> bool
         }
     })
 }
+
+/// The launcher `entry` of `src` among `files` (`src` and the headers it reads): the
+/// function, its body and its definition. None where it is not in `src`, or where a file
+/// nests deeper than the walks go.
+pub(super) fn launcher_of<'s>(
+    src: &'s Source,
+    files: &[&Source],
+    entry: &str,
+) -> Option<(crate::source::HostFn, Node<'s>, Node<'s>)> {
+    if files.iter().any(|f| f.max_depth() > crate::source::MAX_DEPTH) {
+        return None;
+    }
+    let host = src.host_functions().into_iter().find(|h| h.name == entry)?;
+    let body = src.node(&host.body, "compound_statement")?;
+    let func = body.parent()?;
+    Some((host, body, func))
+}
+
+/// A use as a reason quotes it: "`x[i] = v` (line 12)", one line of at most 60 characters.
+pub(super) fn quoted(t: &str, n: Node) -> String {
+    format!("`{}` (line {})", syntax::one_line(text(t, n), 60), line_of(t, n.start_byte()))
+}
+
+/// The type a C++ cast call converts to (`reinterpret_cast<float4*>(p)`: `float4*`), as
+/// written by `function`, the call's function; None for any other call.
+pub(super) fn cast_target(function: &str) -> Option<&str> {
+    ["reinterpret_cast<", "static_cast<", "const_cast<"]
+        .iter()
+        .find_map(|c| function.strip_prefix(c))
+        .and_then(|r| r.strip_suffix('>'))
+}

@@ -122,8 +122,7 @@ impl ScalarUse {
 
     fn not_followed(&mut self, t: &str, n: Node, why: &str) {
         if self.unknown.is_none() {
-            self.unknown =
-                Some(format!("`{}` (line {}) {why}", syntax::one_line(text(t, n), 60), line_of(t, n.start_byte())));
+            self.unknown = Some(format!("{} {why}", quoted(t, n)));
         }
     }
 }
@@ -133,12 +132,7 @@ impl ScalarUse {
 /// Empty when `entry` is not a function of `src`.
 pub fn scalar_uses(src: &Source, headers: &[Source], entry: &str) -> Vec<ScalarUse> {
     let files: Vec<&Source> = std::iter::once(src).chain(headers).collect();
-    if files.iter().any(|f| f.max_depth() > crate::source::MAX_DEPTH) {
-        return Vec::new();
-    }
-    let Some(host) = src.host_functions().into_iter().find(|h| h.name == entry) else { return Vec::new() };
-    let Some(body) = src.node(&host.body, "compound_statement") else { return Vec::new() };
-    let Some(func) = body.parent() else { return Vec::new() };
+    let Some((_, body, func)) = launcher_of(src, &files, entry) else { return Vec::new() };
     parameters(src.text(), func)
         .into_iter()
         .filter(|p| !p.pointer && is_integer_parameter(src.text(), func, &p.name))

@@ -51,12 +51,7 @@ const MAX_VALUE_DEPTH: usize = 8;
 /// order. Empty when `entry` is not a function of `src`.
 pub fn pointer_stores(src: &Source, headers: &[Source], entry: &str) -> Vec<PointerStores> {
     let files: Vec<&Source> = std::iter::once(src).chain(headers).collect();
-    if files.iter().any(|f| f.max_depth() > crate::source::MAX_DEPTH) {
-        return Vec::new();
-    }
-    let Some(host) = src.host_functions().into_iter().find(|h| h.name == entry) else { return Vec::new() };
-    let Some(body) = src.node(&host.body, "compound_statement") else { return Vec::new() };
-    let Some(func) = body.parent() else { return Vec::new() };
+    let Some((_, body, func)) = launcher_of(src, &files, entry) else { return Vec::new() };
     parameters(src.text(), func)
         .into_iter()
         .filter(|p| p.pointer)
@@ -286,8 +281,7 @@ fn field_parent(n: Node) -> Node {
 }
 
 fn call_is_cast(t: &str, call: Node) -> bool {
-    call.child_by_field_name("function")
-        .is_some_and(|f| ["reinterpret_cast<", "static_cast<", "const_cast<"].iter().any(|c| text(t, f).starts_with(c)))
+    call.child_by_field_name("function").is_some_and(|f| cast_target(text(t, f)).is_some())
 }
 
 fn args_of_cast(t: &str, args: Node) -> bool {
