@@ -67,6 +67,25 @@ fn writes_first_operand(i: &Instruction) -> bool {
     ) && !i.opcode.starts_with("RED")
 }
 
+/// How many operands after the first the instruction also writes: the predicates right
+/// after it, a carry-out (`IADD3 R6, P2, ...`, two in `IADD3 R4, P0, P1, ...`) or a
+/// compare's second result (`ISETP P0, PT, ...`). Every later predicate operand is read
+/// (`IMAD.X R7, ..., P2` takes the carry in; `VOTE.ANY R0, PT, P1` votes on P1).
+fn written_predicates(i: &Instruction) -> usize {
+    let is_predicate = |o: &String| o == "PT" || (!o.starts_with('!') && predicate_of(o).is_some());
+    let base = i.opcode.split('.').next().unwrap_or("");
+    let limit = if i.operands.first().is_some_and(is_predicate) {
+        // Only compares and predicate logic write a second predicate; `VOTE.ALL P1, P0`
+        // reads the one it votes on.
+        usize::from(base.ends_with("SETP") || base.ends_with("SETP2") || base == "PLOP3")
+    } else if base == "IADD3" {
+        2
+    } else {
+        1
+    };
+    i.operands.iter().skip(1).take(limit).take_while(|o| is_predicate(o)).count()
+}
+
 /// A load whose address comes from a loaded value, and how many loads deep its chain is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DependentLoad {
@@ -112,8 +131,10 @@ pub fn dependent_loads(body: &[&Instruction], carried: bool) -> Vec<DependentLoa
             let read = |regs: Vec<u32>| -> u32 {
                 regs.iter().filter_map(|r| depth.get(r)).map(|d| d.seen_by(predicate)).max().unwrap_or(0)
             };
+            let written = 1 + written_predicates(i);
+            let sources = &i.operands[written..];
             let d = if is_global_load(i) {
-                let address = i.operands[1..].iter().filter(|o| o.contains('[')).flat_map(|o| registers(o, true));
+                let address = sources.iter().filter(|o| o.contains('[')).flat_map(|o| registers(o, true));
                 let base = read(address.collect());
                 if base > 0 {
                     let e = found.entry(i.offset).or_insert(0);
@@ -121,17 +142,22 @@ pub fn dependent_loads(body: &[&Instruction], carried: bool) -> Vec<DependentLoa
                 }
                 base + 1
             } else {
-                let selects = i.operands[1..]
+                let selects = sources
                     .iter()
                     .chain(predicate.map(|p| p.to_string()).iter())
                     .filter_map(|o| predicate_depth.get(&predicate_of(o)?).copied())
                     .max()
                     .unwrap_or(0);
-                read(i.operands[1..].iter().flat_map(|o| registers(o, true)).collect()).max(selects)
+                read(sources.iter().flat_map(|o| registers(o, true)).collect()).max(selects)
             };
             let d = d.min(64);
-            if let Some(p) = predicate_of(&i.operands[0]) {
+            // A predicate written here holds this instruction's depth from now on, whatever
+            // an earlier compare put in it: a carry-out of index arithmetic is index
+            // arithmetic.
+            for p in i.operands[..written].iter().filter_map(|o| predicate_of(o)) {
                 predicate_depth.insert(p, d);
+            }
+            if i.operands[0] == "PT" || predicate_of(&i.operands[0]).is_some() {
                 continue;
             }
             let first = registers(&i.operands[0], false);
@@ -262,6 +288,51 @@ mod tests {
         );
         let refs: Vec<&Instruction> = other.iter().collect();
         assert_eq!(dependent_loads(&refs, false).len(), 1);
+    }
+
+    #[test]
+    fn a_carry_out_redefines_its_predicate() {
+        // P2 first holds a compare on a loaded value, then the carry of plain index
+        // arithmetic; the high half of the next address takes that carry, not the compare.
+        let code = body(
+            "        /*0000*/                   LDG.E R3, desc[UR4][R2.64] ;\n\
+             \x20       /*0010*/                   FSETP.GT.AND P2, PT, R3, RZ, PT ;\n\
+             \x20       /*0020*/                   FSEL R9, R3, RZ, P2 ;\n\
+             \x20       /*0030*/                   IADD3 R6, P2, R0, R4, RZ ;\n\
+             \x20       /*0040*/                   IMAD.X R7, RZ, RZ, R5, P2 ;\n\
+             \x20       /*0050*/                   LDG.E R8, desc[UR4][R6.64] ;\n",
+        );
+        let refs: Vec<&Instruction> = code.iter().collect();
+        assert!(dependent_loads(&refs, false).is_empty());
+        // Without the carry-out in between, the compare does select the address.
+        let selected = body(
+            "        /*0000*/                   LDG.E R3, desc[UR4][R2.64] ;\n\
+             \x20       /*0010*/                   FSETP.GT.AND P2, PT, R3, RZ, PT ;\n\
+             \x20       /*0020*/                   IADD3 R6, P1, R0, R4, RZ ;\n\
+             \x20       /*0030*/                   IMAD.X R7, RZ, RZ, R5, P2 ;\n\
+             \x20       /*0040*/                   LDG.E R8, desc[UR4][R6.64] ;\n",
+        );
+        let refs: Vec<&Instruction> = selected.iter().collect();
+        assert_eq!(dependent_loads(&refs, false), vec![DependentLoad { offset: 0x40, chain: 2 }]);
+        let two = body("        /*0000*/                   IADD3 R4, P0, P1, R2, R3, R5 ;\n");
+        assert_eq!(written_predicates(&two[0]), 2);
+        let vote = body("        /*0000*/                   VOTE.ANY R0, PT, P1 ;\n");
+        assert_eq!(written_predicates(&vote[0]), 1);
+        let carry_in = body("        /*0000*/                   IMAD.X R7, RZ, RZ, R5, P2 ;\n");
+        assert_eq!(written_predicates(&carry_in[0]), 0);
+        let compare = body("        /*0000*/                   ISETP.GE.AND P0, P1, R3, R8, PT ;\n");
+        assert_eq!(written_predicates(&compare[0]), 1);
+        // A vote reads its second predicate: the loaded compare's depth passes through it.
+        let voted = body(
+            "        /*0000*/                   LDG.E R3, desc[UR4][R2.64] ;\n\
+             \x20       /*0010*/                   FSETP.GT.AND P0, PT, R3, RZ, PT ;\n\
+             \x20       /*0020*/                   VOTE.ALL P1, P0 ;\n\
+             \x20       /*0030*/                   SEL R6, R4, R10, P1 ;\n\
+             \x20       /*0040*/                   LDG.E R8, desc[UR4][R6.64] ;\n",
+        );
+        assert_eq!(written_predicates(&voted[2]), 0);
+        let refs: Vec<&Instruction> = voted.iter().collect();
+        assert_eq!(dependent_loads(&refs, false), vec![DependentLoad { offset: 0x40, chain: 2 }]);
     }
 
     #[test]

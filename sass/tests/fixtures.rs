@@ -126,3 +126,26 @@ fn ptxas_report_of_the_probe_kernels() {
     assert_eq!(k("wmma_gemm").registers, 40);
     assert!(r.kernels.iter().all(|k| k.arch == "sm_90"));
 }
+
+/// ptxas reuses a predicate that held a compare on a loaded value as the carry-out of the
+/// next address add: the loads behind it wait on index arithmetic, not on the data.
+#[test]
+fn a_carry_out_after_a_compare_on_loaded_data_is_no_dependent_load() {
+    let listing = parse(&fixture("generated/carry_out_sass.txt"));
+    let reports = analyze_all(&listing);
+    let summary: Vec<String> = reports
+        .iter()
+        .map(|r| {
+            let deps: Vec<String> =
+                r.dependent_loads.iter().map(|s| format!("{:#06x} {}", s.offset, s.opcode)).collect();
+            format!(
+                "{}: {} instructions, dependent loads [{}]",
+                sass::short_name(&r.name),
+                r.instructions,
+                deps.join(", ")
+            )
+        })
+        .collect();
+    insta::assert_snapshot!("carry_out_dependent_loads", summary.join("\n"));
+    assert!(reports.iter().all(|r| r.dependent_loads.is_empty()));
+}
