@@ -99,6 +99,17 @@ impl Diagnosis {
         self
     }
 
+    /// Holds the estimate to what is left of DRAM time above the kernel's throughput: at
+    /// the roofline, moving the same bytes better gains at most that.
+    pub fn within_headroom(mut self, headroom: f64) -> Diagnosis {
+        let score = (self.score.min(headroom.max(0.0)) * 1000.0).round() / 1000.0;
+        if score < self.score {
+            self.score = score;
+            self.severity = self.severity.min(Severity::from_saving(score));
+        }
+        self.ev("dram_headroom", headroom)
+    }
+
     pub fn cap(mut self, max: Severity) -> Diagnosis {
         self.severity = self.severity.min(max);
         self
@@ -190,7 +201,11 @@ fn gate_allows(gate: Gate, roofline: &Roofline) -> Result<(), String> {
     let class = roofline.class;
     let ok = match gate {
         Gate::Always => true,
-        Gate::Memory => matches!(class, Bound::MemoryBound | Bound::LatencyBound | Bound::Unknown),
+        // At the roofline too: what is left there is the headroom to the ceiling, and
+        // the estimates are held to it (`diagnose_kernel`).
+        Gate::Memory => {
+            matches!(class, Bound::MemoryBound | Bound::LatencyBound | Bound::Unknown | Bound::AtRoofline)
+        }
         Gate::Compute => matches!(class, Bound::ComputeBound | Bound::LatencyBound | Bound::Unknown),
         Gate::Latency => matches!(class, Bound::LatencyBound | Bound::MemoryBound | Bound::Unknown),
         // By the unit that limits, not memory-versus-compute: shared memory is served by
@@ -224,7 +239,10 @@ pub fn diagnose_kernel(k: &Kernel) -> KernelDiagnosis {
             continue;
         }
         match (tool.run)(k, &roofline) {
-            Ok(Verdict::Fired(d)) => {
+            Ok(Verdict::Fired(mut d)) => {
+                if tool.gate == Gate::Memory && roofline.class == Bound::AtRoofline {
+                    d = d.within_headroom(roofline.dram_headroom.unwrap_or(0.0));
+                }
                 runs.push(ToolRun {
                     tool: tool.id,
                     outcome: ToolOutcome::Fired,
@@ -342,6 +360,22 @@ mod tests {
         assert_eq!(name_key("copy_scalar"), "copy_scalar");
     }
 
+    #[test]
+    fn an_estimate_above_the_headroom_is_held_to_it() {
+        let d = Diagnosis::new(ToolId::ScalarGlobalAccess, 0.35);
+        assert_eq!(d.severity, Severity::High);
+        let held = d.within_headroom(0.06);
+        assert_eq!((held.score, held.severity), (0.06, Severity::Low));
+        assert_eq!(held.evidence["dram_headroom"], 0.06);
+        // Under the headroom nothing changes; a bogus headroom holds the estimate at 0.
+        let low = Diagnosis::new(ToolId::ScalarGlobalAccess, 0.04).within_headroom(0.2);
+        assert_eq!((low.score, low.severity), (0.04, Severity::Low));
+        for bogus in [-1.0, f64::NAN] {
+            let d = Diagnosis::new(ToolId::ScalarGlobalAccess, 0.2).within_headroom(bogus);
+            assert_eq!((d.score, d.severity), (0.0, Severity::Info), "{bogus}");
+        }
+    }
+
     fn roofline(class: Bound, limiter: &str, pipe: (&str, f64)) -> Roofline {
         Roofline {
             class,
@@ -360,6 +394,9 @@ mod tests {
             sector_efficiency: None,
             useful_dram_fraction: None,
             busiest_pipe: Some((pipe.0.into(), pipe.1)),
+            dram_headroom: None,
+            working_lanes: None,
+            useful_pipe_pct: None,
             reason: String::new(),
         }
     }

@@ -36,6 +36,8 @@ pub mod metric {
     pub const GRID: &str = "launch__grid_size";
     pub const WAVES: &str = "launch__waves_per_multiprocessor";
     pub const THREADS_PER_INST: &str = "smsp__thread_inst_executed_per_inst_executed.ratio";
+    /// Lanes that execute an instruction and are not predicated off, per warp instruction.
+    pub const THREADS_PRED_ON_PER_INST: &str = "smsp__thread_inst_executed_pred_on_per_inst_executed.ratio";
     pub const DIVERGENT_TARGETS: &str = "smsp__sass_branch_targets_threads_divergent.sum";
     pub const FFMA_PER_CYCLE: &str = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed";
     pub const FADD_PER_CYCLE: &str = "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed";
@@ -129,6 +131,8 @@ pub enum Derived {
     DramBytes,
     /// [`Kernel::busiest_pipe`].
     BusiestPipe,
+    /// [`Kernel::working_lanes`].
+    WorkingLanes,
 }
 
 impl Derived {
@@ -143,6 +147,7 @@ impl Derived {
             Derived::SectorEfficiency => &[LD_SECTORS, ST_SECTORS, LD_BYTES_PER_SECTOR, ST_BYTES_PER_SECTOR],
             Derived::DramBytes => &[DRAM_READ, DRAM_WRITE],
             Derived::BusiestPipe => &[FMA_PIPE_PCT, ALU_PCT, TENSOR_PCT, FP64_PIPE_PCT, XU_PCT, LSU_PCT],
+            Derived::WorkingLanes => &[THREADS_PER_INST, THREADS_PRED_ON_PER_INST],
         }
     }
 }
@@ -405,6 +410,15 @@ impl<'a> Kernel<'a> {
         .iter()
         .filter_map(|(n, m)| self.opt(m).map(|v| (*n, v)))
         .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// The share of a warp's 32 lanes that do work per issued instruction: active and
+    /// not predicated off when ncu gave that ratio, else active. A pipe busy with warps
+    /// half of whose lanes idle does half the useful work its utilization suggests.
+    pub fn working_lanes(&self) -> Option<f64> {
+        use metric::*;
+        let lanes = self.opt(THREADS_PRED_ON_PER_INST).or_else(|| self.opt(THREADS_PER_INST))?;
+        (lanes > 0.0).then(|| (lanes / 32.0).min(1.0))
     }
 
     pub fn dram_bytes(&self) -> Option<f64> {

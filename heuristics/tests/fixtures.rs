@@ -135,14 +135,13 @@ fn the_roofline_report_says_which_tools_ran_and_why() {
     let report = h200("h200/nvdisasm.txt");
     let vec4 = report.kernels.iter().find(|k| k.name == "copy_vec4").unwrap();
     let skipped: Vec<ToolId> = vec4.tools.iter().filter(|t| t.outcome == "skipped").map(|t| t.tool).collect();
-    assert!(skipped.contains(&ToolId::ScalarGlobalAccess) && skipped.contains(&ToolId::WarpDivergence), "{skipped:?}");
-    assert!(vec4
-        .tools
-        .iter()
-        .find(|t| t.tool == ToolId::ScalarGlobalAccess)
-        .unwrap()
-        .why
-        .contains("at-roofline kernel"));
+    assert!(skipped.contains(&ToolId::WarpDivergence), "{skipped:?}");
+    assert!(vec4.tools.iter().find(|t| t.tool == ToolId::WarpDivergence).unwrap().why.contains("at-roofline kernel"));
+    // Memory-side tools run at the roofline, held to the headroom left: 16-byte accesses
+    // give the scalar-access tool nothing to say.
+    let scalar = vec4.tools.iter().find(|t| t.tool == ToolId::ScalarGlobalAccess).unwrap();
+    assert_eq!(scalar.outcome, "quiet", "{scalar:?}");
+    assert!(scalar.why.contains("128 bits wide"), "{}", scalar.why);
     // Waste tools run at the roofline too: busy DRAM is not proof of useful bytes.
     assert_eq!(vec4.tools.iter().find(|t| t.tool == ToolId::UncoalescedGlobal).unwrap().outcome, "quiet");
     assert_eq!(vec4.tools.len(), heuristics::tools::ALL.len());
@@ -310,4 +309,63 @@ fn a_measured_roof_decides_the_roofline() {
     let far = clean(&probes2("nvdisasm.txt", &hints(Some(gbs / 0.70))));
     assert_ne!(far.roofline.class, heuristics::roofline::Bound::AtRoofline);
     assert!(far.get(ToolId::AtRoofline).is_none());
+}
+
+/// 4-byte accesses at 87% of an H200's DRAM peak (fixtures/h200/weighted_pair): at the
+/// roofline, yet the scalar-access tool runs and is held to the headroom left. Its float4
+/// fix measured 1.0389x there (a 3.7% saving): the estimate is within 2x of it, and stays
+/// below medium severity.
+#[test]
+fn above_the_cut_memory_tools_are_held_to_the_headroom() {
+    let profile = ncu::parse(&read("h200/weighted_pair/ncu_raw.csv")).unwrap();
+    let sass = sass::analyze_all(&sass::parse(&read("h200/weighted_pair/sass.txt")));
+    let ptxas = sass::ptxas::parse_ptxas(&read("h200/weighted_pair/ptxas.txt"));
+    let report = diagnose_profile(&profile, &sass, Some(&ptxas), &Hints::default(), None);
+    let k = &report.kernels[0];
+    assert_eq!(k.roofline.class, heuristics::roofline::Bound::AtRoofline, "{}", k.roofline.reason);
+    let headroom = k.roofline.dram_headroom.unwrap();
+    assert!((0.03..0.08).contains(&headroom), "{headroom}");
+    assert_eq!(k.top(1), vec![ToolId::ScalarGlobalAccess], "{:?}", k.top(3));
+    let d = k.get(ToolId::ScalarGlobalAccess).unwrap();
+    assert!(d.score <= headroom, "{} above the headroom {headroom}", d.score);
+    assert_eq!(d.evidence["dram_headroom"], headroom, "held to the headroom by stage 2's gate");
+    assert!(k.get(ToolId::AtRoofline).unwrap().prescription.contains("left below what this GPU reaches"));
+    let measured = 1.0 - 1.0 / 1.0389;
+    assert!((0.5..=2.0).contains(&(d.score / measured)), "estimate {} against a measured {measured:.3}", d.score);
+    assert!(d.severity < Severity::Medium, "{:?}", d.severity);
+}
+
+fn corpus_capture(entry: &str) -> Report {
+    let dir = format!("{}/corpus/{entry}/capture", env!("CARGO_MANIFEST_DIR"));
+    let text = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).unwrap();
+    let profile = ncu::parse(&text("ncu_raw.csv")).unwrap();
+    let sass = sass::analyze_all(&sass::parse(&text("sass.txt")));
+    let ptxas = sass::ptxas::parse_ptxas(&text("ptxas.txt"));
+    diagnose_profile(&profile, &sass, Some(&ptxas), &Hints::default(), None)
+}
+
+/// H200 captures of the corpus's compute-bound plants (issue 36): a busy pipe with half
+/// its lanes idle reads as half useful, and a tail that pulls SM throughput under 50%
+/// still reads as compute-bound, since the pipe is busy while its SMs run.
+#[test]
+fn useful_compute_weighs_the_busy_pipe_by_its_working_lanes() {
+    use heuristics::roofline::Bound;
+    let orbit = corpus_capture("047_complex_orbit");
+    let r = &orbit.kernels[0].roofline;
+    assert_eq!(r.class, Bound::ComputeBound);
+    let (pipe, busy) = r.busiest_pipe.clone().unwrap();
+    let lanes = r.working_lanes.unwrap();
+    assert!((0.45..0.55).contains(&lanes), "{lanes}");
+    assert!((r.useful_pipe_pct.unwrap() - busy * lanes).abs() < 0.2, "{r:?}");
+    assert!(r.reason.contains("useful") && r.reason.contains(&pipe), "{}", r.reason);
+    assert_eq!(orbit.kernels[0].top(1), vec![ToolId::WarpDivergence]);
+
+    let rows = corpus_capture("046_row_damping");
+    let r = &rows.kernels[0].roofline;
+    assert!(r.compute_pct.unwrap() < 50.0 && r.class == Bound::ComputeBound, "{r:?}");
+    assert!(r.reason.contains("while its SMs are active"), "{}", r.reason);
+    let tail = rows.kernels[0].get(ToolId::UnderFilledGrid).unwrap();
+    // 150 one-per-SM blocks on 132 SMs: the 18 of the second wave take a whole wave.
+    assert_eq!(tail.evidence["blocks_in_last_wave"], 18.0);
+    assert!((tail.score - (1.0 - 150.0 / 264.0)).abs() < 0.01, "{}", tail.score);
 }

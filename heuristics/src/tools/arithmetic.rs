@@ -8,7 +8,7 @@ use super::{count, fired, pct, quiet};
 use crate::diagnosis::{Diagnosis, Severity, ToolResult};
 use crate::facts::{metric as m, Kernel};
 use crate::precision::fast_math_verdict;
-use crate::roofline::Roofline;
+use crate::roofline::{Bound, Roofline};
 use crate::tool_id::ToolId;
 use sass::analysis::Loop;
 use sass::{Class, FunctionReport};
@@ -203,37 +203,72 @@ pub(super) fn fp64_in_fp32(k: &Kernel, _: &Roofline) -> ToolResult {
     )
 }
 
-pub(super) fn warp_divergence(k: &Kernel, _: &Roofline) -> ToolResult {
-    let ratio = k.m(m::THREADS_PER_INST)?;
-    let efficiency = ratio / 32.0;
+pub(super) fn warp_divergence(k: &Kernel, r: &Roofline) -> ToolResult {
+    let active = k.m(m::THREADS_PER_INST)?;
+    // Lanes predicated off idle as surely as lanes branched away.
+    let working = k.working_lanes().unwrap_or(active / 32.0);
+    let ratio = 32.0 * working;
+    let efficiency = working;
     let divergent = k.opt(m::DIVERGENT_TARGETS).unwrap_or(0.0);
-    if efficiency >= 0.9 {
-        return quiet(format!("{ratio:.1} of 32 threads active per instruction"));
+    // Whether lanes idle is read from the active lanes: a warp-uniform predicated-off
+    // instruction (`@!P0 EXIT` taken by no lane) lowers the working count with no lane
+    // idling beside a working one. The working lanes size the loss once lanes do idle.
+    if active / 32.0 >= 0.9 {
+        return quiet(format!("{active:.1} of 32 threads active per instruction"));
     }
-    if divergent == 0.0 && k.sass.is_some_and(|s| s.predicated_ratio < 0.3) {
+    // Blocks that are not whole warps leave lanes idle with no branch at all; only the
+    // share they explain is theirs.
+    let block = k.opt(m::BLOCK).filter(|b| *b > 0.0);
+    let whole_warps = block.map(|b| b / (32.0 * (b / 32.0).ceil())).unwrap_or(1.0);
+    if divergent == 0.0 && k.sass.is_some_and(|s| s.predicated_ratio < 0.3) && efficiency >= whole_warps - 0.05 {
         return quiet(format!(
             "{ratio:.1} threads per instruction, but no divergent branches: idle lanes come from partial warps"
         ));
     }
-    let saving = (1.0 - efficiency) * k.issue_weight().max(0.3);
+    // A kernel the pipes limit pays for its idle lanes in full: each warp instruction
+    // occupies the pipe whatever share of its lanes work.
+    let busy = match r.class {
+        Bound::ComputeBound => k.issue_weight().max(r.busiest_pipe.as_ref().map_or(0.0, |(_, v)| v / 100.0)),
+        _ => k.issue_weight(),
+    };
+    let saving = (1.0 - efficiency / whole_warps).max(0.0) * busy.max(0.3);
     let lines = k.lines_of_sites(&["branch"]);
     fired(
         Diagnosis::new(ToolId::WarpDivergence, saving)
-            .ev("threads_per_instruction", ratio)
+            .ev("threads_per_instruction", active)
+            .ev("working_threads_per_instruction", ratio)
             .ev("simt_efficiency", efficiency)
+            .ev("useful_pipe_pct", r.useful_pipe_pct.unwrap_or(0.0))
             .ev("divergent_branch_targets", divergent)
             .ev("issue_active_pct", k.opt(m::ISSUE_ACTIVE).unwrap_or(0.0))
             .analysis(format!(
-                "Warps execute {ratio:.1} of 32 threads per instruction ({} SIMT efficiency); {} branch targets \
-                    diverged: lanes of one warp take different paths, and each path runs with the other lanes masked \
-                    off.",
+                "Warps execute {ratio:.1} of 32 threads per instruction ({} SIMT efficiency); {}{}",
                 pct(efficiency),
-                count(divergent)
+                if divergent > 0.0 {
+                    format!(
+                        "{} branch targets diverged: lanes of one warp take different paths, and each path runs with \
+                        the other lanes masked off.",
+                        count(divergent)
+                    )
+                } else {
+                    "no branch diverged: lanes exit early or are predicated off, and the rest of each warp runs on \
+                    with them idle."
+                        .to_string()
+                },
+                match (r.class, &r.busiest_pipe, r.useful_pipe_pct) {
+                    (Bound::ComputeBound, Some((pipe, busy)), Some(useful)) => format!(
+                        " The {pipe} pipe is {busy:.0}% busy but about {useful:.0}% useful: the kernel is compute-bound \
+                        on idle lanes."
+                    ),
+                    _ => String::new(),
+                }
             ))
             .prescription(
-                "Make the branch uniform within a warp: branch on the warp index (threadIdx.x / 32) or on \
-                data sorted so a warp shares one path, not on lane parity; for short bodies compute both sides and \
-                select without branching.",
+                "Give every lane of a warp work on the same path: branch on the warp index (threadIdx.x / 32) or \
+                on data sorted so a warp shares one path, not on lane parity; map one work item to one thread (a \
+                thread per complex value or record, not per float with half the threads idle); compact the active \
+                items before an expensive loop; for bodies that differ only in constants, select the constants and \
+                run one path.",
             )
             .at(&lines),
     )

@@ -9,12 +9,16 @@ use crate::roofline::{Bound, Roofline};
 use crate::tool_id::ToolId;
 use sass::Class;
 
-/// DRAM throughput a well-fed streaming kernel reaches on Hopper (practical peak).
-const ATTAINABLE_DRAM_PCT: f64 = 85.0;
+/// The share of DRAM time a better access pattern can save: the roofline's headroom to
+/// what this GPU reaches, or the architecture's figure where stage 1 had no DRAM counter.
+fn dram_headroom(k: &Kernel, r: &Roofline, dram_pct: f64) -> f64 {
+    r.dram_headroom
+        .unwrap_or_else(|| (1.0 - dram_pct / crate::roofline::reachable_dram_pct(k.device.compute_capability)).max(0.0))
+}
 
 /// 8- and 16-bit global accesses in a kernel that memory or latency limits: a warp moves
 /// 32 or 64 bytes per instruction, so it cannot keep enough bytes in flight.
-pub(super) fn narrow_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
+pub(super) fn narrow_global_access(k: &Kernel, r: &Roofline) -> ToolResult {
     let s = k.sass()?;
     let (nl, ns) = s.mix.global_accesses(|b| b < 32);
     let (all_l, all_s) = s.mix.global_accesses(|_| true);
@@ -24,7 +28,7 @@ pub(super) fn narrow_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
     }
     let dram = k.m(m::DRAM_PCT)?;
     let share = (nl + ns) as f64 / total as f64;
-    let headroom = (1.0 - dram / ATTAINABLE_DRAM_PCT).max(0.0);
+    let headroom = dram_headroom(k, r, dram);
     let saving = share * headroom * k.memory_weight().max(0.5);
     let widths: Vec<String> = s
         .mix
@@ -45,7 +49,7 @@ pub(super) fn narrow_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
             .analysis(format!(
                 "{} of the global accesses are narrower than 32 bits ({}): a warp moves at most {} bytes per \
                     instruction, so it takes 4-16x the instructions and in-flight requests of 16-byte accesses to move \
-                    the same data, and DRAM runs at only {dram:.0}% of peak.",
+                    the same data; DRAM runs at {dram:.0}% of peak.",
                 pct(share),
                 widths.join(", "),
                 if s.mix.global_load_bits.contains_key("8") || s.mix.global_store_bits.contains_key("8") {
@@ -241,7 +245,7 @@ pub(super) fn uncoalesced_global(k: &Kernel, r: &Roofline) -> ToolResult {
     )
 }
 
-pub(super) fn scalar_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
+pub(super) fn scalar_global_access(k: &Kernel, r: &Roofline) -> ToolResult {
     let s = k.sass()?;
     let (loads, stores) = (s.count(Class::GlobalLoad), s.count(Class::GlobalStore));
     if loads + stores == 0 {
@@ -270,8 +274,7 @@ pub(super) fn scalar_global_access(k: &Kernel, _: &Roofline) -> ToolResult {
     // Two ways narrow accesses cost time: too few bytes in flight to reach DRAM bandwidth
     // (when DRAM is the unit being fed), and 4x the load-store instructions queuing at the
     // LSU (shared with local and shared-memory instructions, so only the global share).
-    let bandwidth_saving =
-        if dram >= 40.0 { (1.0 - dram / 90.0).max(0.0) * streaming * k.memory_weight() } else { 0.0 };
+    let bandwidth_saving = if dram >= 40.0 { dram_headroom(k, r, dram) * streaming * k.memory_weight() } else { 0.0 };
     let lsu_total = (loads
         + stores
         + s.count(Class::LocalLoad)

@@ -35,7 +35,8 @@ use summary::{at_roofline, roofline};
 pub enum Gate {
     /// Runs for every kernel: the problem costs time whatever the bottleneck.
     Always,
-    /// Memory-side tools: memory- and latency-bound kernels.
+    /// Memory-side tools: memory- and latency-bound kernels, and kernels at the roofline
+    /// (held to the DRAM headroom left).
     Memory,
     /// Compute-side tools: compute- and latency-bound kernels.
     Compute,
@@ -193,8 +194,8 @@ pub const ALL: &[Tool] = &[
         id: ToolId::WarpDivergence,
         gate: Gate::Compute,
         needs: Needs {
-            metrics: &[m::THREADS_PER_INST, m::DIVERGENT_TARGETS, m::ISSUE_ACTIVE],
-            derived: &[Derived::IssueWeight],
+            metrics: &[m::THREADS_PER_INST, m::DIVERGENT_TARGETS, m::ISSUE_ACTIVE, m::BLOCK],
+            derived: &[Derived::IssueWeight, Derived::WorkingLanes],
         },
         run: warp_divergence,
     },
@@ -225,9 +226,10 @@ pub const ALL: &[Tool] = &[
         },
         run: register_pressure,
     },
+    // Compute-bound kernels too: too few warps leave a busy pipe's issue slots idle.
     Tool {
         id: ToolId::LowOccupancy,
-        gate: Gate::Latency,
+        gate: Gate::Compute,
         needs: Needs {
             metrics: &[
                 m::ACHIEVED_OCC,

@@ -71,7 +71,7 @@ pub(super) fn low_occupancy(k: &Kernel, r: &Roofline) -> ToolResult {
     let max_warps = k.device.max_warps_per_sm.unwrap_or(64.0);
     let theoretical = (blocks * (block / 32.0).ceil() / max_warps).min(1.0);
     let issue = k.opt(m::ISSUE_ACTIVE).unwrap_or(50.0);
-    if theoretical >= 0.5 || r.class != Bound::LatencyBound {
+    if theoretical >= 0.5 || !matches!(r.class, Bound::LatencyBound | Bound::ComputeBound) {
         return quiet(format!("theoretical occupancy {}, achieved {achieved:.0}%", pct(theoretical)));
     }
     let saving = ((0.5 - theoretical) / 0.5).max(0.0) * (1.0 - issue / 100.0) * 0.5;
@@ -102,7 +102,59 @@ pub(super) fn low_occupancy(k: &Kernel, r: &Roofline) -> ToolResult {
     )
 }
 
-pub(super) fn under_filled_grid(k: &Kernel, _: &Roofline) -> ToolResult {
+/// What a partial last wave costs a kernel the pipes limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ComputeTail {
+    waves: f64,
+    /// Resident blocks per SM (ncu's waves are blocks over SMs x this).
+    per_sm: f64,
+    /// Whole waves before the last.
+    full: f64,
+    /// Blocks in the last wave.
+    last: f64,
+    /// The most blocks one SM runs in the last wave, and how many SMs run that many.
+    deepest: f64,
+    longest_sms: f64,
+    /// The last wave's time as a share of a full wave's.
+    last_wave_time: f64,
+    /// The share of the kernel's time a balanced grid saves.
+    saving: f64,
+}
+
+/// The tail of a compute-bound grid. Blocks take the same time, and an SM's pipes run as
+/// fast with fewer blocks resident (a lone block's warps take the issue slots its absent
+/// neighbours leave), so the last wave lasts as long as its busiest SM needs to finish
+/// `ceil(last / SMs)` of its `per_sm` blocks. That makes the estimate a lower bound: where
+/// a lone block cannot fill the pipes the tail costs more. Memory-bound kernels are not
+/// sized this way: the last wave's few SMs draw on all of DRAM.
+fn compute_tail(grid: f64, sms: f64, waves: f64) -> Option<ComputeTail> {
+    // Fewer blocks than SMs is an under-filled grid, not a tail; a grid of less than a
+    // wave that reaches every SM still stacks blocks unevenly.
+    if !(grid >= sms && sms > 0.0 && waves > 0.0) {
+        return None;
+    }
+    let per_sm = (grid / (waves * sms)).round().max(1.0);
+    let wave = per_sm * sms;
+    let full = ((grid - 1.0) / wave).floor();
+    let last = grid - full * wave;
+    let deepest = (last / sms).ceil();
+    let longest_sms = last - (deepest - 1.0) * sms;
+    let last_wave_time = (deepest / per_sm).min(1.0);
+    let took = full + last_wave_time;
+    let need = grid / wave;
+    Some(ComputeTail {
+        waves: need,
+        per_sm,
+        full,
+        last,
+        deepest,
+        longest_sms,
+        last_wave_time,
+        saving: (1.0 - need / took).max(0.0),
+    })
+}
+
+pub(super) fn under_filled_grid(k: &Kernel, r: &Roofline) -> ToolResult {
     let grid = k.m(m::GRID)?;
     let sms = k.device.sms.ok_or_else(|| Missing(vec![m::SMS.into()]))?;
     let waves = k.opt(m::WAVES);
@@ -128,7 +180,39 @@ pub(super) fn under_filled_grid(k: &Kernel, _: &Roofline) -> ToolResult {
                 )),
         );
     }
-    if let Some(w) = waves.filter(|w| (1.0..4.0).contains(w)) {
+    if r.class == Bound::ComputeBound {
+        if let Some(tail) = waves.and_then(|w| compute_tail(grid, sms, w)).filter(|t| t.saving >= 0.05) {
+            return fired(
+                Diagnosis::new(ToolId::UnderFilledGrid, tail.saving)
+                    .ev("blocks", grid)
+                    .ev("waves", tail.waves)
+                    .ev("blocks_per_sm", tail.per_sm)
+                    .ev("blocks_in_last_wave", tail.last)
+                    .ev("sms_running_longest", tail.longest_sms)
+                    .analysis(format!(
+                        "{grid:.0} blocks at {:.0} per SM make {:.2} waves, and the pipes are the limit: the last \
+                        wave's {:.0} blocks put {:.0} on {:.0} of the {sms:.0} SMs, which run for {} of a full wave's \
+                        time while the rest finish early, so the kernel runs as long as {:.2} waves for {:.2} waves of \
+                        work (about {} of its time).",
+                        tail.per_sm,
+                        tail.waves,
+                        tail.last,
+                        tail.deepest,
+                        tail.longest_sms,
+                        pct(tail.last_wave_time),
+                        tail.full + tail.last_wave_time,
+                        tail.waves,
+                        pct(tail.saving)
+                    ))
+                    .prescription(
+                        "Spread the last wave's work over every SM: a persistent grid of exactly SMs x resident \
+                        blocks (cudaOccupancyMaxActiveBlocksPerMultiprocessor) with a grid-stride loop over elements, \
+                        or finer work items (smaller blocks, or each row or tile split over several blocks) so the \
+                        imbalance is a small share of the work.",
+                    ),
+            );
+        }
+    } else if let Some(w) = waves.filter(|w| (1.0..4.0).contains(w)) {
         let tail = (w.ceil() - w) / w.ceil();
         if tail >= 0.2 {
             return fired(
@@ -208,4 +292,37 @@ pub(super) fn launch_overhead(k: &Kernel, _: &Roofline) -> ToolResult {
             )
             .cap(Severity::Medium),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compute_bound_tail_costs_what_its_busiest_sm_needs() {
+        // 300 blocks at 2 per SM on 132 SMs: 1.14 waves; the last 36 blocks sit alone on
+        // their SMs for half a wave, so the kernel runs 1.5 waves of time.
+        let t = compute_tail(300.0, 132.0, 300.0 / 264.0).unwrap();
+        assert_eq!((t.per_sm, t.full, t.last), (2.0, 1.0, 36.0));
+        assert!((t.last_wave_time - 0.5).abs() < 1e-12);
+        assert!((t.saving - (1.0 - (300.0 / 264.0) / 1.5)).abs() < 1e-12, "{t:?}");
+        // One block per SM: the 18 blocks of the second wave take a whole wave's time.
+        let one = compute_tail(150.0, 132.0, 150.0 / 132.0).unwrap();
+        assert!((one.saving - (1.0 - 150.0 / 264.0)).abs() < 1e-12, "{one:?}");
+        // 400 blocks at 2 per SM: the last wave puts 2 blocks on 4 SMs, a full wave.
+        let full = compute_tail(400.0, 132.0, 400.0 / 264.0).unwrap();
+        assert_eq!(full.last_wave_time, 1.0);
+        assert_eq!((full.deepest, full.longest_sms), (2.0, 4.0));
+        // Less than a wave that reaches every SM: 200 blocks put 2 on 68 SMs, so the run
+        // lasts a wave for 0.76 of one.
+        let short = compute_tail(200.0, 132.0, 200.0 / 264.0).unwrap();
+        assert_eq!((short.full, short.deepest, short.longest_sms), (0.0, 2.0, 68.0));
+        assert!((short.saving - (1.0 - 200.0 / 264.0)).abs() < 1e-12, "{short:?}");
+        // Whole waves have no tail; fewer blocks than SMs is under-filled, not a tail.
+        assert_eq!(compute_tail(264.0, 132.0, 1.0).unwrap().saving, 0.0);
+        assert_eq!(compute_tail(528.0, 132.0, 2.0).unwrap().saving, 0.0);
+        assert!(compute_tail(100.0, 132.0, 100.0 / 264.0).is_none());
+        assert!(compute_tail(0.0, 132.0, 1.0).is_none());
+        assert!(compute_tail(300.0, 132.0, f64::NAN).is_none());
+    }
 }

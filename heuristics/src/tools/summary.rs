@@ -6,14 +6,17 @@ use crate::facts::Kernel;
 use crate::roofline::{Bound, Roofline};
 use crate::tool_id::ToolId;
 
-pub(super) fn at_roofline(_: &Kernel, r: &Roofline) -> ToolResult {
+pub(super) fn at_roofline(k: &Kernel, r: &Roofline) -> ToolResult {
     if r.class != Bound::AtRoofline {
         return quiet(format!("{}: not at a roofline", r.class.name()));
     }
     let dram = r.dram_pct.unwrap_or(0.0);
     let reach = match r.dram_pct_of_achievable {
         Some(a) => format!(", {a:.0}% of what this GPU was measured to reach"),
-        None => ", within reach of the ~90% that is attainable in practice".to_string(),
+        None => format!(
+            ", within reach of the {:.0}% streaming kernels reach on this architecture",
+            crate::roofline::reachable_dram_pct(k.device.compute_capability)
+        ),
     };
     let mut d = Diagnosis::new(ToolId::AtRoofline, 0.0);
     if let Some(a) = r.dram_pct_of_achievable {
@@ -32,10 +35,17 @@ pub(super) fn at_roofline(_: &Kernel, r: &Roofline) -> ToolResult {
                     _ => String::new(),
                 }
             ))
-            .prescription(
-                "Little is left in this kernel as written: only moving fewer bytes helps now (fuse it with \
-                its producer or consumer, narrower data types, avoid re-reading).",
-            )
+            .prescription(match r.dram_headroom.filter(|h| *h >= 0.03) {
+                Some(h) => format!(
+                    "About {:.0}% of the DRAM time is left below what this GPU reaches: the memory-side findings \
+                    beside this one say how to take it. Beyond that only moving fewer bytes helps (fuse it with its \
+                    producer or consumer, narrower data types, avoid re-reading).",
+                    100.0 * h
+                ),
+                None => "Little is left in this kernel as written: only moving fewer bytes helps now (fuse it with \
+                    its producer or consumer, narrower data types, avoid re-reading)."
+                    .to_string(),
+            })
             .cap(Severity::Info),
     )
 }
