@@ -290,13 +290,15 @@ pub(super) fn scalar_global_access(k: &Kernel, r: &Roofline) -> ToolResult {
             .ev("global_stores", stores as f64)
             .ev("widest_access_bits", 32.0)
             .ev("dram_pct", dram)
+            .ev("dram_headroom", dram_headroom(k, r, dram))
             .ev("lsu_throttle_stall_share", lg)
             .ev("instructions_per_global_access", per_access)
             .analysis(format!(
                 "Every global access is 32 bits or narrower ({loads} loads, {stores} stores in the SASS): a warp moves \
                     at most 128 bytes per instruction, so the kernel needs four times the load/store instructions and \
-                    in-flight requests that 128-bit accesses would. DRAM runs at {dram:.0}% of peak; {} of stall time \
-                    is the LSU queue being full.",
+                    in-flight requests that 128-bit accesses would. DRAM runs at {dram:.0}% of peak, {} of its time \
+                    short of what this GPU reaches; {} of stall time is the LSU queue being full.",
+                pct(dram_headroom(k, r, dram)),
                 pct(lg)
             ))
             .prescription(
