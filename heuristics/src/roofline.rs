@@ -139,12 +139,18 @@ pub fn pct_of_achievable(
     Some(100.0 * achieved / roof)
 }
 
+/// The datasheet-peak percentage at which DRAM counts as at the roof on an architecture
+/// that reaches `reachable_pct`.
+fn architecture_cut(reachable_pct: f64) -> f64 {
+    AT_ROOFLINE_ACHIEVABLE_PCT / 100.0 * reachable_pct
+}
+
 /// Whether DRAM runs at the roof: against the measured roof when there is one, else
 /// against what the architecture reaches (`reachable_pct`, ncu's scale).
 pub fn dram_at_roof(dram_pct: f64, pct_of_achievable: Option<f64>, reachable_pct: f64) -> bool {
     match pct_of_achievable {
         Some(a) => a >= AT_ROOFLINE_ACHIEVABLE_PCT,
-        None => dram_pct >= AT_ROOFLINE_ACHIEVABLE_PCT / 100.0 * reachable_pct,
+        None => dram_pct >= architecture_cut(reachable_pct),
     }
 }
 
@@ -322,11 +328,7 @@ fn bound(
                     "dram".to_string(),
                     format!("DRAM throughput {d:.1}% of peak{measured}, but {why}: busy, not at the roofline"),
                 )
-            } else if m >= BOUND_PCT
-                && m >= s
-                && !measured.is_empty()
-                && d >= AT_ROOFLINE_ACHIEVABLE_PCT / 100.0 * reachable
-            {
+            } else if m >= BOUND_PCT && m >= s && !measured.is_empty() && d >= architecture_cut(reachable) {
                 // Busy by the datasheet's measure, yet short of what this GPU reaches:
                 // say so, so nobody reads the class as "nothing left".
                 (
@@ -444,7 +446,7 @@ mod tests {
         for bogus in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             assert_eq!(pct_of_achievable(Some(50.0), Some(2700.0), None, Some(bogus)), None);
         }
-        let cut = AT_ROOFLINE_ACHIEVABLE_PCT / 100.0 * HOPPER;
+        let cut = architecture_cut(HOPPER);
         assert!(dram_at_roof(cut, None, HOPPER));
         assert!(!dram_at_roof(cut - 0.1, None, HOPPER));
     }

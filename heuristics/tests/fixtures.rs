@@ -6,11 +6,21 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(format!("{}/../tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
+/// A saved capture diagnosed: the raw ncu page, the SASS and the ptxas report, as text.
+fn diagnose_capture(ncu_csv: &str, sass_text: &str, ptxas_log: &str, hints: &Hints) -> Report {
+    let profile = ncu::parse(ncu_csv).unwrap();
+    let sass = sass::analyze_all(&sass::parse(sass_text));
+    let ptxas = sass::ptxas::parse_ptxas(ptxas_log);
+    diagnose_profile(&profile, &sass, Some(&ptxas), hints, None)
+}
+
 fn h200(sass_file: &str) -> Report {
-    let profile = ncu::parse(&read("h200/ncu_full_raw_all.csv")).unwrap();
-    let sass = sass::analyze_all(&sass::parse(&read(sass_file)));
-    let ptxas = sass::ptxas::parse_ptxas(&read("h200/ptxas_verbose.txt"));
-    diagnose_profile(&profile, &sass, Some(&ptxas), &Hints::default(), None)
+    diagnose_capture(
+        &read("h200/ncu_full_raw_all.csv"),
+        &read(sass_file),
+        &read("h200/ptxas_verbose.txt"),
+        &Hints::default(),
+    )
 }
 
 fn ranking(report: &Report) -> String {
@@ -162,10 +172,12 @@ fn guidance_is_bounded_and_leads_with_the_top_problem() {
 // tools misjudged. tests/fixtures/h100/probes2/README.md says what each plants.
 
 fn probes2(sass_file: &str, hints: &Hints) -> Report {
-    let profile = ncu::parse(&read("h100/probes2/ncu_full_raw.csv")).unwrap();
-    let sass = sass::analyze_all(&sass::parse(&read(&format!("h100/probes2/{sass_file}"))));
-    let ptxas = sass::ptxas::parse_ptxas(&read("h100/probes2/ptxas_verbose.txt"));
-    diagnose_profile(&profile, &sass, Some(&ptxas), hints, None)
+    diagnose_capture(
+        &read("h100/probes2/ncu_full_raw.csv"),
+        &read(&format!("h100/probes2/{sass_file}")),
+        &read("h100/probes2/ptxas_verbose.txt"),
+        hints,
+    )
 }
 
 const EXPECTED_2: &[(&str, ToolId)] = &[
@@ -277,10 +289,12 @@ fn second_set_rankings_are_pinned() {
 /// (a 0.50 saving); the estimate must be within 2x of that and rank first.
 #[test]
 fn an_issue_bound_epilogue_is_sized_by_its_instruction_count() {
-    let profile = ncu::parse(&read("h100/example_bgr/ncu_raw.csv")).unwrap();
-    let sass = sass::analyze_all(&sass::parse(&read("h100/example_bgr/sass_lines.txt")));
-    let ptxas = sass::ptxas::parse_ptxas(&read("h100/example_bgr/ptxas.txt"));
-    let report = diagnose_profile(&profile, &sass, Some(&ptxas), &Hints::default(), None);
+    let report = diagnose_capture(
+        &read("h100/example_bgr/ncu_raw.csv"),
+        &read("h100/example_bgr/sass_lines.txt"),
+        &read("h100/example_bgr/ptxas.txt"),
+        &Hints::default(),
+    );
     let k = &report.kernels[0];
     assert_eq!(k.top(1), vec![ToolId::IntegerOverhead], "{:?}", k.top(3));
     let d = k.get(ToolId::IntegerOverhead).unwrap();
@@ -317,10 +331,12 @@ fn a_measured_roof_decides_the_roofline() {
 /// below medium severity.
 #[test]
 fn above_the_cut_memory_tools_are_held_to_the_headroom() {
-    let profile = ncu::parse(&read("h200/weighted_pair/ncu_raw.csv")).unwrap();
-    let sass = sass::analyze_all(&sass::parse(&read("h200/weighted_pair/sass.txt")));
-    let ptxas = sass::ptxas::parse_ptxas(&read("h200/weighted_pair/ptxas.txt"));
-    let report = diagnose_profile(&profile, &sass, Some(&ptxas), &Hints::default(), None);
+    let report = diagnose_capture(
+        &read("h200/weighted_pair/ncu_raw.csv"),
+        &read("h200/weighted_pair/sass.txt"),
+        &read("h200/weighted_pair/ptxas.txt"),
+        &Hints::default(),
+    );
     let k = &report.kernels[0];
     assert_eq!(k.roofline.class, heuristics::roofline::Bound::AtRoofline, "{}", k.roofline.reason);
     let headroom = k.roofline.dram_headroom.unwrap();
@@ -338,10 +354,7 @@ fn above_the_cut_memory_tools_are_held_to_the_headroom() {
 fn corpus_capture(entry: &str) -> Report {
     let dir = format!("{}/corpus/{entry}/capture", env!("CARGO_MANIFEST_DIR"));
     let text = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).unwrap();
-    let profile = ncu::parse(&text("ncu_raw.csv")).unwrap();
-    let sass = sass::analyze_all(&sass::parse(&text("sass.txt")));
-    let ptxas = sass::ptxas::parse_ptxas(&text("ptxas.txt"));
-    diagnose_profile(&profile, &sass, Some(&ptxas), &Hints::default(), None)
+    diagnose_capture(&text("ncu_raw.csv"), &text("sass.txt"), &text("ptxas.txt"), &Hints::default())
 }
 
 /// H200 captures of the corpus's compute-bound plants (issue 36): a busy pipe with half

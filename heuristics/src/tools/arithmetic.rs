@@ -208,7 +208,6 @@ pub(super) fn warp_divergence(k: &Kernel, r: &Roofline) -> ToolResult {
     // Lanes predicated off idle as surely as lanes branched away.
     let working = k.working_lanes().unwrap_or(active / 32.0);
     let ratio = 32.0 * working;
-    let efficiency = working;
     let divergent = k.opt(m::DIVERGENT_TARGETS).unwrap_or(0.0);
     // Whether lanes idle is read from the active lanes: a warp-uniform predicated-off
     // instruction (`@!P0 EXIT` taken by no lane) lowers the working count with no lane
@@ -220,7 +219,7 @@ pub(super) fn warp_divergence(k: &Kernel, r: &Roofline) -> ToolResult {
     // share they explain is theirs.
     let block = k.opt(m::BLOCK).filter(|b| *b > 0.0);
     let whole_warps = block.map(|b| b / (32.0 * (b / 32.0).ceil())).unwrap_or(1.0);
-    if divergent == 0.0 && k.sass.is_some_and(|s| s.predicated_ratio < 0.3) && efficiency >= whole_warps - 0.05 {
+    if divergent == 0.0 && k.sass.is_some_and(|s| s.predicated_ratio < 0.3) && working >= whole_warps - 0.05 {
         return quiet(format!(
             "{ratio:.1} threads per instruction, but no divergent branches: idle lanes come from partial warps"
         ));
@@ -231,19 +230,19 @@ pub(super) fn warp_divergence(k: &Kernel, r: &Roofline) -> ToolResult {
         Bound::ComputeBound => k.issue_weight().max(r.busiest_pipe.as_ref().map_or(0.0, |(_, v)| v / 100.0)),
         _ => k.issue_weight(),
     };
-    let saving = (1.0 - efficiency / whole_warps).max(0.0) * busy.max(0.3);
+    let saving = (1.0 - working / whole_warps).max(0.0) * busy.max(0.3);
     let lines = k.lines_of_sites(&["branch"]);
     fired(
         Diagnosis::new(ToolId::WarpDivergence, saving)
             .ev("threads_per_instruction", active)
             .ev("working_threads_per_instruction", ratio)
-            .ev("simt_efficiency", efficiency)
+            .ev("simt_efficiency", working)
             .ev("useful_pipe_pct", r.useful_pipe_pct.unwrap_or(0.0))
             .ev("divergent_branch_targets", divergent)
             .ev("issue_active_pct", k.opt(m::ISSUE_ACTIVE).unwrap_or(0.0))
             .analysis(format!(
                 "Warps execute {ratio:.1} of 32 threads per instruction ({} SIMT efficiency); {}{}",
-                pct(efficiency),
+                pct(working),
                 if divergent > 0.0 {
                     format!(
                         "{} branch targets diverged: lanes of one warp take different paths, and each path runs with \

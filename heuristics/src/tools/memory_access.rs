@@ -12,8 +12,10 @@ use sass::Class;
 /// The share of DRAM time a better access pattern can save: the roofline's headroom to
 /// what this GPU reaches, or the architecture's figure where stage 1 had no DRAM counter.
 fn dram_headroom(k: &Kernel, r: &Roofline, dram_pct: f64) -> f64 {
+    use crate::roofline::{dram_headroom, reachable_dram_pct};
     r.dram_headroom
-        .unwrap_or_else(|| (1.0 - dram_pct / crate::roofline::reachable_dram_pct(k.device.compute_capability)).max(0.0))
+        .or_else(|| dram_headroom(Some(dram_pct), None, reachable_dram_pct(k.device.compute_capability)))
+        .unwrap_or(0.0)
 }
 
 /// 8- and 16-bit global accesses in a kernel that memory or latency limits: a warp moves
@@ -274,7 +276,8 @@ pub(super) fn scalar_global_access(k: &Kernel, r: &Roofline) -> ToolResult {
     // Two ways narrow accesses cost time: too few bytes in flight to reach DRAM bandwidth
     // (when DRAM is the unit being fed), and 4x the load-store instructions queuing at the
     // LSU (shared with local and shared-memory instructions, so only the global share).
-    let bandwidth_saving = if dram >= 40.0 { dram_headroom(k, r, dram) * streaming * k.memory_weight() } else { 0.0 };
+    let headroom = dram_headroom(k, r, dram);
+    let bandwidth_saving = if dram >= 40.0 { headroom * streaming * k.memory_weight() } else { 0.0 };
     let lsu_total = (loads
         + stores
         + s.count(Class::LocalLoad)
@@ -290,7 +293,7 @@ pub(super) fn scalar_global_access(k: &Kernel, r: &Roofline) -> ToolResult {
             .ev("global_stores", stores as f64)
             .ev("widest_access_bits", 32.0)
             .ev("dram_pct", dram)
-            .ev("dram_headroom", dram_headroom(k, r, dram))
+            .ev("dram_headroom", headroom)
             .ev("lsu_throttle_stall_share", lg)
             .ev("instructions_per_global_access", per_access)
             .analysis(format!(
@@ -298,7 +301,7 @@ pub(super) fn scalar_global_access(k: &Kernel, r: &Roofline) -> ToolResult {
                     at most 128 bytes per instruction, so the kernel needs four times the load/store instructions and \
                     in-flight requests that 128-bit accesses would. DRAM runs at {dram:.0}% of peak, {} of its time \
                     short of what this GPU reaches; {} of stall time is the LSU queue being full.",
-                pct(dram_headroom(k, r, dram)),
+                pct(headroom),
                 pct(lg)
             ))
             .prescription(
