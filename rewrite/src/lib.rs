@@ -19,6 +19,7 @@
 
 pub mod combine;
 pub mod corpus;
+pub mod dispatch;
 pub mod edit;
 pub mod extent;
 pub mod facts;
