@@ -70,6 +70,35 @@ impl Speedup {
     }
 }
 
+/// The weighted geometric mean of speedups at several served shapes, `weights` summing
+/// to 1: the objective over shapes. Its interval adds the shapes' log half-widths in
+/// quadrature, weighted (each shape's rounds are independent of the others'); a shape
+/// without an interval leaves the mean without one.
+pub fn weighted_geomean(parts: &[(f64, Speedup)]) -> Speedup {
+    let total: f64 = parts.iter().map(|(w, _)| w.max(0.0)).sum();
+    if parts.is_empty()
+        || total.is_nan()
+        || total <= 0.0
+        || parts.iter().any(|(_, s)| !(s.point.is_finite() && s.point > 0.0))
+    {
+        return Speedup::unmeasured(f64::NAN);
+    }
+    let log: f64 = parts.iter().map(|(w, s)| w.max(0.0) / total * s.point.ln()).sum();
+    let point = log.exp();
+    if !parts.iter().all(|(_, s)| s.has_interval()) {
+        return Speedup::unmeasured(point);
+    }
+    let half = parts
+        .iter()
+        .map(|(w, s)| {
+            let h = (s.high / s.point).ln().max((s.point / s.low).ln());
+            (w.max(0.0) / total * h).powi(2)
+        })
+        .sum::<f64>()
+        .sqrt();
+    Speedup { point, low: point * (-half).exp(), high: point * half.exp() }
+}
+
 impl fmt::Display for Speedup {
     /// `1.150x [1.142, 1.158]`, or `1.150x` without an interval.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -106,6 +135,14 @@ impl Bar {
     /// Faster, as far as the rounds can tell: the whole interval is above the threshold.
     pub fn is_win(&self, s: &Speedup) -> bool {
         s.has_interval() && s.low > self.threshold()
+    }
+
+    /// Slower than the baseline beyond the margin: the point estimate under the reciprocal
+    /// of the threshold. A served shape that does so disqualifies a kernel, whatever its
+    /// mean; the point, not the interval, decides, since a noisy short shape must not
+    /// hide a loss behind a wide interval.
+    pub fn is_regression(&self, s: &Speedup) -> bool {
+        s.point.is_finite() && s.point < 1.0 / self.threshold()
     }
 
     /// One line for the run's log and report.
@@ -192,6 +229,31 @@ mod tests {
         assert!(point.same_speed(1.009, 0.01) && !point.same_speed(1.011, 0.01));
         assert!(!point.same_speed(1.0, 0.0), "--min-gain 0 without an interval: nothing is the same speed");
         assert!(!point.same_speed(f64::NAN, 0.01) && !Speedup::unmeasured(0.0).same_speed(1.0, 0.01));
+    }
+
+    #[test]
+    fn the_weighted_geomean_of_shapes_and_its_interval() {
+        let decode = Speedup { point: 0.5, low: 0.45, high: 0.55 };
+        let prefill = Speedup { point: 2.0, low: 1.98, high: 2.02 };
+        let mean = weighted_geomean(&[(0.5, decode), (0.5, prefill)]);
+        assert!((mean.point - 1.0).abs() < 1e-12, "{mean}");
+        // Quadrature of the weighted log half-widths: decode's dominates.
+        let h = ((0.5 * (0.55f64 / 0.5).ln().max((0.5f64 / 0.45).ln())).powi(2)
+            + (0.5 * (2.02f64 / 2.0).ln().max((2.0f64 / 1.98).ln())).powi(2))
+        .sqrt();
+        assert!((mean.high - h.exp()).abs() < 1e-12 && (mean.low - (-h).exp()).abs() < 1e-12, "{mean}");
+        let one = weighted_geomean(&[(1.0, prefill)]);
+        assert!((one.point - 2.0).abs() < 1e-12 && (one.high / one.point - 2.0 / 1.98).abs() < 1e-9, "the wider side");
+        assert!(!weighted_geomean(&[(0.3, Speedup::unmeasured(1.2)), (0.7, prefill)]).has_interval());
+        assert!(!weighted_geomean(&[]).point.is_finite());
+    }
+
+    #[test]
+    fn a_regression_is_a_point_under_the_margin() {
+        let bar = Bar::default();
+        assert!(bar.is_regression(&Speedup { point: 0.98, low: 0.9, high: 1.06 }), "a wide interval hides nothing");
+        assert!(!bar.is_regression(&Speedup { point: 0.995, low: 0.99, high: 1.0 }), "inside the 1% margin");
+        assert!(!bar.is_regression(&Speedup::unmeasured(f64::NAN)));
     }
 
     #[test]

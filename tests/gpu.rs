@@ -302,3 +302,41 @@ fn gemm_f32_diagnosis_respects_the_tolerance_and_3xtf32_is_timed_not_rejected() 
     assert_eq!(code, 1, "{v}");
     assert_eq!(class(&v), "wrong-answer");
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn every_served_shape_is_timed_with_its_own_interval() {
+    // softmax with a decode shape (8 rows, 80% of the calls) and the bench size (20%).
+    let tmp = tempfile::tempdir().unwrap();
+    let task = tmp.path().join("softmax");
+    common::copy_dir(&common::root().join("tasks/softmax"), &task);
+    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    let toml = toml.replacen(
+        "[sizes]\n",
+        "[sizes]\nserve = [{ name = \"decode\", rows = 8, weight = 0.8 }, { name = \"prefill\", weight = 0.2 }]\n",
+        1,
+    );
+    std::fs::write(task.join("task.toml"), toml).unwrap();
+    let fast = common::root().join("tests/candidates/softmax/fast.cu");
+    let (code, v, err) = eval(&[task.to_str().unwrap(), fast.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}\n{err}");
+    let served = v["served"].as_array().expect("a served table");
+    assert_eq!(served.len(), 2, "{v}");
+    assert_eq!(served[0]["size"], "rows=8 cols=4096");
+    for s in served {
+        let sp = &s["speedup"];
+        let (low, point, high) =
+            (sp["low"].as_f64().unwrap(), sp["point"].as_f64().unwrap(), sp["high"].as_f64().unwrap());
+        assert!(low <= point && point <= high && low > 0.0, "{s}");
+        assert!(s["baseline_ms"].as_f64().unwrap() > 0.0 && s["candidate_ms"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    // The verdict's speedup is the mean of the shapes' weighted by their share of time.
+    let mean: f64 = served
+        .iter()
+        .map(|s| s["time_share"].as_f64().unwrap() * s["speedup"]["point"].as_f64().unwrap().ln())
+        .sum::<f64>()
+        .exp();
+    assert!((v["speedup"]["point"].as_f64().unwrap() - mean).abs() < 1e-9, "{v}");
+    let decode_share = served[0]["time_share"].as_f64().unwrap();
+    assert!(decode_share < 0.8, "8 rows take less time than 8192: {decode_share}");
+}

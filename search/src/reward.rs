@@ -42,11 +42,16 @@ pub struct Outcome {
     /// per kernel lineage.
     #[serde(default)]
     pub within_parent: bool,
+    /// Correct, but slower than the baseline at one of the shapes the kernel serves,
+    /// beyond the run's margin: its reward still guides the search (a child may mend the
+    /// loss), but it is never the best kernel, whatever its mean.
+    #[serde(default)]
+    pub regresses: bool,
 }
 
 impl Outcome {
     pub fn correct(speedup: f64) -> Outcome {
-        Outcome { correct: true, speedup, energy_saving: None, failure: None, within_parent: false }
+        Outcome { correct: true, speedup, energy_saving: None, failure: None, within_parent: false, regresses: false }
     }
 
     pub fn failed(class: &str) -> Outcome {
@@ -56,12 +61,23 @@ impl Outcome {
             energy_saving: None,
             failure: Some(class.to_string()),
             within_parent: false,
+            regresses: false,
         }
     }
 
     /// The same outcome, marked as landing within its parent's interval or not.
     pub fn within_parent(self, within: bool) -> Outcome {
         Outcome { within_parent: within && self.correct, ..self }
+    }
+
+    /// The same outcome, marked as regressing a served shape or not.
+    pub fn regressing(self, regresses: bool) -> Outcome {
+        Outcome { regresses: regresses && self.correct, ..self }
+    }
+
+    /// Correct and slower at no served shape: a kernel that may be the best.
+    pub fn eligible(&self) -> bool {
+        self.correct && !self.regresses
     }
 }
 
@@ -143,7 +159,7 @@ mod tests {
             for objective in [Objective::Time, Objective::Energy, Objective::Mix { time_weight: w }] {
                 let c = if log { RewardConfig { objective, ..Default::default() } } else { RewardConfig { objective, ..RewardConfig::linear() } };
                 let ok = c.reward(&Outcome { energy_saving: e, ..Outcome::correct(s) });
-                let bad = c.reward(&Outcome { correct: false, speedup: s * 1e6 + 1.0, energy_saving: e.map(|x| x * 1e6), failure: None, within_parent: false });
+                let bad = c.reward(&Outcome { correct: false, speedup: s * 1e6 + 1.0, energy_saving: e.map(|x| x * 1e6), failure: None, within_parent: false, regresses: false });
                 prop_assert!(ok > bad);
             }
         }

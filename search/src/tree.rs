@@ -206,7 +206,8 @@ impl<P: Clone> Tree<P> {
         self.nodes.is_empty()
     }
 
-    /// The best correct node: highest reward, then earliest found. A failed node is never best.
+    /// The best correct node: highest reward, then earliest found. A failed node is never
+    /// best, nor one that regresses a served shape ([`Outcome::regresses`]).
     pub fn best(&self) -> &Node<P> {
         &self.nodes[self.best]
     }
@@ -392,7 +393,7 @@ impl<P: Clone> Tree<P> {
             node.value_sum += reward;
             node.value_max = node.value_max.max(reward);
         }
-        if self.nodes[id].is_correct() && self.better_than_best(id) {
+        if self.nodes[id].outcome.as_ref().is_some_and(Outcome::eligible) && self.better_than_best(id) {
             self.best = id;
         }
         if let Some(p) = parent {
@@ -494,13 +495,16 @@ impl<P: Clone> Tree<P> {
         p
     }
 
-    /// Nodes by reward, correct ones first (a wrong kernel never outranks a right one).
+    /// Nodes by reward, correct ones first (a wrong kernel never outranks a right one), and
+    /// of those the ones that regress no served shape first.
     pub fn ranking(&self) -> Vec<NodeId> {
         let mut ids: Vec<NodeId> = self.nodes.iter().filter(|n| n.outcome.is_some()).map(|n| n.id).collect();
+        let eligible = |n: &Node<P>| n.outcome.as_ref().is_some_and(Outcome::eligible);
         ids.sort_by(|a, b| {
             let (na, nb) = (&self.nodes[*a], &self.nodes[*b]);
             nb.is_correct()
                 .cmp(&na.is_correct())
+                .then(eligible(nb).cmp(&eligible(na)))
                 .then(nb.reward.unwrap_or(f64::MIN).total_cmp(&na.reward.unwrap_or(f64::MIN)))
                 .then(a.cmp(b))
         });
@@ -535,5 +539,24 @@ mod tests {
         assert_eq!(next.parent, b);
         t.saturate(b);
         assert!(t.select().is_none());
+    }
+
+    #[test]
+    fn a_kernel_that_regresses_a_served_shape_is_never_the_best() {
+        let mut t = Tree::new((), Config::default(), 1);
+        let sel = t.select().unwrap();
+        let fast_mean = t.add_pending(&sel, (), Intent::default());
+        t.record(fast_mean, Outcome::correct(3.0).regressing(true));
+        assert_eq!(t.best().id, 0, "the baseline stays best beside a kernel that loses a served shape");
+        let sel = t.select().unwrap();
+        let steady = t.add_pending(&sel, (), Intent::default());
+        t.record(steady, Outcome::correct(1.5));
+        assert_eq!(t.best().id, steady, "a slower mean that loses nowhere is the best");
+        assert_eq!(t.ranking()[..2], [steady, 0]);
+        assert_eq!(t.ranking()[2], fast_mean, "ranked after every eligible correct node");
+        assert!(
+            t.node(fast_mean).reward.unwrap() > t.node(steady).reward.unwrap(),
+            "its reward still guides the search"
+        );
     }
 }

@@ -204,6 +204,9 @@ enum Cmd {
         run_dir: PathBuf,
         /// A node's id, to print its report instead of the run's summary.
         node: Option<usize>,
+        /// The run (or the node) as JSON: every node's figures, per served shape too.
+        #[arg(long)]
+        json: bool,
     },
     /// Compares search strategies on synthetic kernel landscapes (see README.md).
     Simulate {
@@ -362,7 +365,7 @@ pub fn main() -> ExitCode {
             rewrite::run(rewrite::Args { task, candidate, recipes, out, build, arch, json })
         }
         Cmd::Report { run_dir, json } => report::report(&run_dir, json),
-        Cmd::Show { run_dir, node } => report::show(&run_dir, node),
+        Cmd::Show { run_dir, node, json } => report::show(&run_dir, node, json),
         Cmd::Sass { file, function, json } => sass::run(&file, function.as_deref(), json),
         Cmd::Simulate { landscapes, budget, seed, json } => simulate::run(landscapes, budget, seed, json),
         Cmd::Diagnose {

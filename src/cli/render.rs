@@ -69,6 +69,19 @@ pub fn task_detail(task: &Task) -> String {
         let _ = writeln!(out, "  arg        {:<10} {:<24} {role}", a.name, a.spelling);
     }
     let _ = writeln!(out, "  bench      {} ({} of buffers)", task.bench, bytes(task.total_bytes(&task.bench) as f64));
+    if task.serves_shapes() {
+        for shape in task.served() {
+            let _ = writeln!(
+                out,
+                "  serve      {:<10} {:>5.1}% of the {}  {} ({} of buffers)",
+                shape.name,
+                100.0 * shape.weight,
+                task.serve_weights,
+                shape.size,
+                bytes(task.total_bytes(&shape.size) as f64)
+            );
+        }
+    }
     for c in &task.checks {
         let _ = writeln!(out, "  check      {c}");
     }
@@ -179,7 +192,12 @@ fn outcome(out: &mut String, v: &Verdict) {
                 Some(t) => {
                     let s = v.speedup.unwrap_or(crate::stats::Speedup::unmeasured(t.speedup));
                     let bar = crate::stats::Bar::default();
-                    let reading = if bar.is_win(&s) {
+                    let lost: Vec<&str> =
+                        v.served.iter().filter(|x| bar.is_regression(&x.speedup)).map(|x| x.name.as_str()).collect();
+                    let lost_at = format!("slower than the baseline at {}", lost.join(", "));
+                    let reading = if !lost.is_empty() {
+                        lost_at.as_str()
+                    } else if bar.is_win(&s) {
                         "faster"
                     } else if s.has_interval() && s.high < 1.0 / bar.threshold() {
                         "slower"
@@ -194,6 +212,26 @@ fn outcome(out: &mut String, v: &Verdict) {
                 None => "PASSED  (not timed)".to_string(),
             };
             let _ = writeln!(out, "  {headline}");
+            if !v.served.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "  (the weighted geometric mean over the served shapes; the time below is the heaviest shape's)"
+                );
+            }
+            for x in &v.served {
+                let _ = writeln!(
+                    out,
+                    "  shape     {:<10} {:>5.1}% weight, {:>5.1}% of the time  {}: {:.4} -> {:.4} ms, {}{}",
+                    x.name,
+                    100.0 * x.weight,
+                    100.0 * x.time_share,
+                    x.size,
+                    x.baseline_ms,
+                    x.candidate_ms,
+                    x.speedup,
+                    x.pct_of_floor.map(|p| format!(", {p:.1}% of floor")).unwrap_or_default()
+                );
+            }
         }
         Some(f) => {
             let _ = writeln!(out, "  REJECTED  {}: {}", f.class, f.message);

@@ -25,7 +25,16 @@ pub fn report(run_dir: &Path, json: bool) -> ExitCode {
     }
 }
 
-pub fn show(run_dir: &Path, node: Option<usize>) -> ExitCode {
+pub fn show(run_dir: &Path, node: Option<usize>, json: bool) -> ExitCode {
+    if json {
+        return match crate::report::show_json(run_dir, node) {
+            Ok(v) => {
+                print_json(&v);
+                ExitCode::from(EXIT_PASSED)
+            }
+            Err(e) => fail(EXIT_USAGE, &e.to_string()),
+        };
+    }
     match crate::report::show(run_dir, node) {
         Ok(text) => {
             print!("{text}");

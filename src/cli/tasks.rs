@@ -19,7 +19,7 @@ pub fn list(dir: &Path, json: bool) -> ExitCode {
         let rows: Vec<serde_json::Value> = loaded
             .iter()
             .map(|(d, t)| match t {
-                Ok(t) => serde_json::json!({"dir": d, "name": t.name, "summary": t.summary, "entry": t.entry, "bench": t.bench.vars, "checks": t.checks.len(), "has_reference": t.has_reference(), "tune": t.tune, "valid": true}),
+                Ok(t) => serde_json::json!({"dir": d, "name": t.name, "summary": t.summary, "entry": t.entry, "bench": t.bench.vars, "serve": t.serve, "serve_weights": t.serve_weights, "checks": t.checks.len(), "has_reference": t.has_reference(), "tune": t.tune, "valid": true}),
                 Err(e) => serde_json::json!({"dir": d, "valid": false, "error": e.to_string()}),
             })
             .collect();

@@ -107,6 +107,9 @@ pub async fn verify_best(
         .into_iter()
         .filter(|id| *id != 0 && search.tree.node(*id).is_correct())
         .filter(|id| search.summaries.get(id).and_then(|s| s.measured_speedup()).is_some_and(|s| bar.is_win(&s)))
+        .filter(|id| {
+            search.summaries.get(id).is_some_and(|s| s.regressed_shapes(bar.min_gain, Some(&baseline)).is_empty())
+        })
         .take(3)
         .collect();
     let mut tried = Vec::new();
@@ -156,8 +159,16 @@ pub async fn verify_best(
             .map_err(|e| EnvFailure(format!("the run directory cannot be written: {e}")))?;
         let summary = NodeSummary::of(&verdict);
         let measured = summary.measured_speedup();
+        let regressed = summary.regressed_shapes(bar.min_gain, Some(&baseline));
         let (confirmed, note) = match (&verdict.failure, &verdict.timing, measured) {
             (Some(f), _, _) => (false, format!("{}: {}", f.class, f.message)),
+            (None, _, Some(s)) if !regressed.is_empty() => (
+                false,
+                format!(
+                    "correct and {s} over the served shapes, but slower than the baseline at {}: a kernel may lose no served shape",
+                    regressed.iter().map(|r| format!("{} ({}, {})", r.name, r.size, r.speedup)).collect::<Vec<_>>().join(", ")
+                ),
+            ),
             (None, Some(_), Some(s)) if bar.is_win(&s) => (
                 true,
                 format!(
@@ -180,7 +191,15 @@ pub async fn verify_best(
         tried.push(Tried { node: id, confirmed, note: note.clone() });
         if confirmed {
             let t = verdict.timing.as_ref().expect("a confirmed verdict is timed");
-            let best = Best::confirmed(id, t, node.intent.technique.clone(), candidate.config_label(), note, bar);
+            let best = Best::confirmed(
+                id,
+                t,
+                &verdict.served,
+                node.intent.technique.clone(),
+                candidate.config_label(),
+                note,
+                bar,
+            );
             let source = crate::run::store::read_source(ctx.store.dir(), &candidate.source)
                 .map_err(|e| EnvFailure(format!("cannot read {}: {e}", path.display())))?;
             write_best(&ctx.store, &best, Some(source.as_bytes()), Some(&candidate), Some(&verdict), &tried)

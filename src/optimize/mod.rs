@@ -11,6 +11,7 @@
 //! This file starts a run: the preflight checks, the run directory, the baseline, and the
 //! drive of a session from the search to the final check.
 
+pub mod dispatch;
 pub mod evaluator;
 pub mod expand;
 pub mod finish;

@@ -101,7 +101,8 @@ impl Search {
         }
         self.tree.set_intent(id, intent);
         let within = self.within_parent_interval(id, &summary);
-        self.tree.record(id, summary.outcome().within_parent(within));
+        let regresses = !summary.regressed_shapes(self.min_gain, self.summaries.get(&0)).is_empty();
+        self.tree.record(id, summary.outcome().within_parent(within).regressing(regresses));
         let class = summary.failure_class.as_ref().map_or_else(|| "passed".into(), |c| c.name().to_string());
         let generation = summary.failure_class.as_ref().is_some_and(|c| c.is_generation());
         if !summary.passed && (no_kernel || generation || !self.repairs) {
@@ -132,7 +133,7 @@ impl Search {
         }
     }
 
-    fn job(&self, sel: &Selection, id: NodeId) -> Job {
+    pub(super) fn job(&self, sel: &Selection, id: NodeId) -> Job {
         let parent = self.tree.node(sel.parent);
         Job {
             id,
@@ -198,6 +199,7 @@ pub async fn run(
     let mut stopping = search.stop_reason.clone();
     let mut fatal = None;
     let mut interrupts = 0u32;
+    let mut dispatch_tried = false;
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -237,6 +239,35 @@ pub async fn run(
             }
         }
         if inflight.is_empty() {
+            // The last node of a search over served shapes: the best kernel of each shape
+            // in one library, when they differ (judged like any node, past the budget).
+            if !dispatch_tried && fatal.is_none() && interrupts == 0 && ctx.task.serves_shapes() {
+                dispatch_tried = true;
+                match super::dispatch::plan(&ctx.task, search, ctx.store.dir()) {
+                    Ok(plan) => {
+                        let note = format!(
+                            "{} in one library (their judged speedups make {:.3}x over the shapes)",
+                            plan.serves, plan.expected
+                        );
+                        progress.message(&format!("dispatch by shape: {note}"));
+                        match super::dispatch::start(&ctx, search, plan) {
+                            Ok(job) => {
+                                let _ = ctx.store.append(Event::ShapeDispatch { node: Some(job.id), note });
+                                spawn(job, &mut inflight);
+                                continue;
+                            }
+                            Err(e) => {
+                                fatal = Some(e);
+                                stopping = Some("the run directory cannot be written".into());
+                            }
+                        }
+                    }
+                    Err(why) => {
+                        progress.message(&format!("no dispatch by shape: {why}"));
+                        let _ = ctx.store.append(Event::ShapeDispatch { node: None, note: why });
+                    }
+                }
+            }
             stopping.get_or_insert_with(|| nothing_left(search.strategy));
             break;
         }

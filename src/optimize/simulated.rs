@@ -6,7 +6,11 @@
 //! `, cv=C`: round-to-round timing noise, 1% unless given) or `NIGHTSHIFT_SIM(fail=CLASS)`
 //! marker in its source (`final=env-error` makes the end-of-run check meet a broken
 //! environment), else a deterministic speedup from a hash of its source and build
-//! configuration. It profiles nothing and runs no sanitizer.
+//! configuration. A task that serves several shapes gets each timed alike; a
+//! `shape.NAME=X` field gives shape NAME a speedup of its own, and a source with several
+//! markers (a dispatched kernel) runs each shape at its fastest marker's speed (a
+//! variant without one, the baseline's kernel, at 1x). It profiles nothing and runs no
+//! sanitizer.
 
 use super::evaluator::{judge_until_steady, Bench, Evaluator, Profiled};
 use crate::generate::ParentProfile;
@@ -14,7 +18,7 @@ use crate::run::config::SimSettings;
 use crate::run::events::Candidate;
 use crate::toolkit::build::Built;
 use crate::wall::protocol::{
-    CheckSummary, EnergyReport, Failure, FailureClass, JudgeReport, Mode, Outcome, SideEnergy, SideTiming,
+    CheckSummary, EnergyReport, Failure, FailureClass, JudgeReport, Mode, Outcome, ShapeTiming, SideEnergy, SideTiming,
     TimingReport, REPEAT_CALLS,
 };
 use crate::wall::{EvalError, Verdict};
@@ -51,7 +55,7 @@ impl Evaluator for SimulatedEvaluator {
 
     fn baseline(&self, device: usize) -> Result<Verdict, EvalError> {
         let b = &self.bench;
-        let outcome = simulated_report(1.0, SIM_CV / 2.0, b.energy);
+        let outcome = simulated_report(&b.task, 1.0, &Default::default(), SIM_CV / 2.0, b.energy);
         b.run(&b.task, &b.trusted.baseline, &b.task.baseline, &b.opts_for(device), self.mode(outcome))
     }
 
@@ -63,7 +67,7 @@ impl Evaluator for SimulatedEvaluator {
         candidate: &Candidate,
     ) -> Result<Verdict, EvalError> {
         let b = &self.bench;
-        let outcome = simulate(source_path, candidate, b.energy, false);
+        let outcome = simulate(&b.task, source_path, candidate, b.energy, false);
         let opts = b.opts_for(device);
         judge_until_steady(|| b.run(&b.task, built, source_path, &opts, self.mode(outcome.clone())))
     }
@@ -79,7 +83,7 @@ impl Evaluator for SimulatedEvaluator {
     ) -> Result<Verdict, EvalError> {
         let (task, mut opts) = self.bench.final_check_setup(device, seeds);
         opts.sanitize = false;
-        let outcome = simulate(source_path, candidate, self.bench.energy, true);
+        let outcome = simulate(&task, source_path, candidate, self.bench.energy, true);
         self.bench.run(&task, built, source_path, &opts, self.mode(outcome))
     }
 
@@ -97,7 +101,14 @@ impl Evaluator for SimulatedEvaluator {
     }
 }
 
-fn simulated_report(speedup: f64, cv: f64, energy: bool) -> JudgeReport {
+/// A passed report: `speedup` at every timed shape but those `per_shape` names.
+fn simulated_report(
+    task: &crate::task::Task,
+    speedup: f64,
+    per_shape: &std::collections::HashMap<String, f64>,
+    cv: f64,
+    energy: bool,
+) -> JudgeReport {
     let baseline_ms = 1.0;
     // Five rounds whose medians scatter with a sample deviation of `cv` around the
     // median, the baseline's rounds steady: the speedup's interval is as wide as `cv`.
@@ -120,11 +131,11 @@ fn simulated_report(speedup: f64, cv: f64, energy: bool) -> JudgeReport {
         max_abs_err: 0.0,
         max_rel_err: 0.0,
     });
-    r.timing = Some(TimingReport {
+    let timing = |speedup: f64, size: String| TimingReport {
         baseline: side(baseline_ms, 0.0),
         candidate: side(baseline_ms / speedup, cv),
         speedup,
-        size: "simulated".into(),
+        size,
         input_sets: 2,
         floor_ms: Some(0.5),
         pct_of_floor: Some(50.0 * speedup),
@@ -132,25 +143,49 @@ fn simulated_report(speedup: f64, cv: f64, energy: bool) -> JudgeReport {
         baseline_outputs_ok: true,
         reliable: true,
         ..Default::default()
-    });
-    if energy {
-        let saving = speedup.powf(0.8);
-        let side = |j: f64| SideEnergy {
-            joules_per_call: j,
-            joules_per_call_min: j,
-            joules_per_call_max: j,
-            watts: 500.0,
-            samples: vec![],
-        };
-        r.energy =
-            Some(EnergyReport { baseline: side(0.5), candidate: side(0.5 / saving), saving, note: "simulated".into() });
+    };
+    let energy_of = |speedup: f64| {
+        energy.then(|| {
+            let saving = speedup.powf(0.8);
+            let side = |j: f64| SideEnergy {
+                joules_per_call: j,
+                joules_per_call_min: j,
+                joules_per_call_max: j,
+                watts: 500.0,
+                samples: vec![],
+            };
+            EnergyReport { baseline: side(0.5), candidate: side(0.5 / saving), saving, note: "simulated".into() }
+        })
+    };
+    r.timing = Some(timing(speedup, "simulated".into()));
+    r.energy = energy_of(speedup);
+    if task.serves_shapes() {
+        r.served = task
+            .served()
+            .into_iter()
+            .map(|shape| {
+                let s = per_shape.get(&shape.name).copied().unwrap_or(speedup);
+                ShapeTiming {
+                    timing: timing(s, shape.size.to_string()),
+                    energy: energy_of(s),
+                    name: shape.name,
+                    weight: shape.weight,
+                }
+            })
+            .collect();
     }
     r.notes.push(crate::run::store::SIMULATED_NOTE.into());
     r
 }
 
 /// The simulated outcome of a candidate.
-fn simulate(source_path: &Path, candidate: &Candidate, energy: bool, final_check: bool) -> JudgeReport {
+fn simulate(
+    task: &crate::task::Task,
+    source_path: &Path,
+    candidate: &Candidate,
+    energy: bool,
+    final_check: bool,
+) -> JudgeReport {
     let source = std::fs::read_to_string(source_path).unwrap_or_default();
     if let Some(c) = SIM_MARKER.captures(&source) {
         let fields: std::collections::HashMap<&str, &str> =
@@ -166,13 +201,47 @@ fn simulate(source_path: &Path, candidate: &Candidate, energy: bool, final_check
             });
         }
         let number = |k: &str| fields.get(k).and_then(|v| v.parse::<f64>().ok()).filter(|x| x.is_finite());
-        let speedup = number("speedup").unwrap_or(1.0).max(1e-3);
-        return simulated_report(speedup, number("cv").unwrap_or(SIM_CV).clamp(0.0, 0.5), energy);
+        let cv = number("cv").unwrap_or(SIM_CV).clamp(0.0, 0.5);
+        // A dispatched kernel holds several variants' markers: each shape runs at its
+        // fastest variant's speed, as the dispatch means it to.
+        let mut speedup = 0.0f64;
+        let mut per_shape: std::collections::HashMap<String, f64> = Default::default();
+        let markers: Vec<std::collections::HashMap<&str, &str>> = SIM_MARKER
+            .captures_iter(&source)
+            .map(|c| {
+                c.get(1)
+                    .map_or("", |m| m.as_str())
+                    .split(',')
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.trim(), v.trim()))
+                    .collect()
+            })
+            .collect();
+        for m in &markers {
+            let own = m.get("speedup").and_then(|v| v.parse::<f64>().ok()).filter(|x| x.is_finite()).unwrap_or(1.0);
+            speedup = speedup.max(own.max(1e-3));
+            for shape in task.served() {
+                let at = m
+                    .get(format!("shape.{}", shape.name).as_str())
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(own)
+                    .max(1e-3);
+                let best = per_shape.entry(shape.name).or_insert(at);
+                *best = best.max(at);
+            }
+        }
+        // A variant without a marker (the baseline's kernel) runs at the baseline's speed.
+        if source.matches("namespace nightshift_v").count() > markers.len() {
+            for v in per_shape.values_mut() {
+                *v = v.max(1.0);
+            }
+        }
+        return simulated_report(task, speedup, &per_shape, cv, energy);
     }
     let mut h = Sha256::new();
     h.update(source.as_bytes());
     h.update(candidate.config_label().as_bytes());
     let d = h.finalize();
     let u = u32::from_le_bytes([d[0], d[1], d[2], d[3]]) as f64 / u32::MAX as f64;
-    simulated_report(0.85 + 0.4 * u, SIM_CV, energy)
+    simulated_report(task, 0.85 + 0.4 * u, &Default::default(), SIM_CV, energy)
 }

@@ -250,6 +250,21 @@ pub fn show(dir: &Path, node: Option<usize>) -> Result<String, ReportError> {
     }
 }
 
+/// What `show --json` prints: the run's model (its nodes, best, certificate and served
+/// shapes), or one node's.
+pub fn show_json(dir: &Path, node: Option<usize>) -> Result<serde_json::Value, ReportError> {
+    let run = RunView::load(dir)?;
+    let value = match node {
+        Some(id) => serde_json::to_value(run.node(id).ok_or_else(|| ReportError::NoNode {
+            dir: dir.to_path_buf(),
+            id,
+            last: run.nodes.last().map(|n| n.id).unwrap_or(0),
+        })?),
+        None => serde_json::to_value(&run),
+    };
+    Ok(value.unwrap_or(serde_json::Value::Null))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,6 +48,58 @@ pub struct NodeView {
     pub duplicate_of: Option<usize>,
     /// The node's folder, relative to the run directory.
     pub dir: String,
+    /// Per served shape, when the task serves shapes.
+    pub served: Vec<ShapeRow>,
+    /// The served shapes where it is slower than the baseline beyond the run's margin: a
+    /// kernel with any is never the best.
+    pub regresses: Vec<String>,
+}
+
+/// One served shape of a node or of the run's result, as the tables show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShapeRow {
+    pub name: String,
+    pub size: String,
+    /// Its weight as the task gives it, in percent.
+    pub weight_pct: f64,
+    /// Its weight in the objective (its share of the baseline's time), in percent.
+    pub share_pct: f64,
+    pub baseline_ms: f64,
+    pub ms: f64,
+    pub speedup: f64,
+    pub speedup_text: String,
+    pub pct_of_floor: Option<f64>,
+    pub baseline_pct_of_floor: Option<f64>,
+    /// Slower than the baseline beyond the run's margin.
+    pub regressed: bool,
+}
+
+impl ShapeRow {
+    /// The rows of `served`, each read against the baseline timed against itself at that
+    /// shape (`baseline`, empty when unknown) for whether it is slower.
+    pub fn rows(
+        served: &[crate::wall::ShapeResult],
+        min_gain: f64,
+        baseline: &[crate::wall::ShapeResult],
+    ) -> Vec<ShapeRow> {
+        served
+            .iter()
+            .enumerate()
+            .map(|(i, s)| ShapeRow {
+                name: s.name.clone(),
+                size: s.size.clone(),
+                weight_pct: 100.0 * s.weight,
+                share_pct: 100.0 * s.time_share,
+                baseline_ms: s.baseline_ms,
+                ms: s.candidate_ms,
+                speedup: s.speedup.point,
+                speedup_text: s.speedup.to_string(),
+                pct_of_floor: s.pct_of_floor,
+                baseline_pct_of_floor: s.baseline_pct_of_floor,
+                regressed: s.regressed(min_gain, baseline.get(i)),
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -56,6 +108,8 @@ pub struct Certificate {
     pub reference: String,
     pub check_sizes: Vec<String>,
     pub bench_size: String,
+    /// Every served shape with its weight, when the task serves shapes.
+    pub served_sizes: Vec<String>,
     pub seeds: String,
     pub tolerance: String,
     pub cases: Option<usize>,
@@ -102,6 +156,11 @@ pub struct RunView {
     /// What a kernel had to show to be called faster.
     pub bar: Option<String>,
     pub certificate: Option<Certificate>,
+    /// Per served shape, the best kernel against the baseline (the final check's figures
+    /// once it ran), when the task serves shapes.
+    pub served: Vec<ShapeRow>,
+    /// What the search did about dispatch by shape, when the task serves shapes.
+    pub shape_dispatch: Option<String>,
     pub outcomes: BTreeMap<String, usize>,
     /// Judged nodes that landed within their parent's interval: no gain that clears the
     /// noise.
@@ -141,7 +200,14 @@ impl RunView {
         let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
         let log = RunLog::parse(&text).map_err(|source| ReportError::Log { path: dir.join("events.jsonl"), source })?;
         let finished_run = log.session.finished;
-        let mut nodes: Vec<NodeView> = log.live_nodes().map(node_view).collect();
+        let min_gain = run.config.min_gain;
+        let baseline_served: Vec<crate::wall::ShapeResult> = log
+            .live_nodes()
+            .find(|n| n.parent.is_none())
+            .and_then(|n| n.finished.as_ref())
+            .map(|f| f.summary.served.clone())
+            .unwrap_or_default();
+        let mut nodes: Vec<NodeView> = log.live_nodes().map(|n| node_view(n, min_gain, &baseline_served)).collect();
         if finished_run {
             // Started in a session that was killed or abandoned, and not redone (the budget
             // was spent when the run resumed): nothing is in flight once the run has finished.
@@ -158,7 +224,7 @@ impl RunView {
         let result = best_json.as_ref().and_then(best_of_json);
         let best_so_far = nodes
             .iter()
-            .filter(|n| n.passed && n.id != 0)
+            .filter(|n| n.passed && n.id != 0 && n.regresses.is_empty())
             .max_by(|a, b| a.speedup.partial_cmp(&b.speedup).unwrap_or(std::cmp::Ordering::Equal))
             .cloned();
         let best = match &result {
@@ -194,6 +260,13 @@ impl RunView {
         let certificate =
             best.as_ref().map(|b| certificate(dir, &run, best_json.as_ref().filter(|_| verified), result.as_ref(), b));
         let bar = result.as_ref().and_then(|r| r.bar).map(|b| b.describe());
+        let served = match (&result, &best) {
+            (Some(r), _) if r.verified && !r.served.is_empty() => {
+                ShapeRow::rows(&r.served, r.bar.map_or(min_gain, |b| b.min_gain), &baseline_served)
+            }
+            (_, Some(b)) => b.served.clone(),
+            _ => Vec::new(),
+        };
         let summary = crate::run::summary::read_summary(dir);
         Ok(RunView {
             dir: dir.to_path_buf(),
@@ -217,6 +290,8 @@ impl RunView {
             pending,
             bar,
             certificate,
+            served,
+            shape_dispatch: log.shape_dispatch.clone(),
             outcomes,
             within_parent_interval: log.within_parent_interval(run.config.min_gain),
             usage: log.usage,
@@ -235,7 +310,7 @@ impl RunView {
 }
 
 /// A node's view: what the log says of it ([`NodeLog`]), as the reports show it.
-fn node_view(n: &NodeLog) -> NodeView {
+fn node_view(n: &NodeLog, min_gain: f64, baseline: &[crate::wall::ShapeResult]) -> NodeView {
     let kind = match n.kind {
         None => "root".to_string(),
         Some(kind) => serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
@@ -263,6 +338,8 @@ fn node_view(n: &NodeLog) -> NodeView {
         diagnoses: n.top_diagnoses().map(<[String]>::to_vec).unwrap_or_default(),
         duplicate_of: None,
         dir: node_rel(n.id),
+        served: Vec::new(),
+        regresses: Vec::new(),
     };
     if let Some(p) = &n.proposal {
         v.technique = p.technique.clone();
@@ -288,6 +365,10 @@ fn node_view(n: &NodeLog) -> NodeView {
         v.message = s.failure_message.clone();
         v.finished_s = Some(f.at);
         v.duplicate_of = f.duplicate_of;
+        v.served = ShapeRow::rows(&s.served, min_gain, baseline);
+        if s.passed && n.parent.is_some() {
+            v.regresses = v.served.iter().filter(|r| r.regressed).map(|r| r.name.clone()).collect();
+        }
     }
     if n.parent.is_none() {
         // The root is the baseline, timed against itself.
@@ -427,6 +508,16 @@ fn certificate(dir: &Path, run: &RunFile, best: Option<&Value>, result: Option<&
             })
             .unwrap_or_else(|| "task not found".into()),
         check_sizes: task.as_ref().map(|t| t.checks.iter().map(|s| s.to_string()).collect()).unwrap_or_default(),
+        served_sizes: task
+            .as_ref()
+            .filter(|t| t.serves_shapes())
+            .map(|t| {
+                t.served()
+                    .iter()
+                    .map(|s| format!("{} {} ({:.0}% of the {})", s.name, s.size, 100.0 * s.weight, t.serve_weights))
+                    .collect()
+            })
+            .unwrap_or_default(),
         bench_size: t["size"].as_str().map(String::from).or(task.as_ref().map(|t| t.bench.to_string())).unwrap_or_default(),
         seeds: match (&task, verdict["check"]["cases"].as_u64()) {
             (Some(t), Some(cases)) if best.is_some_and(|b| b["final_verdict"].is_object()) => format!(

@@ -46,6 +46,10 @@ pub struct Best {
     /// The bar the interval had to clear.
     #[serde(default)]
     pub bar: Option<Bar>,
+    /// Per served shape, from the final check, when the task serves shapes: `speedup`
+    /// is then their weighted geometric mean, and `ms` the heaviest shape's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub served: Vec<crate::wall::ShapeResult>,
 }
 
 impl Best {
@@ -76,22 +80,30 @@ impl Best {
             config: "defaults".into(),
             note,
             bar: Some(bar),
+            served: baseline.served.clone(),
         }
     }
 
+    /// The final check's result: over the served shapes when there are several, else at
+    /// the one timed size.
     pub(crate) fn confirmed(
         node: NodeId,
         t: &TimingReport,
+        served: &[crate::wall::ShapeResult],
         technique: String,
         config: String,
         note: String,
         bar: Bar,
     ) -> Best {
-        let s = Speedup::from_rounds(t.speedup, &t.baseline.round_medians_ms, &t.candidate.round_medians_ms);
+        let s = if served.is_empty() {
+            Speedup::from_rounds(t.speedup, &t.baseline.round_medians_ms, &t.candidate.round_medians_ms)
+        } else {
+            Some(crate::wall::ShapeResult::objective(served))
+        };
         Best {
             node,
             verified: true,
-            speedup: t.speedup,
+            speedup: s.map_or(t.speedup, |s| s.point),
             speedup_low: s.map(|s| s.low),
             speedup_high: s.map(|s| s.high),
             ms: Some(t.candidate.median_ms),
@@ -106,6 +118,7 @@ impl Best {
             config,
             note,
             bar: Some(bar),
+            served: served.to_vec(),
         }
     }
 }
@@ -143,7 +156,9 @@ pub fn best_of_json(v: &serde_json::Value) -> Option<Best> {
         serde_json::from_value::<Candidate>(v["candidate"].clone()).map(|c| c.config_label()).unwrap_or_default();
     let note = v["final_check"].as_str().or(v["note"].as_str()).unwrap_or_default().to_string();
     match timing {
-        Some(t) if verified && node != 0 => Some(Best::confirmed(node, &t, technique, config, note, Bar::default())),
+        Some(t) if verified && node != 0 => {
+            Some(Best::confirmed(node, &t, &[], technique, config, note, Bar::default()))
+        }
         _ => Some(Best::none(Bar::default(), &NodeSummary::default(), note)),
     }
 }

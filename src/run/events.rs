@@ -69,6 +69,10 @@ pub struct NodeSummary {
     pub phases: BTreeMap<String, f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// Per served shape, when the task serves shapes; `speedup` is then their weighted
+    /// geometric mean.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub served: Vec<crate::wall::ShapeResult>,
 }
 
 impl NodeSummary {
@@ -92,7 +96,7 @@ impl NodeSummary {
             passed: v.passed(),
             failure_class: v.failure.as_ref().map(|f| NodeFailure::Kernel(f.class)),
             failure_message: v.failure.as_ref().map(|f| f.message.clone()),
-            speedup: t.map(|t| t.speedup),
+            speedup: v.speedup.map(|s| s.point).filter(|p| p.is_finite()).or(t.map(|t| t.speedup)),
             speedup_low: interval.map(|i| i.low),
             speedup_high: interval.map(|i| i.high),
             candidate_ms: t.map(|t| t.candidate.median_ms),
@@ -105,6 +109,7 @@ impl NodeSummary {
             spill_bytes: kernels.iter().map(|k| k.spill_store_bytes + k.spill_load_bytes).max(),
             phases,
             device: v.device.as_ref().map(|d| d.name.clone()),
+            served: v.served.clone(),
         }
     }
 
@@ -124,6 +129,14 @@ impl NodeSummary {
             (Some(low), Some(high)) => Speedup { point, low, high },
             _ => Speedup::unmeasured(point),
         })
+    }
+
+    /// The served shapes where this node is slower than the baseline beyond the margin
+    /// ([`crate::wall::ShapeResult::regressed`]; `baseline` is the baseline timed against
+    /// itself): a kernel with any is never the best, whatever its mean.
+    pub fn regressed_shapes(&self, min_gain: f64, baseline: Option<&NodeSummary>) -> Vec<&crate::wall::ShapeResult> {
+        let own = |i: usize| baseline.and_then(|b| b.served.get(i));
+        self.served.iter().enumerate().filter(|(i, s)| s.regressed(min_gain, own(*i))).map(|(_, s)| s).collect()
     }
 
     /// Whether this node, correct, ran at the speed of its `parent` (correct too) as far as
@@ -256,6 +269,13 @@ pub enum Event {
         passed: bool,
         seeds: u32,
         sanitized: bool,
+        note: String,
+    },
+    /// The end of a search over served shapes: the combination of each shape's best
+    /// kernel that became `node`, or why there is none.
+    ShapeDispatch {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<NodeId>,
         note: String,
     },
     /// The session stopped without finishing, for a reason outside any kernel (the GPU or

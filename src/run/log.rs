@@ -142,6 +142,8 @@ pub struct RunLog {
     pub ever_finished: bool,
     /// Why the search last stopped.
     pub search_stopped: Option<String>,
+    /// What the last search over served shapes did about dispatch by shape.
+    pub shape_dispatch: Option<String>,
     /// Seconds of search, summed over sessions.
     pub active_s: f64,
     /// The run was made with the simulated evaluator (its lines say so).
@@ -176,6 +178,7 @@ impl RunLog {
                 self.ever_finished = true;
             }
             Event::SearchStopped { why } => self.search_stopped = Some(why.clone()),
+            Event::ShapeDispatch { note, .. } => self.shape_dispatch = Some(note.clone()),
             Event::Baseline { summary, candidate } => {
                 let root = self.nodes.entry(0).or_insert_with(|| NodeLog::new(0, None, None));
                 root.proposal =

@@ -68,6 +68,20 @@ pub fn warnings(task: &Task) -> Vec<String> {
             MAX_BENCH_BYTES >> 30
         ));
     }
+    // Served shapes are small by nature (decode): only their memory is a limit. Every
+    // shape's input sets are held at once while a judgment times them.
+    for shape in task.serve.iter().filter(|s| s.size != task.bench) {
+        let held = task.total_bytes(&shape.size);
+        if held > MAX_BENCH_BYTES {
+            out.push(format!(
+                "served shape `{}` ({}) holds {} of buffers, over {} GiB: the judge keeps several input sets of every served shape at once",
+                shape.name,
+                shape.size,
+                megabytes(held),
+                MAX_BENCH_BYTES >> 30
+            ));
+        }
+    }
     for (i, c) in task.checks.iter().enumerate() {
         let most = largest_buffer(task, c);
         if most > MAX_CHECK_ELEMENTS {

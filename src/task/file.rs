@@ -56,6 +56,13 @@ pub(super) struct ArgSection {
 pub(super) struct SizesSection {
     pub(super) bench: Spanned<SizeTable>,
     pub(super) check: Vec<Spanned<SizeTable>>,
+    /// The shapes the kernel serves: size variables changed from the bench, a `weight`
+    /// and an optional `name` each (`serve.rs`).
+    #[serde(default)]
+    pub(super) serve: Vec<Spanned<SizeTable>>,
+    /// What the weights are shares of: "calls" (the default) or "time".
+    #[serde(default)]
+    pub(super) serve_weights: Option<Spanned<String>>,
 }
 
 /// A table of sizes as written: names in order, each value with its place in the file

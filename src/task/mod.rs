@@ -11,6 +11,7 @@ pub mod facts;
 mod file;
 pub mod init;
 mod resolve;
+pub mod serve;
 pub mod types;
 pub mod values;
 mod wording;
@@ -79,6 +80,12 @@ pub struct Task {
     pub args: Vec<Arg>,
     pub bench: Size,
     pub checks: Vec<Size>,
+    /// `[sizes] serve`: the shapes the kernel serves, weights summing to 1; empty when the
+    /// task times its bench size alone ([`Task::served`] reads both alike).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub serve: Vec<serve::ServedShape>,
+    #[serde(default)]
+    pub serve_weights: serve::WeightBasis,
     pub tolerance: Tolerance,
     pub seeds: u32,
     pub deterministic: bool,
@@ -264,6 +271,20 @@ impl Task {
             TaskError { file: file.to_path_buf(), line: e.inner().span().map(|s| at.line(s.start)), field, message }
         })?;
         resolve::resolve(dir, raw, &at)
+    }
+
+    /// The shapes every judgment times: the served ones, or the bench size alone.
+    pub fn served(&self) -> Vec<serve::ServedShape> {
+        if self.serve.is_empty() {
+            vec![serve::ServedShape { name: "bench".into(), size: self.bench.clone(), weight: 1.0 }]
+        } else {
+            self.serve.clone()
+        }
+    }
+
+    /// Whether the task serves several shapes (or one other than its bench size).
+    pub fn serves_shapes(&self) -> bool {
+        !self.serve.is_empty()
     }
 
     pub fn has_reference(&self) -> bool {

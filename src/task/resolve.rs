@@ -22,8 +22,11 @@ pub(super) fn resolve(dir: &Path, raw: TaskFile, at: &Locator) -> Result<Task, T
         None => baseline.clone(),
     };
     let (bench, checks) = sizes(&raw.sizes, at)?;
+    let (serve, serve_weights) =
+        super::serve::resolve(&raw.sizes.get_ref().serve, raw.sizes.get_ref().serve_weights.as_ref(), &bench, at)?;
     let var_names: Vec<String> = bench.vars.keys().cloned().collect();
-    let all_sizes: Vec<&Size> = checks.iter().chain(std::iter::once(&bench)).collect();
+    let all_sizes: Vec<&Size> =
+        checks.iter().chain(std::iter::once(&bench)).chain(serve.iter().map(|s| &s.size)).collect();
     let (tolerance, seeds) = check(&raw.check, at)?;
     let args = args(&raw.arg, tolerance, &var_names, &all_sizes, at)?;
     every_variable_used(&args, &var_names, &raw.sizes, at)?;
@@ -52,6 +55,8 @@ pub(super) fn resolve(dir: &Path, raw: TaskFile, at: &Locator) -> Result<Task, T
         args,
         bench,
         checks,
+        serve,
+        serve_weights,
         tolerance,
         seeds: seeds as u32,
         deterministic: raw.check.deterministic,

@@ -427,3 +427,72 @@ fn sizes_outside_what_a_gpu_times_and_holds_are_warned_about() {
     assert_eq!(big_check.len(), 1, "{big_check:?}");
     assert!(big_check[0].contains("check size 0 (rows=4097 cols=4096) has a buffer of 16781312 elements, over 4M"));
 }
+
+const SERVED: &str = "check = [{ rows = 1, cols = 1 }, { rows = 67, cols = 4099 }]\nserve = [\n  { name = \"decode\", rows = 8, weight = 0.6 },\n  { name = \"chunk\", rows = 512, weight = 0.3 },\n  { rows = 8192, cols = 4096, weight = 0.1 },\n]\nserve_weights = \"calls\"";
+
+fn served(entries: &str) -> String {
+    GOOD.replace("check = [{ rows = 1, cols = 1 }, { rows = 67, cols = 4099 }]", entries)
+}
+
+#[test]
+fn three_weighted_shapes_resolve_over_the_bench_size() {
+    let t = load(&served(SERVED)).unwrap();
+    assert!(t.serves_shapes());
+    let shapes = t.served();
+    let names: Vec<&str> = shapes.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["decode", "chunk", "rows=8192 cols=4096"], "an unnamed shape is named by what it changes");
+    assert_eq!(shapes[0].size.vars["rows"], 8);
+    assert_eq!(shapes[0].size.vars["cols"], 4096, "a variable a shape leaves alone keeps the bench value");
+    assert_eq!(shapes[0].size.order, t.bench.order);
+    let total: f64 = shapes.iter().map(|s| s.weight).sum();
+    assert!((total - 1.0).abs() < 1e-12 && (shapes[0].weight - 0.6).abs() < 1e-12);
+    assert_eq!(t.serve_weights, serve::WeightBasis::Calls);
+    // Weights need not sum to 1: they are shares.
+    let t = load(&served(&SERVED.replace("0.6", "6").replace("0.3", "3").replace("0.1", "1"))).unwrap();
+    assert!((t.served()[1].weight - 0.3).abs() < 1e-12);
+    // A task without `serve` serves its bench size alone.
+    let plain = load(GOOD).unwrap();
+    assert!(!plain.serves_shapes());
+    assert_eq!(plain.served().len(), 1);
+    assert_eq!((plain.served()[0].weight, &plain.served()[0].size), (1.0, &plain.bench));
+}
+
+#[test]
+fn a_bad_served_shape_names_its_field_line_and_what_was_expected() {
+    for (from, to, field, says) in [
+        ("rows = 8, weight = 0.6", "rows = 8", "sizes.serve[0].weight", "missing"),
+        ("weight = 0.6", "weight = 0", "sizes.serve[0].weight", "a number > 0"),
+        ("weight = 0.6", "weight = \"most\"", "sizes.serve[0].weight", "a number > 0, found \"most\" (a string)"),
+        ("rows = 8,", "tokens = 8,", "sizes.serve[0].tokens", "`tokens` is not a size variable (rows, cols)"),
+        ("rows = 8,", "rows = -8,", "sizes.serve[0].rows", "a size >= 0"),
+        ("rows = 8,", "rows = 8.5,", "sizes.serve[0].rows", "expected an integer"),
+        ("\"chunk\"", "\"decode\"", "sizes.serve[1].name", "`decode` names two served shapes"),
+        ("rows = 512,", "rows = 8,", "sizes.serve[1]", "the same size as served shape `decode`"),
+        ("serve_weights = \"calls\"", "serve_weights = \"tokens\"", "sizes.serve_weights", "\"calls\""),
+    ] {
+        let text = served(&SERVED.replacen(from, to, 1));
+        let e = error(&text);
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.message.contains(says), "{e}");
+        assert!(e.line.is_some(), "{e}");
+    }
+    let many: Vec<String> = (1..=9).map(|r| format!("{{ rows = {r}, weight = 1 }}")).collect();
+    let e = error(&served(&format!("check = [{{ rows = 1, cols = 1 }}]\nserve = [{}]", many.join(", "))));
+    assert!(e.message.contains("at most 8"), "{e}");
+}
+
+#[test]
+fn weights_of_calls_become_shares_of_the_baselines_time() {
+    let calls = serve::WeightBasis::Calls.time_shares(&[0.9, 0.1], &[0.01, 1.0]);
+    assert!((calls[0] - 0.009 / 0.109).abs() < 1e-12 && (calls[1] - 0.1 / 0.109).abs() < 1e-12, "{calls:?}");
+    assert_eq!(serve::WeightBasis::Time.time_shares(&[0.9, 0.1], &[0.01, 1.0]), vec![0.9, 0.1]);
+    assert_eq!(serve::WeightBasis::Calls.time_shares(&[0.5, 0.5], &[f64::NAN, 0.0]), vec![0.5, 0.5]);
+}
+
+#[test]
+fn a_served_shape_past_the_memory_budget_is_warned_about_and_a_small_one_is_not() {
+    let t = load(&served(&SERVED.replace("rows = 512", "rows = 2000000"))).unwrap();
+    let w = t.warnings();
+    assert!(w.iter().any(|w| w.contains("served shape `chunk`") && w.contains("GiB")), "{w:?}");
+    assert!(!w.iter().any(|w| w.contains("`decode`")), "a decode shape is small by nature: {w:?}");
+}

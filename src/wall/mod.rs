@@ -32,6 +32,6 @@ pub use build::{build_confined, build_trusted, TrustedBuilds};
 pub(crate) use judge::tail;
 pub use judge::{
     check_hosting, classify, evaluate, fresh_seed_base, judge, require_gpu, resolve_arch, run_standalone, sanitize,
-    unconfined_refusal, BuildSummary, Classified, EvalError, EvalOptions, HostTool, Phases, StandaloneRun, Status,
-    Verdict, DEFAULT_TIMEOUT, NO_GPU_HINT, SANITIZER_TOOLS,
+    unconfined_refusal, BuildSummary, Classified, EvalError, EvalOptions, HostTool, Phases, ShapeResult, StandaloneRun,
+    Status, Verdict, DEFAULT_TIMEOUT, NO_GPU_HINT, SANITIZER_TOOLS,
 };

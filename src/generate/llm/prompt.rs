@@ -72,7 +72,21 @@ pub fn user_message(req: &Request) -> String {
         let _ = writeln!(m, "- `{}` ({}): {role}", a.name, a.spelling.trim());
     }
     let checks: Vec<String> = t.checks.iter().map(|s| s.to_string()).collect();
-    let _ = writeln!(m, "\nTimed at {}; also checked at {}.", t.bench, checks.join("; "));
+    if t.serves_shapes() {
+        let shapes: Vec<String> = t
+            .served()
+            .iter()
+            .map(|s| format!("{} {} ({:.0}% of the {})", s.name, s.size, 100.0 * s.weight, t.serve_weights))
+            .collect();
+        let _ = writeln!(
+            m,
+            "\nTimed at every shape it serves: {}; the speedup is their weighted geometric mean, and a kernel slower than the baseline at any of them is never accepted. Also checked at {}.",
+            shapes.join("; "),
+            checks.join("; ")
+        );
+    } else {
+        let _ = writeln!(m, "\nTimed at {}; also checked at {}.", t.bench, checks.join("; "));
+    }
     let _ = writeln!(
         m,
         "Tolerance: |out - ref| <= {:e} + {:e} * |ref| (NaN and Inf must match){}.",

@@ -107,6 +107,16 @@ pub fn judge(
     });
     verdict.timing = report.timing;
     verdict.energy = report.energy;
+    if !report.served.is_empty() {
+        verdict.served = super::verdict::ShapeResult::from_timings(&report.served, task.serve_weights);
+        verdict.speedup = Some(super::verdict::ShapeResult::objective(&verdict.served));
+        if let (Some(e), Some(saving)) =
+            (verdict.energy.as_mut(), super::verdict::ShapeResult::energy_objective(&verdict.served))
+        {
+            e.saving = saving;
+            e.note = format!("{} (the saving is the weighted geometric mean over the served shapes)", e.note);
+        }
+    }
     verdict.notes.extend(report.notes);
     match report.outcome {
         Outcome::Passed => verdict.status = Status::Passed,

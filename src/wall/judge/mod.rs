@@ -24,4 +24,4 @@ pub use eval::{evaluate, judge, sanitize, SANITIZER_TOOLS};
 pub use hosted::{check_hosting, run_standalone, unconfined_refusal, HostTool, StandaloneRun};
 pub use options::{fresh_seed_base, require_gpu, resolve_arch, EvalOptions, DEFAULT_TIMEOUT, NO_GPU_HINT};
 pub(crate) use verdict::tail;
-pub use verdict::{BuildSummary, EvalError, Phases, Status, Verdict};
+pub use verdict::{BuildSummary, EvalError, Phases, ShapeResult, Status, Verdict};

@@ -6,7 +6,7 @@ use crate::task::Task;
 use crate::toolkit::build::{BuildFailure, Built};
 use crate::toolkit::toolchain::EnvError;
 use crate::wall::protocol::{CheckSummary, DeviceInfo, EnergyReport, Failure, FailureClass, TimingReport};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -87,6 +87,90 @@ pub struct Verdict {
     pub hosted_sandbox: Vec<crate::wall::sandbox::Layer>,
     /// The end of what candidate code and the worker printed, when something went wrong.
     pub stderr_tail: Option<String>,
+    /// Per served shape, when the task serves shapes: `speedup` is then their weighted
+    /// geometric mean, and `timing` the heaviest shape's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub served: Vec<ShapeResult>,
+}
+
+/// What one served shape measured in a judgment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShapeResult {
+    pub name: String,
+    /// The size, as `tokens=8 hidden=4096`.
+    pub size: String,
+    /// The weight the task gives it (summing to 1 over the shapes).
+    pub weight: f64,
+    /// Its weight in the objective: its share of the baseline's time when the weights are
+    /// shares of calls, else the weight.
+    pub time_share: f64,
+    pub speedup: crate::stats::Speedup,
+    pub baseline_ms: f64,
+    pub candidate_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pct_of_floor: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_pct_of_floor: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_saving: Option<f64>,
+}
+
+impl ShapeResult {
+    /// Each served shape's result from the judge's timings, weighted for the objective.
+    pub fn from_timings(
+        served: &[crate::wall::protocol::ShapeTiming],
+        basis: crate::task::serve::WeightBasis,
+    ) -> Vec<ShapeResult> {
+        let weights: Vec<f64> = served.iter().map(|s| s.weight).collect();
+        let baseline_ms: Vec<f64> = served.iter().map(|s| s.timing.baseline.median_ms).collect();
+        let shares = basis.time_shares(&weights, &baseline_ms);
+        served
+            .iter()
+            .zip(shares)
+            .map(|(s, share)| {
+                let t = &s.timing;
+                ShapeResult {
+                    name: s.name.clone(),
+                    size: t.size.clone(),
+                    weight: s.weight,
+                    time_share: share,
+                    speedup: crate::stats::Speedup::from_rounds(
+                        t.speedup,
+                        &t.baseline.round_medians_ms,
+                        &t.candidate.round_medians_ms,
+                    )
+                    .unwrap_or(crate::stats::Speedup::unmeasured(t.speedup)),
+                    baseline_ms: t.baseline.median_ms,
+                    candidate_ms: t.candidate.median_ms,
+                    pct_of_floor: t.pct_of_floor,
+                    baseline_pct_of_floor: t.baseline_pct_of_floor,
+                    energy_saving: s.energy.as_ref().map(|e| e.saving),
+                }
+            })
+            .collect()
+    }
+
+    /// Slower than the baseline beyond the margin: `min_gain`, or how far the baseline timed
+    /// against itself strayed at this same shape (`baseline`), whichever is larger. A
+    /// short shape's timing strays further than a long one's, so each has its own margin.
+    pub fn regressed(&self, min_gain: f64, baseline: Option<&ShapeResult>) -> bool {
+        let own = baseline.filter(|b| b.name == self.name).map(|b| b.speedup);
+        crate::stats::Bar::new(min_gain, own.as_ref()).is_regression(&self.speedup)
+    }
+
+    /// The objective over shapes: the weighted geometric mean of their speedups.
+    pub fn objective(shapes: &[ShapeResult]) -> crate::stats::Speedup {
+        crate::stats::weighted_geomean(&shapes.iter().map(|s| (s.time_share, s.speedup)).collect::<Vec<_>>())
+    }
+
+    /// The weighted geometric mean of the shapes' energy savings, when every one was read.
+    pub fn energy_objective(shapes: &[ShapeResult]) -> Option<f64> {
+        let parts: Option<Vec<(f64, crate::stats::Speedup)>> = shapes
+            .iter()
+            .map(|s| s.energy_saving.map(|e| (s.time_share, crate::stats::Speedup::unmeasured(e))))
+            .collect();
+        Some(crate::stats::weighted_geomean(&parts?).point).filter(|x| x.is_finite())
+    }
 }
 
 impl Verdict {
@@ -126,6 +210,7 @@ impl Verdict {
             sandbox: Vec::new(),
             hosted_sandbox: Vec::new(),
             stderr_tail: None,
+            served: Vec::new(),
         }
     }
 
@@ -173,5 +258,33 @@ mod tests {
         assert_eq!(tail("ab", 3), "ab");
         let t = tail("ééééé", 3);
         assert!(t.starts_with("..."));
+    }
+
+    fn shape(name: &str, point: f64, half: f64) -> ShapeResult {
+        ShapeResult {
+            name: name.into(),
+            size: String::new(),
+            weight: 0.5,
+            time_share: 0.5,
+            speedup: crate::stats::Speedup { point, low: point / (1.0 + half), high: point * (1.0 + half) },
+            baseline_ms: 1.0,
+            candidate_ms: 1.0 / point,
+            pct_of_floor: None,
+            baseline_pct_of_floor: None,
+            energy_saving: None,
+        }
+    }
+
+    #[test]
+    fn each_shape_is_read_against_the_baselines_own_noise_at_that_shape() {
+        // The baseline against itself strayed 8% at decode and 0.2% at prefill (an H200's
+        // rope decode read 0.865x [0.724, 1.032] against itself).
+        let decode_self = shape("decode", 1.0, 0.08);
+        let prefill_self = shape("prefill", 1.0, 0.002);
+        assert!(!shape("decode", 0.95, 0.05).regressed(0.01, Some(&decode_self)), "inside decode's own noise");
+        assert!(shape("decode", 0.90, 0.05).regressed(0.01, Some(&decode_self)), "past it");
+        assert!(shape("prefill", 0.98, 0.002).regressed(0.01, Some(&prefill_self)), "2% at a quiet shape");
+        assert!(shape("decode", 0.95, 0.05).regressed(0.01, None), "unknown noise: the margin alone");
+        assert!(shape("decode", 0.95, 0.05).regressed(0.01, Some(&prefill_self)), "another shape's noise is not used");
     }
 }

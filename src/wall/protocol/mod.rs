@@ -15,7 +15,7 @@ pub use failure::{CaseRef, Comparison, Failure, FailureClass, Mismatch};
 pub use judge::{JudgeMessage, JudgeRequest, Mode, Phase};
 pub use report::{
     lenient_f64, median, CheckSummary, ClockCheck, ClockReport, DeviceInfo, EnergyReport, EnergySample, Figure,
-    JudgeReport, Outcome, SideEnergy, SideTiming, TimingPlan, TimingReport, REPEAT_CALLS,
+    JudgeReport, Outcome, ShapeTiming, SideEnergy, SideTiming, TimingPlan, TimingReport, REPEAT_CALLS,
 };
 pub use worker::{
     Arg, Call, Command, Reply, Role, ServeRequest, Standalone, StandaloneMessage, StandalonePhase, StandaloneRequest,

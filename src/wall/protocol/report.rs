@@ -121,6 +121,22 @@ pub struct JudgeReport {
     /// The end of what the candidate's process printed, when it was rejected.
     #[serde(default)]
     pub stderr_tail: Option<String>,
+    /// Every served shape's timing, when the task serves shapes (`[sizes] serve`);
+    /// `timing` is then the heaviest shape's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub served: Vec<ShapeTiming>,
+}
+
+/// One served shape's timing within a judgment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShapeTiming {
+    pub name: String,
+    /// Its weight as the task gives it (summing to 1 over the shapes).
+    #[serde(deserialize_with = "lenient_f64::deserialize")]
+    pub weight: f64,
+    pub timing: TimingReport,
+    #[serde(default)]
+    pub energy: Option<EnergyReport>,
 }
 
 impl JudgeReport {
@@ -137,6 +153,7 @@ impl JudgeReport {
             sandbox_s: 0.0,
             phases: Default::default(),
             stderr_tail: None,
+            served: Vec::new(),
         }
     }
 }

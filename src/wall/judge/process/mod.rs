@@ -22,6 +22,9 @@
 //! 7. the timing report from the judge's clock, refined by the workers' events where the
 //!    two agree (`timing`).
 //!
+//! A task that serves several shapes has each timed in every one of steps 4 to 6 (buffers
+//! of their own), so each shape gets its own bracketed interval; the report keeps them all.
+//!
 //! Every timed call runs on an input set made for it (`rounds`): no process has seen it
 //! before, so no cache can pay, and every timed output is verified, inside the window.
 
@@ -38,7 +41,7 @@ use crate::wall::gpu::kernels::{CmpResult, CmpSpec, GenSpec};
 use crate::wall::gpu::launch::Kernels;
 use crate::wall::gpu::{DeviceBuffer, Gpu, GpuError};
 use crate::wall::protocol::{
-    Failure, FailureClass, JudgeMessage, JudgeReport, JudgeRequest, Mode, Outcome, Phase, Role,
+    Failure, FailureClass, JudgeMessage, JudgeReport, JudgeRequest, Mode, Outcome, Phase, Role, ShapeTiming,
 };
 use pools::{Layout, Place, Pool};
 use std::collections::BTreeMap;
@@ -677,24 +680,57 @@ fn run(
 
     // Timing: the baseline before and after a second candidate process, ready since the
     // judge began (our code only until it is told to load: no candidate work exists while
-    // the baseline is timed) and ended before the baseline is timed again.
+    // the baseline is timed) and ended before the baseline is timed again. Every served
+    // shape is timed in each of the three phases, so each has its own bracketed interval.
     ready(&mut timed, Role::Candidate)?;
     j.worker_pids.push(timed.pid);
-    let mut bench = rounds::Bench::prepare(j, &mut team)?;
-    j.phase(Phase::Time, format!("baseline, before the candidate, at {}", j.task.bench));
-    let first = bench.phase(j, &mut team, rounds::Side::BaselineBefore, energy)?;
-    bench.lend(j, &mut timed)?;
+    let shapes = j.task.served();
+    let mut benches = Vec::with_capacity(shapes.len());
+    for shape in &shapes {
+        benches.push(rounds::Bench::prepare(j, &mut team, &shape.size)?);
+    }
+    let mut first = Vec::with_capacity(benches.len());
+    for bench in &mut benches {
+        j.phase(Phase::Time, format!("baseline, before the candidate, at {}", bench.size));
+        first.push(bench.phase(j, &mut team, rounds::Side::BaselineBefore, energy)?);
+    }
+    for bench in &benches {
+        bench.lend(j, &mut timed)?;
+    }
     let middle = candidate_phase(j, &mut timed, report, |j, w| {
-        j.phase(Phase::Time, format!("candidate at {}", j.task.bench));
-        bench.phase(j, &mut team, rounds::Side::Candidate(w), energy)
+        let mut middle = Vec::with_capacity(benches.len());
+        for bench in &mut benches {
+            j.phase(Phase::Time, format!("candidate at {}", bench.size));
+            middle.push(bench.phase(j, &mut team, rounds::Side::Candidate(w), energy)?);
+        }
+        Ok(middle)
     })?;
     // The GPU must be whole before the baseline is timed again.
     j.sync()?;
-    j.phase(Phase::Time, format!("baseline, after the candidate, at {}", j.task.bench));
-    let last = bench.phase(j, &mut team, rounds::Side::BaselineAfter, energy)?;
-    let (timing, energy_report) = timing::report(j, &bench, &first, &middle, &last, baseline_is_candidate)?;
-    report.timing = Some(timing);
-    report.energy = energy_report;
+    let mut last = Vec::with_capacity(benches.len());
+    for bench in &mut benches {
+        j.phase(Phase::Time, format!("baseline, after the candidate, at {}", bench.size));
+        last.push(bench.phase(j, &mut team, rounds::Side::BaselineAfter, energy)?);
+    }
+    let mut served = Vec::with_capacity(benches.len());
+    for (i, (bench, shape)) in benches.iter().zip(&shapes).enumerate() {
+        let (timing, energy_report) = timing::report(j, bench, &first[i], &middle[i], &last[i], baseline_is_candidate)?;
+        served.push(ShapeTiming { name: shape.name.clone(), weight: shape.weight, timing, energy: energy_report });
+    }
+    j.task.bench = j.req.task.bench.clone();
+    // The report's single timing (and whether the judgment's timing is a measurement) is
+    // that of the shape with the largest share of the baseline's time, for readers of one
+    // size; the verdict's speedup is made over every shape, and a short shape's noise
+    // widens its own interval instead of voiding the judgment.
+    let weights: Vec<f64> = served.iter().map(|s| s.weight).collect();
+    let baseline_ms: Vec<f64> = served.iter().map(|s| s.timing.baseline.median_ms).collect();
+    let shares = j.task.serve_weights.time_shares(&weights, &baseline_ms);
+    let main = shares.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
+    report.timing = Some(served[main].timing.clone());
+    report.energy = served[main].energy.clone();
+    if j.task.serves_shapes() {
+        report.served = served;
+    }
     Ok(())
 }
 

@@ -42,8 +42,12 @@ pub(crate) struct PhaseResult {
     pub energy: Option<energy::Loop>,
 }
 
-/// The bench-size buffers and what the judgment has learned about the calls there.
+/// The buffers of one timed size (the bench size, or one served shape) and what the
+/// judgment has learned about the calls there.
 pub(crate) struct Bench {
+    /// The size these buffers hold: every method first makes it the judge's bench size,
+    /// so labels, layouts and floors all speak of the shape being timed.
+    pub size: crate::task::Size,
     pub slots: usize,
     reference: Pool,
     side: Pool,
@@ -61,12 +65,16 @@ pub(crate) struct Bench {
 const PROBE_SLOTS: usize = 2;
 /// Of the GPU memory free after the judge's own buffers, what the bench sets may take.
 const MEMORY_SHARE: f64 = 0.25;
+/// A set smaller than this may have up to `SMALL_SET_CALLS` calls in a round.
+const SMALL_SET_BYTES: u64 = 16 << 20;
+const SMALL_SET_CALLS: usize = 1024;
 /// Slots of a warm-up round: enough calls for lazy loading and the clocks.
 const WARM_UP_SLOTS: usize = 8;
 
 impl Bench {
-    /// Sizes the rounds from the baseline's first calls and makes the buffers.
-    pub fn prepare(j: &mut Judge, team: &mut Team) -> Result<Bench, Halt> {
+    /// Sizes the rounds at `size` from the baseline's first calls and makes the buffers.
+    pub fn prepare(j: &mut Judge, team: &mut Team, size: &crate::task::Size) -> Result<Bench, Halt> {
+        j.task.bench.clone_from(size);
         let task_error = |m: String| Halt::Outcome(Outcome::TaskError { message: m });
         let slot_bytes = Layout::case_bytes(&j.task, &j.task.bench).map_err(|e| task_error(e.to_string()))?;
         let free = j.gpu.free_memory().map_err(|e| j.gpu_stop(e))? as f64;
@@ -82,7 +90,7 @@ impl Bench {
         let probe = PROBE_SLOTS.min(fits);
         j.sm_mhz_at_start = crate::wall::nvml::NvmlDevice::open(&j.gpu.info.uuid).ok().and_then(|n| n.sm_clock_mhz());
         let mut bench = Bench::with_slots(j, team, probe)?;
-        j.phase(crate::wall::protocol::Phase::Time, "the baseline's first calls at the bench size");
+        j.phase(crate::wall::protocol::Phase::Time, format!("the baseline's first calls at {size}"));
         // Twice: the first round pays for lazy module loading and clock ramps.
         bench.round(j, team, &mut Side::BaselineBefore, probe)?;
         let warm = bench.round(j, team, &mut Side::BaselineBefore, probe)?;
@@ -90,7 +98,14 @@ impl Bench {
             .max(warm.window_ms / warm.events_ms.len().max(1) as f64 * 0.1);
         let per_call_ms = if per_call_ms.is_finite() && per_call_ms > 0.0 { per_call_ms } else { 1.0 };
         let wanted = (j.req.timing.round_ms / per_call_ms).ceil() as usize;
-        let slots = wanted.clamp(1, j.req.timing.max_calls.max(1)).min(fits).max(1);
+        // Calls of a few microseconds (a decode shape) need more of them in a round for a
+        // round median that holds still: small sets may fill the round past the plan's cap.
+        let cap = if slot_bytes < SMALL_SET_BYTES {
+            SMALL_SET_CALLS.max(j.req.timing.max_calls)
+        } else {
+            j.req.timing.max_calls
+        };
+        let slots = wanted.clamp(1, cap.max(1)).min(fits).max(1);
         bench.per_call = Duration::from_secs_f64(per_call_ms / 1e3);
         j.notes.push(format!(
             "timed in rounds of {slots} calls, each on an input set of its own ({:.1} MB a set, two copies: the reference's and the timed library's){}",
@@ -127,6 +142,7 @@ impl Bench {
         b.import(side.id, &side.mem, within).map_err(|f| Halt::Outcome(b.blame(&f, "")))?;
         j.spent("time.buffers", started);
         Ok(Bench {
+            size: j.task.bench.clone(),
             slots,
             reference,
             side,
@@ -156,7 +172,10 @@ impl Bench {
         mut side: Side<'_>,
         energy: bool,
     ) -> Result<PhaseResult, Halt> {
-        if !matches!(side, Side::BaselineBefore) {
+        j.task.bench.clone_from(&self.size);
+        // The baseline's first phase follows its probe calls at this size, warm, unless
+        // other served shapes were sized since: then it warms up like the others.
+        if !matches!(side, Side::BaselineBefore) || j.task.serves_shapes() {
             self.round(j, team, &mut side, WARM_UP_SLOTS.min(self.slots))?;
         }
         let mut result = PhaseResult::default();
@@ -189,6 +208,7 @@ impl Bench {
     /// reference computes its outputs first, on its own copy; the timed library's copy is
     /// written only once the window is open, so nothing can be worked out before it.
     pub fn round(&mut self, j: &mut Judge, team: &mut Team, side: &mut Side<'_>, s: usize) -> Result<Round, Halt> {
+        j.task.bench.clone_from(&self.size);
         let s = s.clamp(1, self.slots);
         let step = Instant::now();
         let seeds: Vec<u64> = (0..s).map(|_| self.fresh_seed(j)).collect();
@@ -288,10 +308,11 @@ impl Bench {
     /// A candidate's failure at the bench size, named by how many calls there were right.
     fn at_bench(&self, mut f: Failure, k: usize) -> Failure {
         f.message = if self.candidate_right == 0 {
-            format!("at the bench size, within its first {} calls there: {}", self.slots, f.message)
+            format!("at {}, within its first {} calls there: {}", self.size, self.slots, f.message)
         } else {
             format!(
-                "at the bench size, after {} right calls there (each on inputs of its own), wrong on call {}: {}",
+                "at {}, after {} right calls there (each on inputs of its own), wrong on call {}: {}",
+                self.size,
                 self.candidate_right,
                 self.candidate_right + k as u64 + 1,
                 f.message

@@ -98,6 +98,7 @@ pub(crate) fn report(
     after: &PhaseResult,
     same_library: bool,
 ) -> Result<(TimingReport, Option<EnergyReport>), Halt> {
+    j.task.bench.clone_from(&bench.size);
     let baseline_rounds: Vec<&Round> = before.rounds.iter().chain(&after.rounds).collect();
     let candidate_rounds: Vec<&Round> = middle.rounds.iter().collect();
     let baseline_gaps: Vec<f64> = baseline_rounds.iter().map(|r| gap(r)).collect();
