@@ -945,3 +945,98 @@ fn a_wrapper_launcher_is_followed_and_an_fp8_output_declared_as_bytes_is_flagged
     );
     assert!(t.contains("len = \"rows\"   # from the kernel's indexing: `scales[row]` in `quant_fp8`"), "{t}");
 }
+
+/// A row scale over `num_tokens` rows of `hidden`, one block a token.
+const TOKENS_BY_HIDDEN: &str = r#"#include <cuda_runtime.h>
+__global__ void scale_k(const float* x, float* y, int num_tokens, int hidden) {
+  int t = blockIdx.x;
+  if (t >= num_tokens) return;
+  for (int h = threadIdx.x; h < hidden; h += blockDim.x) y[(long)t * hidden + h] = x[(long)t * hidden + h] * 2.f;
+}
+extern "C" void scale_tokens(const float* x, float* y, int num_tokens, int hidden, cudaStream_t s) {
+  scale_k<<<num_tokens, 256, 0, s>>>(x, y, num_tokens, hidden);
+}
+"#;
+
+/// A mean over a sequence: the threads spread over the batch and the features, each walks
+/// `seq_len` serially.
+const SEQUENCE_MEAN: &str = r#"#include <cuda_runtime.h>
+__global__ void mean_k(const float* x, float* out, int batch, int seq_len, int dim) {
+  int b = blockIdx.x, d = blockIdx.y * blockDim.x + threadIdx.x;
+  if (b >= batch || d >= dim) return;
+  float acc = 0.f;
+  for (int s = 0; s < seq_len; ++s) acc += x[((long)b * seq_len + s) * dim + d];
+  out[(long)b * dim + d] = acc / seq_len;
+}
+extern "C" void seq_mean(const float* x, float* out, int batch, int seq_len, int dim, cudaStream_t st) {
+  dim3 grid(batch, (dim + 127) / 128);
+  mean_k<<<grid, 128, 0, st>>>(x, out, batch, seq_len, dim);
+}
+"#;
+
+/// A size variable named for tokens gets a decode-like served shape at 8 tokens and a
+/// prefill-like one at the bench size, weighted 0.8 and 0.2 of the calls, as a guess that
+/// says so; the draft loads and validates.
+#[test]
+fn a_token_count_gets_a_decode_and_a_prefill_shape() {
+    use nightshift::task::{serve::WeightBasis, Task};
+    let r = init(&[("scale.cu", TOKENS_BY_HIDDEN)], &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let t = r.toml();
+    assert!(t.contains("# Served shapes, GUESSED from the name `num_tokens` (a token count)"), "{t}");
+    assert!(t.contains("weights are a GUESS of each shape's share of the kernel's calls: replace them with\n# your serving stack's real mix"), "{t}");
+    assert!(
+        t.contains("serve = [{ name = \"decode\", num_tokens = 8, weight = 0.8 }, { name = \"prefill\", weight = 0.2 }]\nserve_weights = \"calls\"\n"),
+        "{t}"
+    );
+    let task = Task::load(&r.dir).unwrap();
+    assert!(task.bench.vars["num_tokens"] > 8, "{}", task.bench);
+    let served = task.served();
+    assert_eq!(served.len(), 2, "{served:?}");
+    let (decode, prefill) = (&served[0], &served[1]);
+    assert_eq!(decode.name, "decode");
+    assert_eq!(decode.size.vars["num_tokens"], 8);
+    assert_eq!(decode.size.vars["hidden"], task.bench.vars["hidden"]);
+    assert!((decode.weight - 0.8).abs() < 1e-12, "{}", decode.weight);
+    assert_eq!(prefill.name, "prefill");
+    assert_eq!(prefill.size, task.bench);
+    assert!((prefill.weight - 0.2).abs() < 1e-12, "{}", prefill.weight);
+    assert_eq!(task.serve_weights, WeightBasis::Calls);
+    assert!(task.warnings().is_empty(), "{:?}", task.warnings());
+    let (code, out, err) = nightshift(&r.dir, &["validate", "."]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+/// No size variable named for tokens, rows or a batch: no served shapes, the bench alone.
+#[test]
+fn a_plain_count_serves_the_bench_alone() {
+    let r = init(&[("scale.cu", &elementwise("scale", "float", "float", "int"))], &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let t = r.toml();
+    assert!(!t.contains("serve"), "{t}");
+    let task = nightshift::task::Task::load(&r.dir).unwrap();
+    assert!(!task.serves_shapes());
+    assert_eq!(task.served().len(), 1);
+    assert_eq!(task.served()[0].size, task.bench);
+}
+
+/// A batch is served at 1 at decode. A sequence length the threads only walk serially is
+/// no token count the work spreads over, so the batch is varied, not the more token-like
+/// name.
+#[test]
+fn a_batch_is_decoded_at_one_and_a_serially_walked_length_is_left_alone() {
+    let r = init(&[("mean.cu", SEQUENCE_MEAN)], &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let t = r.toml();
+    assert!(
+        t.contains("serve = [{ name = \"decode\", batch = 1, weight = 0.8 }, { name = \"prefill\", weight = 0.2 }]"),
+        "{t}"
+    );
+    let task = nightshift::task::Task::load(&r.dir).unwrap();
+    let served = task.served();
+    assert_eq!(served.len(), 2, "{served:?}");
+    assert_eq!(served[0].size.vars["batch"], 1);
+    assert_eq!(served[0].size.vars["seq_len"], task.bench.vars["seq_len"]);
+    assert!(task.bench.vars["batch"] > 1, "{}", task.bench);
+    assert_eq!(served[1].size, task.bench);
+}

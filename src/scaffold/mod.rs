@@ -367,7 +367,7 @@ pub fn render(o: &Outcome) -> String {
     if o.valid {
         let _ = writeln!(
             s,
-            "\nvalid. Every other guess (sizes, tolerances, input ranges) is commented in {}: read them, then",
+            "\nvalid. Every other guess (sizes, served shapes, tolerances, input ranges) is commented in {}: read them, then",
             toml.display()
         );
     } else {

@@ -3,7 +3,8 @@
 //! under [`budget::MAX_BENCH_BYTES`]; check sizes at awkward values (one element, primes,
 //! one past a tile edge, multiples of 8) whose buffers stay under
 //! [`budget::MAX_CHECK_ELEMENTS`]; flags at 0 and 1 across the check sizes; fixed widths
-//! held at their value. Pure: names and expressions in, values out.
+//! held at their value; a decode-like served shape where a size variable's name counts
+//! tokens, rows or a batch ([`served`]). Pure: names and expressions in, values out.
 
 use crate::task::budget;
 use crate::task::expr::Expr;
@@ -155,6 +156,91 @@ pub(super) fn propose(vars: &[(String, IntegerKind)], buffers: Option<&Buffers>)
         _ => "the lengths are not all known, so the bench size is not sized from the traffic".to_string(),
     };
     Proposal { bench, checks, bench_note }
+}
+
+/// What a size variable's name says it counts, for the shapes a kernel serves: decode
+/// runs a layer on a few tokens (or one sequence) at a time, prefill on thousands. Ordered
+/// from the most token-like: the first kind a task's variables name is the one varied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Counts {
+    /// `tokens`, `num_tokens`, `n_tokens`, `ntokens`.
+    Tokens,
+    /// A sequence's length: `seq`, `seq_len`, `seqlen`.
+    Sequence,
+    /// Rows of an activation: `rows`, `num_rows`, `n_rows`, and a GEMM's `M`.
+    Rows,
+    /// Sequences or requests: `batch`, `batch_size`, `bs`, `num_seqs`.
+    Batch,
+}
+
+impl Counts {
+    /// What it counts, in words.
+    pub fn words(self) -> &'static str {
+        match self {
+            Counts::Tokens => "a token count",
+            Counts::Sequence => "a sequence length",
+            Counts::Rows => "a row count",
+            Counts::Batch => "a batch size",
+        }
+    }
+
+    /// Its size at decode: a few tokens (rows) at a time, or a batch of one.
+    pub fn decode(self) -> i64 {
+        match self {
+            Counts::Batch => 1,
+            _ => 8,
+        }
+    }
+}
+
+/// What the name of a size variable says it counts (case-insensitive), or None. `m`
+/// counts rows only in GEMM naming (`gemm`: M, N and K are all size variables), where it
+/// is the rows of A and C, a linear layer's tokens; alone it is as often a matrix's
+/// output rows (a GEMV's `M x K`), which decode does not shrink.
+pub(super) fn counts(name: &str, gemm: bool) -> Option<Counts> {
+    match name.to_ascii_lowercase().as_str() {
+        "tokens" | "num_tokens" | "n_tokens" | "ntokens" | "num_toks" | "ntoks" | "total_tokens" => {
+            Some(Counts::Tokens)
+        }
+        "seq" | "seq_len" | "seqlen" | "seq_length" | "sequence_length" => Some(Counts::Sequence),
+        "rows" | "num_rows" | "n_rows" | "nrows" => Some(Counts::Rows),
+        "m" if gemm => Some(Counts::Rows),
+        "batch" | "batch_size" | "batchsize" | "bs" | "bsz" | "num_seqs" | "n_seqs" | "nseqs" => Some(Counts::Batch),
+        _ => None,
+    }
+}
+
+/// A decode-like served shape: one variable at its decode size, every other at the bench
+/// size (the prefill-like shape).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ServedGuess {
+    pub var: String,
+    pub counts: Counts,
+    pub decode: i64,
+    pub bench: i64,
+}
+
+/// The decode-like shape for the size variables `candidates` (those that may count tokens:
+/// the draft leaves out flags, fixed widths and variables the kernels walk serially) at
+/// the bench size `bench`: the most token-like name whose bench value is above its decode
+/// size (the earliest of equals). `sizes`, every size variable, says whether names are a
+/// GEMM's. None when no name counts tokens, rows or a batch.
+pub(super) fn served(candidates: &[String], sizes: &[String], bench: &Binding) -> Option<ServedGuess> {
+    let has = |n: &str| sizes.iter().any(|s| s.eq_ignore_ascii_case(n));
+    let gemm = has("m") && has("n") && has("k");
+    candidates
+        .iter()
+        .filter_map(|v| {
+            let c = counts(v, gemm)?;
+            let at_bench = bench.iter().find(|(n, _)| n == v)?.1;
+            (at_bench > c.decode()).then(|| ServedGuess {
+                var: v.clone(),
+                counts: c,
+                decode: c.decode(),
+                bench: at_bench,
+            })
+        })
+        .min_by_key(|g| g.counts)
 }
 
 /// The most threads a block holds.
@@ -322,6 +408,57 @@ mod tests {
         for v in 2..300 {
             assert!(halved(v) < v && halved(v) >= 1, "{v}");
         }
+    }
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn at(v: &[(&str, i64)]) -> Binding {
+        v.iter().map(|(n, x)| (n.to_string(), *x)).collect()
+    }
+
+    #[test]
+    fn names_that_count_tokens_rows_or_a_batch() {
+        for n in ["tokens", "num_tokens", "n_tokens", "ntokens", "NUM_TOKENS"] {
+            assert_eq!(counts(n, false), Some(Counts::Tokens), "{n}");
+        }
+        for n in ["seq", "seq_len", "seqlen", "SeqLen"] {
+            assert_eq!(counts(n, false), Some(Counts::Sequence), "{n}");
+        }
+        for n in ["rows", "num_rows", "n_rows", "nrows"] {
+            assert_eq!(counts(n, false), Some(Counts::Rows), "{n}");
+        }
+        for n in ["batch", "batch_size", "bs", "BS", "num_seqs"] {
+            assert_eq!(counts(n, false), Some(Counts::Batch), "{n}");
+        }
+        // M only in GEMM naming; a GEMV's M is its output rows.
+        assert_eq!(counts("M", true), Some(Counts::Rows));
+        assert_eq!(counts("m", false), None);
+        for n in ["n", "hidden", "cols", "dim", "heads", "head_dim", "k", "t", "step", "numel", "tokens_per_expert"] {
+            assert_eq!(counts(n, true), None, "{n}");
+        }
+    }
+
+    #[test]
+    fn the_most_token_like_name_is_varied_and_only_above_its_decode_size() {
+        let vars = names(&["batch", "seqlen", "dim"]);
+        let g = served(&vars, &vars, &at(&[("batch", 8), ("seqlen", 4096), ("dim", 128)])).unwrap();
+        assert_eq!((g.var.as_str(), g.counts, g.decode, g.bench), ("seqlen", Counts::Sequence, 8, 4096));
+        // A sequence already at its decode size: the batch is varied instead, down to 1.
+        let g = served(&vars, &vars, &at(&[("batch", 8), ("seqlen", 8), ("dim", 128)])).unwrap();
+        assert_eq!((g.var.as_str(), g.decode, g.bench), ("batch", 1, 8));
+        assert_eq!(served(&vars, &vars, &at(&[("batch", 1), ("seqlen", 8), ("dim", 128)])), None);
+        // Only the candidates are varied (the draft leaves out serial extents and flags).
+        let g = served(&names(&["batch"]), &vars, &at(&[("batch", 8), ("seqlen", 4096), ("dim", 128)])).unwrap();
+        assert_eq!(g.var, "batch");
+        // GEMM naming makes M the rows; a GEMV's M x K does not.
+        let gemm = names(&["M", "N", "K"]);
+        let g = served(&gemm, &gemm, &at(&[("M", 65536), ("N", 1024), ("K", 1024)])).unwrap();
+        assert_eq!((g.var.as_str(), g.decode), ("M", 8));
+        let gemv = names(&["M", "K"]);
+        assert_eq!(served(&gemv, &gemv, &at(&[("M", 32768), ("K", 4096)])), None);
+        assert_eq!(served(&names(&["n"]), &names(&["n"]), &at(&[("n", 1 << 24)])), None);
     }
 
     use proptest::prelude::*;

@@ -360,6 +360,7 @@ pub fn draft(
         integers: integers.clone(),
         stores,
         extents,
+        scalars,
         proposal,
     };
     // The sizes follow from the lengths, and a sum's tolerance from the sizes: a first
@@ -403,6 +404,8 @@ struct Drafting<'a> {
     stores: &'a [PointerStores],
     /// Each pointer's extent, with the index tables it counts on.
     extents: &'a [PointerExtent],
+    /// What the kernels do with each integer.
+    scalars: &'a [ScalarUse],
     /// The sizes, once the lengths are known (the second pass).
     proposal: Option<sizes::Proposal>,
 }
@@ -915,6 +918,52 @@ impl Drafting<'_> {
         let _ = writeln!(t, "bench = {}", row(&proposal.bench));
         let checks: Vec<String> = proposal.checks.iter().map(row).collect();
         let _ = writeln!(t, "check = [{}]", checks.join(", "));
+        self.served_shapes(&proposal.bench);
+    }
+
+    /// Whether the size variable `name` may count the tokens (rows, sequences) a kernel
+    /// serves: a dimension (no flag, fixed width or block size) that the kernels do not
+    /// only walk serially, for a length one thread walks (a reduction's) is no batch of
+    /// work. Where the walk did not follow its uses, the name alone decides.
+    fn may_count_tokens(&self, name: &str) -> bool {
+        let dimension = self.integers.iter().any(|(n, k)| n == name && *k == IntegerKind::Dimension);
+        let serial =
+            self.scalars.iter().find(|u| u.name == name).map(ScalarUse::role) == Some(ScalarRole::SerialExtent);
+        dimension && !serial
+    }
+
+    /// A decode-like and a prefill-like served shape, where a size variable's name says it
+    /// counts tokens, rows or a batch ([`sizes::served`]): written as a guess, with the
+    /// weights a guess of the share of calls.
+    fn served_shapes(&mut self, bench: &sizes::Binding) {
+        let candidates: Vec<String> = self.sizes.iter().filter(|n| self.may_count_tokens(n)).cloned().collect();
+        let Some(g) = sizes::served(&candidates, &self.sizes, bench) else {
+            return;
+        };
+        let t = &mut self.t;
+        let _ = writeln!(
+            t,
+            "# Served shapes, GUESSED from the name `{}` ({}): `decode` at {} = {},",
+            g.var,
+            g.counts.words(),
+            g.var,
+            g.decode
+        );
+        let _ = writeln!(
+            t,
+            "# `prefill` at the bench size ({} = {} as drafted). Each is timed; the optimizer",
+            g.var, g.bench
+        );
+        let _ = writeln!(t, "# raises their weighted geometric mean and accepts no kernel slower at either. The");
+        let _ = writeln!(t, "# weights are a GUESS of each shape's share of the kernel's calls: replace them with");
+        let _ = writeln!(t, "# your serving stack's real mix (serve_weights = \"time\" for shares of its GPU time),");
+        let _ = writeln!(t, "# or delete both lines to time the bench size alone.");
+        let _ = writeln!(
+            t,
+            "serve = [{{ name = \"decode\", {} = {}, weight = 0.8 }}, {{ name = \"prefill\", weight = 0.2 }}]",
+            g.var, g.decode
+        );
+        let _ = writeln!(t, "serve_weights = \"calls\"");
     }
 
     fn check_table(&mut self) {
