@@ -36,6 +36,31 @@ fn events(run: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// A simulated run of the served softmax over replies carrying these markers, in order,
+/// up to as many nodes as there are replies; its directory, once it exited 0.
+fn simulated_run(tmp: &Path, markers: &[&str]) -> PathBuf {
+    let task = served_softmax(tmp);
+    let replies = tmp.join("replies");
+    std::fs::create_dir_all(&replies).unwrap();
+    for (i, marker) in markers.iter().enumerate() {
+        std::fs::write(replies.join(format!("{:02}.cu", i + 1)), common::sim_kernel(marker, "")).unwrap();
+    }
+    let run = tmp.join("run");
+    let out = common::building_command()
+        .args(["optimize", "--simulate-gpu", "5", "--no-final-sanitize", "--max-nodes"])
+        .arg(markers.len().to_string())
+        .arg("--generator")
+        .arg(format!("replay:{}", replies.display()))
+        .arg("--out")
+        .arg(&run)
+        .arg(&task)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    run
+}
+
 #[test]
 fn a_task_with_three_weighted_shapes_validates_and_shows_them() {
     let tmp = tempfile::tempdir().unwrap();
@@ -60,25 +85,9 @@ fn a_task_with_three_weighted_shapes_validates_and_shows_them() {
 #[test]
 fn a_kernel_that_loses_a_shape_is_never_chosen_and_the_dispatch_of_each_shapes_best_is() {
     let tmp = tempfile::tempdir().unwrap();
-    let task = served_softmax(tmp.path());
-    let replies = tmp.path().join("replies");
-    std::fs::create_dir_all(&replies).unwrap();
     // Node 1: fastest on the mean (2x at chunk and prefill) but 0.9x at decode.
     // Node 2: 1.2x everywhere.
-    for (i, marker) in ["speedup=2.0, shape.decode=0.9", "speedup=1.2"].iter().enumerate() {
-        std::fs::write(replies.join(format!("{:02}.cu", i + 1)), common::sim_kernel(marker, "")).unwrap();
-    }
-    let run = tmp.path().join("run");
-    let out = common::building_command()
-        .args(["optimize", "--simulate-gpu", "5", "--no-final-sanitize", "--max-nodes", "2", "--generator"])
-        .arg(format!("replay:{}", replies.display()))
-        .arg("--out")
-        .arg(&run)
-        .arg(&task)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let run = simulated_run(tmp.path(), &["speedup=2.0, shape.decode=0.9", "speedup=1.2"]);
 
     let log = events(&run);
     let finished = |id: u64| {
@@ -127,21 +136,8 @@ fn a_kernel_that_loses_a_shape_is_never_chosen_and_the_dispatch_of_each_shapes_b
 #[test]
 fn the_reports_show_every_served_shape_and_the_baseline_keeps_the_shape_no_kernel_improves() {
     let tmp = tempfile::tempdir().unwrap();
-    let task = served_softmax(tmp.path());
-    let replies = tmp.path().join("replies");
-    std::fs::create_dir_all(&replies).unwrap();
-    std::fs::write(replies.join("01.cu"), common::sim_kernel("speedup=2.0, shape.decode=0.9", "")).unwrap();
-    let run = tmp.path().join("run");
-    let out = common::building_command()
-        .args(["optimize", "--simulate-gpu", "5", "--no-final-sanitize", "--max-nodes", "1", "--generator"])
-        .arg(format!("replay:{}", replies.display()))
-        .arg("--out")
-        .arg(&run)
-        .arg(&task)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let run = simulated_run(tmp.path(), &["speedup=2.0, shape.decode=0.9"]);
+    let task = tmp.path().join("softmax");
     // Node 1 loses decode; the baseline's own kernel serves decode in the dispatch.
     let node = std::fs::read_to_string(run.join("nodes/0001/report.md")).unwrap();
     for want in ["| decode | rows=8 cols=4096 | 60.0% |", "(slower)", "Slower than the baseline at decode"] {
