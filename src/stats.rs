@@ -138,11 +138,11 @@ impl Bar {
     }
 
     /// Slower than the baseline beyond the margin: the point estimate under the reciprocal
-    /// of the threshold. A served shape that does so disqualifies a kernel, whatever its
-    /// mean; the point, not the interval, decides, since a noisy short shape must not
-    /// hide a loss behind a wide interval.
+    /// of the threshold, or no number at all. A served shape that does so disqualifies a
+    /// kernel, whatever its mean; the point, not the interval, decides, since a noisy
+    /// short shape must not hide a loss behind a wide interval.
     pub fn is_regression(&self, s: &Speedup) -> bool {
-        s.point.is_finite() && s.point < 1.0 / self.threshold()
+        !(s.point.is_finite() && s.point >= 1.0 / self.threshold())
     }
 
     /// One line for the run's log and report.
@@ -253,7 +253,7 @@ mod tests {
         let bar = Bar::default();
         assert!(bar.is_regression(&Speedup { point: 0.98, low: 0.9, high: 1.06 }), "a wide interval hides nothing");
         assert!(!bar.is_regression(&Speedup { point: 0.995, low: 0.99, high: 1.0 }), "inside the 1% margin");
-        assert!(!bar.is_regression(&Speedup::unmeasured(f64::NAN)));
+        assert!(bar.is_regression(&Speedup::unmeasured(f64::NAN)), "a shape without a number proves nothing");
     }
 
     #[test]

@@ -114,7 +114,14 @@ fn a_kernel_that_loses_a_shape_is_never_chosen_and_the_dispatch_of_each_shapes_b
     assert!(note.contains("decode by node 2") && note.contains("chunk by node 1"), "{note}");
     let source = std::fs::read_to_string(run.join("nodes/0003/kernel.cu")).unwrap();
     assert!(source.contains("namespace nightshift_v0") && source.contains("namespace nightshift_v1"), "{source}");
-    assert!(source.contains("<= 64"), "rows 8 and 512 split at their geometric midpoint: {source}");
+    assert!(
+        source.contains("if (a2 <= 64LL) {\n    nightshift_v0::"),
+        "rows 8 and 512 split at their geometric midpoint, decode to the first variant: {source}"
+    );
+    let v0 = source.find("namespace nightshift_v0 {").unwrap();
+    let v1 = source.find("namespace nightshift_v1 {").unwrap();
+    assert!(source[v0..v1].contains("speedup=1.2"), "node 2's kernel serves decode: {source}");
+    assert!(source[v1..].contains("speedup=2.0"), "node 1's the rest");
     let built = log.iter().find(|e| e["event"] == "node-built" && e["id"] == 3).expect("node 3 was built");
     assert_eq!(built["ok"], true, "the combined library builds with nvcc: {built}");
     let three = finished(3);

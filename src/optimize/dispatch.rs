@@ -42,16 +42,18 @@ pub fn plan(task: &Task, search: &Search, run_dir: &Path) -> Result<Plan, String
         return Err("the task serves one shape".into());
     }
     // The baseline (node 0) is a variant like any: at a shape no kernel improves, it serves.
+    // Timed at the task's shapes as they are now (a resumed run's task.toml may have changed).
+    let same_shapes = |s: &crate::run::events::NodeSummary| {
+        s.served.len() == shapes.len() && s.served.iter().zip(&shapes).all(|(a, b)| a.name == b.name)
+    };
     let mut nodes: Vec<NodeId> = search
         .summaries
         .iter()
-        .filter(|(id, s)| {
-            s.passed && s.served.len() == shapes.len() && search.tree.node(**id).intent.technique != TECHNIQUE
-        })
+        .filter(|(id, s)| s.passed && same_shapes(s) && search.tree.node(**id).intent.technique != TECHNIQUE)
         .map(|(id, _)| *id)
         .collect();
     nodes.sort_unstable();
-    let root = search.summaries.get(&0).filter(|s| s.served.len() == shapes.len());
+    let root = search.summaries.get(&0).filter(|s| same_shapes(s));
     let shares: Vec<f64> = match root {
         Some(r) => r.served.iter().map(|s| s.time_share).collect(),
         None => shapes.iter().map(|s| s.weight).collect(),
@@ -61,6 +63,11 @@ pub fn plan(task: &Task, search: &Search, run_dir: &Path) -> Result<Plan, String
         groups.entry(search.tree.node(id).payload.flags.clone()).or_default().push(id);
     }
     let point = |id: NodeId, s: usize| search.summaries[&id].served[s].speedup.point;
+    // A group whose best at some shape still loses it to the baseline (a flag set the
+    // baseline's kernel is not in) would make a kernel that is never the result.
+    let loses = |id: NodeId, s: usize| {
+        search.summaries[&id].served[s].regressed(search.min_gain, root.and_then(|r| r.served.get(s)))
+    };
     let mut best: Option<(f64, Vec<String>, Vec<NodeId>)> = None;
     for (flags, ids) in &groups {
         let chosen: Vec<NodeId> = (0..shapes.len())
@@ -70,13 +77,20 @@ pub fn plan(task: &Task, search: &Search, run_dir: &Path) -> Result<Plan, String
                     .expect("a group has a node")
             })
             .collect();
+        if chosen.iter().enumerate().any(|(s, id)| loses(*id, s)) {
+            continue;
+        }
         let expected =
             chosen.iter().enumerate().map(|(s, id)| shares[s] * point(*id, s).max(1e-9).ln()).sum::<f64>().exp();
         if best.as_ref().is_none_or(|(e, _, _)| expected > *e) {
             best = Some((expected, flags.clone(), chosen));
         }
     }
-    let Some((expected, flags, chosen)) = best else { return Err("no kernel was timed at every served shape".into()) };
+    let Some((expected, flags, chosen)) = best else {
+        return Err(
+            "no set of build flags has a kernel at every served shape that is not slower than the baseline".into()
+        );
+    };
     let mut variants: Vec<NodeId> = chosen.clone();
     variants.sort_unstable();
     variants.dedup();
@@ -135,7 +149,7 @@ fn integer_parameters(task: &Task) -> (Vec<rewrite::dispatch::Param>, Vec<(usize
         .iter()
         .enumerate()
         .filter_map(|(i, a)| match (&a.role, a.ty) {
-            (ArgRole::Scalar { value: ScalarValue::Int(e) }, ParamType::Scalar { .. }) => {
+            (ArgRole::Scalar { value: ScalarValue::Int(e) }, ParamType::Scalar { scalar }) if !scalar.is_float() => {
                 Some((i, Expr::parse(e).ok()?))
             }
             _ => None,

@@ -241,8 +241,14 @@ pub async fn run(
         if inflight.is_empty() {
             // The last node of a search over served shapes: the best kernel of each shape
             // in one library, when they differ (judged like any node, past the budget).
-            if !dispatch_tried && fatal.is_none() && interrupts == 0 && ctx.task.serves_shapes() {
+            // Not after a signal, and once per run: a resumed run that has one judged does not
+            // add another past its budget.
+            let signalled = interrupts > 0 || stopping.as_deref().is_some_and(|w| w.contains("SIGTERM"));
+            let done_before = search.tree.nodes().iter().any(|n| n.intent.technique == super::dispatch::TECHNIQUE);
+            if !dispatch_tried && fatal.is_none() && !signalled && !done_before && ctx.task.serves_shapes() {
                 dispatch_tried = true;
+                // The last node: nothing is selected after it, whatever it measures.
+                stopping.get_or_insert_with(|| nothing_left(search.strategy));
                 match super::dispatch::plan(&ctx.task, search, ctx.store.dir()) {
                     Ok(plan) => {
                         let note = format!(

@@ -7,9 +7,9 @@
 //! marker in its source (`final=env-error` makes the end-of-run check meet a broken
 //! environment), else a deterministic speedup from a hash of its source and build
 //! configuration. A task that serves several shapes gets each timed alike; a
-//! `shape.NAME=X` field gives shape NAME a speedup of its own, and a source with several
-//! markers (a dispatched kernel) runs each shape at its fastest marker's speed (a
-//! variant without one, the baseline's kernel, at 1x). It profiles nothing and runs no
+//! `shape.NAME=X` field gives shape NAME a speedup of its own, and a dispatched kernel
+//! runs each shape at the speed of the variant its launcher picks there (a variant
+//! without a marker, the baseline's kernel, at 1x). It profiles nothing and runs no
 //! sanitizer.
 
 use super::evaluator::{judge_until_steady, Bench, Evaluator, Profiled};
@@ -200,40 +200,51 @@ fn simulate(
                 failure: Failure::new(class, format!("simulated {class}: the source asks for it")),
             });
         }
-        let number = |k: &str| fields.get(k).and_then(|v| v.parse::<f64>().ok()).filter(|x| x.is_finite());
-        let cv = number("cv").unwrap_or(SIM_CV).clamp(0.0, 0.5);
-        // A dispatched kernel holds several variants' markers: each shape runs at its
-        // fastest variant's speed, as the dispatch means it to.
-        let mut speedup = 0.0f64;
+        let cv = fields
+            .get("cv")
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|x| x.is_finite())
+            .unwrap_or(SIM_CV)
+            .clamp(0.0, 0.5);
+        let parse = |text: &str| -> std::collections::HashMap<String, String> {
+            SIM_MARKER
+                .captures(text)
+                .and_then(|c| c.get(1))
+                .map_or("", |m| m.as_str())
+                .split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .collect()
+        };
+        let at_shape = |m: &std::collections::HashMap<String, String>, shape: &str| -> f64 {
+            let own = m.get("speedup").and_then(|v| v.parse::<f64>().ok()).filter(|x| x.is_finite());
+            m.get(&format!("shape.{shape}")).and_then(|v| v.parse::<f64>().ok()).or(own).unwrap_or(1.0).max(1e-3)
+        };
         let mut per_shape: std::collections::HashMap<String, f64> = Default::default();
-        let markers: Vec<std::collections::HashMap<&str, &str>> = SIM_MARKER
-            .captures_iter(&source)
-            .map(|c| {
-                c.get(1)
-                    .map_or("", |m| m.as_str())
-                    .split(',')
-                    .filter_map(|kv| kv.split_once('='))
-                    .map(|(k, v)| (k.trim(), v.trim()))
-                    .collect()
-            })
-            .collect();
-        for m in &markers {
-            let own = m.get("speedup").and_then(|v| v.parse::<f64>().ok()).filter(|x| x.is_finite()).unwrap_or(1.0);
-            speedup = speedup.max(own.max(1e-3));
-            for shape in task.served() {
-                let at = m
-                    .get(format!("shape.{}", shape.name).as_str())
-                    .and_then(|v| v.parse::<f64>().ok())
-                    .unwrap_or(own)
-                    .max(1e-3);
-                let best = per_shape.entry(shape.name).or_insert(at);
-                *best = best.max(at);
+        let speedup;
+        match dispatched(task, &source) {
+            // A dispatched kernel: each shape runs at the speed of the variant its launcher
+            // picks there (a variant without a marker, the baseline's kernel, at 1x).
+            Some((variants, route)) => {
+                let markers: Vec<_> = variants.iter().map(|v| parse(v)).collect();
+                for (shape, v) in task.served().iter().zip(route) {
+                    let m = &markers[v.min(markers.len() - 1)];
+                    let x = if m.is_empty() { 1.0 } else { at_shape(m, &shape.name) };
+                    per_shape.insert(shape.name.clone(), x);
+                }
+                speedup = per_shape.values().cloned().fold(1e-3, f64::max);
             }
-        }
-        // A variant without a marker (the baseline's kernel) runs at the baseline's speed.
-        if source.matches("namespace nightshift_v").count() > markers.len() {
-            for v in per_shape.values_mut() {
-                *v = v.max(1.0);
+            None => {
+                let m = parse(&source);
+                speedup = m
+                    .get("speedup")
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .filter(|x| x.is_finite())
+                    .unwrap_or(1.0)
+                    .max(1e-3);
+                for shape in task.served() {
+                    per_shape.insert(shape.name.clone(), at_shape(&m, &shape.name));
+                }
             }
         }
         return simulated_report(task, speedup, &per_shape, cv, energy);
@@ -244,4 +255,40 @@ fn simulate(
     let d = h.finalize();
     let u = u32::from_le_bytes([d[0], d[1], d[2], d[3]]) as f64 / u32::MAX as f64;
     simulated_report(task, 0.85 + 0.4 * u, &Default::default(), SIM_CV, energy)
+}
+
+/// A dispatched kernel's variants (each one's text) and, per served shape, the variant its
+/// launcher picks there: read from `rewrite::dispatch`'s layout (the `if (aP <= T)` tests in
+/// order, the last variant past them), with the parameter's value at each shape from the
+/// task. None for any other source.
+fn dispatched(task: &crate::task::Task, source: &str) -> Option<(Vec<String>, Vec<usize>)> {
+    static TEST: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"if \(a(\d+) <= (-?\d+)LL\)").unwrap());
+    let mut variants = Vec::new();
+    for k in 0.. {
+        let open = format!("namespace nightshift_v{k} {{\n");
+        let close = format!("}}  // namespace nightshift_v{k}\n");
+        let Some(start) = source.find(&open) else { break };
+        let end = source[start..].find(&close)? + start;
+        variants.push(source[start + open.len()..end].to_string());
+    }
+    if variants.len() < 2 {
+        return None;
+    }
+    let tail = &source[source.rfind("namespace nightshift_v")?..];
+    let tests: Vec<(usize, i64)> =
+        TEST.captures_iter(tail).filter_map(|c| Some((c[1].parse().ok()?, c[2].parse().ok()?))).collect();
+    let param = tests.first()?.0;
+    let crate::task::ArgRole::Scalar { value: crate::task::ScalarValue::Int(e) } = &task.args.get(param)?.role else {
+        return None;
+    };
+    let expr = crate::task::expr::Expr::parse(e).ok()?;
+    let route = task
+        .served()
+        .iter()
+        .map(|shape| {
+            let v = expr.eval(&shape.size.vars).unwrap_or(i64::MAX);
+            tests.iter().position(|(_, t)| v <= *t).unwrap_or(tests.len())
+        })
+        .collect();
+    Some((variants, route))
 }

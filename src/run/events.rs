@@ -96,7 +96,8 @@ impl NodeSummary {
             passed: v.passed(),
             failure_class: v.failure.as_ref().map(|f| NodeFailure::Kernel(f.class)),
             failure_message: v.failure.as_ref().map(|f| f.message.clone()),
-            speedup: v.speedup.map(|s| s.point).filter(|p| p.is_finite()).or(t.map(|t| t.speedup)),
+            // Over the served shapes when there are several: never one shape's figure instead.
+            speedup: if v.served.is_empty() { t.map(|t| t.speedup) } else { v.speedup.map(|s| s.point) },
             speedup_low: interval.map(|i| i.low),
             speedup_high: interval.map(|i| i.high),
             candidate_ms: t.map(|t| t.candidate.median_ms),

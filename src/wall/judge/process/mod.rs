@@ -686,8 +686,8 @@ fn run(
     j.worker_pids.push(timed.pid);
     let shapes = j.task.served();
     let mut benches = Vec::with_capacity(shapes.len());
-    for shape in &shapes {
-        benches.push(rounds::Bench::prepare(j, &mut team, &shape.size)?);
+    for (i, shape) in shapes.iter().enumerate() {
+        benches.push(rounds::Bench::prepare(j, &mut team, &shape.size, i, shapes.len())?);
     }
     let mut first = Vec::with_capacity(benches.len());
     for bench in &mut benches {

@@ -48,6 +48,9 @@ pub(crate) struct Bench {
     /// The size these buffers hold: every method first makes it the judge's bench size,
     /// so labels, layouts and floors all speak of the shape being timed.
     pub size: crate::task::Size,
+    /// Which served shape, in the task's order: its input sets draw seeds no other
+    /// shape's do (a decode set must not be the first rows of a prefill set).
+    shape: u64,
     pub slots: usize,
     reference: Pool,
     side: Pool,
@@ -73,12 +76,21 @@ const WARM_UP_SLOTS: usize = 8;
 
 impl Bench {
     /// Sizes the rounds at `size` from the baseline's first calls and makes the buffers.
-    pub fn prepare(j: &mut Judge, team: &mut Team, size: &crate::task::Size) -> Result<Bench, Halt> {
+    /// `shape` is its index among `shapes` served shapes, all held at once: they share
+    /// the memory the sets may take.
+    pub fn prepare(
+        j: &mut Judge,
+        team: &mut Team,
+        size: &crate::task::Size,
+        shape: usize,
+        shapes: usize,
+    ) -> Result<Bench, Halt> {
         j.task.bench.clone_from(size);
         let task_error = |m: String| Halt::Outcome(Outcome::TaskError { message: m });
         let slot_bytes = Layout::case_bytes(&j.task, &j.task.bench).map_err(|e| task_error(e.to_string()))?;
         let free = j.gpu.free_memory().map_err(|e| j.gpu_stop(e))? as f64;
-        let fits = ((MEMORY_SHARE * free) / (2.0 * slot_bytes as f64)).floor() as usize;
+        let share = MEMORY_SHARE / shapes.max(1) as f64;
+        let fits = ((share * free) / (2.0 * slot_bytes as f64)).floor() as usize;
         if fits == 0 {
             return Err(task_error(format!(
                 "the bench size {} needs {:.2} GB on the GPU for one input set (the reference's copy and the kernel's); {:.2} GB are free",
@@ -88,8 +100,11 @@ impl Bench {
             )));
         }
         let probe = PROBE_SLOTS.min(fits);
-        j.sm_mhz_at_start = crate::wall::nvml::NvmlDevice::open(&j.gpu.info.uuid).ok().and_then(|n| n.sm_clock_mhz());
-        let mut bench = Bench::with_slots(j, team, probe)?;
+        if shape == 0 {
+            j.sm_mhz_at_start =
+                crate::wall::nvml::NvmlDevice::open(&j.gpu.info.uuid).ok().and_then(|n| n.sm_clock_mhz());
+        }
+        let mut bench = Bench::with_slots(j, team, probe, shape as u64)?;
         j.phase(crate::wall::protocol::Phase::Time, format!("the baseline's first calls at {size}"));
         // Twice: the first round pays for lazy module loading and clock ramps.
         bench.round(j, team, &mut Side::BaselineBefore, probe)?;
@@ -122,14 +137,14 @@ impl Bench {
             }
             let sets = bench.sets;
             let per_call = bench.per_call;
-            bench = Bench::with_slots(j, team, slots)?;
+            bench = Bench::with_slots(j, team, slots, shape as u64)?;
             bench.sets = sets;
             bench.per_call = per_call;
         }
         Ok(bench)
     }
 
-    fn with_slots(j: &mut Judge, team: &mut Team, slots: usize) -> Result<Bench, Halt> {
+    fn with_slots(j: &mut Judge, team: &mut Team, slots: usize, shape: u64) -> Result<Bench, Halt> {
         let started = Instant::now();
         let layout = Layout::slots(&j.task, &j.task.bench, slots)
             .map_err(|e| Halt::Outcome(Outcome::TaskError { message: e.to_string() }))?;
@@ -143,6 +158,7 @@ impl Bench {
         j.spent("time.buffers", started);
         Ok(Bench {
             size: j.task.bench.clone(),
+            shape,
             slots,
             reference,
             side,
@@ -161,7 +177,7 @@ impl Bench {
 
     fn fresh_seed(&mut self, j: &Judge) -> u64 {
         self.sets += 1;
-        j.seed(SeedKind::Bench, self.sets)
+        j.seed(SeedKind::Bench, (self.shape << 48) | self.sets)
     }
 
     /// A phase: one warm-up round, `rounds` timed rounds, then the energy loop if asked.
