@@ -200,6 +200,7 @@ pub async fn run(
     let mut fatal = None;
     let mut interrupts = 0u32;
     let mut dispatch_tried = false;
+    let mut terminated = false;
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -243,7 +244,7 @@ pub async fn run(
             // in one library, when they differ (judged like any node, past the budget).
             // Not after a signal, and once per run: a resumed run that has one judged does not
             // add another past its budget.
-            let signalled = interrupts > 0 || stopping.as_deref().is_some_and(|w| w.contains("SIGTERM"));
+            let signalled = interrupts > 0 || terminated;
             let done_before = search.tree.nodes().iter().any(|n| n.intent.technique == super::dispatch::TECHNIQUE);
             if !dispatch_tried && fatal.is_none() && !signalled && !done_before && ctx.task.serves_shapes() {
                 dispatch_tried = true;
@@ -310,6 +311,7 @@ pub async fn run(
                 stopping.get_or_insert_with(|| "stopped by Ctrl-C".into());
             }
             _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
+                terminated = true;
                 stopping.get_or_insert_with(|| "stopped by SIGTERM".into());
             }
         }
