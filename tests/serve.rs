@@ -176,3 +176,29 @@ fn the_reports_show_every_served_shape_and_the_baseline_keeps_the_shape_no_kerne
     let plain = common::building_command().arg("show").arg(&run).output().unwrap();
     assert!(String::from_utf8_lossy(&plain.stdout).contains("### Served shapes"));
 }
+
+#[test]
+fn a_resumed_served_run_keeps_its_result_and_proposes_no_second_dispatch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = simulated_run(tmp.path(), &["speedup=2.0, shape.decode=0.9", "speedup=1.2"]);
+    let out = common::building_command()
+        .args(["optimize", "--resume"])
+        .arg(&run)
+        .args(["--max-nodes", "4", "--no-final-sanitize"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code().is_some_and(|c| c <= 1), "{stderr}");
+    let log = events(&run);
+    let dispatched: Vec<&Value> =
+        log.iter().filter(|e| e["event"] == "shape-dispatch" && !e["node"].is_null()).collect();
+    assert_eq!(dispatched.len(), 1, "one dispatched node per run: {dispatched:?}");
+    let combined =
+        log.iter().filter(|e| e["event"] == "node-proposed" && e["technique"] == "dispatch-by-shape").count();
+    assert_eq!(combined, 1, "the resume proposed no second dispatched kernel");
+    // The served figures and the regression flags are rebuilt from the log: node 1 (losing
+    // decode) is still not the result, the dispatched kernel still is.
+    let best = json(&run.join("best.json"));
+    assert_eq!((best["node"].as_u64(), best["verified"].as_bool()), (Some(3), Some(true)), "{best}");
+    assert_eq!(best["served"].as_array().map(Vec::len), Some(3));
+}
