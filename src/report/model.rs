@@ -511,12 +511,7 @@ fn certificate(dir: &Path, run: &RunFile, best: Option<&Value>, result: Option<&
         served_sizes: task
             .as_ref()
             .filter(|t| t.serves_shapes())
-            .map(|t| {
-                t.served()
-                    .iter()
-                    .map(|s| format!("{} {} ({:.0}% of the {})", s.name, s.size, 100.0 * s.weight, t.serve_weights))
-                    .collect()
-            })
+            .map(crate::task::Task::served_in_words)
             .unwrap_or_default(),
         bench_size: t["size"].as_str().map(String::from).or(task.as_ref().map(|t| t.bench.to_string())).unwrap_or_default(),
         seeds: match (&task, verdict["check"]["cases"].as_u64()) {

@@ -95,11 +95,7 @@ impl Best {
         note: String,
         bar: Bar,
     ) -> Best {
-        let s = if served.is_empty() {
-            Speedup::from_rounds(t.speedup, &t.baseline.round_medians_ms, &t.candidate.round_medians_ms)
-        } else {
-            Some(crate::wall::ShapeResult::objective(served))
-        };
+        let s = if served.is_empty() { t.interval() } else { Some(crate::wall::ShapeResult::objective(served)) };
         Best {
             node,
             verified: true,

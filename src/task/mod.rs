@@ -282,6 +282,15 @@ impl Task {
         }
     }
 
+    /// Each served shape in words, `decode rows=8 cols=4096 (80% of the calls)`, for the
+    /// certificate and the generator's prompt.
+    pub fn served_in_words(&self) -> Vec<String> {
+        self.served()
+            .iter()
+            .map(|s| format!("{} {} ({:.0}% of the {})", s.name, s.size, 100.0 * s.weight, self.serve_weights))
+            .collect()
+    }
+
     /// Whether the task serves several shapes (or one other than its bench size).
     pub fn serves_shapes(&self) -> bool {
         !self.serve.is_empty()

@@ -73,11 +73,7 @@ pub fn user_message(req: &Request) -> String {
     }
     let checks: Vec<String> = t.checks.iter().map(|s| s.to_string()).collect();
     if t.serves_shapes() {
-        let shapes: Vec<String> = t
-            .served()
-            .iter()
-            .map(|s| format!("{} {} ({:.0}% of the {})", s.name, s.size, 100.0 * s.weight, t.serve_weights))
-            .collect();
+        let shapes = t.served_in_words();
         let _ = writeln!(
             m,
             "\nTimed at every shape it serves: {}; the speedup is their weighted geometric mean, and a kernel slower than the baseline at any of them is never accepted. Also checked at {}.",

@@ -102,9 +102,7 @@ pub fn judge(
     verdict.sandbox = report.sandbox.clone();
     apply_phases(&mut verdict.phases, &report, seconds);
     verdict.check = report.check;
-    verdict.speedup = report.timing.as_ref().and_then(|t| {
-        crate::stats::Speedup::from_rounds(t.speedup, &t.baseline.round_medians_ms, &t.candidate.round_medians_ms)
-    });
+    verdict.speedup = report.timing.as_ref().and_then(crate::wall::protocol::TimingReport::interval);
     verdict.timing = report.timing;
     verdict.energy = report.energy;
     if !report.served.is_empty() {

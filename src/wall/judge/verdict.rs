@@ -121,9 +121,7 @@ impl ShapeResult {
         served: &[crate::wall::protocol::ShapeTiming],
         basis: crate::task::serve::WeightBasis,
     ) -> Vec<ShapeResult> {
-        let weights: Vec<f64> = served.iter().map(|s| s.weight).collect();
-        let baseline_ms: Vec<f64> = served.iter().map(|s| s.timing.baseline.median_ms).collect();
-        let shares = basis.time_shares(&weights, &baseline_ms);
+        let shares = crate::wall::protocol::ShapeTiming::time_shares(served, basis);
         served
             .iter()
             .zip(shares)
@@ -134,12 +132,7 @@ impl ShapeResult {
                     size: t.size.clone(),
                     weight: s.weight,
                     time_share: share,
-                    speedup: crate::stats::Speedup::from_rounds(
-                        t.speedup,
-                        &t.baseline.round_medians_ms,
-                        &t.candidate.round_medians_ms,
-                    )
-                    .unwrap_or(crate::stats::Speedup::unmeasured(t.speedup)),
+                    speedup: t.interval().unwrap_or(crate::stats::Speedup::unmeasured(t.speedup)),
                     baseline_ms: t.baseline.median_ms,
                     candidate_ms: t.candidate.median_ms,
                     pct_of_floor: t.pct_of_floor,

@@ -127,6 +127,16 @@ pub struct JudgeReport {
     pub served: Vec<ShapeTiming>,
 }
 
+impl ShapeTiming {
+    /// Each shape's weight in the objective: its share of the baseline's time when the
+    /// weights are shares of calls, else the weight ([`crate::task::serve::WeightBasis`]).
+    pub fn time_shares(served: &[ShapeTiming], basis: crate::task::serve::WeightBasis) -> Vec<f64> {
+        let weights: Vec<f64> = served.iter().map(|s| s.weight).collect();
+        let baseline_ms: Vec<f64> = served.iter().map(|s| s.timing.baseline.median_ms).collect();
+        basis.time_shares(&weights, &baseline_ms)
+    }
+}
+
 /// One served shape's timing within a judgment.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShapeTiming {
@@ -298,6 +308,17 @@ pub struct TimingReport {
     /// Other processes NVML saw on the GPU before or after timing.
     #[serde(default)]
     pub other_processes: Vec<u32>,
+}
+
+impl TimingReport {
+    /// The speedup with its interval from the paired rounds (None with fewer than two).
+    pub fn interval(&self) -> Option<crate::stats::Speedup> {
+        crate::stats::Speedup::from_rounds(
+            self.speedup,
+            &self.baseline.round_medians_ms,
+            &self.candidate.round_medians_ms,
+        )
+    }
 }
 
 /// Which clock a timing's figures come from.

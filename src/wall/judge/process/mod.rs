@@ -722,9 +722,7 @@ fn run(
     // that of the shape with the largest share of the baseline's time, for readers of one
     // size; the verdict's speedup is made over every shape, and a short shape's noise
     // widens its own interval instead of voiding the judgment.
-    let weights: Vec<f64> = served.iter().map(|s| s.weight).collect();
-    let baseline_ms: Vec<f64> = served.iter().map(|s| s.timing.baseline.median_ms).collect();
-    let shares = j.task.serve_weights.time_shares(&weights, &baseline_ms);
+    let shares = ShapeTiming::time_shares(&served, j.task.serve_weights);
     let main = shares.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
     report.timing = Some(served[main].timing.clone());
     report.energy = served[main].energy.clone();
