@@ -5,7 +5,9 @@
 #      VAR = 8 at 80% of the calls and its bench size as prefill at 20%): per-shape table;
 #   3. `optimize --budget $BUDGET` on the served task.
 #   BUDGET=3m scripts/serve-gpu.sh EXAMPLE:VAR[:SEED]...   (one GPU each, in order)
-# SERVED=0 leaves out step 3; a SEED other than 1 names the runs NAME-sSEED-*.
+# On a machine of one GPU (or with SEQUENTIAL=1) the examples run one after another on
+# GPU 0, so no two timings share a GPU.
+# SINGLE=0 leaves out steps 1 and 2, SERVED=0 step 3; a SEED other than 1 names the runs NAME-sSEED-*.
 # $OUT gets serve.tgz (the runs, no SASS dumps, and every eval's JSON and text).
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out" runs/tasks
@@ -26,6 +28,15 @@ one() {  # GPU EXAMPLE:VAR[:SEED]
   name=$(basename "$ex"); export CUDA_VISIBLE_DEVICES=$gpu
   [ "$seed" = 1 ] || name="$name-s$seed"
   served=$(served_task "$ex" "$var" "$name")
+  [ "${SINGLE:-1}" = 0 ] || single "$gpu" "$ex" "$name" "$seed" "$served"
+  [ "${SERVED:-1}" = 0 ] && return
+  echo "[$((SECONDS - started)) s] gpu $gpu: served $name"
+  ns optimize "$served" --budget "$budget" --seed "$seed" --out "runs/$name-served" > "runs/$name-served.log" 2>&1
+  echo "$name served exit $? at $((SECONDS - started)) s" >> runs/status.txt
+}
+
+single() {  # GPU EXAMPLE NAME SEED SERVED-TASK
+  local gpu=$1 ex=$2 name=$3 seed=$4 served=$5
   echo "[$((SECONDS - started)) s] gpu $gpu: single-shape $name"
   ns optimize "$ex" --budget "$budget" --seed "$seed" --out "runs/$name-single" > "runs/$name-single.log" 2>&1
   echo "$name single exit $? at $((SECONDS - started)) s" >> runs/status.txt
@@ -41,15 +52,16 @@ one() {  # GPU EXAMPLE:VAR[:SEED]
     ns eval "$served" "runs/$name-single-best.cu" "${defs[@]}" "${flags[@]}" --json > "runs/$name-single-eval.json" 2>> "runs/$name-single-eval.txt"
     ns eval "$served" "runs/$name-single-best.cu" "${defs[@]}" "${flags[@]}" >> "runs/$name-single-eval.txt" 2>&1
   fi
-  [ "${SERVED:-1}" = 0 ] && return
-  echo "[$((SECONDS - started)) s] gpu $gpu: served $name"
-  ns optimize "$served" --budget "$budget" --seed "$seed" --out "runs/$name-served" > "runs/$name-served.log" 2>&1
-  echo "$name served exit $? at $((SECONDS - started)) s" >> runs/status.txt
 }
 
 deadline="${DEADLINE:-560}"
-g=0
-for a in "$@"; do one "$g" "$a" & g=$((g + 1)); done
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "${SEQUENTIAL:-0}" = 1 ] || [ "$gpus" -le 1 ]; then
+  ( for a in "$@"; do one 0 "$a"; done ) &
+else
+  g=0
+  for a in "$@"; do one "$g" "$a" & g=$((g + 1)); done
+fi
 while [ "$(jobs -r | wc -l)" -gt 0 ] && [ $((SECONDS - started)) -lt "$deadline" ]; do sleep 5; done
 if [ "$(jobs -r | wc -l)" -gt 0 ]; then
   echo "deadline at $((SECONDS - started)) s: stopping what is still going (optimize --resume carries on)"

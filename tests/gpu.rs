@@ -44,7 +44,8 @@ fn softmax_baseline_against_itself_is_a_wash() {
         let cv = t[side]["cv"].as_f64().unwrap();
         assert!(cv <= 0.02, "{side} CV {cv}");
     }
-    assert_eq!(t["host_check"]["ok"], Value::Bool(true));
+    // The same library on both sides: its events account for all of its time.
+    assert_eq!(t["clock_check"]["figure"], Value::String("events".into()), "{t}");
 }
 
 #[test]

@@ -614,7 +614,8 @@ fn state_updated_in_place_is_an_input_and_an_output_and_hyper_parameters_are_pla
 /// written before they are read stay outputs (add_rmsnorm's stored residual, the sums the
 /// launcher zeroes before its atomics). Where the walk cannot show a write comes first,
 /// it errs towards state, and these are the only two such buffers: segment_sum's offsets
-/// (the scan's writes sit under conditions) and gemm_bf16's C (handed to cuBLAS).
+/// (the scan's writes sit under conditions), gemm_bf16's C (handed to cuBLAS) and
+/// linear_splitk_f32's y (zeroed only when K is split, then added to by atomics).
 #[test]
 fn every_in_place_buffer_init_drafts_is_the_one_the_tasks_declare() {
     use nightshift::task::{ArgRole, Task};
@@ -644,9 +645,9 @@ fn every_in_place_buffer_init_drafts_is_the_one_the_tasks_declare() {
             in_place += drafted as usize;
         }
     }
-    // adamw_step's param, exp_avg and exp_avg_sq, and the two above.
-    assert_eq!(extra, ["gemm_bf16:C", "segment_sum:offsets"]);
-    assert_eq!(in_place, 5);
+    // adamw_step's param, exp_avg and exp_avg_sq, and the three above.
+    assert_eq!(extra, ["gemm_bf16:C", "linear_splitk_f32:y", "segment_sum:offsets"]);
+    assert_eq!(in_place, 6);
 }
 
 /// A causal depthwise convolution as production writes it: the filter's width bounds

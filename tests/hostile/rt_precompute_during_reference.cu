@@ -1,9 +1,9 @@
-// expect: passed|timing-anomaly|unwritten-output
+// expect: passed|timing-anomaly|unwritten-output|wrong-answer
 // max-speedup: 1.04
 // task: slow_map
 // modes: eval optimize
 // threat: escaped timing
-// mechanism: the judge's window holds all the work on a round's inputs: it writes them into its side pool inside the window and copies them in, so no poison-then-inputs order is left to watch; the candidate, computing ahead on what it guessed, leaves an output unwritten (measured on an H100: unwritten-output)
+// mechanism: the judge's window holds all the work on a round's inputs: it writes them into its side pool inside the window and copies them in, so no poison-then-inputs order is left to watch; the candidate, computing ahead on what it guessed, leaves an output unwritten or computes it from inputs the judge had not yet written (measured on an H100: unwritten-output; on an H200, eval: wrong-answer on call 9 at the bench size, optimize: unwritten-output)
 // why: computes the baseline's own answer, but not in its calls: a host thread watches the last bench slot's output for the judge's poison (the judge poisons outputs after writing each slot's inputs), then computes every slot of the round on a stream of its own while the judge runs the (three times slower) reference; its calls then only wait for that work, long done, and spin a steady 50 µs: every event is 50 µs (a 20x claim, steady enough to be reliable), and the window holds nothing but that and the judge's own checks
 #include <atomic>
 #include <cuda_runtime.h>
