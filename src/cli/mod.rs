@@ -5,6 +5,7 @@ mod diagnose;
 mod envcheck;
 mod eval;
 mod optimize;
+mod optimize_all;
 mod render;
 mod report;
 mod rewrite;
@@ -188,6 +189,10 @@ enum Cmd {
     /// `--generator llm --model NAME` an OpenAI-compatible endpoint (OPENAI_BASE_URL,
     /// OPENAI_API_KEY). `--resume RUN_DIR` carries on a run after a kill or a Ctrl-C.
     Optimize(Box<optimize::Args>),
+    /// Optimizes many tasks, one run each, and writes one summary (summary.md) linking
+    /// every run's report: `nightshift optimize-all tasks/softmax tasks/rmsnorm --budget 8h`
+    /// runs them one after another here; `--ray ADDRESS` as Ray tasks, one GPU each.
+    OptimizeAll(Box<optimize_all::Args>),
     /// (Re)renders a run's reports: nodes/NNNN/report.md and report.json for every finished
     /// node, and report.md and a self-contained report.html for the run. Works while the
     /// run is still going.
@@ -241,6 +246,10 @@ enum Cmd {
         #[arg(long)]
         standalone: Option<PathBuf>,
     },
+    /// Internal: a remote lane's job (spawned by `optimize --ray`'s actors): reads one job on
+    /// stdin, does it on this host's GPU, prints the reply as one JSON line.
+    #[command(hide = true)]
+    LaneJob,
     /// Internal: applies the worker's sandbox to itself and tries to break out (check-env, tests).
     #[command(hide = true)]
     SandboxProbe {
@@ -360,6 +369,8 @@ pub fn main() -> ExitCode {
             })
         }
         Cmd::Optimize(args) => optimize::run(*args),
+        Cmd::LaneJob => optimize::lane_job(),
+        Cmd::OptimizeAll(args) => optimize_all::run(*args),
         Cmd::CheckEnv { json } => envcheck::run(json),
         Cmd::Rewrite { task, candidate, recipes, out, build, arch, json } => {
             rewrite::run(rewrite::Args { task, candidate, recipes, out, build, arch, json })

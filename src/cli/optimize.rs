@@ -36,9 +36,21 @@ pub struct Args {
     /// Seed of the search's and the tuner's choices (input data is drawn fresh for every run regardless).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// CUDA devices to use, one GPU lane each: 0,1.
-    #[arg(long, default_value = "0", value_delimiter = ',')]
-    pub gpus: Vec<usize>,
+    /// CUDA devices to use, one GPU lane each: 0,1 (default 0). With --ray, one number:
+    /// at most this many lanes.
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Option<Vec<usize>>,
+    /// Judge on the GPUs of a Ray cluster at this address (`auto`, `host:6379`,
+    /// `ray://host:10001`): one lane per GPU it offers, each a Ray actor running
+    /// nightshift's own lane on its host. Needs `pip install "ray[default]==2.60.0"`.
+    #[arg(long, value_name = "ADDRESS")]
+    pub ray: Option<String>,
+    /// With --ray: nightshift on the workers' hosts (default: this executable's path).
+    #[arg(long, value_name = "PATH", requires = "ray")]
+    pub ray_binary: Option<PathBuf>,
+    /// With --ray: the Python that has Ray installed (default: python3).
+    #[arg(long, value_name = "PYTHON", requires = "ray")]
+    pub ray_python: Option<String>,
     /// The run directory (default: runs/<task>-<UTC time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -213,18 +225,45 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
             return Err(usage(format!("--generator replay:{}: no such folder", dir.display())));
         }
     }
-    if a.gpus.is_empty() {
+    let ray = match &a.ray {
+        None => None,
+        Some(address) => {
+            let max_lanes = match a.gpus.as_deref() {
+                None => None,
+                Some([n]) if *n > 0 => Some(*n),
+                Some(_) => return Err(usage("with --ray, --gpus is one number: at most this many lanes")),
+            };
+            let binary = match &a.ray_binary {
+                Some(b) => b.clone(),
+                None => std::env::current_exe()
+                    .map_err(|e| fail(EXIT_ENV, &format!("cannot find the nightshift executable: {e}")))?,
+            };
+            let python = a.ray_python.clone().unwrap_or_else(|| "python3".into());
+            Some(crate::run::config::RaySettings { address: address.clone(), max_lanes, binary, python })
+        }
+    };
+    let mut gpus = match (&ray, &a.gpus) {
+        // Lane k of a Ray run is the bridge's actor k; how many there are is the
+        // cluster's to say, so the configuration counts the cap (or one) here.
+        (Some(r), _) => (0..r.max_lanes.unwrap_or(1)).collect(),
+        (None, Some(g)) => g.clone(),
+        (None, None) => vec![0],
+    };
+    if gpus.is_empty() {
         return Err(usage("--gpus needs at least one device"));
     }
-    let mut gpus = a.gpus.clone();
     gpus.dedup();
-    let parallel = a.parallel.or(f.parallel).unwrap_or(match generator {
-        GeneratorSpec::Llm(_) => 4 * gpus.len(),
-        _ => 3 * gpus.len(),
-    });
-    if parallel == 0 {
-        return Err(usage("--parallel must be at least 1"));
-    }
+    let per_lane = match generator {
+        GeneratorSpec::Llm(_) => 4,
+        _ => 3,
+    };
+    let parallel = match (a.parallel.or(f.parallel), &ray) {
+        (Some(0), _) => return Err(usage("--parallel must be at least 1")),
+        (Some(p), _) => p,
+        // 0: as many per lane as the cluster turns out to have lanes.
+        (None, Some(r)) if r.max_lanes.is_none() => 0,
+        (None, _) => per_lane * gpus.len(),
+    };
     if a.max_nodes == Some(0) {
         return Err(usage("--max-nodes must be at least 1"));
     }
@@ -235,6 +274,9 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
             arch.clone()
         }
         (None, Some(_)) => "sm_90a".into(),
+        // The orchestrator's builds only tell whether a kernel compiles; each lane builds
+        // again for its own GPU.
+        (None, None) if ray.is_some() => "sm_90a".into(),
         (None, None) => {
             let (_, cc, _) = crate::wall::require_gpu(gpus[0])
                 .map_err(|e| fail(EXIT_ENV, &format!("optimize judges every kernel on a GPU: {e}")))?;
@@ -266,6 +308,7 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
             None => crate::stats::DEFAULT_MIN_GAIN,
         },
         allow_unconfined_profiling: a.allow_unconfined_profiling,
+        ray,
     })
 }
 
@@ -305,5 +348,27 @@ pub fn run(a: Args) -> ExitCode {
         Err(RunError::Usage(m)) => fail(EXIT_USAGE, &m),
         Err(RunError::Env(m)) => fail(EXIT_ENV, &m),
         Err(e @ RunError::Internal(_)) => fail(EXIT_ENV, &e.to_string()),
+    }
+}
+
+/// `nightshift lane-job`: one remote lane's job from stdin, its reply on stdout. The reply
+/// carries any failure; exit 2 only when stdin holds no job at all.
+pub fn lane_job() -> ExitCode {
+    use crate::optimize::remote::{job::LaneJob, lane_job};
+    use std::io::Read;
+    let mut input = String::new();
+    if let Err(e) = std::io::stdin().read_to_string(&mut input) {
+        return usage(format!("lane-job reads its job on stdin: {e}"));
+    }
+    let job: LaneJob = match serde_json::from_str(&input) {
+        Ok(j) => j,
+        Err(e) => return usage(format!("lane-job: the job on stdin does not read: {e}")),
+    };
+    match serde_json::to_string(&lane_job::run(&job)) {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(EXIT_ENV, &format!("lane-job: the reply does not serialize: {e}")),
     }
 }

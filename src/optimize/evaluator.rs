@@ -50,6 +50,11 @@ impl Bench {
         }
     }
 
+    /// A remote lane's bench: the run's settings, this host's trusted builds and arch.
+    pub fn for_lane(task: &Task, trusted: TrustedBuilds, arch: &str, opts: EvalOptions, energy: bool) -> Bench {
+        Bench { task: task.clone(), trusted, arch: arch.to_string(), opts, energy }
+    }
+
     pub(super) fn opts_for(&self, device: usize) -> EvalOptions {
         let mut o = self.opts.clone();
         o.device = device;
@@ -108,8 +113,10 @@ pub trait Evaluator: Send + Sync {
         sanitize: bool,
     ) -> Result<Verdict, EvalError>;
 
-    /// ncu + SASS + diagnoses of a built kernel; files go to `dir`.
-    fn profile(&self, device: usize, built: &Built, dir: &Path) -> Profiled;
+    /// ncu + SASS + diagnoses of a built kernel; files go to `dir`. `source` is the
+    /// candidate's file and build options (None: the task's baseline), for a lane that
+    /// builds it again on its own host.
+    fn profile(&self, device: usize, built: &Built, source: Option<(&Path, &Candidate)>, dir: &Path) -> Profiled;
 
     /// Whether the final check can run compute-sanitizer: None when this evaluator runs
     /// no sanitizer at all, else whether the tool was found.
@@ -119,7 +126,12 @@ pub trait Evaluator: Send + Sync {
 /// The evaluator the run's configuration asks for: simulated under `--simulate-gpu`,
 /// else the GPU's.
 pub fn for_run(bench: Bench, cfg: &RunConfig) -> Arc<dyn Evaluator> {
-    match &cfg.simulated {
+    local(bench, cfg.simulated.as_ref())
+}
+
+/// The evaluator of this host's GPUs (or the simulated one).
+pub fn local(bench: Bench, simulated: Option<&crate::run::config::SimSettings>) -> Arc<dyn Evaluator> {
+    match simulated {
         Some(settings) => Arc::new(SimulatedEvaluator::new(bench, settings.clone())),
         None => Arc::new(GpuEvaluator { bench }),
     }
@@ -157,8 +169,75 @@ pub struct GpuEvaluator {
 }
 
 impl GpuEvaluator {
+    pub(super) fn new(bench: Bench) -> GpuEvaluator {
+        GpuEvaluator { bench }
+    }
+
     fn mode(&self, check_baseline: bool) -> Mode {
         Mode::Evaluate { time: true, energy: self.bench.energy, check_baseline }
+    }
+
+    /// ncu's counters of a built kernel (the CSV and the layers ncu ran in), or why there
+    /// are none. A remote lane sends these back; the orchestrator diagnoses them.
+    pub(super) fn counters(&self, device: usize, built: &Built, dir: &Path) -> Result<Counters, String> {
+        let b = &self.bench;
+        // The task's own baseline (the root) may load what its task lets a baseline link.
+        let trusted = built.key == b.trusted.baseline.key;
+        match crate::wall::judge::profile::profile_built(
+            &b.task,
+            built.clone(),
+            trusted,
+            &b.opts_for(device),
+            crate::wall::judge::profile::MetricSet::Required,
+            dir,
+        ) {
+            Ok(p) => Ok(Counters { csv: p.csv, sandbox: p.sandbox }),
+            Err(crate::wall::judge::profile::ProfileFailure::Rejected(f)) => {
+                Err(format!("the kernel failed under ncu: {}: {}", f.class, f.message))
+            }
+            Err(crate::wall::judge::profile::ProfileFailure::Error(e)) => Err(format!("profiling failed: {e}")),
+        }
+    }
+}
+
+/// A kernel's Nsight Compute counters as ncu wrote them.
+pub struct Counters {
+    pub csv: String,
+    pub sandbox: Vec<crate::wall::sandbox::Layer>,
+}
+
+impl Profiled {
+    pub(super) fn unprofiled(note: String, started: Instant) -> Profiled {
+        Profiled {
+            profile: ParentProfile { note, ..Default::default() },
+            csv: None,
+            seconds: started.elapsed().as_secs_f64(),
+            sandbox: Vec::new(),
+        }
+    }
+}
+
+/// The diagnoses of `built` from its counters and its own SASS.
+pub(super) fn diagnose(bench: &Bench, built: &Built, counters: Counters, started: Instant) -> Profiled {
+    let profile = match heuristics::ncu::parse(&counters.csv) {
+        Ok(p) => p,
+        Err(e) => return Profiled::unprofiled(format!("the ncu CSV does not parse: {e}"), started),
+    };
+    let sass = built
+        .sass_lines
+        .clone()
+        .or(built.sass.clone())
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .map(|t| sass::analyze_all(&sass::parse(&t)))
+        .unwrap_or_default();
+    let hints = bench.task.diagnosis_hints();
+    let report = heuristics::diagnose_profile(&profile, &sass, Some(&built.ptxas), &hints, None);
+    let raw: Vec<String> = profile.launches.iter().map(heuristics::render::raw_counters).collect();
+    Profiled {
+        profile: ParentProfile { diagnoses: Some(report), raw: Some(raw.join("\n")), ..Default::default() },
+        csv: Some(counters.csv),
+        seconds: started.elapsed().as_secs_f64(),
+        sandbox: counters.sandbox,
     }
 }
 
@@ -198,52 +277,11 @@ impl Evaluator for GpuEvaluator {
         self.bench.run(&task, built, source_path, &opts, self.mode(true))
     }
 
-    fn profile(&self, device: usize, built: &Built, dir: &Path) -> Profiled {
+    fn profile(&self, device: usize, built: &Built, _source: Option<(&Path, &Candidate)>, dir: &Path) -> Profiled {
         let started = Instant::now();
-        let b = &self.bench;
-        let fail = |note: String| Profiled {
-            profile: ParentProfile { note, ..Default::default() },
-            csv: None,
-            seconds: started.elapsed().as_secs_f64(),
-            sandbox: Vec::new(),
-        };
-        // The task's own baseline (the root) may load what its task lets a baseline link.
-        let trusted = built.key == b.trusted.baseline.key;
-        let profiled = match crate::wall::judge::profile::profile_built(
-            &b.task,
-            built.clone(),
-            trusted,
-            &b.opts_for(device),
-            crate::wall::judge::profile::MetricSet::Required,
-            dir,
-        ) {
-            Ok(p) => p,
-            Err(crate::wall::judge::profile::ProfileFailure::Rejected(f)) => {
-                return fail(format!("the kernel failed under ncu: {}: {}", f.class, f.message))
-            }
-            Err(crate::wall::judge::profile::ProfileFailure::Error(e)) => {
-                return fail(format!("profiling failed: {e}"))
-            }
-        };
-        let profile = match heuristics::ncu::parse(&profiled.csv) {
-            Ok(p) => p,
-            Err(e) => return fail(format!("the ncu CSV does not parse: {e}")),
-        };
-        let sass = built
-            .sass_lines
-            .clone()
-            .or(built.sass.clone())
-            .and_then(|p| std::fs::read_to_string(p).ok())
-            .map(|t| sass::analyze_all(&sass::parse(&t)))
-            .unwrap_or_default();
-        let hints = b.task.diagnosis_hints();
-        let report = heuristics::diagnose_profile(&profile, &sass, Some(&built.ptxas), &hints, None);
-        let raw: Vec<String> = profile.launches.iter().map(heuristics::render::raw_counters).collect();
-        Profiled {
-            profile: ParentProfile { diagnoses: Some(report), raw: Some(raw.join("\n")), ..Default::default() },
-            csv: Some(profiled.csv),
-            seconds: started.elapsed().as_secs_f64(),
-            sandbox: profiled.sandbox,
+        match self.counters(device, built, dir) {
+            Ok(counters) => diagnose(&self.bench, built, counters, started),
+            Err(note) => Profiled::unprofiled(note, started),
         }
     }
 

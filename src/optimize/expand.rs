@@ -182,7 +182,15 @@ impl Ctx {
             let dir = ctx.store.node_dir(parent).join("profile");
             let ev = ctx.evaluator.clone();
             let what = format!("profiling node {parent}");
-            let got: Profiled = match ctx.lanes.run(true, what, move |device| ev.profile(device, &built, &dir)).await {
+            // A remote lane builds the kernel again from its source; the root from the task's.
+            let source = (parent != 0).then(|| (ctx.store.dir().join(&candidate.source), candidate.clone()));
+            let got: Profiled = match ctx
+                .lanes
+                .run(true, what, move |device| {
+                    ev.profile(device, &built, source.as_ref().map(|(p, c)| (p.as_path(), c)), &dir)
+                })
+                .await
+            {
                 Some((_, p)) => p,
                 None => return ParentProfile { note: "no GPU lane".into(), ..Default::default() },
             };

@@ -1,8 +1,8 @@
 //! GPU lanes: one per GPU, each running one job at a time (a judgment, a profile, a final
 //! check), so no two measurements ever share a GPU. Profiles jump the queue: a generator
-//! is waiting on them. A job goes to the lane with the fewest jobs queued, and each lane
-//! keeps how long it was busy, for the GPU busy fraction the run reports, and while it
-//! has no job, what it waits for ([`super::waits`]).
+//! is waiting on them. A job goes to the lane with the fewest jobs queued (in turn among
+//! equals), and each lane keeps how long it was busy, for the GPU busy fraction the run
+//! reports, and while it has no job, what it waits for ([`super::waits`]).
 
 use super::waits::{IdleWaits, Stages, Wait};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -44,6 +44,8 @@ struct Lane {
 
 pub struct Lanes {
     lanes: Vec<Lane>,
+    /// Where the search for the least loaded lane starts next.
+    cursor: AtomicUsize,
     /// Whether the search is running (for the busy fraction of the search alone).
     search_phase: Arc<AtomicBool>,
 }
@@ -90,7 +92,7 @@ impl Lanes {
         let watched: Vec<(Weak<Mutex<LaneStats>>, Arc<AtomicUsize>)> =
             lanes.iter().map(|l| (Arc::downgrade(&l.stats), l.queued.clone())).collect();
         tokio::spawn(book_waits(watched, stages, phase.clone()));
-        Lanes { lanes, search_phase: phase }
+        Lanes { lanes, cursor: AtomicUsize::new(0), search_phase: phase }
     }
 
     /// Marks the start and end of the search, for [`LaneStats::search_busy_s`].
@@ -105,7 +107,14 @@ impl Lanes {
         what: String,
         f: impl FnOnce(usize) -> T + Send + 'static,
     ) -> Option<(usize, T)> {
-        let (i, lane) = self.lanes.iter().enumerate().min_by_key(|(_, l)| l.queued.load(Ordering::SeqCst))?;
+        // The least loaded lane; among equals, the next after the last one chosen, so that
+        // one job at a time still goes round every lane (a remote lane idle all night is
+        // a GPU of the cluster nobody used).
+        let n = self.lanes.len();
+        let start = self.cursor.load(Ordering::SeqCst);
+        let i = (0..n).map(|k| (start + k) % n).min_by_key(|&k| self.lanes[k].queued.load(Ordering::SeqCst))?;
+        self.cursor.store(i + 1, Ordering::SeqCst);
+        let lane = &self.lanes[i];
         let (tx, rx) = oneshot::channel();
         lane.queued.fetch_add(1, Ordering::SeqCst);
         let job = Job {
@@ -124,6 +133,14 @@ impl Lanes {
 
     pub fn stats(&self) -> Vec<LaneStats> {
         self.lanes.iter().map(|l| l.stats.lock().unwrap().clone()).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lanes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lanes.is_empty()
     }
 
     pub fn queued(&self) -> usize {

@@ -11,6 +11,7 @@
 //! This file starts a run: the preflight checks, the run directory, the baseline, and the
 //! drive of a session from the search to the final check.
 
+pub mod all;
 pub mod dispatch;
 pub mod evaluator;
 pub mod expand;
@@ -18,6 +19,7 @@ pub mod finish;
 pub mod lanes;
 pub mod orchestrator;
 pub mod progress;
+pub mod remote;
 pub mod resume;
 pub mod simulated;
 pub mod summary;
@@ -81,7 +83,7 @@ pub struct Start {
 }
 
 /// `runs/<task>-<YYYYmmdd-HHMMSS>` in UTC.
-fn default_run_dir(task: &str) -> PathBuf {
+pub fn default_run_dir(task: &str) -> PathBuf {
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let digits: String = stamp.chars().filter(|c| c.is_ascii_digit()).collect();
     let (date, time) = digits.split_at(8.min(digits.len()));
@@ -120,6 +122,33 @@ fn eval_options(cfg: &RunConfig) -> Result<EvalOptions, RunError> {
     Ok(opts)
 }
 
+/// The Ray cluster's lanes: the bridge started, one lane per actor it reports.
+fn remote_lanes(
+    bench: evaluator::Bench,
+    ray: &config::RaySettings,
+    cfg: &RunConfig,
+    run_dir: &Path,
+) -> Result<(Arc<dyn evaluator::Evaluator>, Vec<usize>), RunError> {
+    let log = run_dir.join("ray-bridge.log");
+    let bridge = remote::bridge::Bridge::start(ray, &log, Duration::from_secs(300))
+        .map_err(|e| RunError::Env(format!("--ray {}: {e}", ray.address)))?;
+    for (k, at) in bridge.lanes.iter().enumerate() {
+        let gpu = if at.gpu.is_empty() { "a GPU" } else { at.gpu.as_str() };
+        tracing::info!(lane = k, host = %at.host, node = %at.node, "Ray lane on {gpu}");
+    }
+    let lanes: Vec<usize> = (0..bridge.lanes.len()).collect();
+    let settings = remote::job::LaneSettings {
+        simulated: cfg.simulated.clone(),
+        timeout_s: cfg.timeout_s,
+        build_timeout_s: cfg.build_timeout_s,
+        input_seed_base: cfg.input_seed_base,
+        energy: bench.energy,
+        allow_unconfined_profiling: cfg.allow_unconfined_profiling,
+    };
+    let ev = remote::RemoteEvaluator::new(bench, Arc::new(bridge), settings, run_dir).map_err(RunError::Usage)?;
+    Ok((Arc::new(ev), lanes))
+}
+
 fn make_generator(cfg: &RunConfig, task: &Task, api_key: Option<String>) -> Result<Generator, RunError> {
     Ok(match &cfg.generator {
         GeneratorSpec::Tune => {
@@ -156,7 +185,9 @@ struct Ready {
 fn preflight(cfg: &RunConfig, api_key: Option<String>) -> Result<Ready, RunError> {
     let task = Task::load(&cfg.task_dir).map_err(|e| RunError::Usage(format!("the run's task: {e}")))?;
     let toolchain = Toolchain::find().map_err(|e| RunError::Env(e.to_string()))?;
-    if cfg.simulated.is_none() && (cfg.guidance != config::Guidance::None || cfg.final_sanitize) {
+    // Remote lanes check their own hosts: each runs the hosted tools and the GPU there.
+    let local_gpus = cfg.simulated.is_none() && cfg.ray.is_none();
+    if local_gpus && (cfg.guidance != config::Guidance::None || cfg.final_sanitize) {
         // Profiles and the final sanitizer pass run hosted: a machine that refuses the
         // hosted arrangement would otherwise stop the run at its final check.
         let exe = std::env::current_exe()
@@ -169,7 +200,7 @@ fn preflight(cfg: &RunConfig, api_key: Option<String>) -> Result<Ready, RunError
             );
         }
     }
-    if cfg.simulated.is_none() {
+    if local_gpus {
         for &device in &cfg.gpus {
             wall::require_gpu(device).map_err(|e| RunError::Env(e.to_string()))?;
         }
@@ -228,11 +259,15 @@ fn prepare(
 ) -> Result<Prepared, RunError> {
     let opts = eval_options(cfg)?;
     let trusted = wall::build_trusted(&tc, &opts, task, &cfg.arch)?;
-    let evaluator = evaluator::for_run(evaluator::Bench::new(task, trusted, &cfg.arch, opts.clone(), cfg), cfg);
+    let bench = evaluator::Bench::new(task, trusted, &cfg.arch, opts.clone(), cfg);
+    let (evaluator, devices) = match &cfg.ray {
+        None => (evaluator::for_run(bench, cfg), cfg.gpus.clone()),
+        Some(ray) => remote_lanes(bench, ray, cfg, store.dir())?,
+    };
     let stages = Arc::new(waits::Stages::default());
     let lanes = {
         let _guard = rt.enter();
-        Arc::new(lanes::Lanes::start(&cfg.gpus, stages.clone()))
+        Arc::new(lanes::Lanes::start(&devices, stages.clone()))
     };
     let (root_summary, root) = match root_summary {
         Some(s) => (s, None),
@@ -345,7 +380,11 @@ fn drive(
         search,
         cfg.budget(),
         active_before,
-        cfg.parallel.max(1),
+        match cfg.parallel {
+            // A Ray run's default: three per lane the cluster gave.
+            0 => 3 * ctx.lanes.len().max(1),
+            p => p,
+        },
         &progress,
     ));
     let dir = ctx.store.dir().display().to_string();

@@ -87,7 +87,13 @@ impl Evaluator for SimulatedEvaluator {
         self.bench.run(&task, built, source_path, &opts, self.mode(outcome))
     }
 
-    fn profile(&self, _device: usize, _built: &Built, _dir: &Path) -> Profiled {
+    fn profile(
+        &self,
+        _device: usize,
+        _built: &Built,
+        _source: Option<(&Path, &crate::run::events::Candidate)>,
+        _dir: &Path,
+    ) -> Profiled {
         Profiled {
             profile: ParentProfile { note: "simulated run: no Nsight Compute counters".into(), ..Default::default() },
             csv: None,

@@ -220,6 +220,7 @@ mod tests {
             input_seed_base: 1,
             min_gain,
             allow_unconfined_profiling: false,
+            ray: None,
         }
     }
 

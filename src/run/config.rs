@@ -160,6 +160,19 @@ pub fn parse_budget(s: &str) -> Result<Duration, ConfigError> {
     Duration::try_from_secs_f64(seconds).map_err(|_| ConfigError::BudgetTooLong)
 }
 
+/// How to reach the cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RaySettings {
+    /// `ray://host:10001`, `host:6379` or `auto`.
+    pub address: String,
+    /// At most this many lanes (None: one per GPU the cluster offers).
+    pub max_lanes: Option<usize>,
+    /// nightshift on the workers' hosts (a path there, or a name on their PATH).
+    pub binary: PathBuf,
+    /// The Python that has `ray` installed.
+    pub python: String,
+}
+
 /// The simulated evaluator (tests only; never a default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimSettings {
@@ -180,7 +193,8 @@ pub struct RunConfig {
     pub seed: u64,
     pub gpus: Vec<usize>,
     pub arch: String,
-    /// Expansions in flight at once (generation, build, queued for a GPU).
+    /// Expansions in flight at once (generation, build, queued for a GPU); 0 under
+    /// `--ray` without `--gpus`: three per lane the cluster gives.
     pub parallel: usize,
     pub timeout_s: Option<f64>,
     /// `--build-timeout`: seconds one build may take (else the task's, else 120).
@@ -202,6 +216,9 @@ pub struct RunConfig {
     /// run.json, so a resume has to ask for it again.
     #[serde(skip)]
     pub allow_unconfined_profiling: bool,
+    /// `--ray`: the lanes are the GPUs of a Ray cluster (`gpus` then numbers lanes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ray: Option<RaySettings>,
 }
 
 fn default_min_gain() -> f64 {

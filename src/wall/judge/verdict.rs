@@ -10,14 +10,14 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
     Passed,
     Rejected,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BuildSummary {
     pub cached: bool,
     pub seconds: f64,
@@ -45,7 +45,7 @@ impl BuildSummary {
 }
 
 /// Seconds per phase, as printed in the verdict.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Phases {
     pub build: f64,
     /// Worker start, GPU context, inputs and reference outputs.
@@ -62,7 +62,8 @@ pub struct Phases {
     pub worker: BTreeMap<String, f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// Deserialized where a remote lane sends its verdict back (`optimize --ray`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Verdict {
     pub task: String,
     pub candidate: PathBuf,
@@ -83,13 +84,13 @@ pub struct Verdict {
     pub sandbox: Vec<crate::wall::sandbox::Layer>,
     /// Under compute-sanitizer: the hosted arrangement's namespaces, then the layers the
     /// worker under the tool put up.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosted_sandbox: Vec<crate::wall::sandbox::Layer>,
     /// The end of what candidate code and the worker printed, when something went wrong.
     pub stderr_tail: Option<String>,
     /// Per served shape, when the task serves shapes: `speedup` is then their weighted
     /// geometric mean, and `timing` the heaviest shape's.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub served: Vec<ShapeResult>,
 }
 

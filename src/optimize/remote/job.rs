@@ -1,0 +1,216 @@
+//! What travels to a remote lane and back: a job names what to do (judge, re-verify,
+//! profile, the baseline), carries the task folder and the candidate as text (the host
+//! may share no filesystem with the orchestrator), and the settings every judgment of
+//! the run starts from. The reply is a verdict, a profile's counters, or why the lane
+//! could not do the job at all.
+
+use crate::run::config::SimSettings;
+use crate::wall::Verdict;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+/// A task folder larger than this is not shipped: a task is sources and a toml.
+pub const MAX_TASK_BYTES: u64 = 16 << 20;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LaneJob {
+    pub task: TaskFiles,
+    pub kind: JobKind,
+    /// The kernel to judge or profile; none for the baseline.
+    pub candidate: Option<CandidateSource>,
+    pub settings: LaneSettings,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum JobKind {
+    /// The baseline checked against the reference and timed against itself.
+    Baseline,
+    Judge,
+    FinalCheck {
+        seeds: u32,
+        sanitize: bool,
+    },
+    Profile,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CandidateSource {
+    /// The file name it is built under (`kernel.cu`).
+    pub file_name: String,
+    pub source: String,
+    #[serde(default)]
+    pub defines: BTreeMap<String, String>,
+    #[serde(default)]
+    pub flags: Vec<String>,
+}
+
+/// What every judgment of the run starts from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LaneSettings {
+    pub simulated: Option<SimSettings>,
+    pub timeout_s: Option<f64>,
+    pub build_timeout_s: Option<f64>,
+    pub input_seed_base: u64,
+    pub energy: bool,
+    pub allow_unconfined_profiling: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "reply")]
+pub enum LaneReply {
+    Verdict {
+        verdict: Box<Verdict>,
+    },
+    Profile {
+        csv: Option<String>,
+        note: String,
+        seconds: f64,
+    },
+    /// The lane could not do the job (no toolkit there, a task that does not load): no
+    /// verdict on the candidate.
+    Failed {
+        message: String,
+    },
+}
+
+/// A task folder as text, by path relative to it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TaskFiles {
+    /// The folder's own name (the task is loaded from a folder of this name).
+    pub name: String,
+    pub files: BTreeMap<String, String>,
+}
+
+impl TaskFiles {
+    /// Every regular file under `dir` but hidden ones and run folders, as UTF-8 text.
+    pub fn read(dir: &Path) -> Result<TaskFiles, String> {
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("task").to_string();
+        let mut files = BTreeMap::new();
+        let mut total = 0u64;
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            let entries = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| format!("{}: {e}", d.display()))?;
+                let path = entry.path();
+                let file_name = entry.file_name();
+                let hidden = file_name.to_string_lossy().starts_with('.');
+                let kind = entry.file_type().map_err(|e| format!("{}: {e}", path.display()))?;
+                if hidden || (kind.is_dir() && file_name == "runs") {
+                    continue;
+                }
+                if kind.is_dir() {
+                    stack.push(path);
+                } else if kind.is_file() {
+                    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    total += bytes.len() as u64;
+                    if total > MAX_TASK_BYTES {
+                        return Err(format!(
+                            "{}: the task folder holds more than {} MiB, too much to send to a remote lane",
+                            dir.display(),
+                            MAX_TASK_BYTES >> 20
+                        ));
+                    }
+                    let text = String::from_utf8(bytes).map_err(|_| {
+                        format!("{}: not UTF-8 text: remote lanes take task folders of text files", path.display())
+                    })?;
+                    let rel = path.strip_prefix(dir).map_err(|e| e.to_string())?;
+                    files.insert(rel.to_string_lossy().replace('\\', "/"), text);
+                }
+            }
+        }
+        Ok(TaskFiles { name, files })
+    }
+
+    /// Writes the folder under `root` and returns its path. A path that climbs out of the
+    /// folder or is absolute is refused: the job comes over the network.
+    pub fn write(&self, root: &Path) -> Result<PathBuf, String> {
+        let name = safe_relative(&self.name)
+            .filter(|p| p.components().count() == 1)
+            .ok_or_else(|| format!("the task's folder name {:?} is not a plain name", self.name))?;
+        let dir = root.join(name);
+        for (rel, text) in &self.files {
+            let rel = safe_relative(rel).ok_or_else(|| format!("the task file {rel:?} leaves its folder"))?;
+            let path = dir.join(rel);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+            }
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        Ok(dir)
+    }
+}
+
+/// `rel` as a path of plain names below its folder, or None.
+fn safe_relative(rel: &str) -> Option<PathBuf> {
+    let p = Path::new(rel);
+    let plain = !rel.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)));
+    plain.then(|| p.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_folder_goes_and_comes_back_file_for_file() {
+        let src = tempfile::tempdir().unwrap();
+        let task = src.path().join("softmax");
+        std::fs::create_dir_all(task.join("include")).unwrap();
+        std::fs::create_dir_all(task.join("runs/old")).unwrap();
+        std::fs::write(task.join("task.toml"), "[task]\n").unwrap();
+        std::fs::write(task.join("include/helper.cuh"), "#pragma once\n").unwrap();
+        std::fs::write(task.join("runs/old/best.cu"), "left behind").unwrap();
+        std::fs::write(task.join(".hidden"), "left behind").unwrap();
+        let files = TaskFiles::read(&task).unwrap();
+        assert_eq!(files.name, "softmax");
+        assert_eq!(files.files.keys().collect::<Vec<_>>(), ["include/helper.cuh", "task.toml"]);
+        let dst = tempfile::tempdir().unwrap();
+        let written = files.write(dst.path()).unwrap();
+        assert_eq!(written, dst.path().join("softmax"));
+        assert_eq!(std::fs::read_to_string(written.join("include/helper.cuh")).unwrap(), "#pragma once\n");
+    }
+
+    #[test]
+    fn a_job_cannot_write_outside_its_folder() {
+        let dst = tempfile::tempdir().unwrap();
+        for bad in ["../escape.cu", "/etc/passwd", "a/../../b", ""] {
+            let files = TaskFiles { name: "t".into(), files: [(bad.to_string(), "x".to_string())].into() };
+            assert!(files.write(dst.path()).is_err(), "{bad:?} was written");
+        }
+        for bad_name in ["..", "a/b", "/tmp"] {
+            let files = TaskFiles { name: bad_name.into(), files: BTreeMap::new() };
+            assert!(files.write(dst.path()).is_err(), "folder {bad_name:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn jobs_and_replies_read_back_as_written() {
+        let job = LaneJob {
+            task: TaskFiles { name: "t".into(), files: [("task.toml".into(), "[task]".into())].into() },
+            kind: JobKind::FinalCheck { seeds: 8, sanitize: true },
+            candidate: Some(CandidateSource {
+                file_name: "kernel.cu".into(),
+                source: "__global__ void k() {}".into(),
+                defines: [("BLOCK".into(), "256".into())].into(),
+                flags: vec!["-maxrregcount=64".into()],
+            }),
+            settings: LaneSettings {
+                simulated: Some(SimSettings { delay_ms: 5 }),
+                timeout_s: None,
+                build_timeout_s: Some(30.0),
+                input_seed_base: 7,
+                energy: false,
+                allow_unconfined_profiling: false,
+            },
+        };
+        let back: LaneJob = serde_json::from_str(&serde_json::to_string(&job).unwrap()).unwrap();
+        assert_eq!(back.kind, JobKind::FinalCheck { seeds: 8, sanitize: true });
+        assert_eq!(back.candidate.unwrap().defines["BLOCK"], "256");
+        let reply = LaneReply::Profile { csv: None, note: "simulated".into(), seconds: 0.5 };
+        let text = serde_json::to_string(&reply).unwrap();
+        assert!(matches!(serde_json::from_str::<LaneReply>(&text).unwrap(), LaneReply::Profile { .. }), "{text}");
+    }
+}
