@@ -192,6 +192,10 @@ fn a_run_keeps_both_workers_busy_and_survives_losing_one() {
     assert_eq!(finished.iter().collect::<BTreeSet<_>>(), started.iter().collect::<BTreeSet<_>>());
     assert!(ev.iter().any(|e| e["event"] == "run-finished"), "the run did not finish");
 
+    // Each node's report says where it was judged.
+    let report = std::fs::read_to_string(run.join("nodes/0001/report.md")).unwrap();
+    assert!(report.contains("· judged on ") && report.contains("(Ray lane "), "{report}");
+
     // The lost worker's job ran again elsewhere, and everything after ran on the survivor.
     let ray_log = std::fs::read_to_string(run.join("ray.jsonl")).unwrap_or_default();
     assert!(ray_log.contains("\"lane-lost\""), "no lost lane in ray.jsonl: {ray_log}");

@@ -51,6 +51,10 @@ pub struct Args {
     /// With --ray: the Python that has Ray installed (default: python3).
     #[arg(long, value_name = "PYTHON", requires = "ray")]
     pub ray_python: Option<String>,
+    /// With --ray: re-verify the best kernel on a lane whose GPU's name holds this
+    /// (e.g. H200); the run's final check says so, or that no lane has one.
+    #[arg(long, value_name = "GPU", requires = "ray")]
+    pub ray_verify_gpu: Option<String>,
     /// The run directory (default: runs/<task>-<UTC time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -239,7 +243,8 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
                     .map_err(|e| fail(EXIT_ENV, &format!("cannot find the nightshift executable: {e}")))?,
             };
             let python = a.ray_python.clone().unwrap_or_else(|| "python3".into());
-            Some(crate::run::config::RaySettings { address: address.clone(), max_lanes, binary, python })
+            let verify_gpu = a.ray_verify_gpu.clone();
+            Some(crate::run::config::RaySettings { address: address.clone(), max_lanes, binary, python, verify_gpu })
         }
     };
     let mut gpus = match (&ray, &a.gpus) {

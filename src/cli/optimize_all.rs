@@ -83,7 +83,7 @@ pub fn run(a: Args) -> ExitCode {
                 },
             };
             let python = a.ray_python.clone().unwrap_or_else(|| "python3".into());
-            Some(RaySettings { address: address.clone(), max_lanes: None, binary, python })
+            Some(RaySettings { address: address.clone(), max_lanes: None, binary, python, verify_gpu: None })
         }
     };
     let out = a.out.clone().unwrap_or_else(|| crate::optimize::default_run_dir("all"));

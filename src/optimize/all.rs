@@ -188,7 +188,11 @@ fn ray_runs(
         })?;
     let request = serde_json::json!({ "tasks": tasks, "args": spec.args });
     if let Some(mut stdin) = child.stdin.take() {
-        writeln!(stdin, "{request}").map_err(|e| format!("the Ray bridge did not take the batch: {e}"))?;
+        // A bridge that could not join the cluster has closed its end; its own line
+        // below says why, so a failed write is not the error to report.
+        if let Err(e) = writeln!(stdin, "{request}") {
+            tracing::warn!("the Ray bridge did not take the batch: {e}");
+        }
     }
     let stdout = child.stdout.take().ok_or("the Ray bridge has no stdout")?;
     #[derive(Deserialize)]

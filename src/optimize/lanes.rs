@@ -218,6 +218,18 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_job_at_a_time_still_goes_round_every_lane() {
+        let lanes = Lanes::start(&[0, 1, 2], Arc::new(Stages::default()));
+        let mut used = Vec::new();
+        for i in 0..6 {
+            let (lane, device) = lanes.run(false, format!("job {i}"), |device| device).await.unwrap();
+            assert_eq!(lane, device);
+            used.push(lane);
+        }
+        assert_eq!(used, [0, 1, 2, 0, 1, 2], "idle lanes left unused: {used:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn one_job_at_a_time_per_lane_and_urgent_jobs_first() {
         let lanes = Arc::new(Lanes::start(&[7], Arc::new(Stages::default())));
         let order = Arc::new(Mutex::new(Vec::new()));

@@ -117,8 +117,11 @@ fn eval_options(cfg: &RunConfig) -> Result<EvalOptions, RunError> {
     opts.build_timeout = cfg.build_timeout_s.map(Duration::from_secs_f64);
     opts.seed_base = cfg.input_seed_base;
     opts.allow_unconfined_profiling = cfg.allow_unconfined_profiling;
-    // Several lanes share the host's cores for input generation and comparison.
-    opts.threads = (opts.threads / cfg.gpus.len().max(1)).max(2);
+    // Several lanes share the host's cores for input generation and comparison; remote
+    // lanes use their own hosts', so here the cores are the builds'.
+    if cfg.ray.is_none() {
+        opts.threads = (opts.threads / cfg.gpus.len().max(1)).max(2);
+    }
     Ok(opts)
 }
 
@@ -145,7 +148,8 @@ fn remote_lanes(
         energy: bench.energy,
         allow_unconfined_profiling: cfg.allow_unconfined_profiling,
     };
-    let ev = remote::RemoteEvaluator::new(bench, Arc::new(bridge), settings, run_dir).map_err(RunError::Usage)?;
+    let ev = remote::RemoteEvaluator::new(bench, Arc::new(bridge), settings, ray.verify_gpu.clone(), run_dir)
+        .map_err(RunError::Usage)?;
     Ok((Arc::new(ev), lanes))
 }
 
@@ -185,7 +189,8 @@ struct Ready {
 fn preflight(cfg: &RunConfig, api_key: Option<String>) -> Result<Ready, RunError> {
     let task = Task::load(&cfg.task_dir).map_err(|e| RunError::Usage(format!("the run's task: {e}")))?;
     let toolchain = Toolchain::find().map_err(|e| RunError::Env(e.to_string()))?;
-    // Remote lanes check their own hosts: each runs the hosted tools and the GPU there.
+    // Remote lanes check their own hosts: a lane checks its GPU, and its hosted tools
+    // before it profiles or sanitizes (`remote::lane_job`).
     let local_gpus = cfg.simulated.is_none() && cfg.ray.is_none();
     if local_gpus && (cfg.guidance != config::Guidance::None || cfg.final_sanitize) {
         // Profiles and the final sanitizer pass run hosted: a machine that refuses the

@@ -56,6 +56,8 @@ pub struct NodeReport {
     pub failure_at: Option<String>,
     /// Against the parent: kernel.cu, then the build options (see `Change`).
     pub diff: String,
+    /// Which GPU judged it (and, on a Ray lane, which host and lane): speedups are per GPU.
+    pub judged_on: Option<String>,
 }
 
 fn side(label: &str, n: &NodeView) -> Side {
@@ -193,9 +195,18 @@ impl NodeReport {
             .and_then(|p| change(run, (p, &format!("node {}", p.id)), (node, &format!("node {}", node.id))))
             .map(|c| c.diff)
             .unwrap_or_default();
+        let judged_on = verdict["notes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str())
+            .find(|n| n.starts_with("judged on "))
+            .map(String::from)
+            .or_else(|| verdict["device"]["name"].as_str().map(|g| format!("judged on {g}")));
         NodeReport {
             node: node.clone(),
             task: run.task.clone(),
+            judged_on,
             sides,
             kernels,
             sass,

@@ -171,6 +171,9 @@ pub struct RaySettings {
     pub binary: PathBuf,
     /// The Python that has `ray` installed.
     pub python: String,
+    /// Re-verify the best kernel on a lane whose GPU's name holds this (`H200`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_gpu: Option<String>,
 }
 
 /// The simulated evaluator (tests only; never a default).

@@ -13,6 +13,7 @@ written, so a job is answered once. Ray does the scheduling; this file only forw
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -25,8 +26,11 @@ os.dup2(2, 1)
 
 import ray  # noqa: E402
 
-# Resends of one job before it is answered as failed.
-MAX_TRIES = 3
+# A Ctrl-C at the terminal is the orchestrator's to handle: it finishes the jobs in flight,
+# which this bridge must go on answering.
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+SAY = threading.Lock()
 
 
 @ray.remote(num_gpus=1, max_restarts=0, max_task_retries=0)
@@ -38,9 +42,11 @@ class Lane:
 
     def where(self):
         gpu = ""
+        # nvidia-smi ignores CUDA_VISIBLE_DEVICES: ask for the GPU Ray gave this actor.
+        mine = (os.environ.get("CUDA_VISIBLE_DEVICES", "") or "0").split(",")[0]
         try:
             out = subprocess.run(
-                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", mine],
                 capture_output=True, text=True, timeout=20,
             )
             if out.returncode == 0:
@@ -125,8 +131,9 @@ def batch(a):
 
 
 def say(obj):
-    PROTOCOL.write(json.dumps(obj) + "\n")
-    PROTOCOL.flush()
+    with SAY:
+        PROTOCOL.write(json.dumps(obj) + "\n")
+        PROTOCOL.flush()
 
 
 LOST = tuple(
@@ -163,6 +170,29 @@ class Bridge:
             self.inflight[ref] = (job, lane, k, payload, tries)
 
     def reap(self):
+        try:
+            self._reap()
+        except BaseException as e:  # noqa: BLE001 - no job may wait for an answer that never comes
+            with self.lock:
+                waiting = list(self.inflight.values())
+                self.inflight.clear()
+            for job, *_ in waiting:
+                say({"job": job, "ok": False, "error": f"the Ray bridge failed: {type(e).__name__}: {str(e)[:400]}"})
+            say({"event": "error", "message": f"the Ray bridge failed: {type(e).__name__}: {e}"})
+            os._exit(3)
+
+    def lose(self, k, error):
+        """Actor k is lost, and with it every actor on its node (idle ones look alive
+        until their next job fails)."""
+        with self.lock:
+            node = self.wheres[k].get("node")
+            gone = [i for i, w in enumerate(self.wheres) if self.alive[i] and (i == k or w.get("node") == node)]
+            for i in gone:
+                self.alive[i] = False
+        for i in gone:
+            say({"event": "lane-lost", "actor": i, "where": self.wheres[i], "error": error[:400]})
+
+    def _reap(self):
         while not (self.stopping and not self.inflight):
             with self.lock:
                 refs = list(self.inflight)
@@ -177,16 +207,11 @@ class Bridge:
                 try:
                     r = ray.get(ref)
                 except LOST as e:
-                    with self.lock:
-                        first = self.alive[k]
-                        self.alive[k] = False
-                    if first:
-                        say({"event": "lane-lost", "actor": k, "where": self.wheres[k], "error": str(e)[:400]})
-                    if tries >= MAX_TRIES:
-                        say({"job": job, "ok": False, "error": f"lost with its lane {MAX_TRIES} times: {str(e)[:400]}"})
-                    else:
-                        say({"event": "job-requeued", "job": job, "lane": lane, "from_actor": k})
-                        self.submit(job, lane, payload, tries + 1, avoid=k)
+                    # The job may or may not have run there; its answer is lost either way,
+                    # so it runs again on a live lane and only that answer counts.
+                    self.lose(k, str(e))
+                    say({"event": "job-requeued", "job": job, "lane": lane, "from_actor": k})
+                    self.submit(job, lane, payload, tries + 1, avoid=k)
                     continue
                 except Exception as e:  # noqa: BLE001 - any other failure is this job's answer
                     say({"job": job, "ok": False, "error": f"{type(e).__name__}: {str(e)[:1000]}"})
@@ -229,11 +254,16 @@ def main():
         line = line.strip()
         if not line:
             continue
+        msg = None
         try:
             msg = json.loads(line)
             bridge.submit(int(msg["job"]), int(msg["lane"]), msg["payload"])
         except (ValueError, KeyError, TypeError) as e:
-            say({"event": "error", "message": f"a line the bridge cannot read: {e}"})
+            job = msg.get("job") if isinstance(msg, dict) else None
+            if isinstance(job, int):
+                say({"job": job, "ok": False, "error": f"a job the bridge cannot read: {e}"})
+            else:
+                say({"event": "bad-line", "message": f"a line the bridge cannot read: {e}"})
     bridge.stopping = True
     reaper.join()
     for x in actors:

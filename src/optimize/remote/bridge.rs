@@ -8,6 +8,7 @@ pub use crate::run::config::RaySettings;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,7 +84,12 @@ impl Bridge {
             .map_err(|e| err(format!("cannot write the Ray bridge: {e}")))?;
         script.write_all(SCRIPT.as_bytes()).map_err(|e| err(format!("cannot write the Ray bridge: {e}")))?;
         let script = script.into_temp_path();
-        let log_file = std::fs::File::create(log).map_err(|e| err(format!("{}: {e}", log.display())))?;
+        // Appended: a resumed run keeps the log of its earlier sessions.
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| err(format!("{}: {e}", log.display())))?;
         let mut cmd = Command::new(&s.python);
         cmd.arg("-u")
             .arg(&*script)
@@ -95,7 +101,10 @@ impl Bridge {
             .arg(s.max_lanes.unwrap_or(0).to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::from(log_file));
+            .stderr(Stdio::from(log_file))
+            // Out of the terminal's process group, as the judges are: a Ctrl-C is the
+            // orchestrator's, which lets the jobs in flight finish through the bridge.
+            .process_group(0);
         let mut child = cmd.spawn().map_err(|e| {
             err(format!(
                 "cannot start {} for the Ray bridge: {e} (install Ray: pip install \"ray[default]==2.60.0\")",
@@ -114,7 +123,7 @@ impl Bridge {
         let lanes = match first_rx.recv_timeout(ready) {
             Ok(Ok(lanes)) if !lanes.is_empty() => lanes,
             Ok(Ok(_)) => return Err(stop(child, "the Ray bridge started no lane".into())),
-            Ok(Err(m)) => return Err(stop(child, m)),
+            Ok(Err(m)) => return Err(stop(child, format!("{m}{}", log_tail(log)))),
             Err(_) => {
                 return Err(stop(
                     child,
@@ -173,6 +182,16 @@ impl Drop for Bridge {
         }
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+/// The last lines of the bridge's log, to say why it ended.
+fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    match lines.len() {
+        0 => String::new(),
+        n => format!(" (the bridge's log, {}, ends: {})", log.display(), lines[n.saturating_sub(3)..].join(" | ")),
     }
 }
 
@@ -244,6 +263,44 @@ fn read_replies(
             (None, None) => {}
         }
     }
-    // The bridge is gone: every waiting job gets its channel closed, so no caller hangs.
+    // The bridge is gone: every waiting job gets its channel closed, so no caller hangs,
+    // and a start still waiting for the lanes hears why.
     waiting.lock().unwrap().take();
+    let _ = first.send(Err("the Ray bridge ended before it listed its lanes".into()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_job_gets_its_own_answer_once_and_the_end_releases_every_waiter() {
+        let lines = [
+            r#"{"event": "lanes", "lanes": [{"host": "a", "node": "n0"}, {"host": "b", "node": "n1"}]}"#,
+            r#"{"event": "lane-lost", "actor": 0, "where": {"host": "a", "node": "n0"}}"#,
+            // An event naming a job is no answer to it.
+            r#"{"event": "job-requeued", "job": 5, "lane": 0, "from_actor": 0}"#,
+            r#"{"job": 5, "ok": true, "stdout": "{}", "tries": 2, "where": {"host": "b", "node": "n1"}}"#,
+            r#"{"job": 5, "ok": true, "stdout": "again"}"#,
+        ]
+        .join("\n");
+        let (first_tx, first_rx) = mpsc::channel();
+        let waiting: Waiting = Arc::new(Mutex::new(Some(HashMap::new())));
+        let (five_tx, five_rx) = mpsc::channel();
+        let (six_tx, six_rx) = mpsc::channel();
+        waiting.lock().unwrap().as_mut().unwrap().insert(5, five_tx);
+        waiting.lock().unwrap().as_mut().unwrap().insert(6, six_tx);
+        let events = Arc::new(Mutex::new(Vec::new()));
+        read_replies(std::io::Cursor::new(lines), first_tx, waiting.clone(), events.clone());
+        let lanes = first_rx.recv().unwrap().unwrap();
+        assert_eq!(lanes.len(), 2);
+        let five = five_rx.recv().unwrap();
+        assert!(five.ok && five.tries == Some(2) && five.at.unwrap().node == "n1");
+        assert!(five_rx.recv().is_err(), "job 5 was answered twice");
+        // The bridge ended without answering job 6: its caller is released, not left waiting.
+        assert!(six_rx.recv().is_err());
+        assert!(waiting.lock().unwrap().is_none(), "a job sent after the end would wait forever");
+        let kinds: Vec<String> = events.lock().unwrap().iter().map(|e| e.event.clone()).collect();
+        assert_eq!(kinds, ["lane-lost", "job-requeued"]);
+    }
 }

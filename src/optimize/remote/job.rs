@@ -68,10 +68,12 @@ pub enum LaneReply {
         note: String,
         seconds: f64,
     },
-    /// The lane could not do the job (no toolkit there, a task that does not load): no
-    /// verdict on the candidate.
+    /// The lane could not do the job: no verdict on the candidate. `env` when the lane's
+    /// host is at fault (no toolkit or GPU there, a task that does not load), which stops
+    /// the run as a local GPU's failure does; otherwise a failure of this job alone.
     Failed {
         message: String,
+        env: bool,
     },
 }
 
@@ -84,7 +86,8 @@ pub struct TaskFiles {
 }
 
 impl TaskFiles {
-    /// Every regular file under `dir` but hidden ones and run folders, as UTF-8 text.
+    /// Every regular file under `dir` but hidden ones and run folders, as UTF-8 text; a
+    /// symbolic link is refused, since what it points to would not travel.
     pub fn read(dir: &Path) -> Result<TaskFiles, String> {
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("task").to_string();
         let mut files = BTreeMap::new();
@@ -100,6 +103,12 @@ impl TaskFiles {
                 let kind = entry.file_type().map_err(|e| format!("{}: {e}", path.display()))?;
                 if hidden || (kind.is_dir() && file_name == "runs") {
                     continue;
+                }
+                if kind.is_symlink() {
+                    return Err(format!(
+                        "{}: a symbolic link: remote lanes take task folders of plain files (copy what it points to)",
+                        path.display()
+                    ));
                 }
                 if kind.is_dir() {
                     stack.push(path);
@@ -174,6 +183,17 @@ mod tests {
     }
 
     #[test]
+    fn a_symbolic_link_in_the_task_folder_is_refused_not_skipped() {
+        let src = tempfile::tempdir().unwrap();
+        let task = src.path().join("t");
+        std::fs::create_dir_all(&task).unwrap();
+        std::fs::write(src.path().join("shared.cuh"), "x").unwrap();
+        std::os::unix::fs::symlink(src.path().join("shared.cuh"), task.join("shared.cuh")).unwrap();
+        let e = TaskFiles::read(&task).unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+    }
+
+    #[test]
     fn a_job_cannot_write_outside_its_folder() {
         let dst = tempfile::tempdir().unwrap();
         for bad in ["../escape.cu", "/etc/passwd", "a/../../b", ""] {
@@ -209,6 +229,9 @@ mod tests {
         let back: LaneJob = serde_json::from_str(&serde_json::to_string(&job).unwrap()).unwrap();
         assert_eq!(back.kind, JobKind::FinalCheck { seeds: 8, sanitize: true });
         assert_eq!(back.candidate.unwrap().defines["BLOCK"], "256");
+        let reply = LaneReply::Failed { message: "no nvcc".into(), env: true };
+        let text = serde_json::to_string(&reply).unwrap();
+        assert!(matches!(serde_json::from_str::<LaneReply>(&text).unwrap(), LaneReply::Failed { env: true, .. }));
         let reply = LaneReply::Profile { csv: None, note: "simulated".into(), seconds: 0.5 };
         let text = serde_json::to_string(&reply).unwrap();
         assert!(matches!(serde_json::from_str::<LaneReply>(&text).unwrap(), LaneReply::Profile { .. }), "{text}");

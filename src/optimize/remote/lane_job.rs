@@ -21,7 +21,8 @@ const DEVICE: usize = 0;
 pub fn run(job: &LaneJob) -> LaneReply {
     match attempt(job) {
         Ok(reply) => reply,
-        Err(message) => LaneReply::Failed { message },
+        // Whatever stops a lane before or around a judgment is its host's.
+        Err(message) => LaneReply::Failed { message, env: true },
     }
 }
 
@@ -59,7 +60,7 @@ fn attempt(job: &LaneJob) -> Result<LaneReply, String> {
                 let built = bench.trusted.baseline.clone();
                 Ok(profile(bench, &built, scratch.path()))
             }
-            _ => Err("the job names no candidate".into()),
+            _ => Ok(LaneReply::Failed { message: "the job names no candidate".into(), env: false }),
         };
     };
     let name = std::path::Path::new(&c.file_name)
@@ -88,12 +89,17 @@ fn attempt(job: &LaneJob) -> Result<LaneReply, String> {
     };
     let candidate = Candidate { source: c.file_name.clone(), defines: c.defines.clone(), flags: c.flags.clone() };
     match job.kind {
-        JobKind::Baseline => Err("the baseline's job was answered above".into()),
+        JobKind::Baseline => Ok(LaneReply::Failed { message: "a baseline job with a candidate".into(), env: false }),
         JobKind::Judge => {
             let ev = evaluator::local(bench, s.simulated.as_ref());
             verdict(ev.judge(DEVICE, &built, &source, &candidate))
         }
         JobKind::FinalCheck { seeds, sanitize } => {
+            // The sanitizers run hosted, as on a local lane: this host must allow it.
+            let sanitize = sanitize && s.simulated.is_none();
+            if sanitize {
+                check_tools(s.allow_unconfined_profiling, "compute-sanitizer")?;
+            }
             let ev = evaluator::local(bench, s.simulated.as_ref());
             verdict(ev.final_check(DEVICE, &built, &source, &candidate, seeds, sanitize))
         }
@@ -101,12 +107,25 @@ fn attempt(job: &LaneJob) -> Result<LaneReply, String> {
     }
 }
 
+/// The preflight a local run makes for its hosted tools, made here for this host: the
+/// tool is installed, and it can run confined (or the run waived that).
+fn check_tools(allow_unconfined: bool, tool: &str) -> Result<(), String> {
+    if crate::toolkit::toolchain::find_profiler(tool).is_none() {
+        return Err(format!("{tool} is not installed on this host"));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the nightshift executable: {e}"))?;
+    wall::check_hosting(&exe, allow_unconfined).map(|_| ()).map_err(|e| e.to_string())
+}
+
 /// ncu's counters of `built` on this lane's GPU, or why there are none.
 fn profile(bench: Bench, built: &crate::toolkit::build::Built, scratch: &std::path::Path) -> LaneReply {
     let started = Instant::now();
+    if let Err(note) = check_tools(bench.opts.allow_unconfined_profiling, "ncu") {
+        return LaneReply::Profile { csv: None, note, seconds: started.elapsed().as_secs_f64() };
+    }
     let dir = scratch.join("profile");
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        return LaneReply::Failed { message: format!("{}: {e}", dir.display()) };
+        return LaneReply::Failed { message: format!("{}: {e}", dir.display()), env: true };
     }
     let (csv, note) = match GpuEvaluator::new(bench).counters(DEVICE, built, &dir) {
         Ok(c) => (Some(c.csv), String::new()),
@@ -116,5 +135,11 @@ fn profile(bench: Bench, built: &crate::toolkit::build::Built, scratch: &std::pa
 }
 
 fn verdict(v: Result<Verdict, wall::EvalError>) -> Result<LaneReply, String> {
-    v.map(|v| LaneReply::Verdict { verdict: Box::new(v) }).map_err(|e| e.to_string())
+    Ok(match v {
+        Ok(v) => LaneReply::Verdict { verdict: Box::new(v) },
+        Err(e @ wall::EvalError::Env(_)) => LaneReply::Failed { message: e.to_string(), env: true },
+        // A judgment that failed on its own (a worker bug, a GPU error outside the kernel):
+        // that node fails, as it would on a local lane, and the run goes on.
+        Err(e) => LaneReply::Failed { message: e.to_string(), env: false },
+    })
 }

@@ -7,8 +7,11 @@
 //! [`super::lanes::Lanes`] is actor k of the bridge.
 //!
 //! Faults are the bridge's (`bridge.py`): a job whose actor or node is lost is sent to a
-//! live lane and answered once, so nothing is judged twice or lost; what happened is kept
-//! in `ray.jsonl` in the run directory, and each verdict says where it was judged.
+//! live lane (every actor of a lost node is taken as lost) and answered once, so no node
+//! counts twice or is lost; a lane whose host cannot work, or the loss of every lane,
+//! stops the run as a local GPU's failure does, keeping what was found. `ray.jsonl` in the
+//! run directory records each answered job, lost lane and resent job; each verdict says
+//! where it was judged.
 //!
 //! The cluster's hosts are the user's and run only this binary: a candidate runs only in
 //! a lane's sandboxed worker, as it would locally, and the reply is printed by the lane's
@@ -23,6 +26,7 @@ use self::job::{CandidateSource, JobKind, LaneJob, LaneReply, LaneSettings, Task
 use super::evaluator::{self, Bench, Counters, Evaluator, Profiled};
 use crate::run::events::Candidate;
 use crate::toolkit::build::Built;
+use crate::toolkit::toolchain::EnvError;
 use crate::wall::{EvalError, Verdict};
 use std::path::Path;
 use std::sync::Arc;
@@ -40,6 +44,8 @@ pub struct RemoteEvaluator {
     /// Ray's events as they came (lost lanes, resent jobs), appended to `ray.jsonl`.
     log: std::path::PathBuf,
     logged: std::sync::Mutex<usize>,
+    /// `--ray-verify-gpu`: the final check goes to a lane whose GPU's name holds this.
+    verify_gpu: Option<String>,
 }
 
 impl RemoteEvaluator {
@@ -47,9 +53,26 @@ impl RemoteEvaluator {
         bench: Bench,
         bridge: Arc<Bridge>,
         settings: LaneSettings,
+        verify_gpu: Option<String>,
         run_dir: &Path,
     ) -> Result<RemoteEvaluator, String> {
-        let task = TaskFiles::read(&bench.task.dir)?;
+        let dir = &bench.task.dir;
+        for (what, path) in [("baseline", &bench.task.baseline), ("reference", &bench.task.reference)] {
+            if !path.starts_with(dir) {
+                return Err(format!(
+                    "{}: the task's {what} {} lies outside its folder, and remote lanes get the folder alone",
+                    dir.display(),
+                    path.display()
+                ));
+            }
+        }
+        if let Some(inc) = bench.task.build.include.iter().find(|i| !safe_below(i)) {
+            return Err(format!(
+                "{}: the include folder {inc:?} lies outside the task folder, and remote lanes get the folder alone",
+                dir.display()
+            ));
+        }
+        let task = TaskFiles::read(dir)?;
         Ok(RemoteEvaluator {
             bench,
             bridge,
@@ -57,6 +80,7 @@ impl RemoteEvaluator {
             settings,
             log: run_dir.join("ray.jsonl"),
             logged: std::sync::Mutex::new(0),
+            verify_gpu,
         })
     }
 
@@ -77,21 +101,21 @@ impl RemoteEvaluator {
     /// Sends `job` to `lane` and reads the lane's reply; notes where it ran.
     fn send(&self, lane: usize, job: &LaneJob) -> Result<(LaneReply, String), EvalError> {
         let payload = serde_json::to_string(job).map_err(|e| EvalError::Internal(e.to_string()))?;
-        let answer = self.bridge.call(lane, &payload).map_err(|e| EvalError::Internal(e.to_string()));
+        let answer = self.bridge.call(lane, &payload).map_err(|e| lane_env(lane, e.to_string()));
         self.flush_events();
         let answer = answer?;
         if !answer.ok {
-            return Err(EvalError::Internal(format!(
-                "Ray lane {lane}: {}",
-                answer.error.unwrap_or_else(|| "the job failed".into())
-            )));
+            let error = answer.error.unwrap_or_else(|| "the job failed".into());
+            self.append(&[
+                serde_json::json!({ "event": "job-failed", "kind": job.kind, "lane": lane, "error": error }),
+            ]);
+            return Err(lane_env(lane, error));
         }
         let reply: LaneReply = serde_json::from_str(answer.stdout.trim()).map_err(|e| {
-            EvalError::Internal(format!(
-                "Ray lane {lane}: nightshift lane-job answered no reply ({e}; exit {:?}): {}",
-                answer.rc,
-                answer.stderr.trim()
-            ))
+            lane_env(
+                lane,
+                format!("nightshift lane-job answered no reply ({e}; exit {:?}): {}", answer.rc, answer.stderr.trim()),
+            )
         })?;
         let at = answer.at.unwrap_or_default();
         self.append(&[serde_json::json!({
@@ -122,7 +146,10 @@ impl RemoteEvaluator {
                 verdict.notes.push(note);
                 Ok(*verdict)
             }
-            (LaneReply::Failed { message }, _) => Err(EvalError::Internal(format!("Ray lane {lane}: {message}"))),
+            (LaneReply::Failed { message, env: true }, _) => Err(lane_env(lane, message)),
+            (LaneReply::Failed { message, env: false }, _) => {
+                Err(EvalError::Internal(format!("Ray lane {lane}: {message}")))
+            }
             (LaneReply::Profile { .. }, _) => {
                 Err(EvalError::Internal(format!("Ray lane {lane} answered a judgment with a profile")))
             }
@@ -157,6 +184,30 @@ impl RemoteEvaluator {
     }
 }
 
+/// Whether `rel` names a path below its folder (plain names only).
+fn safe_below(rel: &str) -> bool {
+    let p = Path::new(rel);
+    !rel.is_empty()
+        && p.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+}
+
+/// The first lane whose GPU's name holds `name`, case aside. Its actor takes the job after
+/// any it has queued: one job at a time per GPU still holds.
+fn lane_with_gpu(lanes: &[bridge::LaneWhere], name: &str) -> Option<usize> {
+    let want = name.to_lowercase();
+    lanes.iter().position(|l| l.gpu.to_lowercase().contains(&want))
+}
+
+/// A lane that cannot work (the bridge gone, every lane lost, a host without the toolkit)
+/// is the environment's failure, never a candidate's: the run stops there and keeps what
+/// it has, as it does when a local GPU fails.
+fn lane_env(lane: usize, what: String) -> EvalError {
+    EvalError::Env(EnvError {
+        what: format!("a working Ray lane (lane {lane}: {what})"),
+        hint: "the run folder's ray.jsonl and ray-bridge.log say what the cluster did".into(),
+    })
+}
+
 impl Evaluator for RemoteEvaluator {
     fn bench(&self) -> &Bench {
         &self.bench
@@ -182,6 +233,12 @@ impl Evaluator for RemoteEvaluator {
         sanitize: bool,
     ) -> Result<Verdict, EvalError> {
         let job = self.job(JobKind::FinalCheck { seeds, sanitize }, Some((source, candidate)))?;
+        let lane = match &self.verify_gpu {
+            None => lane,
+            Some(name) => lane_with_gpu(&self.bridge.lanes, name).ok_or_else(|| {
+                lane_env(lane, format!("no lane of the cluster has a GPU named like {name:?} to re-verify on"))
+            })?,
+        };
         self.verdict(lane, job, source)
     }
 
@@ -198,7 +255,7 @@ impl Evaluator for RemoteEvaluator {
                 evaluator::diagnose(&self.bench, built, Counters { csv, sandbox: Vec::new() }, started)
             }
             Ok((LaneReply::Profile { csv: None, note, .. }, _)) => Profiled::unprofiled(note, started),
-            Ok((LaneReply::Failed { message }, _)) => {
+            Ok((LaneReply::Failed { message, .. }, _)) => {
                 Profiled::unprofiled(format!("Ray lane {lane}: {message}"), started)
             }
             Ok((LaneReply::Verdict { .. }, _)) => {
@@ -209,8 +266,24 @@ impl Evaluator for RemoteEvaluator {
     }
 
     fn sanitizer(&self) -> Option<bool> {
-        // Each lane's host runs its own compute-sanitizer; a lane without one says so in
-        // its final check's verdict.
+        // Each lane's host runs its own compute-sanitizer: the final check's lane checks
+        // it is there (and may run hosted) before it starts, and a lane without it stops
+        // the run there, as a local host without it does.
         self.settings.simulated.is_none().then_some(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bridge::LaneWhere;
+    use super::lane_with_gpu;
+
+    #[test]
+    fn the_final_check_goes_to_the_lane_of_the_gpu_the_user_named() {
+        let lane = |gpu: &str| LaneWhere { host: "h".into(), node: "n".into(), gpu: gpu.into() };
+        let lanes = [lane("NVIDIA H100 80GB HBM3"), lane(""), lane("NVIDIA H200")];
+        assert_eq!(lane_with_gpu(&lanes, "h200"), Some(2));
+        assert_eq!(lane_with_gpu(&lanes, "H100"), Some(0));
+        assert_eq!(lane_with_gpu(&lanes, "B200"), None);
     }
 }
