@@ -40,17 +40,8 @@ pub struct Args {
     /// at most this many lanes.
     #[arg(long, value_delimiter = ',')]
     pub gpus: Option<Vec<usize>>,
-    /// Judge on the GPUs of a Ray cluster at this address (`auto`, `host:6379`,
-    /// `ray://host:10001`): one lane per GPU it offers, each a Ray actor running
-    /// nightshift's own lane on its host. Needs `pip install "ray[default]==2.60.0"`.
-    #[arg(long, value_name = "ADDRESS")]
-    pub ray: Option<String>,
-    /// With --ray: nightshift on the workers' hosts (default: this executable's path).
-    #[arg(long, value_name = "PATH", requires = "ray")]
-    pub ray_binary: Option<PathBuf>,
-    /// With --ray: the Python that has Ray installed (default: python3).
-    #[arg(long, value_name = "PYTHON", requires = "ray")]
-    pub ray_python: Option<String>,
+    #[command(flatten)]
+    pub cluster: RayArgs,
     /// With --ray: re-verify the best kernel on a lane whose GPU's name holds this
     /// (e.g. H200); the run's final check says so, or that no lane has one.
     #[arg(long, value_name = "GPU", requires = "ray")]
@@ -128,6 +119,40 @@ pub struct Args {
     /// judgment holds its lane MS milliseconds). Every file of such a run says so.
     #[arg(long, hide = true, value_name = "MS", num_args = 0..=1, default_missing_value = "50")]
     pub simulate_gpu: Option<u64>,
+}
+
+/// Where a Ray cluster is and how its hosts run nightshift (optimize and optimize-all).
+#[derive(clap::Args, Debug)]
+pub struct RayArgs {
+    /// Judge on the GPUs of a Ray cluster at this address (`auto`, `host:6379`,
+    /// `ray://host:10001`): one lane per GPU it offers, each a Ray actor running
+    /// nightshift's own lane on its host. Needs `pip install "ray[default]==2.60.0"`.
+    #[arg(long, value_name = "ADDRESS")]
+    pub ray: Option<String>,
+    /// With --ray: nightshift on the workers' hosts (default: this executable's path).
+    #[arg(long, value_name = "PATH", requires = "ray")]
+    pub ray_binary: Option<PathBuf>,
+    /// With --ray: the Python that has Ray installed (default: python3).
+    #[arg(long, value_name = "PYTHON", requires = "ray")]
+    pub ray_python: Option<String>,
+}
+
+impl RayArgs {
+    /// The cluster's settings, None without --ray.
+    pub fn settings(
+        &self,
+        max_lanes: Option<usize>,
+        verify_gpu: Option<String>,
+    ) -> Result<Option<crate::run::config::RaySettings>, ExitCode> {
+        let Some(address) = &self.ray else { return Ok(None) };
+        let binary = match &self.ray_binary {
+            Some(b) => b.clone(),
+            None => std::env::current_exe()
+                .map_err(|e| fail(EXIT_ENV, &format!("cannot find the nightshift executable: {e}")))?,
+        };
+        let python = self.ray_python.clone().unwrap_or_else(|| "python3".into());
+        Ok(Some(crate::run::config::RaySettings { address: address.clone(), max_lanes, binary, python, verify_gpu }))
+    }
 }
 
 /// The optional `nightshift.toml`.
@@ -229,24 +254,12 @@ fn resolve(a: &Args) -> Result<RunConfig, ExitCode> {
             return Err(usage(format!("--generator replay:{}: no such folder", dir.display())));
         }
     }
-    let ray = match &a.ray {
-        None => None,
-        Some(address) => {
-            let max_lanes = match a.gpus.as_deref() {
-                None => None,
-                Some([n]) if *n > 0 => Some(*n),
-                Some(_) => return Err(usage("with --ray, --gpus is one number: at most this many lanes")),
-            };
-            let binary = match &a.ray_binary {
-                Some(b) => b.clone(),
-                None => std::env::current_exe()
-                    .map_err(|e| fail(EXIT_ENV, &format!("cannot find the nightshift executable: {e}")))?,
-            };
-            let python = a.ray_python.clone().unwrap_or_else(|| "python3".into());
-            let verify_gpu = a.ray_verify_gpu.clone();
-            Some(crate::run::config::RaySettings { address: address.clone(), max_lanes, binary, python, verify_gpu })
-        }
+    let max_lanes = match (&a.cluster.ray, a.gpus.as_deref()) {
+        (None, _) | (Some(_), None) => None,
+        (Some(_), Some([n])) if *n > 0 => Some(*n),
+        (Some(_), Some(_)) => return Err(usage("with --ray, --gpus is one number: at most this many lanes")),
     };
+    let ray = a.cluster.settings(max_lanes, a.ray_verify_gpu.clone())?;
     let mut gpus = match (&ray, &a.gpus) {
         // Lane k of a Ray run is the bridge's actor k; how many there are is the
         // cluster's to say, so the configuration counts the cap (or one) here.

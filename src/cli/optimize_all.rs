@@ -5,7 +5,6 @@
 
 use super::{fail, print_json, EXIT_ENV, EXIT_PASSED, EXIT_USAGE};
 use crate::optimize::all::{self, AllSpec};
-use crate::run::config::RaySettings;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -30,15 +29,9 @@ pub struct Args {
     /// runs/all-<UTC time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Run each task as a Ray task holding one GPU of the cluster at this address.
-    #[arg(long, value_name = "ADDRESS")]
-    pub ray: Option<String>,
-    /// With --ray: nightshift on the workers' hosts (default: this executable's path).
-    #[arg(long, value_name = "PATH", requires = "ray")]
-    pub ray_binary: Option<PathBuf>,
-    /// With --ray: the Python that has Ray installed (default: python3).
-    #[arg(long, value_name = "PYTHON", requires = "ray")]
-    pub ray_python: Option<String>,
+    /// With --ray, each task is a Ray task holding one GPU of the cluster.
+    #[command(flatten)]
+    pub cluster: super::optimize::RayArgs,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -72,19 +65,9 @@ pub fn run(a: Args) -> ExitCode {
     if let Some(ms) = a.simulate_gpu {
         args.extend(["--simulate-gpu".into(), ms.to_string()]);
     }
-    let ray = match &a.ray {
-        None => None,
-        Some(address) => {
-            let binary = match &a.ray_binary {
-                Some(b) => b.clone(),
-                None => match std::env::current_exe() {
-                    Ok(e) => e,
-                    Err(e) => return fail(EXIT_ENV, &format!("cannot find the nightshift executable: {e}")),
-                },
-            };
-            let python = a.ray_python.clone().unwrap_or_else(|| "python3".into());
-            Some(RaySettings { address: address.clone(), max_lanes: None, binary, python, verify_gpu: None })
-        }
+    let ray = match a.cluster.settings(None, None) {
+        Ok(r) => r,
+        Err(code) => return code,
     };
     let out = a.out.clone().unwrap_or_else(|| crate::optimize::default_run_dir("all"));
     let tasks: Vec<PathBuf> = a.tasks.iter().map(|t| t.canonicalize().unwrap_or_else(|_| t.clone())).collect();

@@ -5,7 +5,7 @@
 //! whose run folder comes back here. Each run is a whole `nightshift optimize` of its
 //! own: nothing here judges anything.
 
-use super::remote::bridge::{LaneWhere, SCRIPT};
+use super::remote::bridge::LaneWhere;
 use super::remote::job::TaskFiles;
 use crate::run::config::RaySettings;
 use serde::{Deserialize, Serialize};
@@ -157,13 +157,7 @@ fn ray_runs(
         files.name = name.clone();
         tasks.push(serde_json::json!({ "name": name, "files": files.files }));
     }
-    let mut script = tempfile::Builder::new()
-        .prefix("nightshift-ray-bridge-")
-        .suffix(".py")
-        .tempfile()
-        .map_err(|e| format!("cannot write the Ray bridge: {e}"))?;
-    script.write_all(SCRIPT.as_bytes()).map_err(|e| format!("cannot write the Ray bridge: {e}"))?;
-    let script = script.into_temp_path();
+    let script = super::remote::bridge::script_file()?;
     let log = spec.out.join("ray-bridge.log");
     let log_file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
     let mut child = Command::new(&ray.python)

@@ -228,6 +228,15 @@ def main():
     ap.add_argument("--batch", action="store_true", help="optimize-all: whole runs as Ray tasks")
     ap.add_argument("--out", help="with --batch: where the runs are unpacked")
     a = ap.parse_args()
+    # Ray keeps retrying an address nobody answers at for minutes: a plain host:port that
+    # refuses a TCP connection is said at once.
+    host, sep, port = a.address.rpartition(":")
+    if sep and host and port.isdigit() and "://" not in a.address:
+        try:
+            socket.create_connection((host, int(port)), timeout=10).close()
+        except OSError as e:
+            say({"event": "error", "message": f"nothing answers at {a.address}: {e}"})
+            return 3
     try:
         ray.init(address=a.address, logging_level="ERROR", log_to_driver=False)
     except Exception as e:  # noqa: BLE001

@@ -77,13 +77,7 @@ impl Bridge {
     /// Starts the bridge and waits (up to `ready`) for its lanes; its stderr goes to `log`.
     pub fn start(s: &RaySettings, log: &Path, ready: Duration) -> Result<Bridge, BridgeError> {
         let err = |m: String| BridgeError(m);
-        let mut script = tempfile::Builder::new()
-            .prefix("nightshift-ray-bridge-")
-            .suffix(".py")
-            .tempfile()
-            .map_err(|e| err(format!("cannot write the Ray bridge: {e}")))?;
-        script.write_all(SCRIPT.as_bytes()).map_err(|e| err(format!("cannot write the Ray bridge: {e}")))?;
-        let script = script.into_temp_path();
+        let script = script_file().map_err(err)?;
         // Appended: a resumed run keeps the log of its earlier sessions.
         let log_file = std::fs::OpenOptions::new()
             .create(true)
@@ -183,6 +177,17 @@ impl Drop for Bridge {
         let _ = child.kill();
         let _ = child.wait();
     }
+}
+
+/// The bridge written to a temporary file to run (removed when the path is dropped).
+pub fn script_file() -> Result<tempfile::TempPath, String> {
+    let mut script = tempfile::Builder::new()
+        .prefix("nightshift-ray-bridge-")
+        .suffix(".py")
+        .tempfile()
+        .map_err(|e| format!("cannot write the Ray bridge: {e}"))?;
+    script.write_all(SCRIPT.as_bytes()).map_err(|e| format!("cannot write the Ray bridge: {e}"))?;
+    Ok(script.into_temp_path())
 }
 
 /// The last lines of the bridge's log, to say why it ended.
