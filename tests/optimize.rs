@@ -389,4 +389,27 @@ fn bad_optimize_usage_is_a_clear_error() {
     let out = nightshift().args(["optimize", "--resume", "/nonexistent/run"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a run directory"));
+    // Ray: --gpus counts lanes there, and the bridge's flags need a cluster.
+    let out = nightshift()
+        .args(["optimize", "tasks/softmax", "--simulate-gpu", "--ray", "auto", "--gpus", "0,1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("with --ray, --gpus is one number"));
+    let out = nightshift().args(["optimize-all", "tasks/softmax", "--ray-python", "python3"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--ray <ADDRESS>"));
+    // A Python without the bridge's needs, or none at all: exit 3, saying how to install Ray,
+    // and no run directory left behind.
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let out = nightshift()
+        .args(["optimize", "tasks/softmax", "--simulate-gpu", "--ray", "auto", "--ray-python", "/nonexistent/python3"])
+        .arg("--out")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pip install \"ray[default]==2.60.0\""));
+    assert!(!run.exists(), "a run that never started left its folder");
 }
