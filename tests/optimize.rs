@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::events;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -15,14 +16,6 @@ const SECRET: &str = "sk-nightshift-test-SECRET-4242";
 
 fn nightshift() -> Command {
     common::building_command()
-}
-
-fn events(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 fn of_kind<'a>(ev: &'a [Value], kind: &str) -> Vec<&'a Value> {

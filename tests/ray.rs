@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::events;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -82,14 +83,6 @@ impl Drop for Cluster {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn events(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 fn ids(events: &[Value], kind: &str) -> Vec<u64> {

@@ -157,29 +157,10 @@ fn ray_runs(
         files.name = name.clone();
         tasks.push(serde_json::json!({ "name": name, "files": files.files }));
     }
-    let script = super::remote::bridge::script_file()?;
     let log = spec.out.join("ray-bridge.log");
-    let log_file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let mut child = Command::new(&ray.python)
-        .arg("-u")
-        .arg(&*script)
-        .arg("--batch")
-        .arg("--address")
-        .arg(&ray.address)
-        .arg("--binary")
-        .arg(&ray.binary)
-        .arg("--out")
-        .arg(&spec.out)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(log_file))
-        .spawn()
-        .map_err(|e| {
-            format!(
-                "cannot start {} for the Ray bridge: {e} (install Ray: pip install \"ray[default]==2.60.0\")",
-                ray.python
-            )
-        })?;
+    // In the terminal's process group: a Ctrl-C ends the batch with its bridge.
+    let extra = ["--batch".as_ref(), "--out".as_ref(), spec.out.as_os_str()];
+    let (mut child, _script) = super::remote::bridge::spawn(ray, &extra, &log, false)?;
     let request = serde_json::json!({ "tasks": tasks, "args": spec.args });
     if let Some(mut stdin) = child.stdin.take() {
         // A bridge that could not join the cluster has closed its end; its own line

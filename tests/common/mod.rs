@@ -107,3 +107,13 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A run's events so far: the lines of `events.jsonl` that parse (a run still going may
+/// be writing its last line), none when it has no log yet.
+pub fn events(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}

@@ -77,34 +77,10 @@ impl Bridge {
     /// Starts the bridge and waits (up to `ready`) for its lanes; its stderr goes to `log`.
     pub fn start(s: &RaySettings, log: &Path, ready: Duration) -> Result<Bridge, BridgeError> {
         let err = |m: String| BridgeError(m);
-        let script = script_file().map_err(err)?;
-        // Appended: a resumed run keeps the log of its earlier sessions.
-        let log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .map_err(|e| err(format!("{}: {e}", log.display())))?;
-        let mut cmd = Command::new(&s.python);
-        cmd.arg("-u")
-            .arg(&*script)
-            .arg("--address")
-            .arg(&s.address)
-            .arg("--binary")
-            .arg(&s.binary)
-            .arg("--gpus")
-            .arg(s.max_lanes.unwrap_or(0).to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log_file))
-            // Out of the terminal's process group, as the judges are: a Ctrl-C is the
-            // orchestrator's, which lets the jobs in flight finish through the bridge.
-            .process_group(0);
-        let mut child = cmd.spawn().map_err(|e| {
-            err(format!(
-                "cannot start {} for the Ray bridge: {e} (install Ray: pip install \"ray[default]==2.60.0\")",
-                s.python
-            ))
-        })?;
+        let gpus = s.max_lanes.unwrap_or(0).to_string();
+        // Out of the terminal's process group, as the judges are: a Ctrl-C is the
+        // orchestrator's, which lets the jobs in flight finish through the bridge.
+        let (mut child, script) = spawn(s, &["--gpus".as_ref(), gpus.as_ref()], log, true).map_err(err)?;
         let stdout = child.stdout.take().ok_or_else(|| err("the Ray bridge has no stdout".into()))?;
         let stdin = child.stdin.take();
         let (first_tx, first_rx) = mpsc::channel::<Result<Vec<LaneWhere>, String>>();
@@ -179,15 +155,46 @@ impl Drop for Bridge {
     }
 }
 
-/// The bridge written to a temporary file to run (removed when the path is dropped).
-pub fn script_file() -> Result<tempfile::TempPath, String> {
+/// Starts the bridge (written to a temporary file, removed when the returned path is
+/// dropped) on `s`'s cluster with `extra` arguments, its stdin and stdout piped to us
+/// and its stderr appended to `log` (a resumed run keeps its earlier sessions' log);
+/// in a process group of its own when `own_group`.
+pub fn spawn(
+    s: &RaySettings,
+    extra: &[&std::ffi::OsStr],
+    log: &Path,
+    own_group: bool,
+) -> Result<(Child, tempfile::TempPath), String> {
     let mut script = tempfile::Builder::new()
         .prefix("nightshift-ray-bridge-")
         .suffix(".py")
         .tempfile()
         .map_err(|e| format!("cannot write the Ray bridge: {e}"))?;
     script.write_all(SCRIPT.as_bytes()).map_err(|e| format!("cannot write the Ray bridge: {e}"))?;
-    Ok(script.into_temp_path())
+    let script = script.into_temp_path();
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut cmd = Command::new(&s.python);
+    cmd.arg("-u")
+        .arg(&*script)
+        .arg("--address")
+        .arg(&s.address)
+        .arg("--binary")
+        .arg(&s.binary)
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log_file));
+    if own_group {
+        cmd.process_group(0);
+    }
+    let child = cmd.spawn().map_err(|e| {
+        format!("cannot start {} for the Ray bridge: {e} (install Ray: pip install \"ray[default]==2.60.0\")", s.python)
+    })?;
+    Ok((child, script))
 }
 
 /// The last lines of the bridge's log, to say why it ended.

@@ -55,7 +55,7 @@ fn attempt(job: &LaneJob) -> Result<LaneReply, String> {
     let bench = Bench::for_lane(&task, trusted, &arch, opts.clone(), s.energy);
     let Some(c) = job.candidate.as_ref() else {
         return match job.kind {
-            JobKind::Baseline => verdict(evaluator::local(bench, s.simulated.as_ref()).baseline(DEVICE)),
+            JobKind::Baseline => Ok(verdict(evaluator::local(bench, s.simulated.as_ref()).baseline(DEVICE))),
             JobKind::Profile => {
                 let built = bench.trusted.baseline.clone();
                 Ok(profile(bench, &built, scratch.path()))
@@ -92,7 +92,7 @@ fn attempt(job: &LaneJob) -> Result<LaneReply, String> {
         JobKind::Baseline => Ok(LaneReply::Failed { message: "a baseline job with a candidate".into(), env: false }),
         JobKind::Judge => {
             let ev = evaluator::local(bench, s.simulated.as_ref());
-            verdict(ev.judge(DEVICE, &built, &source, &candidate))
+            Ok(verdict(ev.judge(DEVICE, &built, &source, &candidate)))
         }
         JobKind::FinalCheck { seeds, sanitize } => {
             // The sanitizers run hosted, as on a local lane: this host must allow it.
@@ -101,7 +101,7 @@ fn attempt(job: &LaneJob) -> Result<LaneReply, String> {
                 check_tools(s.allow_unconfined_profiling, "compute-sanitizer")?;
             }
             let ev = evaluator::local(bench, s.simulated.as_ref());
-            verdict(ev.final_check(DEVICE, &built, &source, &candidate, seeds, sanitize))
+            Ok(verdict(ev.final_check(DEVICE, &built, &source, &candidate, seeds, sanitize)))
         }
         JobKind::Profile => Ok(profile(bench, &built, scratch.path())),
     }
@@ -134,12 +134,12 @@ fn profile(bench: Bench, built: &crate::toolkit::build::Built, scratch: &std::pa
     LaneReply::Profile { csv, note, seconds: started.elapsed().as_secs_f64() }
 }
 
-fn verdict(v: Result<Verdict, wall::EvalError>) -> Result<LaneReply, String> {
-    Ok(match v {
+fn verdict(v: Result<Verdict, wall::EvalError>) -> LaneReply {
+    match v {
         Ok(v) => LaneReply::Verdict { verdict: Box::new(v) },
         Err(e @ wall::EvalError::Env(_)) => LaneReply::Failed { message: e.to_string(), env: true },
         // A judgment that failed on its own (a worker bug, a GPU error outside the kernel):
         // that node fails, as it would on a local lane, and the run goes on.
         Err(e) => LaneReply::Failed { message: e.to_string(), env: false },
-    })
+    }
 }
