@@ -7,6 +7,7 @@
 use crate::run::config::SimSettings;
 use crate::wall::Verdict;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
@@ -78,7 +79,7 @@ pub enum LaneReply {
 }
 
 /// A task folder as text, by path relative to it.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskFiles {
     /// The folder's own name (the task is loaded from a folder of this name).
     pub name: String,
@@ -152,6 +153,51 @@ impl TaskFiles {
     }
 }
 
+impl TaskFiles {
+    /// A hash of the folder's name and every file, path and text: two jobs of one task
+    /// have the same key, and a changed byte gives another.
+    pub fn content_key(&self) -> String {
+        let mut h = Sha256::new();
+        for part in
+            std::iter::once(self.name.as_str()).chain(self.files.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))
+        {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        h.finalize().iter().take(12).map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The folder at `root/<content key>/<name>`, written once and shared by every job of
+    /// this task on this host (lanes of one host included): the build cache keys on the
+    /// task's path, so a folder of its own per job would rebuild the baseline, the
+    /// reference and every candidate on every job. It is written aside and renamed into
+    /// place, so a folder found there is whole; one that does not hold these files is
+    /// refused rather than built from.
+    pub fn place(&self, root: &Path) -> Result<PathBuf, String> {
+        let entry = root.join(self.content_key());
+        if !entry.exists() {
+            std::fs::create_dir_all(root).map_err(|e| format!("{}: {e}", root.display()))?;
+            let aside = tempfile::Builder::new()
+                .prefix(".writing-")
+                .tempdir_in(root)
+                .map_err(|e| format!("{}: {e}", root.display()))?;
+            self.write(aside.path())?;
+            // Another lane of this host may have placed it meanwhile: either folder is whole.
+            if std::fs::rename(aside.path(), &entry).is_ok() {
+                std::mem::forget(aside);
+            }
+        }
+        let dir = entry.join(&self.name);
+        match TaskFiles::read(&dir) {
+            Ok(found) if found == *self => Ok(dir),
+            _ => Err(format!(
+                "{}: this lane's copy of the task does not hold the files its name says; remove the folder",
+                entry.display()
+            )),
+        }
+    }
+}
+
 /// `rel` as a path of plain names below its folder, or None.
 fn safe_relative(rel: &str) -> Option<PathBuf> {
     let p = Path::new(rel);
@@ -180,6 +226,37 @@ mod tests {
         let written = files.write(dst.path()).unwrap();
         assert_eq!(written, dst.path().join("softmax"));
         assert_eq!(std::fs::read_to_string(written.join("include/helper.cuh")).unwrap(), "#pragma once\n");
+    }
+
+    #[test]
+    fn jobs_of_one_task_share_one_placed_folder_and_a_changed_file_gets_its_own() {
+        let root = tempfile::tempdir().unwrap();
+        let mut files =
+            TaskFiles { name: "softmax".into(), files: [("task.toml".to_string(), "[task]\n".to_string())].into() };
+        let first = files.place(root.path()).unwrap();
+        let again = files.place(root.path()).unwrap();
+        assert_eq!(first, again, "a second job of the same task reuses the folder (and so the build cache)");
+        assert!(first.ends_with("softmax"));
+        files.files.insert("kernel.cu".into(), "__global__ void k() {}\n".into());
+        let changed = files.place(root.path()).unwrap();
+        assert_ne!(changed, first);
+        assert_eq!(std::fs::read_to_string(changed.join("kernel.cu")).unwrap(), "__global__ void k() {}\n");
+        // Nothing half-written is left beside the entries.
+        let names: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn a_placed_folder_that_does_not_hold_its_files_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let files = TaskFiles { name: "t".into(), files: [("task.toml".to_string(), "[task]\n".to_string())].into() };
+        let dir = files.place(root.path()).unwrap();
+        std::fs::write(dir.join("task.toml"), "[task]\nchanged = true\n").unwrap();
+        let e = files.place(root.path()).unwrap_err();
+        assert!(e.contains("does not hold the files"), "{e}");
+        std::fs::write(dir.join("task.toml"), "[task]\n").unwrap();
+        std::fs::write(dir.join("extra.h"), "#define SHADOW 1\n").unwrap();
+        assert!(files.place(root.path()).is_err(), "an extra header could shadow an include");
     }
 
     #[test]

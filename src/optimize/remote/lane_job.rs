@@ -1,9 +1,10 @@
 //! The remote side of a lane: `nightshift lane-job` reads one job on stdin, does it on
 //! this host's GPU (the one the Ray actor holds, as device 0) with the same judge, sandbox
-//! and builds as a local lane, and prints the reply as one JSON line. The task and the
-//! candidate are written to a folder of their own; the baseline and the reference are
-//! built here, for this GPU's arch, so every speedup it reports is against the baseline
-//! on this GPU.
+//! and builds as a local lane, and prints the reply as one JSON line. The candidate is
+//! written to a folder of its own, the task to one shared by its jobs on this host (so
+//! the build cache serves them, as it serves a local lane); the baseline and the
+//! reference are built here, for this GPU's arch, so every speedup it reports is against
+//! the baseline on this GPU.
 
 use super::job::{JobKind, LaneJob, LaneReply};
 use crate::optimize::evaluator::{self, Bench, GpuEvaluator};
@@ -32,7 +33,7 @@ fn attempt(job: &LaneJob) -> Result<LaneReply, String> {
         return Ok(LaneReply::Profile { csv: None, note, seconds: 0.0 });
     }
     let scratch = tempfile::Builder::new().prefix("nightshift-lane-").tempdir().map_err(|e| e.to_string())?;
-    let task_dir = job.task.write(&scratch.path().join("task"))?;
+    let task_dir = job.task.place(&build::cache_root().join("lane-tasks"))?;
     let task = Task::load(&task_dir).map_err(|e| format!("the task does not load on this host: {e}"))?;
     let toolchain = Toolchain::find().map_err(|e| format!("this host has no CUDA toolkit: {e}"))?;
     let s = &job.settings;
