@@ -22,6 +22,7 @@ pub enum RecipeId {
     BlockKnob,
     GridStride,
     RowStrip,
+    RegisterTable,
     ReadOnly,
     Intrinsics,
     Unroll,
@@ -29,7 +30,7 @@ pub enum RecipeId {
 }
 
 impl RecipeId {
-    pub const ALL: [RecipeId; 13] = [
+    pub const ALL: [RecipeId; 14] = [
         RecipeId::IndexWidth,
         RecipeId::FastDivmod,
         RecipeId::Vectorize,
@@ -39,6 +40,7 @@ impl RecipeId {
         RecipeId::BlockKnob,
         RecipeId::GridStride,
         RecipeId::RowStrip,
+        RecipeId::RegisterTable,
         RecipeId::ReadOnly,
         RecipeId::Intrinsics,
         RecipeId::Unroll,
@@ -56,6 +58,7 @@ impl RecipeId {
             RecipeId::BlockKnob => "block-knob",
             RecipeId::GridStride => "grid-stride",
             RecipeId::RowStrip => "row-strip",
+            RecipeId::RegisterTable => "register-table",
             RecipeId::ReadOnly => "read-only",
             RecipeId::Intrinsics => "intrinsics",
             RecipeId::Unroll => "unroll",

@@ -14,6 +14,7 @@ pub mod intrinsics;
 mod jam;
 pub mod launch_bounds;
 pub mod read_only;
+pub mod register_table;
 pub mod row_cache;
 pub mod row_strip;
 pub mod shuffle_reduce;
@@ -139,6 +140,15 @@ pub const ALL: &[Recipe] = &[
         versioned: false,
         params: row_strip::PARAMS,
         apply: row_strip::apply,
+    },
+    Recipe {
+        id: RecipeId::RegisterTable,
+        summary: "a small buffer read only at positions fixed once the loops unroll (weights, coefficients) is loaded into registers once per thread; versioned on its length where the task does not fix it",
+        kind: RecipeKind::Structural,
+        answers: &[ToolId::RedundantL2Traffic, ToolId::MemoryLatencyBound, ToolId::DependentLoads, ToolId::ScalarGlobalAccess],
+        versioned: true,
+        params: register_table::PARAMS,
+        apply: register_table::apply,
     },
     Recipe {
         id: RecipeId::ReadOnly,

@@ -1720,7 +1720,7 @@ pub(super) fn const_loop(src: &Source, k: &Kernel, f: Node) -> Option<ConstLoop>
     Some(ConstLoop { var, ty, lo, hi, start: f.start_byte(), end: f.end_byte(), needs_pragma, braced, unfit })
 }
 
-fn const_value(src: &Source, k: &Kernel, n: Node) -> Option<i64> {
+pub(super) fn const_value(src: &Source, k: &Kernel, n: Node) -> Option<i64> {
     let t = src.text();
     let n = strip_parens(n);
     match n.kind() {
@@ -1783,7 +1783,11 @@ fn only_subscript_reads(t: &str, body: Node, name: &str, also: impl Fn(Node) -> 
 /// inputs, used only as `p[i]` (name to element type), and local aliases of them,
 /// `const T* q = p;` or `const T* q = p + offset;`, themselves used only as `q[i]`
 /// (alias to parameter). A parameter used to make an alias is still only read.
-fn readonly_buffers(src: &Source, facts: &Facts, k: &Kernel) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+pub(super) fn readonly_buffers(
+    src: &Source,
+    facts: &Facts,
+    k: &Kernel,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
     let t = src.text();
     let mut out = BTreeMap::new();
     let mut aliases = BTreeMap::new();

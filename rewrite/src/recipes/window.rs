@@ -595,7 +595,7 @@ fn bound_template(k: &Kernel, bound: &str) -> Option<String> {
 }
 
 /// The task's length of the buffer behind kernel parameter `p`, in the launcher's names.
-fn launcher_length(src: &Source, facts: &Facts, k: &Kernel, p: &str) -> Option<String> {
+pub(super) fn launcher_length(src: &Source, facts: &Facts, k: &Kernel, p: &str) -> Option<String> {
     let names = crate::entry_params(src, facts)?;
     let arg = crate::launcher_arg(src, facts, k, p)?;
     facts.len_in(arg, &names)

@@ -10,6 +10,7 @@
 // expect: applies fast-divmod
 // expect: applies unroll
 // expect: applies read-only
+// expect: declines register-table
 // expect: applies block-knob
 // expect: applies launch-bounds
 // expect: declines shuffle-reduce
