@@ -165,6 +165,32 @@ fn cooperative_then_row_cache_composes_on_multi_pass_row_kernels_and_compiles() 
     cooperative_then(RecipeId::RowCache, "coop-rowcache", "kept in registers across");
 }
 
+/// The stencil example's path to its expert structure: rows in strips down each column,
+/// then the nine weights out of the strip's loop into registers (they were loaded again
+/// for every row). The result compiles, and the weights are read from `global` once.
+#[test]
+fn row_strip_then_register_table_on_the_stencil_example_compiles() {
+    let tc = common::require_toolchain();
+    let dir = tempfile::tempdir().unwrap();
+    let task = nightshift::task::Task::load(&common::root().join("examples/stencil2d_3x3")).unwrap();
+    let facts = nightshift::task::facts::rewrite_facts(&task);
+    let mut source = std::fs::read_to_string(&task.baseline).unwrap();
+    let declined =
+        rewrite::apply(&Application { recipe: RecipeId::RegisterTable, params: Params::default() }, &source, &facts)
+            .unwrap_err();
+    assert!(declined.0.contains("each thread reads each of its elements once"), "{declined}");
+    for id in [RecipeId::IndexWidth, RecipeId::RowStrip, RecipeId::RegisterTable] {
+        let out = rewrite::apply(&Application { recipe: id, params: Params::default() }, &source, &facts)
+            .unwrap_or_else(|e| panic!("{id}: {e}"));
+        source = out.source;
+    }
+    let fast = &source[source.find("stencil2d_3x3_kernel_fast(").unwrap()..];
+    assert!(fast.contains("ns_tab_w[(dy + 1) * 3 + (dx + 1)]"), "{fast}");
+    assert_eq!(fast.matches("= w[").count(), 1, "the weights are loaded once, by the fill: {fast}");
+    let failures = parallel(vec![("stencil--strip-table.cu".into(), source)], &tc.nvcc, dir.path());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 fn rewrite_cmd(args: &[&str]) -> (i32, String, String) {
     let out = common::building_command().arg("rewrite").args(args).output().expect("nightshift runs");
     (
