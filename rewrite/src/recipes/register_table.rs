@@ -20,7 +20,7 @@
 use super::row_strip::{const_loop, const_value, readonly_buffers};
 use super::window::launcher_length;
 use super::Planned;
-use crate::facts::Facts;
+use crate::facts::{Facts, Role};
 use crate::pattern::{int_literal, subscript_index};
 use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
 use crate::source::{Kernel, Source};
@@ -58,7 +58,16 @@ struct Read {
 fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel) -> Planned<'k> {
     let t = src.text();
     let body = src.node(&k.body, "compound_statement").ok_or_else(|| NotApplicable::new("no body"))?;
-    let (buffers, _) = readonly_buffers(src, facts, k);
+    if k.is_template {
+        return Err(NotApplicable::new(format!(
+            "`{}` is a template: its parameters may change the indices per instance",
+            k.name
+        )));
+    }
+    let (mut buffers, _) = readonly_buffers(src, facts, k);
+    // A `const` pointer the launcher could also pass as an output: only the task's inputs,
+    // which the wall gives buffers of their own, hold still while the kernel runs.
+    buffers.retain(|name, _| super::vectorize::role_of(src, facts, k, name) == Some(Role::Input));
     if buffers.is_empty() {
         return Err(NotApplicable::new(format!("`{}` has no pointer parameter it only reads as `p[i]`", k.name)));
     }
@@ -154,12 +163,19 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel) -> Planned<'k> {
 fn is_read_of(t: &str, n: Node, name: &str) -> bool {
     let written_or_addressed = |p: Node| match p.kind() {
         "pointer_expression" | "update_expression" => true,
-        "assignment_expression" => p.child_by_field_name("left").is_some_and(|l| l.id() == n.id()),
+        "assignment_expression" => p
+            .child_by_field_name("left")
+            .is_some_and(|l| l.start_byte() <= n.start_byte() && n.end_byte() <= l.end_byte()),
         _ => false,
     };
+    // `&(w[i])` takes the address as surely as `&w[i]`.
+    let mut outer = n;
+    while let Some(p) = outer.parent().filter(|p| p.kind() == "parenthesized_expression") {
+        outer = p;
+    }
     n.kind() == "subscript_expression"
         && n.child_by_field_name("argument").is_some_and(|a| syntax::is_ident(t, a, name))
-        && n.parent().is_some_and(|p| !written_or_addressed(p))
+        && outer.parent().is_some_and(|p| !written_or_addressed(p))
 }
 
 fn named_statements(body: Node) -> Vec<Node> {
@@ -184,14 +200,34 @@ fn table_read(src: &Source, k: &Kernel, body: Node, s: Node) -> Result<Read, Str
             let c = (a.kind() == "for_statement").then(|| const_loop(src, k, a)).flatten();
             match c {
                 Some(c) if used.contains(&c.var) && !ranges.contains_key(&c.var) => {
-                    if let Some(u) = &c.unfit {
-                        return Err(format!("the read {u}"));
+                    if c.ty.contains("unsigned") || c.ty.contains("size_t") || c.ty.starts_with('u') {
+                        return Err(format!("the loop over `{}` counts in an unsigned type", c.var));
                     }
-                    if c.needs_pragma {
-                        if !c.braced {
+                    // A declaration of the name inside the loop could hide its counter.
+                    if a.child_by_field_name("body").is_some_and(|b| declarations(t, b, &c.var) > 0) {
+                        return Err(format!("`{}` is declared again inside its loop", c.var));
+                    }
+                    if let Some(m) = hidden_change(src, a) {
+                        return Err(format!("the loop over `{}` holds {m}, which may change its counter", c.var));
+                    }
+                    for name in loop_header_names(t, a) {
+                        if let Some(why) = movable_constant(src, &name) {
+                            return Err(format!("the loop over `{}` is bounded by {why}", c.var));
+                        }
+                    }
+                    if c.hi - c.lo + 1 > MAX_TRIP {
+                        return Err(format!("the loop over `{}` runs {} times", c.var, c.hi - c.lo + 1));
+                    }
+                    match unroll_pragma(t, a) {
+                        Pragma::Full => {}
+                        Pragma::Partial(p) if pragma_count(&p).is_none_or(|n| n < c.hi - c.lo + 1) => {
+                            return Err(format!("the read sits in the loop over `{}`, which `{p}` keeps rolled", c.var))
+                        }
+                        Pragma::Partial(_) => {}
+                        Pragma::None if !c.braced => {
                             return Err(format!("the loop over `{}` is another statement's body", c.var));
                         }
-                        pragmas.push(c.start);
+                        Pragma::None => pragmas.push(c.start),
                     }
                     ranges.insert(c.var.clone(), (c.lo, c.hi));
                 }
@@ -199,6 +235,15 @@ fn table_read(src: &Source, k: &Kernel, body: Node, s: Node) -> Result<Read, Str
             }
         }
         up = a.parent();
+    }
+    for name in used.iter().filter(|n| !ranges.contains_key(*n)) {
+        if declarations(t, body, name) > 0 {
+            let shown = text(t, idx).split_whitespace().collect::<Vec<_>>().join(" ");
+            return Err(format!("the index `{shown}` names `{name}`, a variable of the kernel"));
+        }
+        if let Some(why) = movable_constant(src, name) {
+            return Err(format!("the index names {why}"));
+        }
     }
     let points = ranges.values().try_fold(1i64, |p, (lo, hi)| p.checked_mul(hi - lo + 1)).unwrap_or(i64::MAX);
     if points > MAX_POINTS {
@@ -229,6 +274,106 @@ fn table_read(src: &Source, k: &Kernel, body: Node, s: Node) -> Result<Read, Str
     }
 }
 
+/// Loops past this trip count are not unrolled for a table.
+const MAX_TRIP: i64 = 32;
+
+/// How many declarations of `name` the kernel's body holds (loop counters included).
+fn declarations(t: &str, body: Node, name: &str) -> usize {
+    let ranged = descendants(body)
+        .into_iter()
+        .filter(|d| d.kind() == "for_range_loop")
+        .filter(|d| d.child_by_field_name("declarator").is_some_and(|x| syntax::is_ident(t, x, name)))
+        .count();
+    descendants(body)
+        .into_iter()
+        .filter(|d| d.kind() == "declaration")
+        .map(|d| syntax::declared_names(t, d).iter().filter(|n| *n == name).count())
+        .sum::<usize>()
+        + ranged
+}
+
+/// Why the constant `name` may not be what a build sees: a macro behind a conditional
+/// (a `-D` knob overrides it) or defined more than once.
+fn movable_constant(src: &Source, name: &str) -> Option<String> {
+    let t = src.text();
+    let defs: Vec<Node> = descendants(src.root())
+        .into_iter()
+        .filter(|n| n.kind() == "preproc_def" && n.child_by_field_name("name").is_some_and(|x| text(t, x) == name))
+        .collect();
+    let conditional = defs.iter().any(|d| {
+        let mut up = d.parent();
+        while let Some(a) = up {
+            if a.kind().starts_with("preproc_if") || a.kind().starts_with("preproc_else") || a.kind() == "preproc_elif"
+            {
+                return true;
+            }
+            up = a.parent();
+        }
+        false
+    });
+    if defs.len() > 1 || conditional {
+        return Some(format!("`{name}`, a macro a build may define otherwise (`-D`, or another `#define`)"));
+    }
+    None
+}
+
+/// Names in a `for` loop's initializer and condition.
+fn loop_header_names(t: &str, f: Node) -> Vec<String> {
+    ["initializer", "condition"]
+        .iter()
+        .filter_map(|field| f.child_by_field_name(field))
+        .flat_map(descendants)
+        .filter(|d| d.kind() == "identifier")
+        .map(|d| text(t, d).to_string())
+        .collect()
+}
+
+/// A call of a function-like macro or an `asm` statement in the loop: either may assign
+/// its counter where the syntax does not show it.
+fn hidden_change(src: &Source, f: Node) -> Option<String> {
+    let t = src.text();
+    let body = f.child_by_field_name("body")?;
+    descendants(body).into_iter().find_map(|d| match d.kind() {
+        "gnu_asm_expression" | "asm_statement" => Some("an `asm` statement".to_string()),
+        "call_expression" => {
+            let callee = d.child_by_field_name("function")?;
+            let name = text(t, callee);
+            super::row_strip::defines_function_macro(src, name).then(|| format!("a call of the macro `{name}`"))
+        }
+        _ => None,
+    })
+}
+
+/// The count of `#pragma unroll N`.
+fn pragma_count(line: &str) -> Option<i64> {
+    let rest = line.split_once("unroll")?.1;
+    rest.trim().trim_matches(|c| c == '(' || c == ')').trim().parse().ok()
+}
+
+enum Pragma {
+    None,
+    Full,
+    Partial(String),
+}
+
+/// The unroll pragma before loop `f`, comments skipped.
+fn unroll_pragma(t: &str, f: Node) -> Pragma {
+    let mut prev = f.prev_named_sibling();
+    while let Some(p) = prev.filter(|p| p.kind() == "comment") {
+        prev = p.prev_named_sibling();
+    }
+    let Some(p) = prev.filter(|p| p.kind() == "preproc_call") else { return Pragma::None };
+    let line = text(t, p).split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.contains("nounroll") {
+        return Pragma::Partial(line);
+    }
+    match line.split_once("unroll") {
+        None => Pragma::None,
+        Some((_, rest)) if rest.trim().trim_matches(|c| c == '(' || c == ')').trim().is_empty() => Pragma::Full,
+        Some(_) => Pragma::Partial(line),
+    }
+}
+
 /// Why `idx` has no value for the table: the first name in it that is neither a
 /// compile-time loop's counter nor a constant, or else what it does besides arithmetic.
 fn unfixed(src: &Source, k: &Kernel, idx: Node, env: &BTreeMap<String, i64>) -> String {
@@ -237,7 +382,25 @@ fn unfixed(src: &Source, k: &Kernel, idx: Node, env: &BTreeMap<String, i64>) -> 
     let named = descendants(idx)
         .into_iter()
         .find(|d| d.kind() == "identifier" && !env.contains_key(text(t, *d)) && const_value(src, k, *d).is_none());
+    let counter_of_loop = |name: &str| {
+        let mut up = idx.parent();
+        while let Some(a) = up {
+            if a.kind() == "for_statement"
+                && a.child_by_field_name("initializer")
+                    .and_then(|i| syntax::single_declarator(t, i))
+                    .is_some_and(|(v, _)| v == name)
+            {
+                return true;
+            }
+            up = a.parent();
+        }
+        false
+    };
     match named {
+        Some(n) if counter_of_loop(text(t, n)) => format!(
+            "the index `{shown}` names `{}`, the counter of a loop whose range is not literals or constants of the file",
+            text(t, n)
+        ),
         Some(n) => format!(
             "the index `{shown}` names `{}`, neither the counter of a compile-time loop around the read nor a constant of the file",
             text(t, n)
@@ -252,12 +415,13 @@ fn eval(src: &Source, k: &Kernel, n: Node, env: &BTreeMap<String, i64>) -> Optio
     let t = src.text();
     let n = strip_parens(n);
     match n.kind() {
+        // C's unsigned arithmetic wraps where this does not: such an index is declined.
+        "number_literal" if text(t, n).contains(['u', 'U']) && !text(t, n).starts_with("0x") => None,
         "number_literal" => int_literal(text(t, n)),
         "identifier" => env.get(text(t, n)).copied().or_else(|| const_value(src, k, n)),
         "cast_expression" => {
             let ty = n.child_by_field_name("type").map(|x| text(t, x))?;
-            if !matches!(ty.trim(), "int" | "unsigned" | "unsigned int" | "long" | "long long" | "size_t" | "ptrdiff_t")
-            {
+            if !matches!(ty.trim(), "int" | "long" | "long long" | "ptrdiff_t") {
                 return None;
             }
             eval(src, k, n.child_by_field_name("value")?, env)
@@ -335,7 +499,7 @@ extern "C" void launch(const double* x, const double* c, double* y, int n, int t
     fn reads_that_move_with_the_thread_or_a_rolled_loop_are_not_tables() {
         let by_thread = POLY.replace("c[2] * x[i]", "c[i % 3] * x[i]").replace(" + c[1]", "").replace(" + c[0]", "");
         let e = apply(&Source::parse(&by_thread), &poly_facts("3"), &Params::default()).unwrap_err();
-        assert!(e.0.contains("names `i`, neither the counter of a compile-time loop"), "{e}");
+        assert!(e.0.contains("names `i`, a variable of the kernel"), "{e}");
         let rolled = r#"
 __global__ void fir(const float* x, const float* h, float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -358,12 +522,49 @@ extern "C" void launch(const float* x, const float* h, float* y, int n, cudaStre
             .int("n", 1 << 20, 1 << 20)
             .build();
         let e = apply(&Source::parse(rolled), &f, &Params::default()).unwrap_err();
-        assert!(e.0.contains("unrolled only 1 times"), "{e}");
+        assert!(e.0.contains("which `#pragma unroll 1` keeps rolled"), "{e}");
         // Unrolled, the two loops read the same four taps: shared through the table.
         let r = apply(&Source::parse(&rolled.replace("#pragma unroll 1\n", "")), &f, &Params::default()).unwrap();
         assert_eq!(r.source.matches("#pragma unroll\n").count(), 3, "two loops and the fill: {}", r.source);
         assert!(r.description.contains("for 2 read(s)"), "{}", r.description);
         let again = apply(&Source::parse(&r.source), &f, &Params::default()).unwrap_err();
         assert!(again.0.contains("`h` (already in registers)"), "{again}");
+    }
+
+    /// Reads a table must not serve (the review's cases): each declines, none is tabled.
+    #[test]
+    fn names_that_hide_a_counter_addresses_and_movable_bounds_are_not_tables() {
+        let kernel = |body: &str, pre: &str| {
+            format!(
+                "{pre}\n__global__ void k(const float* x, const float* w, float* y, int n) {{\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n  float acc = 0.f;\n  for (int s = 0; s < 4; ++s) {{\n{body}\n  }}\n  y[i] = acc;\n}}\nextern \"C\" void launch(const float* x, const float* w, float* y, int n, cudaStream_t st) {{\n  k<<<(n + 255) / 256, 256, 0, st>>>(x, w, y, n);\n}}\n"
+            )
+        };
+        let f = FactsBuilder::new("launch")
+            .buffer("x", "float", Role::Input, "{3}", 1 << 20, 1 << 20)
+            .buffer("w", "float", Role::Input, "16", 16, 16)
+            .buffer("y", "float", Role::Output, "{3}", 1 << 20, 1 << 20)
+            .int("n", 1 << 20, 1 << 20)
+            .build();
+        let cases = [
+            // A local that hides the loop's counter.
+            (kernel("    for (int t = 0; t < 3; ++t) { if (x[i] > 0.f) { const int t = (i + s) % 9; acc += w[t]; } acc += w[t]; }", ""), "declared again inside its loop"),
+            // A file-scope constant hidden by a local.
+            (kernel("    int T = (i + s) % 9; acc += w[T];", "const int T = 2;"), "names `T`, a variable of the kernel"),
+            // An address taken through parentheses.
+            (kernel("    const float* mid = &(w[3]); acc += mid[0] + mid[2] + w[s];", ""), "`w`"),
+            // A bound a build may redefine.
+            (kernel("    for (int r = 0; r < R; ++r) acc += w[r];", "#ifndef R\n#define R 2\n#endif"), "a macro a build may define otherwise"),
+            // A counter a macro may change.
+            (kernel("    for (int r = 0; r < 3; ++r) { acc += w[r]; SKIP(r); }", "#define SKIP(v) ((v) += 3)"), "a call of the macro `SKIP`"),
+            // Unsigned arithmetic, which wraps.
+            (kernel("    for (int r = 0; r < 3; ++r) acc += w[((r - 1u) / 2u) % 9u];", ""), "`w`"),
+        ];
+        for (src, says) in cases {
+            let got = apply(&Source::parse(&src), &f, &Params::default());
+            match got {
+                Ok(r) => panic!("tabled: {}\n{}", r.description, r.source),
+                Err(e) => assert!(e.0.contains(says), "{says}: {e}\n{src}"),
+            }
+        }
     }
 }

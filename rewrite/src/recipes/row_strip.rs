@@ -400,7 +400,7 @@ fn check_launches(
 #[derive(Debug, Clone)]
 pub(super) struct ConstLoop {
     pub(super) var: String,
-    ty: String,
+    pub(super) ty: String,
     pub(super) lo: i64,
     pub(super) hi: i64,
     /// Where it starts and ends, whether `#pragma unroll` must be put before it (it has
@@ -1850,7 +1850,7 @@ pub(super) fn readonly_buffers(
 
 /// Whether the file defines `name` as a function-like macro (whose arguments are text,
 /// not values).
-fn defines_function_macro(src: &Source, name: &str) -> bool {
+pub(super) fn defines_function_macro(src: &Source, name: &str) -> bool {
     let t = src.text();
     descendants(src.root()).into_iter().any(|n| {
         n.kind() == "preproc_function_def" && n.child_by_field_name("name").is_some_and(|x| text(t, x) == name)

@@ -171,9 +171,27 @@ impl TaskFiles {
     /// this task on this host (lanes of one host included): the build cache keys on the
     /// task's path, so a folder of its own per job would rebuild the baseline, the
     /// reference and every candidate on every job. It is written aside and renamed into
-    /// place, so a folder found there is whole; one that does not hold these files is
-    /// refused rather than built from.
+    /// place, so a folder found there is whole, and read back file for file before use:
+    /// one that does not hold exactly these files is written again, never built from.
     pub fn place(&self, root: &Path) -> Result<PathBuf, String> {
+        match self.place_once(root)? {
+            Some(dir) => Ok(dir),
+            // Not what its name says (a lane killed mid-way on a file system without atomic
+            // rename, or a hand edit): written again from the job's files, once.
+            None => {
+                let entry = root.join(self.content_key());
+                std::fs::remove_dir_all(&entry).map_err(|e| format!("{}: {e}", entry.display()))?;
+                self.place_once(root)?.ok_or_else(|| {
+                    format!(
+                        "{}: this lane's copy of the task does not hold the job's files, even written again",
+                        entry.display()
+                    )
+                })
+            }
+        }
+    }
+
+    fn place_once(&self, root: &Path) -> Result<Option<PathBuf>, String> {
         let entry = root.join(self.content_key());
         if !entry.exists() {
             std::fs::create_dir_all(root).map_err(|e| format!("{}: {e}", root.display()))?;
@@ -183,17 +201,17 @@ impl TaskFiles {
                 .map_err(|e| format!("{}: {e}", root.display()))?;
             self.write(aside.path())?;
             // Another lane of this host may have placed it meanwhile: either folder is whole.
-            if std::fs::rename(aside.path(), &entry).is_ok() {
-                std::mem::forget(aside);
+            match std::fs::rename(aside.path(), &entry) {
+                Ok(()) => std::mem::forget(aside),
+                Err(e) if !entry.exists() => return Err(format!("{}: {e}", entry.display())),
+                Err(_) => {}
             }
         }
         let dir = entry.join(&self.name);
         match TaskFiles::read(&dir) {
-            Ok(found) if found == *self => Ok(dir),
-            _ => Err(format!(
-                "{}: this lane's copy of the task does not hold the files its name says; remove the folder",
-                entry.display()
-            )),
+            Ok(found) => Ok((found == *self).then_some(dir)),
+            Err(_) if dir.exists() => Ok(None),
+            Err(e) => Err(e),
         }
     }
 }
@@ -247,16 +265,16 @@ mod tests {
     }
 
     #[test]
-    fn a_placed_folder_that_does_not_hold_its_files_is_refused() {
+    fn a_placed_folder_that_does_not_hold_its_files_is_written_again() {
         let root = tempfile::tempdir().unwrap();
         let files = TaskFiles { name: "t".into(), files: [("task.toml".to_string(), "[task]\n".to_string())].into() };
         let dir = files.place(root.path()).unwrap();
         std::fs::write(dir.join("task.toml"), "[task]\nchanged = true\n").unwrap();
-        let e = files.place(root.path()).unwrap_err();
-        assert!(e.contains("does not hold the files"), "{e}");
-        std::fs::write(dir.join("task.toml"), "[task]\n").unwrap();
+        assert_eq!(files.place(root.path()).unwrap(), dir, "written again from the job's files");
+        assert_eq!(std::fs::read_to_string(dir.join("task.toml")).unwrap(), "[task]\n");
         std::fs::write(dir.join("extra.h"), "#define SHADOW 1\n").unwrap();
-        assert!(files.place(root.path()).is_err(), "an extra header could shadow an include");
+        files.place(root.path()).unwrap();
+        assert!(!dir.join("extra.h").exists(), "an extra header could shadow an include");
     }
 
     #[test]
