@@ -180,7 +180,13 @@ impl TaskFiles {
             // rename, or a hand edit): written again from the job's files, once.
             None => {
                 let entry = root.join(self.content_key());
-                std::fs::remove_dir_all(&entry).map_err(|e| format!("{}: {e}", entry.display()))?;
+                // Another lane of this host may be doing the same: its removal is ours.
+                match std::fs::remove_dir_all(&entry) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(format!("{}: {e}", entry.display()))
+                    }
+                    _ => {}
+                }
                 self.place_once(root)?.ok_or_else(|| {
                     format!(
                         "{}: this lane's copy of the task does not hold the job's files, even written again",
