@@ -131,11 +131,16 @@ impl Size {
     /// The macros this size is made of, however deep (`const int t = 2 * BLOCK;` is
     /// `BLOCK`): what a `-D` of which moves the size.
     pub fn macros(&self) -> Vec<&str> {
+        self.macro_defs().into_iter().map(|m| m.name.as_str()).collect()
+    }
+
+    /// The definitions of those macros.
+    pub fn macro_defs(&self) -> Vec<&Macro> {
         match self {
             Size::Literal { .. } | Size::RunTime(_) => Vec::new(),
-            Size::Macro(m) => vec![m.name.as_str()],
-            Size::Constant(c) => c.initializer.macros(),
-            Size::Arithmetic(a) => a.names.iter().flat_map(|(_, size)| size.macros()).collect(),
+            Size::Macro(m) => vec![m],
+            Size::Constant(c) => c.initializer.macro_defs(),
+            Size::Arithmetic(a) => a.names.iter().flat_map(|(_, size)| size.macro_defs()).collect(),
         }
     }
 

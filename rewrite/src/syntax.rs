@@ -217,6 +217,37 @@ pub fn has_reference_alias(src: &str, root: Node) -> bool {
     })
 }
 
+/// What a `#pragma unroll` (or `nounroll`) right before a loop asks for.
+pub enum Unroll {
+    /// `#pragma unroll`: every trip.
+    Full,
+    /// `#pragma unroll N` (`nounroll` is 1).
+    Times(i64),
+    /// A count that is no literal (`#pragma unroll (FACTOR)`).
+    Unknown,
+}
+
+/// The unroll pragma right before loop `f` (comments between skipped), with its line as
+/// written, spaces collapsed.
+pub fn unroll_pragma(t: &str, f: Node) -> Option<(Unroll, String)> {
+    let mut prev = f.prev_named_sibling();
+    while let Some(p) = prev.filter(|p| p.kind() == "comment") {
+        prev = p.prev_named_sibling();
+    }
+    let p = prev.filter(|p| p.kind() == "preproc_call" && text(t, *p).contains("unroll"))?;
+    let line = text(t, p).split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.contains("nounroll") {
+        return Some((Unroll::Times(1), line));
+    }
+    let count = line.split_once("unroll").map_or("", |(_, a)| a).trim().trim_matches(|c| c == '(' || c == ')').trim();
+    let unroll = match count.parse::<i64>() {
+        _ if count.is_empty() => Unroll::Full,
+        Ok(n) => Unroll::Times(n),
+        Err(_) => Unroll::Unknown,
+    };
+    Some((unroll, line))
+}
+
 /// Whether the node is a loop or a switch (where `break` and `continue` bind).
 pub fn is_loop(n: Node) -> bool {
     matches!(n.kind(), "for_statement" | "while_statement" | "do_statement" | "for_range_loop" | "switch_statement")

@@ -17,14 +17,15 @@
 //! buffer to hold K elements: a task whose length for it is a constant of at least K
 //! needs no check; any other length is checked by the launcher.
 
-use super::row_strip::{const_loop, const_value, readonly_buffers};
+use super::row_strip::{const_loop, const_value, readonly_buffers, MAX_TRIP};
 use super::window::launcher_length;
 use super::Planned;
 use crate::facts::{Facts, Role};
+use crate::launch;
 use crate::pattern::{int_literal, subscript_index};
 use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
 use crate::source::{Kernel, Source};
-use crate::syntax::{self, descendants, indent_at, strip_parens, text};
+use crate::syntax::{self, descendants, indent_at, strip_parens, text, Unroll};
 use crate::version::Change;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -211,23 +212,23 @@ fn table_read(src: &Source, k: &Kernel, body: Node, s: Node) -> Result<Read, Str
                         return Err(format!("the loop over `{}` holds {m}, which may change its counter", c.var));
                     }
                     for name in loop_header_names(t, a) {
-                        if let Some(why) = movable_constant(src, &name) {
+                        if let Some(why) = movable_constant(src, k, &name) {
                             return Err(format!("the loop over `{}` is bounded by {why}", c.var));
                         }
                     }
                     if c.hi - c.lo + 1 > MAX_TRIP {
                         return Err(format!("the loop over `{}` runs {} times", c.var, c.hi - c.lo + 1));
                     }
-                    match unroll_pragma(t, a) {
-                        Pragma::Full => {}
-                        Pragma::Partial(p) if pragma_count(&p).is_none_or(|n| n < c.hi - c.lo + 1) => {
+                    match syntax::unroll_pragma(t, a) {
+                        Some((Unroll::Full, _)) => {}
+                        Some((Unroll::Times(n), _)) if n > c.hi - c.lo => {}
+                        Some((_, p)) => {
                             return Err(format!("the read sits in the loop over `{}`, which `{p}` keeps rolled", c.var))
                         }
-                        Pragma::Partial(_) => {}
-                        Pragma::None if !c.braced => {
+                        None if !c.braced => {
                             return Err(format!("the loop over `{}` is another statement's body", c.var));
                         }
-                        Pragma::None => pragmas.push(c.start),
+                        None => pragmas.push(c.start),
                     }
                     ranges.insert(c.var.clone(), (c.lo, c.hi));
                 }
@@ -241,7 +242,7 @@ fn table_read(src: &Source, k: &Kernel, body: Node, s: Node) -> Result<Read, Str
             let shown = text(t, idx).split_whitespace().collect::<Vec<_>>().join(" ");
             return Err(format!("the index `{shown}` names `{name}`, a variable of the kernel"));
         }
-        if let Some(why) = movable_constant(src, name) {
+        if let Some(why) = movable_constant(src, k, name) {
             return Err(format!("the index names {why}"));
         }
     }
@@ -274,9 +275,6 @@ fn table_read(src: &Source, k: &Kernel, body: Node, s: Node) -> Result<Read, Str
     }
 }
 
-/// Loops past this trip count are not unrolled for a table.
-const MAX_TRIP: i64 = 32;
-
 /// How many declarations of `name` the kernel's body holds (loop counters included).
 fn declarations(t: &str, body: Node, name: &str) -> usize {
     let ranged = descendants(body)
@@ -292,16 +290,13 @@ fn declarations(t: &str, body: Node, name: &str) -> usize {
         + ranged
 }
 
-/// Why the constant `name` may not be what a build sees: a macro behind a conditional
-/// (a `-D` knob overrides it) or defined more than once.
-fn movable_constant(src: &Source, name: &str) -> Option<String> {
-    let t = src.text();
-    let defs: Vec<Node> = descendants(src.root())
-        .into_iter()
-        .filter(|n| n.kind() == "preproc_def" && n.child_by_field_name("name").is_some_and(|x| text(t, x) == name))
-        .collect();
-    let conditional = defs.iter().any(|d| {
-        let mut up = d.parent();
+/// Why the constant `name` may not be what a build sees: it is, or is made of (a `const`
+/// initialised from it), a macro defined more than once or behind a conditional (which a
+/// `-D` knob may set).
+fn movable_constant(src: &Source, k: &Kernel, name: &str) -> Option<String> {
+    let size = launch::file_scope_size(src, name, k.range.start);
+    let conditional = |m: &launch::Macro| {
+        let mut up = src.node_at(&m.definition).and_then(|d| d.parent());
         while let Some(a) = up {
             if a.kind().starts_with("preproc_if") || a.kind().starts_with("preproc_else") || a.kind() == "preproc_elif"
             {
@@ -310,11 +305,10 @@ fn movable_constant(src: &Source, name: &str) -> Option<String> {
             up = a.parent();
         }
         false
-    });
-    if defs.len() > 1 || conditional {
-        return Some(format!("`{name}`, a macro a build may define otherwise (`-D`, or another `#define`)"));
-    }
-    None
+    };
+    let m = size.macro_defs().into_iter().find(|m| m.definitions > 1 || conditional(m))?;
+    let made_of = if m.name == name { String::new() } else { format!(" (made of `{}`)", m.name) };
+    Some(format!("`{name}`{made_of}, a macro a build may define otherwise (`-D`, or another `#define`)"))
 }
 
 /// Names in a `for` loop's initializer and condition.
@@ -342,36 +336,6 @@ fn hidden_change(src: &Source, f: Node) -> Option<String> {
         }
         _ => None,
     })
-}
-
-/// The count of `#pragma unroll N`.
-fn pragma_count(line: &str) -> Option<i64> {
-    let rest = line.split_once("unroll")?.1;
-    rest.trim().trim_matches(|c| c == '(' || c == ')').trim().parse().ok()
-}
-
-enum Pragma {
-    None,
-    Full,
-    Partial(String),
-}
-
-/// The unroll pragma before loop `f`, comments skipped.
-fn unroll_pragma(t: &str, f: Node) -> Pragma {
-    let mut prev = f.prev_named_sibling();
-    while let Some(p) = prev.filter(|p| p.kind() == "comment") {
-        prev = p.prev_named_sibling();
-    }
-    let Some(p) = prev.filter(|p| p.kind() == "preproc_call") else { return Pragma::None };
-    let line = text(t, p).split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.contains("nounroll") {
-        return Pragma::Partial(line);
-    }
-    match line.split_once("unroll") {
-        None => Pragma::None,
-        Some((_, rest)) if rest.trim().trim_matches(|c| c == '(' || c == ')').trim().is_empty() => Pragma::Full,
-        Some(_) => Pragma::Partial(line),
-    }
 }
 
 /// Why `idx` has no value for the table: the first name in it that is neither a
@@ -554,6 +518,11 @@ extern "C" void launch(const float* x, const float* h, float* y, int n, cudaStre
             (kernel("    const float* mid = &(w[3]); acc += mid[0] + mid[2] + w[s];", ""), "`w`"),
             // A bound a build may redefine.
             (kernel("    for (int r = 0; r < R; ++r) acc += w[r];", "#ifndef R\n#define R 2\n#endif"), "a macro a build may define otherwise"),
+            // A bound through a constant made of such a macro.
+            (kernel("    for (int r = 0; r < T; ++r) acc += w[r];", "#ifndef R\n#define R 2\n#endif\nconst int T = R + 1;"), "`T` (made of `R`), a macro a build may define otherwise"),
+            // A pragma that keeps the loop rolled, behind a comment, or `nounroll`.
+            (kernel("    #pragma unroll 1\n    // one trip at a time\n    for (int r = 0; r < 3; ++r) acc += w[r];", ""), "which `#pragma unroll 1` keeps rolled"),
+            (kernel("    #pragma nounroll\n    for (int r = 0; r < 3; ++r) acc += w[r];", ""), "which `#pragma nounroll` keeps rolled"),
             // A counter a macro may change.
             (kernel("    for (int r = 0; r < 3; ++r) { acc += w[r]; SKIP(r); }", "#define SKIP(v) ((v) += 3)"), "a call of the macro `SKIP`"),
             // Unsigned arithmetic, which wraps.

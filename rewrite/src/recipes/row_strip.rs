@@ -52,7 +52,7 @@ fn clamped_row(bound: &str) -> String {
 }
 
 /// Loops a window may sit in are unrolled; past this trip count they are not windowed.
-const MAX_TRIP: i64 = 32;
+pub(super) const MAX_TRIP: i64 = 32;
 /// Windows of at most this many 32-bit registers are loaded whole before the strip's
 /// first row; larger ones a row per step, so a wide window does not spill. A 3x3 fp32
 /// stencil over 16 rows takes 54 (a `double` or `float2` value takes 2, a `float4` 4).
@@ -1696,20 +1696,13 @@ pub(super) fn const_loop(src: &Source, k: &Kernel, f: Node) -> Option<ConstLoop>
         return None;
     }
     let trip = hi.checked_sub(lo)?.checked_add(1)?;
-    let prev = f.prev_named_sibling();
-    let pragma = prev.filter(|p| p.kind() == "preproc_call" && text(t, *p).contains("unroll"));
     let mut unfit = None;
     let mut needs_pragma = false;
-    match pragma {
-        Some(p) => {
-            let after = text(t, p).split_once("unroll").map_or("", |(_, a)| a);
-            let count = after.trim().trim_matches(|c| c == '(' || c == ')').trim().parse::<i64>().ok();
-            if let Some(c) = count {
-                if c < trip {
-                    unfit = Some(format!("sits in the loop over `{var}`, unrolled only {c} times"));
-                }
-            }
+    match syntax::unroll_pragma(t, f) {
+        Some((syntax::Unroll::Times(c), _)) if c < trip => {
+            unfit = Some(format!("sits in the loop over `{var}`, unrolled only {c} times"));
         }
+        Some(_) => {}
         None => needs_pragma = true,
     }
     if !(1..=MAX_TRIP).contains(&trip) {

@@ -6,7 +6,7 @@
 use crate::facts::Facts;
 use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
 use crate::source::Source;
-use crate::syntax::{self, descendants, indent_at, text};
+use crate::syntax::{self, descendants, indent_at};
 use crate::version::Change;
 
 pub const PARAMS: &[ParamSpec] =
@@ -28,8 +28,7 @@ pub fn apply(src: &Source, _facts: &Facts, params: &Params) -> Applied {
                 continue;
             }
             // Already under a pragma.
-            let prev = f.prev_named_sibling();
-            if prev.is_some_and(|p| p.kind() == "preproc_call" && text(t, p).contains("unroll")) {
+            if syntax::unroll_pragma(t, f).is_some() {
                 continue;
             }
             // A loop that is the body of an if or another loop without braces: a pragma
@@ -72,6 +71,14 @@ extern "C" void launch(const float* x, float* y, int rows, int cols, cudaStream_
         let r = apply(&Source::parse(SRC), &f, &Params::default().with("factor", "8")).unwrap();
         assert!(r.source.contains("#pragma unroll 8\n  for (int c = 0;"), "{}", r.source);
         let e = apply(&Source::parse(&r.source), &f, &Params::default()).unwrap_err();
+        assert!(e.0.contains("no innermost loop"), "{e}");
+    }
+
+    #[test]
+    fn a_pragma_behind_a_comment_is_still_the_loops() {
+        let f = FactsBuilder::new("launch").build();
+        let src = SRC.replace("  for (int c = 0;", "  #pragma unroll 2\n  // two columns at a time\n  for (int c = 0;");
+        let e = apply(&Source::parse(&src), &f, &Params::default()).unwrap_err();
         assert!(e.0.contains("no innermost loop"), "{e}");
     }
 }
