@@ -191,6 +191,79 @@ fn row_strip_then_register_table_on_the_stencil_example_compiles() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Passes over a row that `vectorize` made wide (block-strided, and lane-strided after
+/// `cooperative`) keep the row as its 16-byte runs in registers across the passes: on
+/// every task, example and test kernel where the chain applies, the result compiles and
+/// its fast kernel has no stack frame and spills nothing (an array in local memory would
+/// read the row from memory again, only slower).
+#[test]
+fn vectorized_passes_keep_their_row_in_registers_and_compile() {
+    let tc = common::require_toolchain();
+    let dir = tempfile::tempdir().unwrap();
+    let app = |recipe| Application { recipe, params: Params::default() };
+    let mut inputs: Vec<(String, String, rewrite::Facts)> = Vec::new();
+    for folder in ["tasks", "examples"] {
+        for entry in std::fs::read_dir(common::root().join(folder)).unwrap() {
+            let path = entry.unwrap().path();
+            let Ok(task) = nightshift::task::Task::load(&path) else { continue };
+            let facts = nightshift::task::facts::rewrite_facts(&task);
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            inputs.push((name, std::fs::read_to_string(&task.baseline).unwrap(), facts));
+        }
+    }
+    for (name, text) in test_kernels() {
+        let a = corpus::parse(&text).unwrap();
+        inputs.push((name.trim_end_matches(".cu").to_string(), text, a.facts));
+    }
+    let mut jobs = Vec::new();
+    for (name, text, facts) in &inputs {
+        for chain in [&[RecipeId::Vectorize][..], &[RecipeId::Cooperative, RecipeId::Vectorize]] {
+            let mut source = text.clone();
+            let composed = chain.iter().all(|id| match rewrite::apply(&app(*id), &source, facts) {
+                Ok(out) => {
+                    source = out.source;
+                    true
+                }
+                Err(_) => false,
+            });
+            let Some(cached) =
+                composed.then(|| rewrite::apply(&app(RecipeId::RowCache), &source, facts).ok()).flatten()
+            else {
+                continue;
+            };
+            assert!(cached.description.contains(" runs of "), "{name}: {}", cached.description);
+            // The fast kernel (the last one written) loads fewer runs than the passes did.
+            let fast = &cached.source[cached.source.rfind("_fast(").unwrap()..];
+            let once = fast.matches("ns_load(").count() < source.matches("ns_load(").count();
+            assert!(once, "{name}: a later pass still loads the row: {fast}");
+            jobs.push((format!("{name}--{}-rowcache.cu", chain.len()), cached.source));
+        }
+    }
+    let names: Vec<&str> = jobs.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in ["layernorm--1-rowcache.cu", "softmax--1-rowcache.cu", "rowwise_quant_int8--2-rowcache.cu"] {
+        assert!(names.contains(&expected), "{expected} not among {names:?}");
+    }
+    for (name, source) in &jobs {
+        let cu = dir.path().join(name);
+        std::fs::write(&cu, source).unwrap();
+        let out = Command::new(&tc.nvcc)
+            .args(["-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o"])
+            .arg(cu.with_extension("cubin"))
+            .arg(&cu)
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {log}");
+        let report = sass::ptxas::parse_ptxas(&log);
+        let fast: Vec<_> = report.kernels.iter().filter(|k| k.name.contains("_fast")).collect();
+        assert!(!fast.is_empty(), "{name}: no fast kernel in {log}");
+        for k in fast {
+            let local = k.stack_frame_bytes + k.spill_store_bytes + k.spill_load_bytes;
+            assert_eq!(local, 0, "{name}: `{}` keeps {local} bytes in local memory", k.name);
+        }
+    }
+}
+
 fn rewrite_cmd(args: &[&str]) -> (i32, String, String) {
     let out = common::building_command().arg("rewrite").args(args).output().expect("nightshift runs");
     (

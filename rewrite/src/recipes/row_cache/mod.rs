@@ -26,6 +26,8 @@ use crate::version::Change;
 use std::ops::Range;
 use tree_sitter::Node;
 
+mod wide;
+
 pub const PARAMS: &[ParamSpec] = &[ParamSpec {
     name: "elems",
     values: &["auto", "4", "8", "16", "32"],
@@ -334,6 +336,9 @@ fn plan<'k>(
         return Err(decline(k, "contains syntax this parser does not know"));
     }
     let body = src.node(&k.body, "compound_statement").ok_or_else(|| decline(k, "has no body"))?;
+    if let Some(wide) = wide::plan(src, facts, k, body, elems) {
+        return wide.map_err(|e| NotApplicable::new(format!("`{}`: {e}", k.name)));
+    }
     let loops: Vec<StridedLoop> = pattern::strided_loops(src, k);
     let any_grid = loops.iter().any(|l| l.spread == Spread::Grid);
     let passes: Vec<Pass> =
@@ -551,31 +556,7 @@ fn cache_plan(
             *r = None;
         }
     }
-    // Only an input the task says is never written can be read once for all passes: a
-    // write through another pointer could otherwise change it in between.
-    let root = origin(t, body, k, name, 0).ok_or_else(|| {
-        format!("`{name}` is neither a parameter nor a local pointer declared once from one and never assigned")
-    })?;
-    let arg = crate::launcher_arg(src, facts, k, &root).ok_or_else(|| {
-        format!(
-            "`{root}` is not passed straight from an argument of the launcher, so the task cannot say it is only read"
-        )
-    })?;
-    if facts.args.get(arg).and_then(|a| a.role()) != Some(Role::Input) {
-        return Err(format!(
-            "the task does not declare the buffer behind `{name}` an input the kernel only reads, so a write elsewhere could change it between passes"
-        ));
-    }
-    // Through itself, or through another parameter the launcher hands the same buffer.
-    let same: Vec<&str> = k
-        .params
-        .iter()
-        .filter(|p| p.pointer && crate::launcher_arg(src, facts, k, &p.name) == Some(arg))
-        .map(|p| p.name.as_str())
-        .collect();
-    if let Some(w) = same.iter().find_map(|p| written_through(t, body, k, p)) {
-        return Err(format!("writes the buffer behind `{name}` (`{w}`)"));
-    }
+    read_only_input(src, facts, k, body, name)?;
     if reads_of[load].as_ref().is_some_and(|r| r.conditional) {
         return Err(format!(
             "{over}, the first pass that reads `{name}`, reads it only under a condition, so loading every element there could read what the original never does"
@@ -630,6 +611,37 @@ fn cache_plan(
         return Err(format!("declares `{n}` more than once, so its passes may not read `{name}` at the same elements"));
     }
     Ok(Some((load, later, reads_of)))
+}
+
+/// Whether the buffer behind pointer `name` is an input the task says the kernel only
+/// reads, and the kernel never writes it: only such a buffer can be read once for all
+/// passes, as a write through another pointer could otherwise change it in between.
+fn read_only_input(src: &Source, facts: &Facts, k: &Kernel, body: Node, name: &str) -> Result<(), String> {
+    let t = src.text();
+    let root = origin(t, body, k, name, 0).ok_or_else(|| {
+        format!("`{name}` is neither a parameter nor a local pointer declared once from one and never assigned")
+    })?;
+    let arg = crate::launcher_arg(src, facts, k, &root).ok_or_else(|| {
+        format!(
+            "`{root}` is not passed straight from an argument of the launcher, so the task cannot say it is only read"
+        )
+    })?;
+    if facts.args.get(arg).and_then(|a| a.role()) != Some(Role::Input) {
+        return Err(format!(
+            "the task does not declare the buffer behind `{name}` an input the kernel only reads, so a write elsewhere could change it between passes"
+        ));
+    }
+    // Through itself, or through another parameter the launcher hands the same buffer.
+    let same: Vec<&str> = k
+        .params
+        .iter()
+        .filter(|p| p.pointer && crate::launcher_arg(src, facts, k, &p.name) == Some(arg))
+        .map(|p| p.name.as_str())
+        .collect();
+    if let Some(w) = same.iter().find_map(|p| written_through(t, body, k, p)) {
+        return Err(format!("writes the buffer behind `{name}` (`{w}`)"));
+    }
+    Ok(())
 }
 
 /// How many elements a thread keeps: the one asked for, or the fewest (a power of two)
@@ -730,7 +742,7 @@ mod tests {
     use super::*;
     use crate::facts::FactsBuilder;
 
-    const LAYERNORM: &str = r#"#include <cuda_runtime.h>
+    pub(super) const LAYERNORM: &str = r#"#include <cuda_runtime.h>
 #define BLOCK 256
 __device__ float block_sum(float v, float* red);
 
@@ -756,7 +768,7 @@ extern "C" void layernorm(const float* x, const float* gamma, const float* beta,
 }
 "#;
 
-    fn facts(x: Role) -> Facts {
+    pub(super) fn facts(x: Role) -> Facts {
         FactsBuilder::new("layernorm")
             .buffer("x", "float", x, "{rows} * {cols}", 1 << 23, 1 << 23)
             .buffer("gamma", "float", Role::Input, "{cols}", 2048, 4096)
