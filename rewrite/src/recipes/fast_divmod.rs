@@ -25,6 +25,10 @@ const MAX_SITES: usize = 64;
 /// Dividends stay below 2^31 when every buffer does.
 const LIMIT: i64 = i32::MAX as i64;
 
+/// The largest product of literal factors a dividend may carry (`i * 8`, a run of a
+/// vectorized index); the launcher then checks the thread count against 2^31 / that.
+const MOST_SCALE: i64 = 64;
+
 fn is_int_type(ty: &str) -> bool {
     let words: Vec<&str> =
         ty.split_whitespace().filter(|w| !matches!(*w, "const" | "volatile" | "static" | "register")).collect();
@@ -50,6 +54,8 @@ struct Site {
     range: Range<usize>,
     /// The dividend multiplies names (bounded by buffer lengths, not the thread count).
     products: bool,
+    /// The product of the literal factors the dividend carries, through its index locals.
+    scale: i64,
     op: &'static str,
     dividend: Range<usize>,
     divisor: String,
@@ -96,6 +102,8 @@ struct Names {
     /// Index locals whose value multiplies names (bounded by buffer lengths, not by the
     /// thread count).
     index_products: HashSet<String>,
+    /// Index locals' literal factors (`ns_base = thread * 8`: 8), where above 1.
+    index_scale: HashMap<String, i64>,
 }
 
 impl Names {
@@ -110,6 +118,7 @@ impl Names {
                 }
             }
         }
+        resolve_auto(t, k, body, &mut locals);
         let assigned: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
         let mut names = Names {
             locals,
@@ -117,6 +126,7 @@ impl Names {
             invariant: HashMap::new(),
             index_locals: HashSet::new(),
             index_products: HashSet::new(),
+            index_scale: HashMap::new(),
         };
         names.find_invariant(t, k, body);
         names.find_index_locals(t, k, body);
@@ -131,6 +141,14 @@ impl Names {
     /// A name in capitals that no local declares: a macro (a compile-time constant).
     fn macro_like(&self, n: &str) -> bool {
         !self.locals.contains_key(n) && n.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    }
+
+    /// The product of the literal factors an index expression carries, its index locals'
+    /// included; None where it is not a dividend's shape.
+    fn scale_of(&self, t: &str, n: Node) -> Option<i64> {
+        let own = literal_scale(t, n)?;
+        let inherited = identifiers(t, n).iter().filter_map(|i| self.index_scale.get(*i)).copied().max().unwrap_or(1);
+        own.checked_mul(inherited)
     }
 
     /// Locals that hold the same value in every thread: integer declarations at the top
@@ -162,7 +180,7 @@ impl Names {
                     continue;
                 }
                 let from_index = |e: Node| {
-                    dividend_shape(t, e)
+                    self.scale_of(t, e).is_some_and(|s| s <= MOST_SCALE)
                         && identifiers(t, e).iter().all(|n| {
                             self.index_locals.contains(*n)
                                 || self.int_param(k, n)
@@ -177,6 +195,15 @@ impl Names {
                         && a.child_by_field_name("right").is_some_and(&from_index)
                 });
                 if from_index(init) && later_ok {
+                    let scale = self.scale_of(t, init).unwrap_or(1);
+                    let scale = updates
+                        .iter()
+                        .filter(|(n, _)| *n == name)
+                        .filter_map(|(_, a)| a.child_by_field_name("right").and_then(|r| self.scale_of(t, r)))
+                        .fold(scale, i64::max);
+                    if scale > 1 {
+                        self.index_scale.insert(name.clone(), scale);
+                    }
                     if multiplies_names(t, init)
                         || identifiers(t, init).iter().any(|n| self.index_products.contains(*n))
                     {
@@ -188,6 +215,46 @@ impl Names {
             if self.index_locals.len() == before {
                 break;
             }
+        }
+    }
+}
+
+/// `auto` locals get the integer type their initializer has, where it is built from
+/// integer locals and parameters only (`const auto q = base / (cols);` is an `int` when
+/// `base` and `cols` are), so a division of them is a site like any other.
+fn resolve_auto(t: &str, k: &Kernel, body: Node, locals: &mut HashMap<String, String>) {
+    for d in descendants(body) {
+        if d.kind() != "declaration" {
+            continue;
+        }
+        let Some(ty) = syntax::declaration_type(t, d) else { continue };
+        if ty.split_whitespace().filter(|w| *w != "const").collect::<Vec<_>>() != ["auto"] {
+            continue;
+        }
+        let Some((name, Some(init))) = syntax::single_declarator(t, d) else { continue };
+        let mut wide = false;
+        let integral = descendants(init).into_iter().all(|x| match x.kind() {
+            "identifier" => {
+                let n = text(t, x);
+                let of = locals.get(n).cloned().or_else(|| k.param(n).filter(|p| !p.pointer).map(|p| p.base.clone()));
+                match of {
+                    Some(ty) if is_int_type(&ty) => {
+                        wide |= syntax::is_64bit_int(&ty);
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            "cast_expression" => x.child_by_field_name("type").is_some_and(|ty| {
+                wide |= syntax::is_64bit_int(text(t, ty));
+                is_int_type(text(t, ty))
+            }),
+            "number_literal" => crate::pattern::int_literal(text(t, x)).is_some(),
+            "call_expression" | "subscript_expression" | "field_expression" | "pointer_expression" => false,
+            _ => true,
+        });
+        if integral {
+            locals.insert(name, if wide { "long long".into() } else { "int".into() });
         }
     }
 }
@@ -225,14 +292,14 @@ fn division_sites(t: &str, k: &Kernel, body: Node, names: &Names) -> Vec<Site> {
                 || k.param(n).is_some_and(|p| !p.pointer && is_int_type(&p.base))
                 || matches!(*n, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
                 || names.macro_like(n)
-        }) && dividend_shape(t, l);
-        if !ok {
-            continue;
-        }
+        });
+        let scale = names.scale_of(t, l).filter(|s| *s <= MOST_SCALE);
+        let Some(scale) = scale.filter(|_| ok) else { continue };
         let products = multiplies_names(t, l) || identifiers(t, l).iter().any(|n| names.index_products.contains(*n));
         sites.push(Site {
             range: d.byte_range(),
             products,
+            scale,
             op,
             dividend: l.byte_range(),
             divisor: host_template(t, k, rs, &names.invariant),
@@ -287,11 +354,14 @@ fn rewrite<'k>(
             }
         }
     }
-    // Without a thread-count check, the buffer checks alone bound the dividends.
+    // Without a thread-count check, the buffer checks alone bound the dividends; a
+    // dividend that scales the thread index (`thread * 8`) needs the threads checked
+    // against 2^31 / its scale.
     let have_buffer_guards = change.guards.len() > divisors.len();
-    let threads = match guards::threads_below(src, k, LIMIT) {
+    let scale = sites.iter().map(|s| s.scale).max().unwrap_or(1);
+    let threads = match guards::threads_below(src, k, LIMIT / scale) {
         Ok(t) => t,
-        Err(_) if have_buffer_guards => Vec::new(),
+        Err(_) if have_buffer_guards && scale == 1 => Vec::new(),
         Err(why) => return Err(why),
     };
     if threads.is_empty() && !have_buffer_guards {
@@ -305,26 +375,51 @@ fn rewrite<'k>(
     Ok((change, format!("`{}`: {} divide/modulo by {} with magic numbers", k.name, sites.len(), shown.join(", "))))
 }
 
-/// Sums, divisions, remainders and products of names (no literal factor), integer
-/// literals, casts to integer types and the thread builtins: expressions that stay
-/// non-negative and, under the launcher's checks, below 2^31.
-fn dividend_shape(t: &str, n: Node) -> bool {
-    descendants(n).into_iter().all(|d| match d.kind() {
-        "identifier"
-        | "field_identifier"
-        | "field_expression"
-        | "parenthesized_expression"
-        | "type_descriptor"
-        | "primitive_type"
-        | "sized_type_specifier"
-        | "type_identifier" => true,
-        "cast_expression" => d.child_by_field_name("type").is_some_and(|ty| is_int_type(text(t, ty))),
-        "number_literal" => crate::pattern::int_literal(text(t, d)).is_some(),
-        "binary_expression" => binary(t, d).is_some_and(|(o, l, r)| {
-            matches!(o, "+" | "/" | "%") || (o == "*" && [l, r].iter().all(|x| strip(*x).kind() != "number_literal"))
-        }),
-        _ => !d.is_named(),
-    })
+/// Sums, divisions, remainders and products of names, integer literals, casts to
+/// integer types and the thread builtins: expressions that stay non-negative and, under
+/// the launcher's checks, below 2^31. The value is the product of the positive literal
+/// factors (`(thread) * 8`: 8), which the thread count is checked against; None for any
+/// other shape (a difference, a load, a call, a negative or zero factor).
+fn literal_scale(t: &str, n: Node) -> Option<i64> {
+    let mut scale: i64 = 1;
+    for d in descendants(n) {
+        let ok = match d.kind() {
+            "identifier"
+            | "field_identifier"
+            | "field_expression"
+            | "parenthesized_expression"
+            | "type_descriptor"
+            | "primitive_type"
+            | "sized_type_specifier"
+            | "type_identifier" => true,
+            "cast_expression" => d.child_by_field_name("type").is_some_and(|ty| is_int_type(text(t, ty))),
+            "number_literal" => crate::pattern::int_literal(text(t, d)).is_some(),
+            "binary_expression" => match binary(t, d) {
+                Some(("+" | "/" | "%", _, _)) => true,
+                Some(("*", l, r)) => {
+                    let literal = [l, r]
+                        .into_iter()
+                        .map(strip)
+                        .find(|x| x.kind() == "number_literal")
+                        .map(|x| crate::pattern::int_literal(text(t, x)));
+                    match literal {
+                        None => true,
+                        Some(Some(f)) if f >= 1 => {
+                            scale = scale.checked_mul(f)?;
+                            true
+                        }
+                        Some(_) => false,
+                    }
+                }
+                _ => false,
+            },
+            _ => !d.is_named(),
+        };
+        if !ok {
+            return None;
+        }
+    }
+    Some(scale)
 }
 
 /// Whether an expression multiplies anything but thread builtins (`blockIdx.x *
@@ -453,6 +548,51 @@ extern "C" void launch(const float* x, const float* bias, float* y, int N, int C
             let e = apply(&Source::parse(&src), &f, &Params::default());
             assert!(e.is_err(), "{to}: {:?}", e.map(|r| r.source));
         }
+    }
+
+    /// `vectorize`'s runs: the thread index times the run's length, and the quotient in
+    /// an `auto` local.
+    const RUNS: &str = r#"
+__global__ void runs(const float* x, float* y, int cols, int dim, int n) {
+  const int base = (int)(blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  if (base + 8 <= n) {
+    const auto q = base / (cols);
+    const auto r = base % (cols);
+    const int d = (int)((q) % dim);
+    y[base] = x[d] + r;
+  }
+}
+extern "C" void launch(const float* x, float* y, int cols, int dim, int n, cudaStream_t s) {
+  runs<<<(n / 8 + 255) / 256, 256, 0, s>>>(x, y, cols, dim, n);
+}
+"#;
+
+    #[test]
+    fn a_run_index_scaled_by_a_literal_divides_by_magic_under_a_thread_check_of_that_scale() {
+        let f = FactsBuilder::new("launch")
+            .buffer("x", "float", Role::Input, "{dim}", 64, 64)
+            .buffer("y", "float", Role::Output, "{n}", 1 << 24, 1 << 24)
+            .int("cols", 2048, 2048)
+            .int("dim", 64, 64)
+            .int("n", 1 << 24, 1 << 24)
+            .build();
+        let r = apply(&Source::parse(RUNS), &f, &Params::default()).unwrap();
+        assert_eq!(r.description, "`runs`: 3 divide/modulo by `cols`, `dim` with magic numbers");
+        let s = &r.source;
+        assert!(s.contains("const auto q = (decltype(base / (cols)))(ns_div((unsigned)(base), ns_dv0));"), "{s}");
+        assert!(s.contains("ns_mod((unsigned)((q)), ns_dv1)"), "{s}");
+        // base < threads * 8 < 2^31.
+        assert!(r.guards.iter().any(|g| g.ends_with("<= 268435455LL")), "{:?}", r.guards);
+        // A factor past 64 keeps the division as it is.
+        let big = RUNS.replace(") * 8;", ") * 1000;");
+        let e = apply(&Source::parse(&big), &f, &Params::default()).unwrap_err();
+        assert!(e.0.contains("divides no integer index"), "{e}");
+        // An `auto` of a 64-bit value is a 64-bit index; one of a float is none.
+        let float = RUNS.replace("const auto q = base / (cols);", "const auto q = base / (cols) * 0.5f;");
+        assert!(!apply(&Source::parse(&float), &f, &Params::default())
+            .unwrap()
+            .source
+            .contains("ns_mod((unsigned)((q))"));
     }
 
     #[test]

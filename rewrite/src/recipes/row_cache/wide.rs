@@ -43,22 +43,24 @@ struct Load<'t> {
     stmt: Node<'t>,
     /// `x + ns_base`, `A + ((size_t)row * cols) + ns_base`.
     address: String,
+    address_node: Node<'t>,
     /// Under `if (...)` (a read the original made only where a condition held).
     conditional: bool,
 }
 
 /// One of `vectorize`'s passes.
 struct WidePass<'t> {
-    /// The `if (/* nightshift: aligned */ ...)` statement.
+    /// The `if (/* nightshift: aligned */ ...)` statement and its wide path.
     stmt: Node<'t>,
-    /// The terms of its condition, as written.
-    conditions: Vec<String>,
+    wide: Node<'t>,
     first: Node<'t>,
     stride: Node<'t>,
     ty: String,
     v: i64,
     bound: Node<'t>,
     run: Node<'t>,
+    /// An unroll pragma of the run loop, which the full unroll replaces.
+    pragma: Option<Node<'t>>,
     staged: Vec<Staged<'t>>,
 }
 
@@ -100,9 +102,6 @@ fn first_line(t: &str, n: Node) -> String {
 }
 
 fn wide_pass<'t>(t: &str, stmt: Node<'t>) -> Option<Result<WidePass<'t>, String>> {
-    let cond = text(t, stmt.child_by_field_name("condition")?).replace(ALIGNED, "");
-    let cond = cond.trim().strip_prefix('(')?.strip_suffix(')')?;
-    let conditions: Vec<String> = cond.split("&&").map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect();
     let block = stmt.child_by_field_name("consequence").filter(|b| b.kind() == "compound_statement")?;
     let mut first = None;
     let mut stride = None;
@@ -129,9 +128,17 @@ fn wide_pass<'t>(t: &str, stmt: Node<'t>) -> Option<Result<WidePass<'t>, String>
     let v: i64 = squeeze(text(t, value?)).strip_prefix("ns_first*")?.parse().ok()?;
     let ty = init.child_by_field_name("type").map(|n| text(t, n).to_string())?;
     let (op, left, bound) = syntax::binary(t, run.child_by_field_name("condition")?)?;
-    if name != "ns_base" || op != "<=" || squeeze(text(t, left)) != format!("ns_base+{v}") {
+    let update = squeeze(text(t, run.child_by_field_name("update")?));
+    if name != "ns_base"
+        || op != "<="
+        || squeeze(text(t, left)) != format!("ns_base+{v}")
+        || update != format!("ns_base+=ns_stride*{v}")
+    {
         return None;
     }
+    let pragma = run
+        .prev_named_sibling()
+        .filter(|x| x.kind() == "preproc_call" && text(t, *x).trim_start().starts_with("#pragma unroll"));
     let body = run.child_by_field_name("body").filter(|b| b.kind() == "compound_statement")?;
     let mut staged: Vec<Staged> = Vec::new();
     for s in named_children(body) {
@@ -148,13 +155,22 @@ fn wide_pass<'t>(t: &str, stmt: Node<'t>) -> Option<Result<WidePass<'t>, String>
                 load: None,
             });
         } else if let Some(at) = line.find("ns_load(") {
-            let args = line[at + "ns_load(".len()..].trim_end().strip_suffix(");")?;
-            let (array, address) = args.split_once(',')?;
-            let slot = staged.iter_mut().find(|x| x.array == array.trim())?;
-            slot.load = Some(Load { stmt: s, address: address.trim().to_string(), conditional: at > 0 });
+            let call = descendants(s).into_iter().find(|d| {
+                d.kind() == "call_expression"
+                    && d.child_by_field_name("function").is_some_and(|f| text(t, f) == "ns_load")
+            })?;
+            let args = named_children(call.child_by_field_name("arguments")?);
+            let [array, address] = args.as_slice() else { return None };
+            let slot = staged.iter_mut().find(|x| x.array == text(t, *array))?;
+            slot.load = Some(Load {
+                stmt: s,
+                address: text(t, *address).to_string(),
+                address_node: *address,
+                conditional: at > 0,
+            });
         }
     }
-    Some(Ok(WidePass { stmt, conditions, first, stride, ty, v, bound, run, staged }))
+    Some(Ok(WidePass { stmt, wide: block, first, stride, ty, v, bound, run, pragma, staged }))
 }
 
 /// Bytes of one element of `ty`, for the types `vectorize` moves.
@@ -178,6 +194,9 @@ struct Kept {
     elem: String,
     len: i64,
     cache: String,
+    /// Set on the loading pass's wide path: a later pass reads the cache only then, and
+    /// loads its runs itself otherwise.
+    filled: String,
     load: usize,
     readers: Vec<usize>,
 }
@@ -208,6 +227,14 @@ fn plan_passes<'k>(
     elems: Option<i64>,
 ) -> Result<(Change<'k>, String), String> {
     let t = src.text();
+    if descendants(body).iter().any(|d| d.kind() == "goto_statement") {
+        return Err("jumps with `goto`, so a pass could run without the one that loads the row".into());
+    }
+    if descendants(body).iter().any(|d| {
+        d.kind().starts_with("preproc_") && (text(t, *d).contains("#define") || text(t, *d).starts_with("#undef"))
+    }) {
+        return Err("defines or undefines macros inside the kernel, so two passes' names may not mean the same".into());
+    }
     let mut why: Vec<String> = Vec::new();
     let mut all = Vec::new();
     for p in parsed {
@@ -294,19 +321,15 @@ fn plan_group(
             let name = l.address.split(['+', ' ']).next().unwrap_or("").trim().to_string();
             match keepable(src, facts, k, body, group, i, &readers, s, l, &name) {
                 Ok(()) => {
-                    let mut cache = format!("ns_row_{name}");
-                    let mut n = 2;
-                    while taken.contains(&cache) {
-                        cache = format!("ns_row_{name}{n}");
-                        n += 1;
-                    }
-                    taken.push(cache.clone());
+                    let cache = fresh(t, taken, &format!("ns_row_{name}"));
+                    let filled = fresh(t, taken, &format!("{cache}_filled"));
                     kept.push(Kept {
                         name,
                         array: s.array.clone(),
                         elem: s.elem.clone(),
                         len: s.len,
                         cache,
+                        filled,
                         load: i,
                         readers,
                     });
@@ -330,6 +353,12 @@ fn plan_group(
     })?;
     let stride = at_launcher(src, k, body, strip(first.stride))
         .map_err(|e| format!("{over} step by `{}`, which the launcher cannot see: {e}", text(t, first.stride)))?;
+    if !never_negative(t, body, first.first) {
+        return Err(format!(
+            "{over} start at `{}`, which this recipe cannot show is never negative",
+            text(t, first.first)
+        ));
+    }
     let mut bytes_per_run = 0;
     for c in &kept {
         let b = elem_bytes(&c.elem)
@@ -338,32 +367,41 @@ fn plan_group(
     }
     let runs = runs_per_thread(src, facts, k, first, elems, bytes_per_run)?;
     let v = first.v;
-    let mut step = "ns_r".to_string();
-    let mut n = 2;
-    while taken.contains(&step) || syntax::mentions_word(text(t, body), &step) {
-        step = format!("ns_r{n}");
-        n += 1;
-    }
-    taken.push(step.clone());
+    let step = fresh(t, taken, "ns_r");
     let guard = format!("{bound} <= {} * {stride}", runs * v);
     let mut edits = Vec::new();
     // The arrays sit before the loading pass, in the block that holds every reader.
+    let mut marks: Vec<(usize, String)> = Vec::new();
     for c in &kept {
         let at = group[c.load].stmt.start_byte();
         let indent = indent_at(t, at);
         edits.push((
             at..at,
             format!(
-                "// nightshift: `{}` kept in registers as {runs} runs of {} per thread: read once, not once per pass.\n{indent}alignas(16) {} {}[{runs}][{}];\n{indent}",
-                c.name, c.len, c.elem, c.cache, c.len
+                "// nightshift: `{}` kept in registers as {runs} runs of {} per thread: read once, not once per pass.\n{indent}alignas(16) {} {}[{runs}][{}];\n{indent}bool {} = false;\n{indent}",
+                c.name, c.len, c.elem, c.cache, c.len, c.filled
             ),
         ));
+        marks.push((c.load, format!("{} = true;", c.filled)));
+    }
+    // The wide path of a loading pass says so first thing.
+    for (i, p) in group.iter().enumerate() {
+        let set: Vec<&str> = marks.iter().filter(|(l, _)| *l == i).map(|(_, m)| m.as_str()).collect();
+        if set.is_empty() {
+            continue;
+        }
+        let open = p.wide.start_byte() + 1;
+        let inner = named_children(p.wide)
+            .first()
+            .map_or_else(|| indent_at(t, p.wide.start_byte()) + "  ", |n| indent_at(t, n.start_byte()));
+        edits.push((open..open, format!("\n{inner}{}", set.join(" "))));
     }
     let involved: Vec<usize> =
         (0..group.len()).filter(|i| kept.iter().any(|c| c.load == *i || c.readers.contains(i))).collect();
     for i in &involved {
         let p = group[*i];
-        edits.push((p.run.byte_range(), run_code(t, p, *i, &kept, runs, &step)));
+        let from = p.pragma.map_or(p.run.start_byte(), |x| x.start_byte());
+        edits.push((from..p.run.end_byte(), run_code(t, p, *i, &kept, runs, &step)));
     }
     let names: Vec<String> = kept.iter().map(|c| format!("`{}`", c.name)).collect();
     let note = format!(
@@ -400,38 +438,61 @@ fn keepable(
         ));
     }
     let run_body = lp.run.child_by_field_name("body").unwrap_or(lp.run);
-    if descendants(run_body).iter().any(|d| matches!(d.kind(), "break_statement" | "goto_statement")) {
-        return Err(format!("{over}, the first that load `{name}`, can leave their loop early"));
+    if descendants(run_body).iter().any(|d| matches!(d.kind(), "break_statement" | "continue_statement")) {
+        return Err(format!("{over}, the first that load `{name}`, can leave a step or their loop early"));
     }
-    // A reader's aligned path must imply the loader's, or it could read runs never loaded.
-    for r in readers {
-        let theirs: Vec<String> = group[*r].conditions.iter().map(|c| squeeze(c)).collect();
-        if let Some(c) = lp.conditions.iter().find(|c| !theirs.contains(&squeeze(c))) {
-            return Err(format!(
-                "a later pass over `{}` takes its wide path without the first's condition `{c}`, so it could read runs of `{name}` the first never loaded",
-                text(t, strip(lp.bound))
-            ));
-        }
+    // The address is names and arithmetic: nothing read from memory that could change.
+    let fixed = descendants(l.address_node).into_iter().all(|d| match d.kind() {
+        "subscript_expression" | "call_expression" | "pointer_expression" => false,
+        "field_expression" => syntax::builtin(t, d).is_some(),
+        _ => true,
+    });
+    if !fixed {
+        return Err(format!(
+            "{over} load `{name}` at `{}`, an address that reads memory or calls, which may differ between passes",
+            l.address
+        ));
     }
     let block = lp.stmt.parent().filter(|b| b.kind() == "compound_statement").ok_or_else(|| {
         format!("{over}, the first that load `{name}`, are not a statement of a block that could hold their registers")
     })?;
-    let last = group[*readers.last().unwrap_or(&load)];
     if readers.iter().any(|r| group[*r].stmt.end_byte() > block.end_byte()) {
         return Err(format!("a later pass that reads `{name}` lies outside the block of the first"));
     }
     if s.decl.end_byte() > l.stmt.start_byte() {
         return Err(format!("{over} load `{name}` before declaring its array"));
     }
-    // The array is the cache itself in every pass: none may write it.
+    // The array is the cache itself in every pass: none may write it, and it may be used
+    // only by its declaration, its one load and reads of its elements.
     for i in std::iter::once(&load).chain(readers) {
-        let run = group[*i].run;
-        if let Some(a) = writes_to(t, run, &s.array) {
+        let p = group[*i];
+        if let Some(a) = writes_to(t, p.run, &s.array) {
             return Err(format!("a pass writes the array it stages `{name}` in (`{}`)", text(t, a)));
         }
+        let Some(own) = p.staged.iter().find(|x| x.array == s.array) else { continue };
+        let inside = |d: Node, n: Node| n.start_byte() <= d.start_byte() && d.end_byte() <= n.end_byte();
+        let other = descendants(p.run).into_iter().find(|d| {
+            d.kind() == "identifier"
+                && text(t, *d) == s.array
+                && !inside(*d, own.decl)
+                && !own.load.as_ref().is_some_and(|x| inside(*d, x.stmt))
+                && !d.parent().is_some_and(|up| {
+                    up.kind() == "subscript_expression"
+                        && up.child_by_field_name("argument").is_some_and(|a| a.id() == d.id())
+                        && up.parent().is_none_or(|pp| pp.kind() != "pointer_expression")
+                })
+        });
+        if let Some(d) = other {
+            let stmt = d.parent().map_or(d, |x| x.parent().unwrap_or(x));
+            return Err(format!(
+                "a pass uses the array it stages `{name}` in otherwise than reading its elements (`{}`)",
+                text(t, stmt).trim()
+            ));
+        }
     }
-    // What the runs' places are made of holds still between the passes.
-    let span = lp.stmt.start_byte()..last.stmt.end_byte();
+    // What the runs' places are made of holds still from the first pass on, through the
+    // rest of its block (a later pass in a loop of that block runs again after it).
+    let span = lp.stmt.start_byte()..block.end_byte();
     let mut words: Vec<String> = Vec::new();
     for n in [lp.first, lp.stride, lp.bound] {
         words.extend(syntax::identifiers(t, n).into_iter().map(str::to_string));
@@ -453,8 +514,14 @@ fn keepable(
             text(t, a)
         ));
     }
+    // One declaration of each: a local, a parameter, or a constant of the file, never
+    // hidden by another in a pass.
     let declared = syntax::declared_names(t, body);
-    let declarations = |w: &String| declared.iter().filter(|d| *d == w).count() + usize::from(k.param(w).is_some());
+    let declarations = |w: &String| {
+        declared.iter().filter(|d| *d == w).count()
+            + usize::from(k.param(w).is_some())
+            + usize::from(crate::launch::file_scope_size(src, w, k.range.start).value().is_some())
+    };
     if let Some(n) = words.iter().find(|w| declarations(w) > 1) {
         return Err(format!("declares `{n}` more than once, so its passes may not load the same runs of `{name}`"));
     }
@@ -549,10 +616,9 @@ fn run_code(t: &str, p: &WidePass, at: usize, kept: &[Kept], runs: i64, step: &s
         );
         if c.load != at {
             if let Some(l) = &s.load {
-                // The whole line goes: the cache holds what it loaded.
-                let line_start = t[..l.stmt.start_byte()].rfind('\n').map_or(l.stmt.start_byte(), |x| x + 1);
-                let end = l.stmt.end_byte() + usize::from(t[l.stmt.end_byte()..].starts_with('\n'));
-                edits.replace(line_start - base..end - base, "");
+                // Where the loading pass took its narrow path, this one loads its runs itself.
+                let from = l.stmt.start_byte() - base;
+                edits.insert(from, format!("if (!{}) ", c.filled));
             }
         }
     }
@@ -567,7 +633,46 @@ fn run_code(t: &str, p: &WidePass, at: usize, kept: &[Kept], runs: i64, step: &s
         text(t, p.bound),
         reindent(inner.trim(), "    ")
     );
-    reindent(&code, &indent_at(t, p.run.start_byte()))
+    reindent(&code, &indent_at(t, p.pragma.unwrap_or(p.run).start_byte()))
+}
+
+/// A name like `want` that nothing in the file or this rewrite uses yet.
+fn fresh(t: &str, taken: &mut Vec<String>, want: &str) -> String {
+    let mut name = want.to_string();
+    let mut n = 2;
+    while taken.contains(&name) || syntax::mentions_word(t, &name) {
+        name = format!("{want}{n}");
+        n += 1;
+    }
+    taken.push(name.clone());
+    name
+}
+
+/// Whether a run loop's first element is never negative: `threadIdx.x`, or a lane
+/// `threadIdx.x % K` / `threadIdx.x & M` held in a local declared once and never assigned.
+fn never_negative(t: &str, body: Node, first: Node) -> bool {
+    let thread = |n: Node| syntax::builtin(t, strip(n)) == Some(("threadIdx", 'x'));
+    let n = strip(first);
+    if thread(n) {
+        return true;
+    }
+    if n.kind() != "identifier" {
+        return false;
+    }
+    let name = text(t, n);
+    if syntax::declared_names(t, body).iter().filter(|d| *d == name).count() != 1
+        || syntax::assigned(t, body).iter().any(|(a, _)| a == name)
+    {
+        return false;
+    }
+    descendants(body).into_iter().any(|d| {
+        syntax::single_declarator(t, d).is_some_and(|(dn, v)| {
+            dn == name
+                && v.map(strip).and_then(|v| syntax::binary(t, v)).is_some_and(|(op, l, r)| {
+                    matches!(op, "%" | "&") && thread(l) && strip(r).kind() == "number_literal"
+                })
+        })
+    })
 }
 
 /// The lines of `s` without the indentation they all share (blank lines aside).
@@ -610,7 +715,9 @@ mod tests {
         let s = fast(&r.source);
         let load = r#"  // nightshift: `row` kept in registers as 2 runs of 4 per thread: read once, not once per pass.
   alignas(16) float ns_row_row[2][4];
+  bool ns_row_row_filled = false;
   if (/* nightshift: aligned */ ((unsigned long long)(row) % 16) == 0) {
+    ns_row_row_filled = true;
     // nightshift: 4 consecutive elements per thread and step, moved with wide accesses.
     const int ns_first = (int)(threadIdx.x);
     const int ns_stride = (int)(BLOCK);
@@ -634,7 +741,9 @@ mod tests {
         // Three passes read the array, the first alone loads it; gamma and beta, read by
         // one pass, are loaded there as before.
         assert_eq!(s.matches("float (&ns_row)[4] = ns_row_row[ns_r];").count(), 3, "{s}");
-        assert_eq!(s.matches("ns_load(ns_row, ").count(), 1, "{s}");
+        // The later passes load their runs only where the first took its narrow path.
+        assert_eq!(s.matches("ns_load(ns_row, ").count(), 3, "{s}");
+        assert_eq!(s.matches("if (!ns_row_row_filled) ns_load(ns_row, row + ns_base);").count(), 2, "{s}");
         assert!(s.contains("ns_load(ns_gamma, gamma + ns_base);") && s.contains("ns_load(ns_beta, beta + ns_base);"));
         // Tails and unaligned rows read memory.
         assert!(s.contains("const float d = row[c] - mean;"), "{s}");
@@ -666,40 +775,92 @@ mod tests {
     }
 
     #[test]
-    fn declines_where_the_array_could_be_read_before_it_is_filled() {
+    fn a_later_wide_path_without_the_firsts_loads_its_own_runs() {
+        // The first pass may stay narrow (its `out` unaligned) where the second goes wide:
+        // the second then loads what it reads, as the flag says the cache is empty.
         let f = facts(Role::Input);
-        let v = vectorized(&f);
-        let first_pass = "if (/* nightshift: aligned */ ((unsigned long long)(row) % 16) == 0) {";
-        // The first pass may stay narrow where the second goes wide.
-        let narrower = v.replacen(
-            first_pass,
+        let narrower = vectorized(&f).replacen(
+            "if (/* nightshift: aligned */ ((unsigned long long)(row) % 16) == 0) {",
             "if (/* nightshift: aligned */ ((unsigned long long)(row) % 16) == 0 && ((unsigned long long)(out) % 16) == 0) {",
             1,
         );
-        assert_eq!(
-            cache(&narrower, &f, "auto").unwrap_err().0,
-            "`layernorm_rows`: a later pass over `cols` takes its wide path without the first's condition `((unsigned long long)(out) % 16) == 0`, so it could read runs of `row` the first never loaded"
-        );
-        let conditional =
-            v.replacen("ns_load(ns_row, row + ns_base);", "if (mean > 0.f) ns_load(ns_row, row + ns_base);", 1);
-        assert!(cache(&conditional, &f, "auto").unwrap_err().0.contains("load it only under a condition"));
-        let early = v.replacen(
-            "ns_load(ns_row, row + ns_base);",
-            "ns_load(ns_row, row + ns_base);\n      if (s > 1e30f) break;",
-            1,
-        );
-        assert!(cache(&early, &f, "auto").unwrap_err().0.contains("can leave their loop early"));
-        let written =
-            v.replacen("ns_load(ns_row, row + ns_base);", "ns_load(ns_row, row + ns_base);\n      ns_row[0] = 0.f;", 1);
-        assert!(cache(&written, &f, "auto").unwrap_err().0.contains("writes the array it stages `row` in"));
+        let r = cache(&narrower, &f, "auto").unwrap();
+        let s = fast(&r.source);
+        let first = s.find("((unsigned long long)(out) % 16) == 0) {\n    ns_row_row_filled = true;").unwrap();
+        assert!(s[first..].contains("if (!ns_row_row_filled) ns_load(ns_row, row + ns_base);"), "{s}");
+    }
+
+    #[test]
+    fn declines_where_the_cache_could_hold_other_values_than_memory() {
+        let f = facts(Role::Input);
+        let v = vectorized(&f);
+        let why = |src: &str| cache(src, &f, "auto").unwrap_err().0;
+        let load = "ns_load(ns_row, row + ns_base);";
+        let conditional = v.replacen(load, "if (mean > 0.f) ns_load(ns_row, row + ns_base);", 1);
+        assert!(why(&conditional).contains("load it only under a condition"));
+        for leave in ["break", "continue"] {
+            let early = v.replacen(load, &format!("if (s > 1e30f) {leave};\n      {load}"), 1);
+            assert!(why(&early).contains("can leave a step or their loop early"), "{leave}");
+        }
+        let written = v.replacen(load, &format!("{load}\n      ns_row[0] = 0.f;"), 1);
+        assert!(why(&written).contains("writes the array it stages `row` in (`ns_row[0] = 0.f`)"));
+        let alias = v.replacen(load, &format!("{load}\n      float* p = ns_row;\n      p[0] = 0.f;"), 1);
+        assert!(why(&alias).contains("uses the array it stages `row` in otherwise than reading its elements"));
+        // A second load into the array in a later pass would overwrite the cache.
+        let twice = v.replacen(load, &format!("ns_load(ns_row, gamma + ns_base);\n      {load}"), 2);
+        assert!(why(&twice).contains("otherwise than reading its elements"), "{}", why(&twice));
         let moved = v.replacen("float v = 0.f;", "float v = 0.f;\n  row += 1;", 1);
-        let why = cache(&moved, &f, "auto").unwrap_err().0;
-        assert!(why.contains("`row`"), "{why}");
+        assert!(why(&moved).contains("`row` is neither a parameter nor a local pointer declared once"));
+        let shrunk = v.replacen("const float rstd", "cols -= 1;\n  const float rstd", 1);
+        assert!(
+            why(&shrunk).contains("changes `cols` between its passes over `cols` (`cols -= 1`)"),
+            "{}",
+            why(&shrunk)
+        );
+        // A name the runs are placed by, hidden in a later pass by a local of its own.
+        let hidden = v.replacen(
+            "const int ns_stride = (int)(BLOCK);",
+            "const int BLOCK = 128;\n    const int ns_stride = (int)(BLOCK);",
+            2,
+        );
+        assert!(why(&hidden).contains("declares `BLOCK` more than once"), "{}", why(&hidden));
+        let redefined = v.replacen("float v = 0.f;", "#undef BLOCK\n#define BLOCK 128\n  float v = 0.f;", 1);
+        assert!(why(&redefined).contains("defines or undefines macros inside the kernel"));
+        let jump = v.replacen("float v = 0.f;", "if (eps < 0.f) goto skip;\n  float v = 0.f;\nskip:", 1);
+        assert!(why(&jump).contains("jumps with `goto`"));
+        let loaded = v.replace("row + ns_base", "row + (int)gamma[0] + ns_base");
+        assert!(why(&loaded).contains("an address that reads memory or calls"), "{}", why(&loaded));
+        // A run loop that steps otherwise than `vectorize` writes is no pass of its own.
+        let step = v.replace("ns_base += ns_stride * 4", "ns_base += ns_stride * 8");
+        assert!(why(&step).contains("is not a pass as `vectorize` writes it"), "{}", why(&step));
+        let negative =
+            v.replace("const int ns_first = (int)(threadIdx.x);", "const int ns_first = (int)(threadIdx.x) - 1;");
+        assert!(why(&negative).contains("cannot show is never negative"), "{}", why(&negative));
         let inout = facts(Role::InOut);
         assert_eq!(
             cache(&vectorized(&inout), &inout, "auto").unwrap_err().0,
             "`layernorm_rows`: the task does not declare the buffer behind `row` an input the kernel only reads, so a write elsewhere could change it between passes"
         );
+    }
+
+    #[test]
+    fn names_it_adds_are_new_to_the_file_and_a_run_pragma_gives_way() {
+        let f = facts(Role::Input);
+        let v = vectorized(&f)
+            .replace("float* y, int cols, float eps) {", "float* y, int cols, float eps, int ns_row_row, int ns_r) {")
+            .replacen(
+                "    for (int ns_base = ns_first * 4;",
+                "    #pragma unroll 2\n    for (int ns_base = ns_first * 4;",
+                1,
+            );
+        let r = cache(&v, &f, "auto").unwrap();
+        let s = fast(&r.source);
+        assert!(
+            s.contains("alignas(16) float ns_row_row2[2][4];") && s.contains("bool ns_row_row2_filled = false;"),
+            "{s}"
+        );
+        assert!(s.contains("for (int ns_r2 = 0; ns_r2 < 2; ++ns_r2)"), "{s}");
+        assert!(!s.contains("#pragma unroll 2"), "{s}");
     }
 
     #[test]
