@@ -147,6 +147,22 @@ impl Names {
     /// included; None where it is not a dividend's shape.
     fn scale_of(&self, t: &str, n: Node) -> Option<i64> {
         let own = literal_scale(t, n)?;
+        // A literal scales thread coordinates only: the thread check bounds `thread * 8`,
+        // nothing bounds `cols * 8`.
+        let thread_only = |x: Node| {
+            identifiers(t, x).iter().all(|i| {
+                matches!(*i, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
+                    || (self.index_locals.contains(*i) && !self.index_products.contains(*i))
+            })
+        };
+        let scaled_names = descendants(n).into_iter().all(|d| match binary(t, d) {
+            Some(("*", l, r)) if strip(l).kind() == "number_literal" => thread_only(r),
+            Some(("*", l, r)) if strip(r).kind() == "number_literal" => thread_only(l),
+            _ => true,
+        });
+        if !scaled_names {
+            return None;
+        }
         let inherited = identifiers(t, n).iter().filter_map(|i| self.index_scale.get(*i)).copied().max().unwrap_or(1);
         own.checked_mul(inherited)
     }
@@ -583,6 +599,10 @@ extern "C" void launch(const float* x, float* y, int cols, int dim, int n, cudaS
         assert!(s.contains("ns_mod((unsigned)((q)), ns_dv1)"), "{s}");
         // base < threads * 8 < 2^31.
         assert!(r.guards.iter().any(|g| g.ends_with("<= 268435455LL")), "{:?}", r.guards);
+        // A literal scales thread coordinates only: nothing checks `cols * 8` below 2^31.
+        let sized = RUNS.replace("const auto q = base / (cols);", "const auto q = (cols * 8 + base) / (cols);");
+        let r2 = apply(&Source::parse(&sized), &f, &Params::default()).unwrap();
+        assert!(r2.source.contains("const auto q = (cols * 8 + base) / (cols);"), "{}", r2.source);
         // A factor past 64 keeps the division as it is.
         let big = RUNS.replace(") * 8;", ") * 1000;");
         let e = apply(&Source::parse(&big), &f, &Params::default()).unwrap_err();
