@@ -350,14 +350,7 @@ fn plan<'k>(
         return Err(decline(k, "jumps with `goto`, so a pass could run without the one that loads the row"));
     }
     // Passes over the same elements per thread, in source order.
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (i, p) in passes.iter().enumerate() {
-        match groups.iter_mut().find(|g| passes[g[0]].key(t) == p.key(t)) {
-            Some(g) => g.push(i),
-            None => groups.push(vec![i]),
-        }
-    }
-    groups.retain(|g| g.len() >= 2);
+    let groups = alike(&passes.iter().map(|p| p.key(t)).collect::<Vec<_>>());
     if groups.is_empty() {
         let bounds: Vec<String> = passes.iter().map(|p| format!("`{}`", p.l.bound)).collect();
         return Err(decline(
@@ -460,6 +453,19 @@ fn plan<'k>(
         return Err(NotApplicable::new(format!("`{}`: {}", k.name, why.join("; "))));
     }
     Ok((change, format!("`{}`: {}", k.name, notes.join("; "))))
+}
+
+/// The indices of equal keys, a group for each key two or more share, in order.
+fn alike<K: PartialEq>(keys: &[K]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        match groups.iter_mut().find(|g| keys[g[0]] == *key) {
+            Some(g) => g.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    groups.retain(|g| g.len() >= 2);
+    groups
 }
 
 /// Why a kernel has no pass this recipe takes, in the terms of the loops it has.

@@ -14,7 +14,7 @@
 //! paths read memory as before. The launcher takes the fast copy only when a row fits
 //! (`n <= R * V * stride`).
 
-use super::{at_launcher, bound_sizes, read_only_input, value_of};
+use super::{alike, at_launcher, bound_sizes, read_only_input, value_of};
 use crate::facts::Facts;
 use crate::source::{Kernel, Source};
 use crate::syntax::{self, descendants, indent_at, named_children, reindent, strip, text};
@@ -243,14 +243,7 @@ fn plan_passes<'k>(
             Err(e) => why.push(e),
         }
     }
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (i, p) in all.iter().enumerate() {
-        match groups.iter_mut().find(|g| all[g[0]].key(t) == p.key(t)) {
-            Some(g) => g.push(i),
-            None => groups.push(vec![i]),
-        }
-    }
-    groups.retain(|g| g.len() >= 2);
+    let groups = alike(&all.iter().map(|p| p.key(t)).collect::<Vec<_>>());
     if groups.is_empty() {
         why.push(format!(
             "makes one vectorized pass over each row (runs over {}): no row is read twice",
