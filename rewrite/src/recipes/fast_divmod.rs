@@ -11,7 +11,7 @@ use crate::guards;
 use crate::helpers;
 use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
 use crate::source::{Kernel, Source};
-use crate::syntax::{self, binary, descendants, identifiers, strip, text};
+use crate::syntax::{self, binary, descendants, identifiers, named_children, strip, text};
 use crate::version::{self, Change};
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -102,8 +102,14 @@ struct Names {
     /// Index locals whose value multiplies names (bounded by buffer lengths, not by the
     /// thread count).
     index_products: HashSet<String>,
-    /// Index locals' literal factors (`ns_base = thread * 8`: 8), where above 1.
-    index_scale: HashMap<String, i64>,
+    /// Locals assigned once, from thread coordinates and literals only, with a bound on
+    /// their value in thread counts (`base = thread * 8`: 8 times the thread count, as
+    /// `blockIdx.x * blockDim.x` and `threadIdx.x` are each below it: 16).
+    thread_bound: HashMap<String, i64>,
+    /// Those of them that carry a literal factor, directly or through another.
+    scaled: HashSet<String>,
+    /// Integer parameters the kernel never assigns.
+    int_params: HashSet<String>,
 }
 
 impl Names {
@@ -126,9 +132,13 @@ impl Names {
             invariant: HashMap::new(),
             index_locals: HashSet::new(),
             index_products: HashSet::new(),
-            index_scale: HashMap::new(),
+            thread_bound: HashMap::new(),
+            scaled: HashSet::new(),
+            int_params: HashSet::new(),
         };
+        names.int_params = k.params.iter().filter(|p| names.int_param(k, &p.name)).map(|p| p.name.clone()).collect();
         names.find_invariant(t, k, body);
+        names.find_thread_bounds(t, body);
         names.find_index_locals(t, k, body);
         names
     }
@@ -143,28 +153,117 @@ impl Names {
         !self.locals.contains_key(n) && n.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
     }
 
-    /// The product of the literal factors an index expression carries, its index locals'
-    /// included; None where it is not a dividend's shape.
+    /// How an index expression is bounded: Some(1) where it multiplies by no literal and
+    /// uses no scaled local (the checks against 2^31 bound it as they did), Some(C) where
+    /// it is at most C times the thread count, None where it is not a dividend's shape or
+    /// scales what the thread count does not bound (`cols * 8`, a grid-stride index).
     fn scale_of(&self, t: &str, n: Node) -> Option<i64> {
-        let own = literal_scale(t, n)?;
-        // A literal scales thread coordinates only: the thread check bounds `thread * 8`,
-        // nothing bounds `cols * 8`.
-        let thread_only = |x: Node| {
-            identifiers(t, x).iter().all(|i| {
-                matches!(*i, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
-                    || (self.index_locals.contains(*i) && !self.index_products.contains(*i))
-            })
-        };
-        let scaled_names = descendants(n).into_iter().all(|d| match binary(t, d) {
-            Some(("*", l, r)) if strip(l).kind() == "number_literal" => thread_only(r),
-            Some(("*", l, r)) if strip(r).kind() == "number_literal" => thread_only(l),
-            _ => true,
-        });
-        if !scaled_names {
-            return None;
+        let literal = literal_scale(t, n)?;
+        let scaled_local = identifiers(t, n).iter().any(|i| self.scaled.contains(*i));
+        if literal == 1 && !scaled_local {
+            return Some(1);
         }
-        let inherited = identifiers(t, n).iter().filter_map(|i| self.index_scale.get(*i)).copied().max().unwrap_or(1);
-        own.checked_mul(inherited)
+        self.thread_multiple(t, n)
+    }
+
+    /// An upper bound C with `n <= C * threads`, for expressions of thread coordinates,
+    /// literals and [`Names::thread_bound`] locals by sums, literal multiples, divisions
+    /// and remainders (which do not grow what they divide).
+    fn thread_multiple(&self, t: &str, n: Node) -> Option<i64> {
+        let n = strip_int_casts(t, n)?;
+        let axis = |x: Node| syntax::builtin(t, strip(x)).map(|(b, _)| b);
+        match n.kind() {
+            "number_literal" => crate::pattern::int_literal(text(t, n)).filter(|v| *v >= 0).map(|v| v.max(1)),
+            "identifier" => self.thread_bound.get(text(t, n)).copied(),
+            "field_expression" => axis(n).map(|_| 1),
+            "binary_expression" => {
+                let (op, l, r) = binary(t, n)?;
+                match op {
+                    "+" => self.thread_multiple(t, l)?.checked_add(self.thread_multiple(t, r)?),
+                    // By a positive literal, or by the parameters a site's check keeps at 1 or more.
+                    "/" | "%" => {
+                        let r = strip(r);
+                        let positive = match r.kind() {
+                            "number_literal" => crate::pattern::int_literal(text(t, r)).is_some_and(|v| v >= 1),
+                            _ => {
+                                divisor_shape(t, r)
+                                    && identifiers(t, r)
+                                        .iter()
+                                        .all(|n| self.int_params.contains(*n) || self.invariant.contains_key(*n))
+                            }
+                        };
+                        if positive {
+                            self.thread_multiple(t, l)
+                        } else {
+                            None
+                        }
+                    }
+                    "*" => {
+                        let literal = |x: Node| {
+                            let x = strip(x);
+                            (x.kind() == "number_literal").then(|| crate::pattern::int_literal(text(t, x))).flatten()
+                        };
+                        match (literal(l), literal(r), axis(l), axis(r)) {
+                            (Some(f), None, _, _) if f >= 1 => f.checked_mul(self.thread_multiple(t, r)?),
+                            (None, Some(f), _, _) if f >= 1 => f.checked_mul(self.thread_multiple(t, l)?),
+                            // A block's index or the grid's extent times a block extent: at
+                            // most the thread count.
+                            (None, None, Some(a), Some(b))
+                                if (matches!(a, "blockIdx" | "gridDim") && b == "blockDim")
+                                    || (a == "blockDim" && matches!(b, "blockIdx" | "gridDim")) =>
+                            {
+                                Some(1)
+                            }
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// [`Names::thread_bound`]: integer locals never assigned after their declaration,
+    /// every declaration of the name with a thread bound (the largest counts), and loop
+    /// counters `for (int k = 0; k < 8; ++k)` at their literal bound (to a fixed point).
+    fn find_thread_bounds(&mut self, t: &str, body: Node) {
+        let declarations: Vec<(String, Node)> = descendants(body)
+            .into_iter()
+            .filter_map(|d| match syntax::single_declarator(t, d) {
+                Some((name, Some(init))) => Some((name, init)),
+                _ => None,
+            })
+            .collect();
+        let counters = loop_counters(t, body);
+        for (name, bound) in &counters {
+            self.thread_bound.insert(name.clone(), *bound);
+        }
+        loop {
+            let before = self.thread_bound.len();
+            for (name, _) in &declarations {
+                if self.thread_bound.contains_key(name)
+                    || self.assigned.contains(name)
+                    || !self.locals.get(name).is_some_and(|ty| is_int_type(ty))
+                {
+                    continue;
+                }
+                let inits: Vec<Node> = declarations.iter().filter(|(n, _)| n == name).map(|(_, i)| *i).collect();
+                let bounds: Option<Vec<i64>> = inits.iter().map(|i| self.thread_multiple(t, *i)).collect();
+                let Some(bound) = bounds.and_then(|b| b.into_iter().max()) else { continue };
+                let scaled = inits.iter().any(|i| {
+                    literal_scale(t, *i).is_some_and(|s| s > 1)
+                        || identifiers(t, *i).iter().any(|n| self.scaled.contains(*n))
+                });
+                if scaled {
+                    self.scaled.insert(name.clone());
+                }
+                self.thread_bound.insert(name.clone(), bound);
+            }
+            if self.thread_bound.len() == before {
+                break;
+            }
+        }
     }
 
     /// Locals that hold the same value in every thread: integer declarations at the top
@@ -199,6 +298,7 @@ impl Names {
                     self.scale_of(t, e).is_some_and(|s| s <= MOST_SCALE)
                         && identifiers(t, e).iter().all(|n| {
                             self.index_locals.contains(*n)
+                                || self.thread_bound.contains_key(*n)
                                 || self.int_param(k, n)
                                 || matches!(*n, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
                                 || self.macro_like(n)
@@ -210,16 +310,16 @@ impl Names {
                         && a.child_by_field_name("operator").is_some_and(|o| matches!(text(t, o), "=" | "+="))
                         && a.child_by_field_name("right").is_some_and(&from_index)
                 });
-                if from_index(init) && later_ok {
-                    let scale = self.scale_of(t, init).unwrap_or(1);
-                    let scale = updates
-                        .iter()
-                        .filter(|(n, _)| *n == name)
-                        .filter_map(|(_, a)| a.child_by_field_name("right").and_then(|r| self.scale_of(t, r)))
-                        .fold(scale, i64::max);
-                    if scale > 1 {
-                        self.index_scale.insert(name.clone(), scale);
-                    }
+                // A local that carries a literal factor is bounded only where it is
+                // assigned once: `a += thread * 8` in a loop grows past any multiple.
+                let scaled = |e: Node| {
+                    literal_scale(t, e).is_some_and(|s| s > 1)
+                        || identifiers(t, e).iter().any(|n| self.scaled.contains(*n))
+                };
+                let rights =
+                    updates.iter().filter(|(n, _)| *n == name).filter_map(|(_, a)| a.child_by_field_name("right"));
+                let unbounded = (scaled(init) || rights.clone().any(scaled)) && !self.scaled.contains(&name);
+                if from_index(init) && later_ok && !unbounded {
                     if multiplies_names(t, init)
                         || identifiers(t, init).iter().any(|n| self.index_products.contains(*n))
                     {
@@ -305,6 +405,7 @@ fn division_sites(t: &str, k: &Kernel, body: Node, names: &Names) -> Vec<Site> {
         // could pass 2^31, no difference that could go negative, nothing loaded).
         let ok = identifiers(t, l).iter().all(|n| {
             names.index_locals.contains(*n)
+                || names.thread_bound.contains_key(*n)
                 || k.param(n).is_some_and(|p| !p.pointer && is_int_type(&p.base))
                 || matches!(*n, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
                 || names.macro_like(n)
@@ -408,7 +509,8 @@ fn literal_scale(t: &str, n: Node) -> Option<i64> {
             | "primitive_type"
             | "sized_type_specifier"
             | "type_identifier" => true,
-            "cast_expression" => d.child_by_field_name("type").is_some_and(|ty| is_int_type(text(t, ty))),
+            // Casts to 32 or 64 bits: a narrower one could wrap a large index negative.
+            "cast_expression" => d.child_by_field_name("type").is_some_and(|ty| wide_int_type(text(t, ty))),
             "number_literal" => crate::pattern::int_literal(text(t, d)).is_some(),
             "binary_expression" => match binary(t, d) {
                 Some(("+" | "/" | "%", _, _)) => true,
@@ -436,6 +538,75 @@ fn literal_scale(t: &str, n: Node) -> Option<i64> {
         }
     }
     Some(scale)
+}
+
+/// Names used only as counters of loops `for (int k = 0; k < N; ++k)` (N a literal; `<=`,
+/// `k++` and `k += 1` too) and never assigned in their bodies, with the largest N: a
+/// counter never exceeds its bound.
+fn loop_counters(t: &str, body: Node) -> HashMap<String, i64> {
+    let mut out: HashMap<String, i64> = HashMap::new();
+    let mut refused: HashSet<String> = HashSet::new();
+    for f in descendants(body).into_iter().filter(|d| d.kind() == "for_statement") {
+        let Some(init) = f.child_by_field_name("initializer") else { continue };
+        let Some((name, Some(start))) = syntax::single_declarator(t, init) else { continue };
+        let literal = |n: Node| {
+            let n = strip(n);
+            (n.kind() == "number_literal").then(|| crate::pattern::int_literal(text(t, n))).flatten()
+        };
+        let bound = f.child_by_field_name("condition").and_then(|c| binary(t, c)).and_then(|(op, l, r)| {
+            (syntax::is_ident(t, l, &name) && matches!(op, "<" | "<=")).then(|| literal(r)).flatten()
+        });
+        let update = f.child_by_field_name("update").map(|u| text(t, u).replace(' ', "")).unwrap_or_default();
+        let steps = [format!("++{name}"), format!("{name}++"), format!("{name}+=1")].contains(&update);
+        let inside = f.child_by_field_name("body").map(|b| syntax::assigned(t, b)).unwrap_or_default();
+        match (literal(start), bound, steps && !inside.iter().any(|(n, _)| *n == name)) {
+            (Some(s0), Some(b), true) if s0 >= 0 && b >= 0 => {
+                let e = out.entry(name).or_insert(0);
+                *e = (*e).max(b.max(1));
+            }
+            _ => {
+                refused.insert(name);
+            }
+        }
+    }
+    // A name also declared or assigned elsewhere is no counter alone.
+    for d in descendants(body).into_iter().filter(|d| d.kind() == "declaration") {
+        let in_header = d.parent().is_some_and(|p| {
+            p.kind() == "for_statement" && p.child_by_field_name("initializer").is_some_and(|i| i.id() == d.id())
+        });
+        if !in_header {
+            refused.extend(syntax::declared_names(t, d));
+        }
+    }
+    out.retain(|n, _| !refused.contains(n));
+    let assigned_outside: HashSet<String> = syntax::assigned(t, body)
+        .into_iter()
+        .filter(|(_, a)| a.parent().is_none_or(|p| p.kind() != "for_statement"))
+        .map(|(n, _)| n)
+        .collect();
+    out.retain(|n, _| !assigned_outside.contains(n));
+    out
+}
+
+/// An integer type of 32 bits or more.
+fn wide_int_type(ty: &str) -> bool {
+    is_int_type(ty) && !ty.contains("short") && !ty.contains("int16")
+}
+
+/// `n` without parentheses and casts to integer types of 32 bits or more; None behind
+/// any other cast.
+fn strip_int_casts<'t>(t: &str, n: Node<'t>) -> Option<Node<'t>> {
+    let mut n = n;
+    loop {
+        match n.kind() {
+            "parenthesized_expression" => n = named_children(n).into_iter().find(|c| c.kind() != "comment")?,
+            "cast_expression" if n.child_by_field_name("type").is_some_and(|ty| wide_int_type(text(t, ty))) => {
+                n = n.child_by_field_name("value")?
+            }
+            "cast_expression" => return None,
+            _ => return Some(n),
+        }
+    }
 }
 
 /// Whether an expression multiplies anything but thread builtins (`blockIdx.x *
@@ -597,8 +768,46 @@ extern "C" void launch(const float* x, float* y, int cols, int dim, int n, cudaS
         let s = &r.source;
         assert!(s.contains("const auto q = (decltype(base / (cols)))(ns_div((unsigned)(base), ns_dv0));"), "{s}");
         assert!(s.contains("ns_mod((unsigned)((q)), ns_dv1)"), "{s}");
-        // base < threads * 8 < 2^31.
-        assert!(r.guards.iter().any(|g| g.ends_with("<= 268435455LL")), "{:?}", r.guards);
+        // base <= 8 * (blockIdx.x * blockDim.x + threadIdx.x) <= 16 threads < 2^31.
+        assert!(r.guards.iter().any(|g| g.ends_with("<= 134217727LL")), "{:?}", r.guards);
+        // Scaled indices the thread count does not bound, or bounds past 64 times.
+        let base = "const int base = (int)(blockIdx.x * blockDim.x + threadIdx.x) * 8;";
+        for other in [
+            "const long long base = (long long)(blockIdx.x * blockDim.x + threadIdx.x) * 64 + threadIdx.x;",
+            "const int base = (int)(blockIdx.x * blockDim.x + threadIdx.x) * (2 * 64);",
+            "const int base = (int)(short)(blockIdx.x * blockDim.x + threadIdx.x) * 8;",
+            "const long long m = n;\n  const long long base = m * 8;",
+            "int base = (int)threadIdx.x * 8;\n  for (int j = 0; j < 4; ++j) base += (int)threadIdx.x * 8;",
+        ] {
+            let e = apply(&Source::parse(&RUNS.replace(base, other)), &f, &Params::default());
+            let why = e.err().map(|e| e.0).unwrap_or_default();
+            assert!(why.contains("divides no integer index"), "{other}: {why}");
+        }
+        // A counter of a loop with a literal bound adds that bound; one bounded by a
+        // parameter adds nothing the checks know.
+        let per = |bound: &str| {
+            RUNS.replace(
+                "const int d = (int)((q) % dim);",
+                &format!(
+                    "int d = 0;\n    for (int k = 0; k < {bound}; ++k) {{ const int at = base + k; d += at % dim; }}"
+                ),
+            )
+        };
+        let counted = apply(&Source::parse(&per("8")), &f, &Params::default()).unwrap();
+        assert!(
+            counted
+                .source
+                .contains("const int at = base + k; d += (decltype(at % dim))(ns_mod((unsigned)(at), ns_dv1));"),
+            "{}",
+            counted.source
+        );
+        assert!(counted.guards.iter().any(|g| g.ends_with("<= 89478485LL")), "{:?}", counted.guards);
+        let open = apply(&Source::parse(&per("n")), &f, &Params::default()).unwrap();
+        assert!(open.source.contains("d += at % dim;"), "{}", open.source);
+        // A sum of two scaled halves is bounded by their sum.
+        let twice = RUNS.replace(base, "const int half = (int)threadIdx.x * 8;\n  const int base = half + half;");
+        let r3 = apply(&Source::parse(&twice), &f, &Params::default()).unwrap();
+        assert!(r3.guards.iter().any(|g| g.ends_with("<= 134217727LL")), "{:?}", r3.guards);
         // A literal scales thread coordinates only: nothing checks `cols * 8` below 2^31.
         let sized = RUNS.replace("const auto q = base / (cols);", "const auto q = (cols * 8 + base) / (cols);");
         let r2 = apply(&Source::parse(&sized), &f, &Params::default()).unwrap();
