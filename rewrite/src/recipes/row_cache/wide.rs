@@ -8,11 +8,11 @@
 //! was loaded in, so a row of 4096 bf16 across a warp is 64 registers a lane, where the
 //! element-wise cache would need 128.
 //!
-//! A later pass reads the array only on its own aligned path, and only where that path's
-//! conditions include every condition of the loading pass's, so the array is filled
-//! wherever it is read. Tails (the elements past the last whole run) and the unaligned
-//! paths read memory as before. The launcher takes the fast copy only when a row fits
-//! (`n <= R * V * stride`).
+//! The loading pass's aligned path sets a flag (`ns_row_x_filled`); a later pass's
+//! aligned path loads its runs itself where the flag is down (the loading pass took its
+//! narrow path), so the array is filled wherever it is read. Tails (the elements past the
+//! last whole run) and the unaligned paths read memory as before. The launcher takes the
+//! fast copy only when a row fits (`n <= R * V * stride`).
 
 use super::{alike, at_launcher, bound_sizes, read_only_input, value_of};
 use crate::facts::Facts;
@@ -363,26 +363,27 @@ fn plan_group(
     let step = fresh(t, taken, "ns_r");
     let guard = format!("{bound} <= {} * {stride}", runs * v);
     let mut edits = Vec::new();
-    // The arrays sit before the loading pass, in the block that holds every reader.
-    let mut marks: Vec<(usize, String)> = Vec::new();
-    for c in &kept {
-        let at = group[c.load].stmt.start_byte();
-        let indent = indent_at(t, at);
-        edits.push((
-            at..at,
-            format!(
-                "// nightshift: `{}` kept in registers as {runs} runs of {} per thread: read once, not once per pass.\n{indent}alignas(16) {} {}[{runs}][{}];\n{indent}bool {} = false;\n{indent}",
-                c.name, c.len, c.elem, c.cache, c.len, c.filled
-            ),
-        ));
-        marks.push((c.load, format!("{} = true;", c.filled)));
-    }
-    // The wide path of a loading pass says so first thing.
     for (i, p) in group.iter().enumerate() {
-        let set: Vec<&str> = marks.iter().filter(|(l, _)| *l == i).map(|(_, m)| m.as_str()).collect();
-        if set.is_empty() {
+        let loaded: Vec<&Kept> = kept.iter().filter(|c| c.load == i).collect();
+        if loaded.is_empty() {
             continue;
         }
+        // The arrays sit before the loading pass, in the block that holds every reader,
+        // one insertion for all the buffers it loads.
+        let at = p.stmt.start_byte();
+        let indent = indent_at(t, at);
+        let decls: String = loaded
+            .iter()
+            .map(|c| {
+                format!(
+                    "// nightshift: `{}` kept in registers as {runs} runs of {} per thread: read once, not once per pass.\n{indent}alignas(16) {} {}[{runs}][{}];\n{indent}bool {} = false;\n{indent}",
+                    c.name, c.len, c.elem, c.cache, c.len, c.filled
+                )
+            })
+            .collect();
+        edits.push((at..at, decls));
+        // Its wide path says so first thing.
+        let set: Vec<String> = loaded.iter().map(|c| format!("{} = true;", c.filled)).collect();
         let open = p.wide.start_byte() + 1;
         let inner = named_children(p.wide)
             .first()
@@ -854,6 +855,28 @@ mod tests {
         );
         assert!(s.contains("for (int ns_r2 = 0; ns_r2 < 2; ++ns_r2)"), "{s}");
         assert!(!s.contains("#pragma unroll 2"), "{s}");
+    }
+
+    #[test]
+    fn two_buffers_loaded_by_the_same_passes_are_kept_together() {
+        let src = LAYERNORM
+            .replace("s += row[c];", "s += row[c] * gamma[c];")
+            .replace("const float d = row[c] - mean;", "const float d = row[c] * gamma[c] - mean;");
+        let f = facts(Role::Input);
+        let app = Application { recipe: RecipeId::Vectorize, params: Params::default() };
+        let v = crate::apply(&app, &src, &f).unwrap().source;
+        let r = cache(&v, &f, "auto").unwrap();
+        assert!(
+            r.description.contains("`row`, `gamma` kept in registers across 3 passes")
+                || r.description.contains("`gamma`, `row` kept in registers across 3 passes"),
+            "{}",
+            r.description
+        );
+        let s = fast(&r.source);
+        for c in ["ns_row_row", "ns_row_gamma"] {
+            assert_eq!(s.matches(&format!("alignas(16) float {c}[2][4];")).count(), 1, "{s}");
+            assert_eq!(s.matches(&format!("{c}_filled = true;")).count(), 1, "{s}");
+        }
     }
 
     #[test]
