@@ -552,6 +552,39 @@ pub fn one_line(code: &str, most: usize) -> String {
     }
 }
 
+/// The header of a loop that counts up by one: `for (T v = START; v < BOUND; ++v)` (or
+/// `<=`, `v++`, `v += 1`), the update naming the counter itself.
+pub struct UnitLoop<'t> {
+    pub var: String,
+    pub start: Node<'t>,
+    /// `<` or `<=`.
+    pub inclusive: bool,
+    pub bound: Node<'t>,
+}
+
+pub fn unit_step_loop<'t>(src: &str, f: Node<'t>) -> Option<UnitLoop<'t>> {
+    let init = f.child_by_field_name("initializer")?;
+    let (var, Some(start)) = single_declarator(src, init)? else { return None };
+    let (op, l, bound) = binary(src, f.child_by_field_name("condition")?)?;
+    if !is_ident(src, l, &var) || !matches!(op, "<" | "<=") {
+        return None;
+    }
+    let update = f.child_by_field_name("update")?;
+    let unit = match update.kind() {
+        "update_expression" => {
+            text(src, update).contains("++")
+                && update.child_by_field_name("argument").is_some_and(|a| is_ident(src, a, &var))
+        }
+        "assignment_expression" => {
+            update.child_by_field_name("left").is_some_and(|a| is_ident(src, a, &var))
+                && update.child_by_field_name("operator").is_some_and(|o| text(src, o) == "+=")
+                && update.child_by_field_name("right").is_some_and(|r| text(src, r).trim() == "1")
+        }
+        _ => false,
+    };
+    unit.then_some(UnitLoop { var, start, inclusive: op == "<=", bound })
+}
+
 /// The size in bytes of a C element type, for the types kernels move through memory.
 pub fn type_size(ty: &str) -> Option<usize> {
     let t: Vec<&str> =

@@ -547,19 +547,20 @@ fn loop_counters(t: &str, body: Node) -> HashMap<String, i64> {
     let mut out: HashMap<String, i64> = HashMap::new();
     let mut refused: HashSet<String> = HashSet::new();
     for f in descendants(body).into_iter().filter(|d| d.kind() == "for_statement") {
-        let Some(init) = f.child_by_field_name("initializer") else { continue };
-        let Some((name, Some(start))) = syntax::single_declarator(t, init) else { continue };
         let literal = |n: Node| {
             let n = strip(n);
             (n.kind() == "number_literal").then(|| crate::pattern::int_literal(text(t, n))).flatten()
         };
-        let bound = f.child_by_field_name("condition").and_then(|c| binary(t, c)).and_then(|(op, l, r)| {
-            (syntax::is_ident(t, l, &name) && matches!(op, "<" | "<=")).then(|| literal(r)).flatten()
-        });
-        let update = f.child_by_field_name("update").map(|u| text(t, u).replace(' ', "")).unwrap_or_default();
-        let steps = [format!("++{name}"), format!("{name}++"), format!("{name}+=1")].contains(&update);
+        let Some(header) = syntax::unit_step_loop(t, f) else {
+            // Any other loop that declares a counter refuses its name.
+            let init = f.child_by_field_name("initializer");
+            refused.extend(init.map(|i| syntax::declared_names(t, i)).unwrap_or_default());
+            continue;
+        };
+        let name = header.var;
         let inside = f.child_by_field_name("body").map(|b| syntax::assigned(t, b)).unwrap_or_default();
-        match (literal(start), bound, steps && !inside.iter().any(|(n, _)| *n == name)) {
+        let left_alone = !inside.iter().any(|(n, _)| *n == name);
+        match (literal(header.start), literal(header.bound), left_alone) {
             (Some(s0), Some(b), true) if s0 >= 0 && b >= 0 => {
                 let e = out.entry(name).or_insert(0);
                 *e = (*e).max(b.max(1));

@@ -1661,33 +1661,12 @@ fn declarator_type(t: &str, decl: Node, d: Node) -> String {
 /// A `for` over a compile-time range by steps of one (`for (int k = -R; k <= R; ++k)`).
 pub(super) fn const_loop(src: &Source, k: &Kernel, f: Node) -> Option<ConstLoop> {
     let t = src.text();
-    let init = f.child_by_field_name("initializer")?;
-    let (var, Some(lo_n)) = syntax::single_declarator(t, init)? else { return None };
-    let ty = syntax::declaration_type(t, init)?.replace("const ", "");
-    let cond = f.child_by_field_name("condition")?;
-    let (op, l, r) = syntax::binary(t, cond)?;
-    if !syntax::is_ident(t, l, &var) {
-        return None;
-    }
-    let update = f.child_by_field_name("update")?;
-    let unit = match update.kind() {
-        "update_expression" => text(t, update).contains("++"),
-        "assignment_expression" => {
-            update.child_by_field_name("operator").is_some_and(|o| text(t, o) == "+=")
-                && update.child_by_field_name("right").is_some_and(|r| text(t, r).trim() == "1")
-        }
-        _ => false,
-    };
-    if !unit {
-        return None;
-    }
+    let header = syntax::unit_step_loop(t, f)?;
+    let var = header.var;
+    let ty = syntax::declaration_type(t, f.child_by_field_name("initializer")?)?.replace("const ", "");
     let value = |n: Node| -> Option<i64> { const_value(src, k, n) };
-    let lo = value(lo_n)?;
-    let hi = match op {
-        "<=" => value(r)?,
-        "<" => value(r)?.checked_sub(1)?,
-        _ => return None,
-    };
+    let lo = value(header.start)?;
+    let hi = if header.inclusive { value(header.bound)? } else { value(header.bound)?.checked_sub(1)? };
     let body = f.child_by_field_name("body")?;
     if syntax::assigned(t, body).iter().any(|(n, _)| *n == var) {
         return None;

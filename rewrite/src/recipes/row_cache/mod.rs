@@ -66,7 +66,7 @@ struct Pass<'t> {
 impl Pass<'_> {
     /// What makes two loops run over the same elements in the same order per thread.
     fn key(&self, t: &str) -> (bool, String, String, String) {
-        let squeeze = |n: Node| text(t, n).split_whitespace().collect::<String>();
+        let squeeze = |n: Node| squeeze(text(t, n));
         (self.l.spread == Spread::Block, squeeze(self.start), squeeze(self.stride), squeeze(self.bound))
     }
 
@@ -371,13 +371,7 @@ fn plan<'k>(
             match cache_plan(src, facts, k, body, &group, name, *is_const) {
                 Ok(None) => {}
                 Ok(Some((load, readers, reads))) => {
-                    let mut array = format!("ns_row_{name}");
-                    let mut n = 2;
-                    while names_taken.contains(&array) {
-                        array = format!("ns_row_{name}{n}");
-                        n += 1;
-                    }
-                    names_taken.push(array.clone());
+                    let array = fresh(t, &mut names_taken, &format!("ns_row_{name}"));
                     let elem = syntax::unqualified(elem);
                     cached.push(Cached { name: name.clone(), array, elem, load, readers, reads });
                 }
@@ -453,6 +447,23 @@ fn plan<'k>(
         return Err(NotApplicable::new(format!("`{}`: {}", k.name, why.join("; "))));
     }
     Ok((change, format!("`{}`: {}", k.name, notes.join("; "))))
+}
+
+/// Text without its whitespace, to compare code as written.
+fn squeeze(s: &str) -> String {
+    s.split_whitespace().collect()
+}
+
+/// A name like `want` that nothing in the file or this rewrite uses yet.
+fn fresh(t: &str, taken: &mut Vec<String>, want: &str) -> String {
+    let mut name = want.to_string();
+    let mut n = 2;
+    while taken.contains(&name) || syntax::mentions_word(t, &name) {
+        name = format!("{want}{n}");
+        n += 1;
+    }
+    taken.push(name.clone());
+    name
 }
 
 /// The indices of equal keys, a group for each key two or more share, in order.
@@ -775,13 +786,19 @@ extern "C" void layernorm(const float* x, const float* gamma, const float* beta,
 "#;
 
     pub(super) fn facts(x: Role) -> Facts {
+        sized(x, 4096, 2048, 4096)
+    }
+
+    /// LAYERNORM's facts with `x` in the role given, `rows` rows and `cols` at the bench
+    /// size and at most.
+    pub(super) fn sized(x: Role, rows: i64, cols: i64, most_cols: i64) -> Facts {
         FactsBuilder::new("layernorm")
-            .buffer("x", "float", x, "{rows} * {cols}", 1 << 23, 1 << 23)
-            .buffer("gamma", "float", Role::Input, "{cols}", 2048, 4096)
-            .buffer("beta", "float", Role::Input, "{cols}", 2048, 4096)
-            .buffer("y", "float", Role::Output, "{rows} * {cols}", 1 << 23, 1 << 23)
-            .int("rows", 4096, 4096)
-            .int("cols", 2048, 4096)
+            .buffer("x", "float", x, "{rows} * {cols}", rows * cols, rows * most_cols)
+            .buffer("gamma", "float", Role::Input, "{cols}", cols, most_cols)
+            .buffer("beta", "float", Role::Input, "{cols}", cols, most_cols)
+            .buffer("y", "float", Role::Output, "{rows} * {cols}", rows * cols, rows * most_cols)
+            .int("rows", rows, rows)
+            .int("cols", cols, most_cols)
             .float("eps")
             .build()
     }
@@ -846,15 +863,7 @@ extern "C" void layernorm(const float* x, const float* gamma, const float* beta,
             "`layernorm_rows`: the loop over `cols` holds rows of up to 1024 elements with 4 per thread, but the task's bench rows have 2048: the fast path would never run at the bench size"
         );
         // Rows longer than 32 a thread hold at the largest size: the bench size decides.
-        let f = FactsBuilder::new("layernorm")
-            .buffer("x", "float", Role::Input, "{rows} * {cols}", 1, 1)
-            .buffer("gamma", "float", Role::Input, "{cols}", 1, 1)
-            .buffer("beta", "float", Role::Input, "{cols}", 1, 1)
-            .buffer("y", "float", Role::Output, "{rows} * {cols}", 1, 1)
-            .int("rows", 4096, 4096)
-            .int("cols", 3000, 12345)
-            .float("eps")
-            .build();
+        let f = sized(Role::Input, 4096, 3000, 12345);
         let r = apply(&Source::parse(LAYERNORM), &f, &Params::default()).unwrap();
         assert_eq!(r.guards, ["cols <= 16 * BLOCK"]);
     }

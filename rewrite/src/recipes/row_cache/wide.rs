@@ -14,7 +14,7 @@
 //! last whole run) and the unaligned paths read memory as before. The launcher takes the
 //! fast copy only when a row fits (`n <= R * V * stride`).
 
-use super::{alike, at_launcher, bound_sizes, read_only_input, value_of};
+use super::{alike, at_launcher, bound_sizes, fresh, read_only_input, squeeze, value_of};
 use crate::facts::Facts;
 use crate::source::{Kernel, Source};
 use crate::syntax::{self, descendants, indent_at, named_children, reindent, strip, text};
@@ -78,10 +78,6 @@ impl WidePass<'_> {
     fn over(&self, t: &str) -> String {
         format!("the runs of {} over `{}`", self.v, text(t, strip(self.bound)))
     }
-}
-
-fn squeeze(s: &str) -> String {
-    s.split_whitespace().collect()
 }
 
 /// The passes `vectorize` wrote in `body`, each parsed, or why one is not taken.
@@ -171,18 +167,6 @@ fn wide_pass<'t>(t: &str, stmt: Node<'t>) -> Option<Result<WidePass<'t>, String>
         }
     }
     Some(Ok(WidePass { stmt, wide: block, first, stride, ty, v, bound, run, pragma, staged }))
-}
-
-/// Bytes of one element of `ty`, for the types `vectorize` moves.
-fn elem_bytes(ty: &str) -> Option<i64> {
-    Some(match ty.trim_start_matches("const ").trim() {
-        "double" | "long long" | "unsigned long long" | "int64_t" | "uint64_t" | "size_t" => 8,
-        "float" | "int" | "unsigned" | "unsigned int" | "int32_t" | "uint32_t" | "__half2" | "half2"
-        | "__nv_bfloat162" => 4,
-        "__half" | "half" | "__nv_bfloat16" | "nv_bfloat16" | "short" | "unsigned short" | "int16_t" | "uint16_t" => 2,
-        "char" | "signed char" | "unsigned char" | "int8_t" | "uint8_t" | "__nv_fp8_e4m3" | "__nv_fp8_e5m2" => 1,
-        _ => return None,
-    })
 }
 
 /// A buffer kept across the passes of a group: its array in the loading pass and the
@@ -354,7 +338,8 @@ fn plan_group(
     }
     let mut bytes_per_run = 0;
     for c in &kept {
-        let b = elem_bytes(&c.elem)
+        let b = syntax::type_size(&c.elem)
+            .map(|b| b as i64)
             .ok_or_else(|| format!("keeps `{}` of type `{}`, whose size this recipe does not know", c.name, c.elem))?;
         bytes_per_run += b * c.len;
     }
@@ -630,18 +615,6 @@ fn run_code(t: &str, p: &WidePass, at: usize, kept: &[Kept], runs: i64, step: &s
     reindent(&code, &indent_at(t, p.pragma.unwrap_or(p.run).start_byte()))
 }
 
-/// A name like `want` that nothing in the file or this rewrite uses yet.
-fn fresh(t: &str, taken: &mut Vec<String>, want: &str) -> String {
-    let mut name = want.to_string();
-    let mut n = 2;
-    while taken.contains(&name) || syntax::mentions_word(t, &name) {
-        name = format!("{want}{n}");
-        n += 1;
-    }
-    taken.push(name.clone());
-    name
-}
-
 /// Whether a run loop's first element is never negative: `threadIdx.x`, or a lane
 /// `threadIdx.x % K` / `threadIdx.x & M` held in a local declared once and never assigned.
 fn never_negative(t: &str, body: Node, first: Node) -> bool {
@@ -678,8 +651,8 @@ fn dedent(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{facts, LAYERNORM};
-    use crate::facts::{FactsBuilder, Role};
+    use super::super::tests::{facts, sized, LAYERNORM};
+    use crate::facts::Role;
     use crate::recipe::Params;
     use crate::source::Source;
     use crate::{Application, Facts, RecipeId};
@@ -753,15 +726,7 @@ mod tests {
             cache(&v, &f, "4").unwrap_err().0,
             "`layernorm_rows`: the runs of 4 over `cols` hold rows of up to 1024 elements with 4 per thread, but the task's bench rows have 2048: the fast path would never run at the bench size"
         );
-        let long = FactsBuilder::new("layernorm")
-            .buffer("x", "float", Role::Input, "{rows} * {cols}", 1, 1)
-            .buffer("gamma", "float", Role::Input, "{cols}", 1, 1)
-            .buffer("beta", "float", Role::Input, "{cols}", 1, 1)
-            .buffer("y", "float", Role::Output, "{rows} * {cols}", 1, 1)
-            .int("rows", 64, 64)
-            .int("cols", 1 << 16, 1 << 16)
-            .float("eps")
-            .build();
+        let long = sized(Role::Input, 64, 1 << 16, 1 << 16);
         assert_eq!(
             cache(&vectorized(&long), &long, "auto").unwrap_err().0,
             "`layernorm_rows`: the runs of 4 over `cols` take 64 steps per thread at the task's bench size (a stride of 256): 1024 bytes, past the 256 a thread keeps"
