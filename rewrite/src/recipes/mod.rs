@@ -18,6 +18,7 @@ pub mod register_table;
 pub mod row_cache;
 pub mod row_strip;
 pub mod shuffle_reduce;
+mod speculate;
 mod uniform;
 pub mod unroll;
 pub mod vectorize;

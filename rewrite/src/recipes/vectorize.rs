@@ -21,7 +21,7 @@
 //! the loop starts, with a strided tail and the original loop as the fallback.
 
 use super::index_split::{self, Splits};
-use super::{gather, jam, uniform, window};
+use super::{gather, jam, speculate, uniform, window};
 use crate::facts::{Facts, Role};
 use crate::helpers;
 use crate::pattern::{self, Access, Elementwise, Form, Spread};
@@ -488,7 +488,8 @@ fn plan_kernel<'k>(
     let mut per_elem: Vec<Range<usize>> = e.between.iter().filter(|(_, u)| *u).map(|(r, _)| r.clone()).collect();
     per_elem.extend(e.body.iter().cloned());
     let mut edits = VectorEdits { staged: &staged, windows: &windows, splits: Some(&splits), ..Default::default() };
-    let (mut jam, gathers) = run_reads(src, facts, k, body, &per_elem, &edits, &mut change.guards);
+    let RunReads { mut jam, gathers, speculated } =
+        run_reads(src, facts, k, body, &per_elem, &edits, &mut change.guards);
     // A long loop is worth a run only where it runs once for it and reads rows wide.
     let wide = |at: &Range<usize>| {
         jam.as_ref().is_some_and(|j| {
@@ -513,6 +514,14 @@ fn plan_kernel<'k>(
         let gathered: Vec<Range<usize>> = gathers.iter().map(|g| g.site.clone()).collect();
         j.keep_local_where_only_read_in(&gathered);
         edits.replaced = j.edits();
+    }
+    for s in &speculated {
+        let read = edits
+            .text(t, &s.site)
+            .ok_or_else(|| NotApplicable::new(format!("`{}`: the rewrites of its per-element code overlap", k.name)))?;
+        let read = read.split_whitespace().collect::<Vec<_>>().join(" ");
+        edits.replaced.push((s.at..s.at, s.declaration(&read, &indent_at(t, s.at))));
+        edits.replaced.push((s.site.clone(), s.local.clone()));
     }
     let new = vector_body(t, e, &per_elem, &edits, jam.as_ref(), v)
         .ok_or_else(|| NotApplicable::new(format!("`{}`: the rewrites of its per-element code overlap", k.name)))?;
@@ -544,6 +553,13 @@ fn plan_kernel<'k>(
         note.push_str(&format!(
             "; the loop over `{}` runs once for the run, each step over its {v} elements",
             loops.join("`, `")
+        ));
+    }
+    for s in &speculated {
+        note.push_str(&format!(
+            "; `{}` read once per run at `{}`, ahead of its condition (the launcher checks the index stays in the buffer)",
+            s.name,
+            t[s.site.clone()].split_whitespace().collect::<Vec<_>>().join(" ")
         ));
     }
     for g in &gathers {
@@ -1027,9 +1043,18 @@ fn columns(
     out
 }
 
-/// Loops run once per run ([`jam`]) and rows read wide at the run's columns ([`gather`]),
-/// with the launcher's checks they need pushed to `guards`. Neither when a buffer they
-/// rely on may overlap one the kernel writes and the task gives no length to check it.
+/// What the per-element code reads once per run.
+struct RunReads {
+    jam: Option<jam::Jam>,
+    gathers: Vec<gather::Gather>,
+    speculated: Vec<speculate::Speculated>,
+}
+
+/// Loops run once per run ([`jam`]), rows read wide at the run's columns ([`gather`]) and
+/// conditional reads at run-uniform addresses made ahead of their conditions
+/// ([`speculate`]), with the launcher's checks they need pushed to `guards`. No loop and
+/// no row when a buffer they rely on may overlap one the kernel writes and the task gives
+/// no length to check it.
 fn run_reads(
     src: &Source,
     facts: &Facts,
@@ -1038,10 +1063,11 @@ fn run_reads(
     per_elem: &[Range<usize>],
     edits: &VectorEdits,
     guards: &mut Vec<String>,
-) -> (Option<jam::Jam>, Vec<gather::Gather>) {
+) -> RunReads {
     let t = src.text();
-    let Some(splits) = edits.splits else { return (None, Vec::new()) };
-    let Some(mut uniform) = uniform::RunUniform::new(src, k, body, splits) else { return (None, Vec::new()) };
+    let none = || RunReads { jam: None, gathers: Vec::new(), speculated: Vec::new() };
+    let Some(splits) = edits.splits else { return none() };
+    let Some(mut uniform) = uniform::RunUniform::new(src, k, body, splits) else { return none() };
     let windowed: Vec<Range<usize>> =
         edits.windows.iter().flat_map(|w| w.sites.iter().map(|(r, _)| r.clone())).collect();
     // The kernel's own declarations outside the per-element code (`row = heads * dim`).
@@ -1063,16 +1089,25 @@ fn run_reads(
     };
     let places = gather::Places { top: per_elem, loops: &loops };
     let gathers = gather::find(src, k, body, splits, &uniform, &places, &taken, &inner);
-    if jam.is_none() && gathers.is_empty() {
-        return (None, Vec::new());
-    }
-    match gather::disjoint_guards(src, facts, k, &uniform.loaded()) {
-        Some(g) => {
+    let jammed = jam.is_some();
+    let mut reads = none();
+    if jam.is_some() || !gathers.is_empty() {
+        if let Some(g) = gather::disjoint_guards(src, facts, k, &uniform.loaded()) {
             guards.extend(g);
-            (jam, gathers)
+            reads.jam = jam;
+            reads.gathers = gathers;
         }
-        None => (None, Vec::new()),
     }
+    // A jam cuts the per-element code into parts; a load ahead of its condition stays
+    // within one element's copy.
+    if !jammed {
+        taken.extend(reads.gathers.iter().map(|g| g.name.clone()));
+        let busy: Vec<usize> = edits.windows.iter().flat_map(|w| w.pragmas.iter().copied()).collect();
+        let (speculated, checks) = speculate::find(src, facts, k, body, per_elem, &uniform, &taken, &busy);
+        guards.extend(checks);
+        reads.speculated = speculated;
+    }
+    reads
 }
 
 /// The per-element code of a vector step: run for each element in turn, or cut into
@@ -1573,7 +1608,7 @@ extern "C" void launch(const __half* x, const float* w, __half* out, int batch, 
         assert!(s.contains("if (ns_at >= 0) ns_win_x[ns_j] = x[ns_at];"), "{s}");
         // Each tap at a place fixed once both loops unroll, under its own condition.
         assert!(
-            s.contains("if (at >= 0) acc += w[d * TAPS + k] * __half2float(ns_win_x[ns_k + (-3 + 1 * k) + 3]);"),
+            s.contains("if (at >= 0) acc += ns_spec_w_0 * __half2float(ns_win_x[ns_k + (-3 + 1 * k) + 3]);"),
             "{s}"
         );
         assert!(s.contains("#pragma unroll\n      for (int k = 0; k < TAPS; ++k)"), "{s}");
@@ -1586,6 +1621,96 @@ extern "C" void launch(const __half* x, const float* w, __half* out, int batch, 
         );
         // The scalar path reads memory as the original did.
         assert!(s.contains("if (at >= 0) acc += w[d * TAPS + k] * __half2float(row[at]);"), "{s}");
+    }
+
+    #[test]
+    fn a_weight_read_under_its_tap_condition_is_read_once_per_run_ahead_of_it() {
+        let r = apply(&Source::parse(CAUSAL_TAPS), &causal_facts(), &Params::default()).unwrap();
+        let s = &r.source;
+        // Ahead of the tap's condition, in the tap loop (its counter is in the index), through
+        // the read-only path; the condition then reads the local.
+        assert!(
+            s.contains(
+                "const int at = t - (TAPS - 1) + k;\n          const float ns_spec_w_0 = __ldg(&w[d * TAPS + k]);\n          if (at >= 0) acc += ns_spec_w_0 *"
+            ),
+            "{s}"
+        );
+        assert!(
+            r.description.contains("`w` read once per run at `w[d * TAPS + k]`, ahead of its condition"),
+            "{}",
+            r.description
+        );
+        // The bound: d < dim (d = q % dim, the divisor at least 1), k < TAPS; the largest
+        // index against the task's length, and every width the bound relies on.
+        let g = &r.guards;
+        let has = |x: &str| assert!(g.iter().any(|y| y == x), "{x} not in {g:?}");
+        has("(long long)(dim) >= 1");
+        has("(long long)(TAPS) >= 0");
+        has("((((long long)(dim) - 1) * (long long)(TAPS)) + ((long long)(TAPS) - 1)) <= 2147483647LL");
+        has("(w) != nullptr");
+        has("((((long long)(dim) - 1) * (long long)(TAPS)) + ((long long)(TAPS) - 1)) < (long long)(dim * 4)");
+        assert!(g.iter().any(|y| y.starts_with("ns_disjoint(out") && y.contains(", w, ")), "{g:?}");
+        // The fallback kernel reads as the original.
+        assert!(s.contains("if (at >= 0) acc += w[d * TAPS + k] * __half2float(row[at]);"), "{s}");
+    }
+
+    #[test]
+    fn a_conditional_read_is_made_ahead_only_where_its_index_is_bounded_and_nothing_is_written() {
+        let with = |from: &str, to: &str| {
+            let src = CAUSAL_TAPS.replace(from, to);
+            assert_ne!(src, CAUSAL_TAPS, "{from}");
+            apply(&Source::parse(&src), &causal_facts(), &Params::default()).unwrap()
+        };
+        let kept = |r: &crate::Rewrite, case: &str| {
+            assert!(!r.source.contains("ns_spec_w"), "{case}: {}", r.source);
+            assert!(!r.description.contains("`w` read once per run"), "{case}: {}", r.description);
+        };
+        let read = "w[d * TAPS + k]";
+        // No bound: a difference, a loaded value (`x[d]` itself is bounded, and read ahead),
+        // a product of two run-time values.
+        kept(&with(read, "w[d * TAPS + k - 1]"), "a difference");
+        kept(&with(read, "w[(int)__half2float(x[d]) * TAPS + k]"), "a loaded value");
+        kept(&with(read, "w[d * seqlen + k]"), "two run-time factors");
+        // A narrow type may wrap.
+        kept(
+            &with("const int d = (int)((idx / seqlen) % dim);", "const short d = (short)((idx / seqlen) % dim);"),
+            "short",
+        );
+        // A condition that names the buffer (a null check).
+        kept(&with("if (at >= 0)", "if (at >= 0 && w != nullptr)"), "null check");
+        // A store, an atomic or a call of the file's own function in the statement.
+        kept(
+            &with(
+                "if (at >= 0) acc += w[d * TAPS + k]",
+                "if (at >= 0) acc += atomicAdd(&out2[0], 0.f) + w[d * TAPS + k]",
+            ),
+            "atomic",
+        );
+        // An unconditional read stays as it is: the compiler makes it once already.
+        kept(
+            &with(
+                "if (at >= 0) acc += w[d * TAPS + k] * __half2float(row[at]);",
+                "acc += w[d * TAPS + k] * (at >= 0 ? __half2float(row[at]) : 0.f);",
+            ),
+            "unconditional",
+        );
+        // No task length for the buffer.
+        let facts = FactsBuilder::new("launch")
+            .buffer("x", "__half", Role::Input, "{batch} * {dim} * {seqlen}", 1 << 24, 1 << 24)
+            .buffer("out", "__half", Role::Output, "{batch} * {dim} * {seqlen}", 1 << 24, 1 << 24)
+            .int("batch", 8, 8)
+            .int("dim", 1024, 1024)
+            .int("seqlen", 2048, 2048)
+            .build();
+        kept(&apply(&Source::parse(CAUSAL_TAPS), &facts, &Params::default()).unwrap(), "no length");
+        // An inclusive bound is the counter's largest value.
+        let r = with("for (int k = 0; k < TAPS; ++k)", "for (int k = 0; k <= 3; ++k)");
+        assert!(r.source.contains("__ldg(&w[d * TAPS + k])"), "{}", r.source);
+        assert!(
+            r.guards.iter().any(|g| g == "((((long long)(dim) - 1) * (long long)(TAPS)) + 3LL) < (long long)(dim * 4)"),
+            "{:?}",
+            r.guards
+        );
     }
 
     #[test]
