@@ -581,7 +581,12 @@ impl Tuner {
             req.memory.lineage.stale_families(req.parent).iter().filter_map(|f| f.parse().ok()).collect();
         // Away from the floor a structural rewrite goes before any tuning of the kernel.
         let structure_first = !near_floor(&req.parent_summary);
-        let mut scored: Vec<(bool, f64, Option<ToolId>, Move)> = self
+        // A kernel `block-knob` just made is its parent with the block size offered as a
+        // knob: the sizes are that step's point, so they go first, before the rewrites
+        // (else the step is one more node at its parent's speed).
+        let block_opened = req.path.last().and_then(|t| t.parse::<Family>().ok())
+            == Some(Family::Recipe(rewrite::RecipeId::BlockKnob));
+        let mut scored: Vec<(u8, f64, Option<ToolId>, Move)> = self
             .moves(&parsed, parent)
             .into_iter()
             .filter(|m| !stale.contains(&m.family()))
@@ -601,7 +606,12 @@ impl Tuner {
                 };
                 let score = vote + Self::prior(&m) + Self::memory_bonus(&m, &req.memory.techniques) - distance
                     + 0.001 * rng.unit();
-                (structure_first && m.family().structural(), score, tool, m)
+                let rank = match &m {
+                    Move::Knob { block_size: true, .. } if block_opened => 2,
+                    _ if structure_first && m.family().structural() => 1,
+                    _ => 0,
+                };
+                (rank, score, tool, m)
             })
             .collect();
         scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)));
@@ -858,6 +868,30 @@ mod tests {
         req.parent_summary = passed(2.0, 90.0);
         let first = kernel(Tuner::new(&t, &src, 1, Guidance::Tools).propose(&req));
         assert!(!structural(&first.technique), "near the floor: {}", first.technique);
+    }
+
+    #[test]
+    fn the_block_sizes_block_knob_just_offered_go_before_the_rewrites() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join("rowwise_quant_int8");
+        let t = Task::load(&dir).unwrap();
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let mut req = request(&t, base(), &src, None, Guidance::Tools);
+        req.parent_summary = passed(1.0, 2.0);
+        let offered = drain(&Tuner::new(&t, &src, 1, Guidance::Tools), &req);
+        let opened = offered.into_iter().find(|k| family(&k.technique) == "block-knob").expect("block-knob applies");
+        // Its child, far from the floor, where rewrites otherwise go first.
+        let parent = Candidate { source: "nodes/0001/kernel.cu".into(), defines: opened.defines, flags: opened.flags };
+        let mut req = request(&t, parent, &opened.source, None, Guidance::Tools);
+        (req.parent, req.node, req.path) = (1, 7, vec![opened.technique.clone()]);
+        req.parent_summary = passed(1.0, 2.0);
+        let order: Vec<String> =
+            drain(&Tuner::new(&t, &src, 1, Guidance::Tools), &req).into_iter().map(|k| k.technique).collect();
+        let first_rewrite = order.iter().position(|t| structural(t)).expect("rewrites still come");
+        assert!(first_rewrite > 0 && order[..first_rewrite].iter().all(|t| t.starts_with("knob:")), "{order:?}");
+        // The same kernel reached by another step gets a rewrite first.
+        req.path = vec!["vectorize:width=16".into()];
+        let first = kernel(Tuner::new(&t, &src, 1, Guidance::Tools).propose(&req));
+        assert!(structural(&first.technique), "{}", first.technique);
     }
 
     #[test]

@@ -33,6 +33,58 @@ const MOST_FACTOR: i64 = 1 << 20;
 /// The most bits a bound may need in the launcher's `long long` arithmetic.
 const MOST_BITS: u32 = 62;
 
+/// The element types `__ldg` has an overload for (CUDA 13's `sm_32_intrinsics.h` and the
+/// half and bfloat16 headers).
+const LDG_TYPES: &[&str] = &[
+    "char",
+    "signed char",
+    "unsigned char",
+    "short",
+    "unsigned short",
+    "int",
+    "unsigned",
+    "unsigned int",
+    "long",
+    "unsigned long",
+    "long long",
+    "unsigned long long",
+    "int8_t",
+    "uint8_t",
+    "int16_t",
+    "uint16_t",
+    "int32_t",
+    "uint32_t",
+    "int64_t",
+    "uint64_t",
+    "float",
+    "double",
+    "__half",
+    "half",
+    "__half2",
+    "half2",
+    "__nv_bfloat16",
+    "nv_bfloat16",
+    "__nv_bfloat162",
+    "nv_bfloat162",
+    "char2",
+    "char4",
+    "uchar2",
+    "uchar4",
+    "short2",
+    "short4",
+    "ushort2",
+    "ushort4",
+    "int2",
+    "int4",
+    "uint2",
+    "uint4",
+    "float2",
+    "float4",
+    "double2",
+    "longlong2",
+    "ulonglong2",
+];
+
 /// One read made ahead of its condition.
 pub(super) struct Speculated {
     pub name: String,
@@ -71,7 +123,11 @@ pub(super) fn find(
     busy: &[usize],
 ) -> (Vec<Speculated>, Vec<String>) {
     let t = src.text();
-    let macros = top_level_constants(src);
+    let declared = syntax::declared_names(t, body);
+    let macros: Vec<(String, i64)> = top_level_constants(src, k.range.start)
+        .into_iter()
+        .filter(|(m, _)| !declared.contains(m) && k.param(m).is_none())
+        .collect();
     let defined_here = functions_defined(src);
     let mut out: Vec<Speculated> = Vec::new();
     let mut guards: Vec<String> = Vec::new();
@@ -83,7 +139,12 @@ pub(super) fn find(
         }
         let Some(p) = n.child_by_field_name("argument").filter(|p| p.kind() == "identifier") else { continue };
         let name = text(t, p);
-        let Some(param) = k.param(name).filter(|q| q.pointer && q.is_const) else { continue };
+        let Some(param) = k.param(name).filter(|q| q.pointer && q.is_const && !q.decl.contains("volatile")) else {
+            continue;
+        };
+        if !LDG_TYPES.contains(&syntax::unqualified(&param.base).as_str()) {
+            continue;
+        }
         if taken.iter().any(|x| x == name) || !is_value_read(n) {
             continue;
         }
@@ -308,9 +369,9 @@ fn in_scope(t: &str, body: Node, index: Node, at: usize, counters: &[Counter]) -
     })
 }
 
-/// Object-like macros at the file's top level whose value is a non-negative integer
-/// literal, and that nothing undefines.
-fn top_level_constants(src: &Source) -> Vec<(String, i64)> {
+/// Object-like macros defined before `before` whose value is a non-negative integer
+/// literal, defined once and never undefined.
+fn top_level_constants(src: &Source, before: usize) -> Vec<(String, i64)> {
     let t = src.text();
     let undefined = |name: &str| {
         t.lines().any(|l| {
@@ -320,7 +381,7 @@ fn top_level_constants(src: &Source) -> Vec<(String, i64)> {
     };
     descendants(src.root())
         .into_iter()
-        .filter(|d| d.kind() == "preproc_def")
+        .filter(|d| d.kind() == "preproc_def" && d.end_byte() <= before)
         .filter_map(|d| {
             let name = text(t, d.child_by_field_name("name")?);
             let value = text(t, d.child_by_field_name("value")?).trim();
@@ -460,7 +521,9 @@ impl<'t> Bound<'_, 't> {
         if let Some(c) = self.counters.iter().find(|c| c.var == name) {
             let (start, bound, inclusive) = (c.start, c.bound, c.inclusive);
             let ty = c.ty.as_deref().and_then(IntType::parse)?;
-            self.value(start, depth + 1)?;
+            // The start as the counter holds it: a wide or unsigned start may not fit.
+            let s = self.value(start, depth + 1)?;
+            self.convert(s, ty)?;
             let b = self.value(bound, depth + 1)?;
             let hi = b.hi?;
             let hi = if inclusive { hi } else { format!("({hi} - 1)") };
@@ -472,7 +535,8 @@ impl<'t> Bound<'_, 't> {
                 return None;
             }
             let ty = IntType::parse(&param.base)?;
-            let hi = format!("(long long)({{{name}}})");
+            // As the kernel receives it: the launcher's argument may be wider.
+            let hi = format!("(long long)(({})({{{name}}}))", param.base);
             self.guard(format!("{hi} >= 0"));
             let bits = if ty.wide { 64 } else { 32 };
             return Some(Val { ty, hi: Some(hi), exact: true, factor: false, bits });

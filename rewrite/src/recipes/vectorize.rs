@@ -1644,11 +1644,11 @@ extern "C" void launch(const __half* x, const float* w, __half* out, int batch, 
         // index against the task's length, and every width the bound relies on.
         let g = &r.guards;
         let has = |x: &str| assert!(g.iter().any(|y| y == x), "{x} not in {g:?}");
-        has("(long long)(dim) >= 1");
+        has("(long long)((int)(dim)) >= 1");
         has("(long long)(TAPS) >= 0");
-        has("((((long long)(dim) - 1) * (long long)(TAPS)) + ((long long)(TAPS) - 1)) <= 2147483647LL");
+        has("((((long long)((int)(dim)) - 1) * (long long)(TAPS)) + ((long long)(TAPS) - 1)) <= 2147483647LL");
         has("(w) != nullptr");
-        has("((((long long)(dim) - 1) * (long long)(TAPS)) + ((long long)(TAPS) - 1)) < (long long)(dim * 4)");
+        has("((((long long)((int)(dim)) - 1) * (long long)(TAPS)) + ((long long)(TAPS) - 1)) < (long long)(dim * 4)");
         assert!(g.iter().any(|y| y.starts_with("ns_disjoint(out") && y.contains(", w, ")), "{g:?}");
         // The fallback kernel reads as the original.
         assert!(s.contains("if (at >= 0) acc += w[d * TAPS + k] * __half2float(row[at]);"), "{s}");
@@ -1703,11 +1703,43 @@ extern "C" void launch(const __half* x, const float* w, __half* out, int batch, 
             .int("seqlen", 2048, 2048)
             .build();
         kept(&apply(&Source::parse(CAUSAL_TAPS), &facts, &Params::default()).unwrap(), "no length");
+        // A launcher that moves the pointer: the task's length is of another span.
+        kept(
+            &with(
+                "const size_t total = (size_t)batch * dim * seqlen;",
+                "const size_t total = (size_t)batch * dim * seqlen;\n  w += TAPS;",
+            ),
+            "moved pointer",
+        );
+        // A counter whose start may not fit it (an unsigned wrap turned negative).
+        kept(
+            &with(
+                "for (int k = 0; k < TAPS; ++k)",
+                "const unsigned u = (unsigned)(seqlen - dim);\n  for (int k = u; k < TAPS; ++k)",
+            ),
+            "wrapped start",
+        );
+        // A macro defined after the kernel under a name the kernel declares: the local counts.
+        let shadow = CAUSAL_TAPS
+            .replace("float acc = 0.0f;", "const int SH = (int)(idx % 8);\n  float acc = 0.0f;")
+            .replace("if (at >= 0) acc += w[d * TAPS + k]", "if (SH < 4 && at >= 0) acc += w[d * TAPS + SH]")
+            .replace("extern \"C\"", "#define SH 1\nextern \"C\"");
+        kept(&apply(&Source::parse(&shadow), &causal_facts(), &Params::default()).unwrap(), "macro after the kernel");
+        // `__ldg` has no overload for every type, and a volatile read stays where it is.
+        kept(
+            &with(
+                "__global__ void conv(const __half* x, const float* w",
+                "__global__ void conv(const __half* x, const volatile float* w",
+            ),
+            "volatile",
+        );
         // An inclusive bound is the counter's largest value.
         let r = with("for (int k = 0; k < TAPS; ++k)", "for (int k = 0; k <= 3; ++k)");
         assert!(r.source.contains("__ldg(&w[d * TAPS + k])"), "{}", r.source);
         assert!(
-            r.guards.iter().any(|g| g == "((((long long)(dim) - 1) * (long long)(TAPS)) + 3LL) < (long long)(dim * 4)"),
+            r.guards
+                .iter()
+                .any(|g| g == "((((long long)((int)(dim)) - 1) * (long long)(TAPS)) + 3LL) < (long long)(dim * 4)"),
             "{:?}",
             r.guards
         );

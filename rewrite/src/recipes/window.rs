@@ -595,8 +595,18 @@ fn bound_template(k: &Kernel, bound: &str) -> Option<String> {
 }
 
 /// The task's length of the buffer behind kernel parameter `p`, in the launcher's names.
+/// None where the launcher changes the pointer or a name the length reads (`w += 4`
+/// before the launch): the task's length would then describe another span.
 pub(super) fn launcher_length(src: &Source, facts: &Facts, k: &Kernel, p: &str) -> Option<String> {
     let names = crate::entry_params(src, facts)?;
     let arg = crate::launcher_arg(src, facts, k, p)?;
-    facts.len_in(arg, &names)
+    let len = facts.len_in(arg, &names)?;
+    let entry = src.host_functions().into_iter().find(|h| h.name == facts.entry)?;
+    let body = src.root().descendant_for_byte_range(entry.body.start, entry.body.end)?;
+    let changed = syntax::assigned(src.text(), body);
+    let touched = |name: &str| changed.iter().any(|(c, _)| c == name);
+    if touched(&names[arg]) || crate::pattern::names_in(&len).iter().any(|n| touched(n)) {
+        return None;
+    }
+    Some(len)
 }
