@@ -13,6 +13,8 @@
 //! each structural win gets the next structural rewrite tried on top of it before its
 //! knobs are polished; the tuning moves come when none is left, or when the parent is
 //! near its floor, where what is left is polish and the two kinds compete on their scores.
+//! One exception: on the child of `block-knob`, which only offers the block size as a
+//! knob, the block sizes go first (they are that step's point).
 //! Within each group the parent's diagnoses order the moves: each recipe answers a list of
 //! diagnosis tools and is weighted by the time they say their fix saves; knob and flag
 //! moves are voted as an expert would (low occupancy: smaller blocks, a register cap;
