@@ -131,6 +131,11 @@ pub(super) fn find(
     let defined_here = functions_defined(src);
     let mut out: Vec<Speculated> = Vec::new();
     let mut guards: Vec<String> = Vec::new();
+    // `ns_disjoint` covers the buffers the kernel's parameters point to; a store through
+    // any other pointer could reach the buffer behind the read-only path's back.
+    if !stores_only_through_parameters(t, k, body, &defined_here) {
+        return (out, guards);
+    }
     for n in descendants(body) {
         if n.kind() != "subscript_expression"
             || !per_elem.iter().any(|r| r.start <= n.start_byte() && n.end_byte() <= r.end)
@@ -287,6 +292,105 @@ fn writes_memory(t: &str, stmt: Node, defined_here: &[String]) -> bool {
         }),
         "gnu_asm_expression" => true,
         _ => false,
+    })
+}
+
+/// Whether every store the kernel makes goes to a local or through a pointer parameter
+/// (`p[i] = v`, `*(p + i) = v`, `atomicAdd(&p[i], v)`, a local or `__shared__` array):
+/// no store through a pointer loaded from memory or made elsewhere, no asm, no call of a
+/// function the file defines.
+fn stores_only_through_parameters(t: &str, k: &Kernel, body: Node, defined_here: &[String]) -> bool {
+    let arrays: Vec<String> = descendants(body)
+        .into_iter()
+        .filter(|d| d.kind() == "declaration")
+        .flat_map(|d| {
+            descendants(d)
+                .into_iter()
+                .filter(|x| x.kind() == "array_declarator")
+                .filter_map(|x| x.child_by_field_name("declarator"))
+                .map(|n| text(t, n).to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let declared = syntax::declared_names(t, body);
+    let assigned: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n).collect();
+    let once = |name: &str| declared.iter().filter(|d| *d == name).count() == 1;
+    // The place a store writes: a local scalar or value parameter as a whole, or memory
+    // behind a pointer parameter the kernel never repoints, or a local array.
+    let target_ok = |target: Node| -> bool {
+        let whole = strip_parens(target);
+        if whole.kind() == "identifier" {
+            let name = text(t, whole);
+            return match k.param(name) {
+                Some(p) => !p.pointer,
+                None => once(name) && !arrays.iter().any(|a| a == name),
+            };
+        }
+        let mut x = whole;
+        loop {
+            match x.kind() {
+                "identifier" => {
+                    let name = text(t, x);
+                    let stable = !declared.iter().any(|d| d == name) && !assigned.iter().any(|a| a == name);
+                    let param = k.param(name).is_some_and(|p| p.pointer && !p.is_const && !p.base.contains('*'));
+                    return (param && stable) || (arrays.iter().any(|a| a == name) && once(name));
+                }
+                "subscript_expression" => match x.child_by_field_name("argument") {
+                    Some(a) => x = strip_parens(a),
+                    None => return false,
+                },
+                "pointer_expression" => match x.child_by_field_name("argument") {
+                    Some(a) => {
+                        let a = strip_parens(a);
+                        // `*(p + i)`: the pointer is the sum's first term.
+                        x = match syntax::binary(t, a) {
+                            Some(("+" | "-", l, _)) => strip_parens(l),
+                            _ => a,
+                        };
+                    }
+                    None => return false,
+                },
+                _ => return false,
+            }
+        }
+    };
+    descendants(body).into_iter().all(|d| match d.kind() {
+        "assignment_expression" => d.child_by_field_name("left").is_some_and(target_ok),
+        "update_expression" => d.child_by_field_name("argument").is_some_and(target_ok),
+        "call_expression" => {
+            let Some(f) = d.child_by_field_name("function") else { return false };
+            let name = text(t, f);
+            if defined_here.iter().any(|h| h == name) {
+                return false;
+            }
+            if !name.starts_with("atomic") {
+                return true;
+            }
+            // An atomic writes where its first argument points: `&p[i]`, or `p + i`.
+            let first = d.child_by_field_name("arguments").and_then(|a| named_children(a).into_iter().next());
+            first.is_some_and(|a| {
+                let a = strip_parens(a);
+                if a.kind() == "pointer_expression" && text(t, a).starts_with('&') {
+                    // `&p[i]`: the element a store to `p[i]` would write.
+                    return a
+                        .child_by_field_name("argument")
+                        .is_some_and(|x| strip_parens(x).kind() == "subscript_expression" && target_ok(x));
+                }
+                // `p + i` or `p`: the memory `p[i]` names.
+                let base = match syntax::binary(t, a) {
+                    Some(("+", l, _)) => strip_parens(l),
+                    _ => a,
+                };
+                base.kind() == "identifier" && k.param(text(t, base)).is_some_and(|p| p.pointer) && {
+                    let name = text(t, base);
+                    !declared.iter().any(|d| d == name)
+                        && !assigned.iter().any(|x| x == name)
+                        && k.param(name).is_some_and(|p| !p.is_const && !p.base.contains('*'))
+                }
+            })
+        }
+        "gnu_asm_expression" => false,
+        _ => true,
     })
 }
 
@@ -622,5 +726,39 @@ impl<'t> Bound<'_, 't> {
             _ => return None,
         };
         Some(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stores_ok(kernel_body: &str) -> bool {
+        let code = format!(
+            "__device__ void helper(float* p) {{ p[0] = 1.f; }}\n__global__ void k(const float* w, float* out, float** outs, int n) {{\n{kernel_body}\n}}\n"
+        );
+        let src = Source::parse(&code);
+        let k = src.kernel("k").unwrap();
+        let body = src.node(&k.body, "compound_statement").unwrap();
+        stores_only_through_parameters(src.text(), &k, body, &functions_defined(&src))
+    }
+
+    #[test]
+    fn stores_count_as_seen_only_through_pointer_parameters_and_local_arrays() {
+        let i = "int i = threadIdx.x;";
+        // Through a parameter, an atomic on its element, a shared array, a local scalar.
+        assert!(stores_ok(&format!("{i} out[i] = w[i];")));
+        assert!(stores_ok(&format!("{i} *(out + i) = 1.f;")));
+        assert!(stores_ok(&format!("{i} atomicAdd(out + i, 1.f);")));
+        assert!(stores_ok(&format!("{i} __shared__ float s[32]; s[i % 32] = 1.f; float a = 0.f; a += s[0]; n = 2;")));
+        // Through a const buffer cast to writable, a local pointer, a pointer loaded from
+        // memory, a repointed parameter, asm, a function of the file.
+        assert!(!stores_ok(&format!("{i} ((float*)w)[i] = 1.f;")));
+        assert!(!stores_ok(&format!("{i} float* o = out; o[i] = 1.f;")));
+        assert!(!stores_ok(&format!("{i} outs[0][i] = 1.f;")));
+        assert!(!stores_ok(&format!("{i} out = out + n; out[i] = 1.f;")));
+        assert!(!stores_ok(&format!("{i} asm volatile(\"\" ::: \"memory\");")));
+        assert!(!stores_ok(&format!("{i} helper(out);")));
+        assert!(!stores_ok(&format!("{i} atomicAdd((float*)w + i, 1.f);")));
     }
 }
