@@ -172,7 +172,7 @@ fn place(t: &str, macros: &[&str], n: Node, places: &Places) -> Option<Vec<Strin
 
 /// A read of the value: not an address taken, not written, not a field or a further
 /// subscript of it (those would read past the element).
-fn is_value_read(n: Node) -> bool {
+pub(super) fn is_value_read(n: Node) -> bool {
     let mut x = n;
     while let Some(up) = x.parent() {
         match up.kind() {

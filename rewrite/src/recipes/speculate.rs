@@ -150,7 +150,7 @@ pub(super) fn find(
         if !LDG_TYPES.contains(&syntax::unqualified(&param.base).as_str()) {
             continue;
         }
-        if taken.iter().any(|x| x == name) || !is_value_read(n) {
+        if taken.iter().any(|x| x == name) || !super::gather::is_value_read(n) {
             continue;
         }
         let Some(index) = crate::pattern::subscript_index(n) else { continue };
@@ -263,21 +263,6 @@ fn places_of<'t>(t: &str, n: Node<'t>, per_elem: &[Range<usize>]) -> Vec<Place<'
     }
     out.reverse();
     out
-}
-
-/// A read of the value: not an address taken, not written.
-fn is_value_read(n: Node) -> bool {
-    let mut x = n;
-    while let Some(up) = x.parent() {
-        match up.kind() {
-            "parenthesized_expression" => x = up,
-            "assignment_expression" => return up.child_by_field_name("right").is_some_and(|r| r.id() == x.id()),
-            "subscript_expression" => return up.child_by_field_name("argument").is_none_or(|a| a.id() != x.id()),
-            "update_expression" | "field_expression" | "pointer_expression" => return false,
-            _ => return true,
-        }
-    }
-    false
 }
 
 /// Whether `stmt` may write memory: a store through a subscript, a pointer or a field, an
