@@ -16,7 +16,11 @@
 //! bound relies on. The load goes through `__ldg` (a plain one is sunk back under each
 //! condition), so the launcher also checks that no buffer the kernel writes overlaps it.
 //! A read under a condition that names its buffer (`p != nullptr ? p[d] : 0`) is left as
-//! it is.
+//! it is. `ns_disjoint` covers only the buffers behind the kernel's parameters, so nothing
+//! moves in a kernel that may store elsewhere: through a local pointer, a cast, an array
+//! of pointers, or a call not known to write nothing (the calls taken are math,
+//! conversions, loads, shuffles and barriers by name; a macro, a template, a qualified
+//! name, a function of the file or a store intrinsic may write).
 
 use super::uniform::RunUniform;
 use crate::facts::Facts;
@@ -128,12 +132,16 @@ pub(super) fn find(
         .into_iter()
         .filter(|(m, _)| !declared.contains(m) && k.param(m).is_none())
         .collect();
-    let defined_here = functions_defined(src);
+    let function_macros: Vec<&str> = descendants(src.root())
+        .into_iter()
+        .filter(|d| d.kind() == "preproc_function_def")
+        .filter_map(|d| d.child_by_field_name("name").map(|n| text(t, n)))
+        .collect();
     let mut out: Vec<Speculated> = Vec::new();
     let mut guards: Vec<String> = Vec::new();
     // `ns_disjoint` covers the buffers the kernel's parameters point to; a store through
     // any other pointer could reach the buffer behind the read-only path's back.
-    if !stores_only_through_parameters(t, k, body, &defined_here) {
+    if !stores_only_through_parameters(t, k, body, &function_macros) {
         return (out, guards);
     }
     for n in descendants(body) {
@@ -165,7 +173,7 @@ pub(super) fn find(
             p.conditional
                 && !p.conditions.iter().any(|c| syntax::mentions(t, *c, name))
                 && !busy.contains(&p.at)
-                && !writes_memory(t, p.stmt, &defined_here)
+                && !writes_memory(t, p.stmt, &function_macros)
                 && in_scope(t, body, index, p.at, &counters)
         };
         let Some(place) = places_of(t, n, per_elem).into_iter().find(fits) else { continue };
@@ -265,34 +273,76 @@ fn places_of<'t>(t: &str, n: Node<'t>, per_elem: &[Range<usize>]) -> Vec<Place<'
     out
 }
 
-/// Whether `stmt` may write memory: a store through a subscript, a pointer or a field, an
-/// atomic, or a call of a function the file defines (whatever it writes is out of sight).
-fn writes_memory(t: &str, stmt: Node, defined_here: &[String]) -> bool {
+/// Whether `stmt` may write memory: a store through a subscript, a pointer or a field, or
+/// any call not known to write nothing ([`pure_call`]): an atomic, a store intrinsic, a
+/// function of the file, a macro, a library call.
+fn writes_memory(t: &str, stmt: Node, function_macros: &[&str]) -> bool {
     descendants(stmt).into_iter().any(|d| match d.kind() {
         "assignment_expression" => d.child_by_field_name("left").is_none_or(|l| strip_parens(l).kind() != "identifier"),
         "update_expression" => d.child_by_field_name("argument").is_none_or(|a| strip_parens(a).kind() != "identifier"),
-        "call_expression" => d.child_by_field_name("function").is_none_or(|f| {
-            let f = text(t, f);
-            f.starts_with("atomic") || f.contains("store") || defined_here.iter().any(|h| h == f)
-        }),
-        "gnu_asm_expression" => true,
+        "call_expression" => !pure_call(t, d, function_macros),
+        "gnu_asm_expression" | "new_expression" | "delete_expression" => true,
         _ => false,
     })
+}
+
+/// Functions known to write no memory: math, conversions, loads, warp votes and
+/// shuffles, barriers, and the rewrite's own division and pick helpers.
+const PURE_FUNCTIONS: &str =
+    "min max abs fabs fabsf fmax fmaxf fmin fminf exp expf exp2f exp10f expm1f log logf log2f \
+    log10f log1pf sqrt sqrtf rsqrt rsqrtf cbrtf pow powf sin sinf cos cosf tan tanf tanh \
+    tanhf erf erff erfcf floor floorf ceil ceilf rint rintf lrintf llrintf round roundf \
+    lroundf trunc truncf fma fmaf fmodf remainderf copysignf isnan isinf isfinite signbit \
+    __expf __logf __sinf __cosf __tanf __powf __exp10f __log2f __log10f __saturatef \
+    __syncthreads __syncwarp __threadfence __threadfence_block __ballot_sync __any_sync \
+    __all_sync __activemask __popc __popcll __clz __clzll __ffs __ffsll __brev __byte_perm \
+    __umulhi __mulhi __umul64hi __mul64hi __mul24 __umul24 __dp4a __dp2a_lo __dp2a_hi ns_div \
+    ns_mod ns_pick ns_erf_fast ns_tanh_approx";
+
+/// Prefixes of intrinsics that only compute a value: conversions, reinterpretations,
+/// half and bfloat16 arithmetic, rounded float arithmetic, loads, shuffles, vector makers.
+const PURE_PREFIXES: &str = "__float2 __floats2 __half2 __halves2 __bfloat162 __int2 __uint2 __ll2 __ull2 __double2 \
+    __short2 __ushort2 __float_as_ __int_as_ __uint_as_ __double_as_ __longlong_as_ \
+    __short_as_ __ushort_as_ __bfloat16_as_ __half_as_ __nv_cvt_ __h __f __ldg __ldca __ldcg \
+    __ldcs __ldlu __ldcv __shfl make_";
+
+/// A call known to write no memory: a plain name on the lists above that the file does
+/// not define as a macro. Anything else (a qualified or template name, a member, a macro,
+/// a function of the file, a library call) may write.
+fn pure_call(t: &str, call: Node, function_macros: &[&str]) -> bool {
+    let Some(f) = call.child_by_field_name("function").filter(|f| f.kind() == "identifier") else { return false };
+    let name = text(t, f);
+    !function_macros.contains(&name)
+        && (PURE_FUNCTIONS.split_whitespace().any(|p| p == name)
+            || PURE_PREFIXES.split_whitespace().any(|p| name.starts_with(p)))
 }
 
 /// Whether every store the kernel makes goes to a local or through a pointer parameter
 /// (`p[i] = v`, `*(p + i) = v`, `atomicAdd(&p[i], v)`, a local or `__shared__` array):
 /// no store through a pointer loaded from memory or made elsewhere, no asm, no call of a
 /// function the file defines.
-fn stores_only_through_parameters(t: &str, k: &Kernel, body: Node, defined_here: &[String]) -> bool {
+fn stores_only_through_parameters(t: &str, k: &Kernel, body: Node, function_macros: &[&str]) -> bool {
+    // Arrays of values (`float s[32]`), not of pointers (`float* ps[2]`): a store through
+    // an element of the latter goes wherever that pointer points.
     let arrays: Vec<String> = descendants(body)
         .into_iter()
         .filter(|d| d.kind() == "declaration")
+        .filter(|d| d.child_by_field_name("type").is_some_and(|ty| syntax::type_size(text(t, ty)).is_some()))
         .flat_map(|d| {
             descendants(d)
                 .into_iter()
                 .filter(|x| x.kind() == "array_declarator")
-                .filter_map(|x| x.child_by_field_name("declarator"))
+                .filter(|x| {
+                    let mut up = x.parent();
+                    while let Some(u) = up.filter(|u| u.id() != d.id()) {
+                        if u.kind() == "pointer_declarator" || u.kind() == "reference_declarator" {
+                            return false;
+                        }
+                        up = u.parent();
+                    }
+                    true
+                })
+                .filter_map(|x| x.child_by_field_name("declarator").filter(|n| n.kind() == "identifier"))
                 .map(|n| text(t, n).to_string())
                 .collect::<Vec<_>>()
         })
@@ -343,13 +393,13 @@ fn stores_only_through_parameters(t: &str, k: &Kernel, body: Node, defined_here:
         "assignment_expression" => d.child_by_field_name("left").is_some_and(target_ok),
         "update_expression" => d.child_by_field_name("argument").is_some_and(target_ok),
         "call_expression" => {
-            let Some(f) = d.child_by_field_name("function") else { return false };
-            let name = text(t, f);
-            if defined_here.iter().any(|h| h == name) {
-                return false;
-            }
-            if !name.starts_with("atomic") {
+            if pure_call(t, d, function_macros) {
                 return true;
+            }
+            let Some(f) = d.child_by_field_name("function").filter(|f| f.kind() == "identifier") else { return false };
+            let name = text(t, f);
+            if !name.starts_with("atomic") || function_macros.contains(&name) {
+                return false;
             }
             // An atomic writes where its first argument points: `&p[i]`, or `p + i`.
             let first = d.child_by_field_name("arguments").and_then(|a| named_children(a).into_iter().next());
@@ -374,7 +424,7 @@ fn stores_only_through_parameters(t: &str, k: &Kernel, body: Node, defined_here:
                 }
             })
         }
-        "gnu_asm_expression" => false,
+        "gnu_asm_expression" | "new_expression" | "delete_expression" => false,
         _ => true,
     })
 }
@@ -426,16 +476,6 @@ fn counters_around<'t>(
         }
     }
     out
-}
-
-/// The names of the functions the file defines.
-fn functions_defined(src: &Source) -> Vec<String> {
-    let t = src.text();
-    descendants(src.root())
-        .into_iter()
-        .filter(|d| d.kind() == "function_declarator")
-        .filter_map(|d| d.child_by_field_name("declarator").map(|n| text(t, n).to_string()))
-        .collect()
 }
 
 /// Every name the index reads is in scope where the load goes: a counter of a loop around
@@ -720,12 +760,17 @@ mod tests {
 
     fn stores_ok(kernel_body: &str) -> bool {
         let code = format!(
-            "__device__ void helper(float* p) {{ p[0] = 1.f; }}\n__global__ void k(const float* w, float* out, float** outs, int n) {{\n{kernel_body}\n}}\n"
+            "#define PUT(p, i, v) ((p)[i] = (v))\ntemplate <typename T> __device__ void put(T* p, T v) {{ p[0] = v; }}\n__device__ void helper(float* p) {{ p[0] = 1.f; }}\n__global__ void k(const float* w, float* out, float** outs, int n) {{\n{kernel_body}\n}}\n"
         );
         let src = Source::parse(&code);
         let k = src.kernel("k").unwrap();
         let body = src.node(&k.body, "compound_statement").unwrap();
-        stores_only_through_parameters(src.text(), &k, body, &functions_defined(&src))
+        let macros: Vec<&str> = descendants(src.root())
+            .into_iter()
+            .filter(|d| d.kind() == "preproc_function_def")
+            .filter_map(|d| d.child_by_field_name("name").map(|n| text(src.text(), n)))
+            .collect();
+        stores_only_through_parameters(src.text(), &k, body, &macros)
     }
 
     #[test]
@@ -745,5 +790,17 @@ mod tests {
         assert!(!stores_ok(&format!("{i} asm volatile(\"\" ::: \"memory\");")));
         assert!(!stores_ok(&format!("{i} helper(out);")));
         assert!(!stores_ok(&format!("{i} atomicAdd((float*)w + i, 1.f);")));
+        // What a call may write is out of sight: a template, a macro, a qualified atomic, a
+        // store intrinsic, a library call; and an array of pointers is no array of values.
+        assert!(!stores_ok(&format!("{i} put<float>((float*)w + i, 0.5f);")));
+        assert!(!stores_ok(&format!("{i} PUT((float*)w, i, 0.5f);")));
+        assert!(!stores_ok(&format!("{i} ::atomicExch((float*)w + i, 0.5f);")));
+        assert!(!stores_ok(&format!("{i} __stcg((float*)w + i, 0.5f);")));
+        assert!(!stores_ok(&format!("{i} memset((float*)w + i, 0, 4);")));
+        assert!(!stores_ok(&format!("{i} float* ws[1] = {{(float*)w + i}}; ws[0][0] = 0.5f;")));
+        // Math, conversions and loads write nothing.
+        assert!(stores_ok(&format!(
+            "{i} out[i] = __expf(fmaxf(w[i], 0.f)) + __half2float(__float2half(__ldg(w + i)));"
+        )));
     }
 }
