@@ -195,7 +195,11 @@ pub(super) fn find(
                 guards.push(g);
             }
         }
-        let local = format!("ns_spec_{name}_{}", out.len());
+        // A name new to the file (a kernel rewritten before may hold one already).
+        let local = (out.len()..)
+            .map(|i| format!("ns_spec_{name}_{i}"))
+            .find(|l| !syntax::mentions_word(t, l))
+            .unwrap_or_default();
         out.push(Speculated {
             name: name.to_string(),
             site: n.byte_range(),

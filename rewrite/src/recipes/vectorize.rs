@@ -1652,6 +1652,10 @@ extern "C" void launch(const __half* x, const float* w, __half* out, int batch, 
         assert!(g.iter().any(|y| y.starts_with("ns_disjoint(out") && y.contains(", w, ")), "{g:?}");
         // The fallback kernel reads as the original.
         assert!(s.contains("if (at >= 0) acc += w[d * TAPS + k] * __half2float(row[at]);"), "{s}");
+        // The local's name is new to the file.
+        let taken = CAUSAL_TAPS.replace("#define TAPS 4", "#define TAPS 4\n// ns_spec_w_0 is a name of ours");
+        let r = apply(&Source::parse(&taken), &causal_facts(), &Params::default()).unwrap();
+        assert!(r.source.contains("const float ns_spec_w_1 = __ldg(&w[d * TAPS + k]);"), "{}", r.source);
     }
 
     #[test]
