@@ -132,11 +132,8 @@ pub(super) fn find(
         .into_iter()
         .filter(|(m, _)| !declared.contains(m) && k.param(m).is_none())
         .collect();
-    let function_macros: Vec<&str> = descendants(src.root())
-        .into_iter()
-        .filter(|d| d.kind() == "preproc_function_def")
-        .filter_map(|d| d.child_by_field_name("name").map(|n| text(t, n)))
-        .collect();
+    let function_macros = function_macros(src);
+    let locals: Vec<Node> = descendants(body).into_iter().filter(|d| d.kind() == "declaration").collect();
     let mut out: Vec<Speculated> = Vec::new();
     let mut guards: Vec<String> = Vec::new();
     // `ns_disjoint` covers the buffers the kernel's parameters point to; a store through
@@ -174,10 +171,10 @@ pub(super) fn find(
                 && !p.conditions.iter().any(|c| syntax::mentions(t, *c, name))
                 && !busy.contains(&p.at)
                 && !writes_memory(t, p.stmt, &function_macros)
-                && in_scope(t, body, index, p.at, &counters)
+                && in_scope(t, &locals, index, p.at, &counters)
         };
         let Some(place) = places_of(t, n, per_elem).into_iter().find(fits) else { continue };
-        let mut b = Bound { t, k, body, uniform, macros: &macros, counters: &counters, guards: Vec::new() };
+        let mut b = Bound { t, k, locals: &locals, uniform, macros: &macros, counters: &counters, guards: Vec::new() };
         let Some(v) = b.value(index, 0) else { continue };
         let Some(hi) = v.hi else { continue };
         let Some(len) = super::window::launcher_length(src, facts, k, name) else { continue };
@@ -484,8 +481,7 @@ fn counters_around<'t>(
 
 /// Every name the index reads is in scope where the load goes: a counter of a loop around
 /// that place, or a local declared before it in a block around it.
-fn in_scope(t: &str, body: Node, index: Node, at: usize, counters: &[Counter]) -> bool {
-    let locals: Vec<Node> = descendants(body).into_iter().filter(|d| d.kind() == "declaration").collect();
+fn in_scope(t: &str, locals: &[Node], index: Node, at: usize, counters: &[Counter]) -> bool {
     descendants(index).into_iter().filter(|d| d.kind() == "identifier").all(|id| {
         let name = text(t, id);
         if let Some(c) = counters.iter().find(|c| c.var == name) {
@@ -512,23 +508,32 @@ fn top_level_constants(src: &Source, before: usize) -> Vec<(String, i64)> {
             l.starts_with('#') && l[1..].trim_start().starts_with("undef") && syntax::mentions_word(l, name)
         })
     };
-    descendants(src.root())
+    let defines: Vec<Node> = descendants(src.root())
         .into_iter()
+        .filter(|d| matches!(d.kind(), "preproc_def" | "preproc_function_def"))
+        .collect();
+    let name_of = |d: &Node| d.child_by_field_name("name").map(|n| text(t, n));
+    defines
+        .iter()
         .filter(|d| d.kind() == "preproc_def" && d.end_byte() <= before)
         .filter_map(|d| {
-            let name = text(t, d.child_by_field_name("name")?);
+            let name = name_of(d)?;
             let value = text(t, d.child_by_field_name("value")?).trim();
             let value = value.trim_start_matches('(').trim_end_matches(')');
             let v = crate::pattern::int_literal(value).filter(|v| *v >= 0)?;
-            let defines = descendants(src.root())
-                .into_iter()
-                .filter(|e| {
-                    matches!(e.kind(), "preproc_def" | "preproc_function_def")
-                        && e.child_by_field_name("name").is_some_and(|n| text(t, n) == name)
-                })
-                .count();
-            (defines == 1 && !undefined(name)).then(|| (name.to_string(), v))
+            let once = defines.iter().filter(|e| name_of(e) == Some(name)).count() == 1;
+            (once && !undefined(name)).then(|| (name.to_string(), v))
         })
+        .collect()
+}
+
+/// The names the file defines as function-like macros: a call through one may expand to
+/// anything.
+fn function_macros(src: &Source) -> Vec<&str> {
+    descendants(src.root())
+        .into_iter()
+        .filter(|d| d.kind() == "preproc_function_def")
+        .filter_map(|d| d.child_by_field_name("name").map(|n| text(src.text(), n)))
         .collect()
 }
 
@@ -590,7 +595,8 @@ struct Val {
 struct Bound<'a, 't> {
     t: &'a str,
     k: &'a Kernel,
-    body: Node<'t>,
+    /// The kernel's declarations.
+    locals: &'a [Node<'t>],
     uniform: &'a RunUniform<'a>,
     macros: &'a [(String, i64)],
     counters: &'a [Counter<'t>],
@@ -688,9 +694,7 @@ impl<'t> Bound<'_, 't> {
         if !self.uniform.is_local(name) {
             return None;
         }
-        let decl = descendants(self.body)
-            .into_iter()
-            .find(|d| syntax::single_declarator(t, *d).is_some_and(|(d, _)| d == name))?;
+        let decl = *self.locals.iter().find(|d| syntax::single_declarator(t, **d).is_some_and(|(d, _)| d == name))?;
         let ty = IntType::parse(&syntax::declaration_type(t, decl)?)?;
         let init = syntax::single_declarator(t, decl)?.1;
         match init.and_then(|i| self.value(i, depth + 1)) {
@@ -769,12 +773,7 @@ mod tests {
         let src = Source::parse(&code);
         let k = src.kernel("k").unwrap();
         let body = src.node(&k.body, "compound_statement").unwrap();
-        let macros: Vec<&str> = descendants(src.root())
-            .into_iter()
-            .filter(|d| d.kind() == "preproc_function_def")
-            .filter_map(|d| d.child_by_field_name("name").map(|n| text(src.text(), n)))
-            .collect();
-        stores_only_through_parameters(src.text(), &k, body, &macros)
+        stores_only_through_parameters(src.text(), &k, body, &function_macros(&src))
     }
 
     #[test]

@@ -1091,7 +1091,7 @@ fn run_reads(
     let gathers = gather::find(src, k, body, splits, &uniform, &places, &taken, &inner);
     let jammed = jam.is_some();
     let mut reads = none();
-    if jam.is_some() || !gathers.is_empty() {
+    if jammed || !gathers.is_empty() {
         if let Some(g) = gather::disjoint_guards(src, facts, k, &uniform.loaded()) {
             guards.extend(g);
             reads.jam = jam;
