@@ -108,6 +108,18 @@ inline unsigned ns_grid_cap(long long blocks, int per_sm) {
 }"#,
 };
 
+/// The grid of a coarsened launch.
+pub static COARSE_GRID: Helper = Helper {
+    mark: "NIGHTSHIFT_COARSE_GRID",
+    text: r#"
+// nightshift: a grid of `blocks` blocks' work in blocks that do `per` each. A grid the
+// launch would refuse (0, or past 2^31 - 1) is passed on as it is, so it still fails.
+inline unsigned ns_coarse_grid(unsigned long long blocks, unsigned per) {
+  if (blocks == 0 || blocks > 2147483647ull || per < 1) return (unsigned)blocks;
+  return (unsigned)((blocks + per - 1) / per);
+}"#,
+};
+
 /// Fast approximations for transcendental functions without a hardware intrinsic.
 pub static FAST_MATH: Helper = Helper {
     mark: "NIGHTSHIFT_FAST_MATH",

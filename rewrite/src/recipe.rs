@@ -27,10 +27,11 @@ pub enum RecipeId {
     Intrinsics,
     Unroll,
     LaunchBounds,
+    Coarsen,
 }
 
 impl RecipeId {
-    pub const ALL: [RecipeId; 14] = [
+    pub const ALL: [RecipeId; 15] = [
         RecipeId::IndexWidth,
         RecipeId::FastDivmod,
         RecipeId::Vectorize,
@@ -45,6 +46,7 @@ impl RecipeId {
         RecipeId::Intrinsics,
         RecipeId::Unroll,
         RecipeId::LaunchBounds,
+        RecipeId::Coarsen,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -63,6 +65,7 @@ impl RecipeId {
             RecipeId::Intrinsics => "intrinsics",
             RecipeId::Unroll => "unroll",
             RecipeId::LaunchBounds => "launch-bounds",
+            RecipeId::Coarsen => "coarsen",
         }
     }
 }

@@ -4,6 +4,7 @@
 //! per recipe.
 
 pub mod block_knob;
+pub mod coarsen;
 pub mod cooperative;
 pub mod fast_divmod;
 mod gather;
@@ -186,6 +187,15 @@ pub const ALL: &[Recipe] = &[
         versioned: false,
         params: launch_bounds::PARAMS,
         apply: launch_bounds::apply,
+    },
+    Recipe {
+        id: RecipeId::Coarsen,
+        summary: "each block does the work of k blocks of the original grid along x in turn (a knob): short blocks pay scheduling and set-up once per k",
+        kind: RecipeKind::Tuning,
+        answers: &[ToolId::MemoryLatencyBound, ToolId::IntegerOverhead],
+        versioned: false,
+        params: coarsen::PARAMS,
+        apply: coarsen::apply,
     },
 ];
 

@@ -313,9 +313,14 @@ const PURE_PREFIXES: &str = "__float2 __floats2 __half2 __halves2 __bfloat162 __
 fn pure_call(t: &str, call: Node, function_macros: &[&str]) -> bool {
     let Some(f) = call.child_by_field_name("function").filter(|f| f.kind() == "identifier") else { return false };
     let name = text(t, f);
-    !function_macros.contains(&name)
-        && (PURE_FUNCTIONS.split_whitespace().any(|p| p == name)
-            || PURE_PREFIXES.split_whitespace().any(|p| name.starts_with(p)))
+    !function_macros.contains(&name) && value_builtin(name)
+}
+
+/// A CUDA built-in (or a helper of the rewrite's) on the lists above: it computes a value
+/// from its arguments and touches no memory but what it loads.
+pub(super) fn value_builtin(name: &str) -> bool {
+    PURE_FUNCTIONS.split_whitespace().any(|p| p == name)
+        || PURE_PREFIXES.split_whitespace().any(|p| name.starts_with(p))
 }
 
 /// Whether every store the kernel makes goes to a local or through a pointer parameter

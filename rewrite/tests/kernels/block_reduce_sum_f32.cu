@@ -11,6 +11,7 @@
 // expect: declines grid-stride
 // expect: declines fast-divmod
 // expect: declines intrinsics
+// expect: declines coarsen: `block_sum_kernel` synchronizes its block: coarse blocks would need a barrier between the blocks they run
 #include <cuda_runtime.h>
 
 // Classic reduction #3 (sequential addressing): one partial sum per block.

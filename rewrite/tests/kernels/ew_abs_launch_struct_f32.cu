@@ -6,6 +6,7 @@
 // expect: declines launch-bounds: the block size of `abs_kernel` is not a compile-time constant: `cfg.block` is a member whose type this recipe does not follow
 // expect: declines block-knob: `abs_kernel` has no grid cap in its launcher, and its block size `cfg.block` is a member whose type this recipe does not follow
 // expect: declines index-width: the grid of a launch of `abs_kernel` is `cfg.grid`, a member whose type this recipe does not follow, so a thread-count check cannot tell a number from a dim3
+// expect: declines coarsen
 #include <cuda_runtime.h>
 
 // The launcher takes its whole shape from a configuration struct a helper fills in.

@@ -16,6 +16,7 @@
 // expect: declines intrinsics
 // expect: declines unroll
 // expect: declines row-strip: `add_f32` does not read `blockIdx.y`: a 1-D grid has no rows of blocks to strip
+// expect: applies coarsen
 #include <cuda_runtime.h>
 
 // Plain elementwise add, one element per thread: c = a + b.

@@ -12,6 +12,7 @@
 // expect: declines fast-divmod
 // expect: applies block-knob
 // expect: applies launch-bounds
+// expect: applies coarsen
 #include <cuda_runtime.h>
 
 // torch.histc(x, bins=nbins, min=0, max=1) with global atomics; values

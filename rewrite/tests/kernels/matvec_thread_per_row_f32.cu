@@ -15,6 +15,7 @@
 // expect: declines index-width
 // expect: declines intrinsics
 // expect: declines vectorize
+// expect: applies coarsen
 #include <cuda_runtime.h>
 
 // y = A x for a row-major A; each thread computes one dot product.

@@ -13,6 +13,7 @@
 // expect: declines fast-divmod
 // expect: declines intrinsics
 // expect: declines row-cache: `warp_row_sum_kernel` makes one pass over each row (strided loops over `cols`): no row is read twice
+// expect: declines coarsen: `warp_row_sum_kernel` calls `warp_sum`, which uses warp collectives: a thread that left one block early would meet them in the next
 #include <cuda_runtime.h>
 
 #define WARP 32
