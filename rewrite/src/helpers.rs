@@ -117,6 +117,9 @@ pub static COARSE_GRID: Helper = Helper {
 inline unsigned ns_coarse_grid(unsigned long long blocks, unsigned per) {
   if (blocks == 0 || blocks > 2147483647ull || per < 1) return (unsigned)blocks;
   return (unsigned)((blocks + per - 1) / per);
+}
+inline dim3 ns_coarse_grid3(dim3 grid, unsigned per) {
+  return dim3(ns_coarse_grid(grid.x, per), grid.y, grid.z);
 }"#,
 };
 

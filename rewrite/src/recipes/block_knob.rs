@@ -164,6 +164,13 @@ fn plan<'k>(
     k: &'k Kernel,
     made: &mut Vec<Made>,
 ) -> Result<(Change<'k>, String), NotApplicable> {
+    if k.param(super::coarsen::GRID).is_some() {
+        return Err(NotApplicable::new(format!(
+            "`{}` runs coarse blocks (`coarsen`): its launch computes the original grid once, for the blocks it \
+             stands for, and a block-size knob would leave that grid sized for the old block",
+            k.name
+        )));
+    }
     let launches = src.launches_of(&k.name);
     let mut knobs = Knobs {
         src,

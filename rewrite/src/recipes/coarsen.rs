@@ -36,9 +36,13 @@ pub const KNOB: &str = "NS_COARSEN";
 /// The names the rewrite adds to the kernel; a kernel that has one is coarse already or
 /// would clash.
 const BLOCK: &str = "ns_bx";
-const GRID: &str = "ns_grid_x";
+pub(super) const GRID: &str = "ns_grid_x";
 const STEP: &str = "ns_cb";
 const NEXT: &str = "ns_coarse_next";
+const LAUNCH_GRID: &str = "ns_coarse_g";
+/// Every name the rewrite adds to the file, helpers included.
+const ADDED: &[&str] =
+    &[BLOCK, GRID, STEP, NEXT, LAUNCH_GRID, "ns_coarse_grid", "ns_coarse_grid3", "NIGHTSHIFT_COARSE_GRID"];
 
 /// Words that make blocks depend on each other or on the threads beside them, in the
 /// kernel or anything it calls.
@@ -67,7 +71,8 @@ pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
     let mut why = Vec::new();
     let mut knob_declared = src.defines(KNOB);
     for k in &kernels {
-        match plan(src, facts, k) {
+        let planned = knob_above(src, k).and_then(|()| plan(src, facts, k));
+        match planned {
             Ok((mut c, n)) => {
                 if !knob_declared {
                     c.before = format!(
@@ -87,6 +92,22 @@ pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
     Ok(Rewrite { source: version::apply(src, changes)?, description: notes.join("; "), guards: Vec::new() })
 }
 
+/// A file that defines the knob already must define it as this recipe does, above the
+/// kernel (a later application to a kernel above it would use it before its definition).
+fn knob_above(src: &Source, k: &Kernel) -> Result<(), NotApplicable> {
+    if !src.defines(KNOB) {
+        return Ok(());
+    }
+    match src.text().find(&format!("{KNOB_MARK}{KNOB} =")) {
+        Some(at) if at < k.range.start => Ok(()),
+        Some(_) => Err(NotApplicable::new(format!(
+            "`{}` sits above the file's `{KNOB}` knob: coarsen every kernel of the file in one application",
+            k.name
+        ))),
+        None => Err(NotApplicable::new(format!("the file defines `{KNOB}` itself, not as this recipe's knob"))),
+    }
+}
+
 fn plan<'k>(src: &Source, _facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, String), NotApplicable> {
     let t = src.text();
     let decline = |why: String| Err(NotApplicable::new(format!("`{}` {why}", k.name)));
@@ -96,9 +117,25 @@ fn plan<'k>(src: &Source, _facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, 
     if k.has_error {
         return decline("does not parse cleanly".into());
     }
-    let kernel_text = &t[k.range.clone()];
-    if let Some(name) = [BLOCK, GRID, STEP, NEXT].into_iter().find(|n| mentions_word(kernel_text, n)) {
-        return decline(format!("names `{name}` already (coarse blocks already, or a name the rewrite would add)"));
+    if let Some(name) = ADDED.iter().find(|n| mentions_word(t, n)) {
+        return decline(format!(
+            "shares its file with `{name}`, a name the rewrite adds (coarse blocks already, or a clash)"
+        ));
+    }
+    let params = src.node_at(&k.params_range);
+    if params.is_some_and(|p| {
+        crate::syntax::named_children(p)
+            .iter()
+            .any(|c| matches!(c.kind(), "optional_parameter_declaration" | "variadic_parameter_declaration"))
+    }) || t[k.params_range.clone()].contains("...")
+    {
+        return decline("has a default argument or a parameter pack, after which no parameter can be added".into());
+    }
+    if descendants(body).iter().any(|d| {
+        matches!(d.kind(), "class_specifier" | "struct_specifier" | "union_specifier")
+            && d.child_by_field_name("body").is_some()
+    }) {
+        return decline("defines a class in its body (a `return` in its members is not the kernel's)".into());
     }
     // The block index and grid size: only their x components change meaning, and only
     // where the kernel reads them itself.
@@ -113,7 +150,7 @@ fn plan<'k>(src: &Source, _facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, 
         let Some((obj, axis)) = field.and_then(|f| crate::syntax::builtin(t, f)) else {
             return decline(format!("uses `{}` other than by its .x, .y or .z", text(t, d)));
         };
-        if axis == 'x' {
+        if axis == 'x' && !field.is_some_and(crate::syntax::unevaluated) {
             let f = field.unwrap_or(d);
             reads_block |= obj == "blockIdx";
             edits.replace(
@@ -153,25 +190,44 @@ fn plan<'k>(src: &Source, _facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, 
                 _ => {}
             }
         }
-        if !what.is_empty() && (mentions_word(words, "blockIdx") || mentions_word(words, "gridDim")) {
-            return decline(format!("{what}reads the block index or the grid's size itself"));
+        if let Some(w) = waits_on_other_blocks(t, *n) {
+            return decline(format!(
+                "{what}reads what other blocks may write while it runs ({w}): blocks that wait on each other \
+                 would wait forever once one thread runs them in turn"
+            ));
         }
         if words.contains("<<<") {
             return decline(format!("{what}launches kernels"));
         }
+    }
+    if let Some(place) = block_index_outside_kernels(src) {
+        return decline(format!(
+            "shares its file with {place}, which reads the block index or the grid's size outside a kernel's own \
+             body (a helper, constructor, operator or macro the rewrite would not see change)"
+        ));
     }
     for name in file_scope_shared(src) {
         if region.iter().any(|(_, n)| crate::syntax::mentions(t, *n, &name)) {
             return decline(format!("uses `{name}`, a `__shared__` variable of the file"));
         }
     }
+    // Macros: any that names a barrier, shared memory or a warp collective, or launches
+    // this kernel, wherever it is used (through other macros too); any used in the kernel
+    // that leaves it.
     for (name, value) in crate::syntax::macro_definitions(t, src.root()) {
-        let reads =
-            ["blockIdx", "gridDim", "__syncthreads", "__shared__"].into_iter().find(|w| mentions_word(value, w));
+        let reads = ["__syncthreads", "__shared__", "__syncwarp", "__shfl_sync", "__shfl_xor_sync", "__ballot_sync"]
+            .into_iter()
+            .find(|w| mentions_word(value, w));
         if let Some(w) = reads {
-            if region.iter().any(|(_, n)| crate::syntax::mentions(t, *n, name)) {
-                return decline(format!("uses the macro `{name}`, whose text names `{w}`"));
-            }
+            return decline(format!("shares its file with the macro `{name}`, whose text names `{w}`"));
+        }
+        if mentions_word(value, &k.name) {
+            return decline(format!("is named in the macro `{name}`: a launch there would not pass the grid's size"));
+        }
+    }
+    for (name, kw) in crate::syntax::jump_macros(t, src.root()) {
+        if crate::syntax::mentions(t, body, &name) {
+            return decline(format!("invokes `{name}`, a macro that hides a `{kw}`"));
         }
     }
     // The kernel's name elsewhere than its launches (a cudaLaunchKernel argument array, a
@@ -189,18 +245,15 @@ fn plan<'k>(src: &Source, _facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, 
             );
         }
     }
-    for l in &launches {
-        let grid = l.config.first().map(String::as_str).unwrap_or("");
-        if grid.contains("++") || grid.contains("--") || assigns(grid) {
-            return decline(format!(
-                "is launched with the grid `{grid}`, which changes a variable: the rewrite evaluates it twice"
-            ));
-        }
-    }
-    // `return` leaves one block and moves on to the next.
+
+    // `return` leaves one block and moves on to the next; `return f(...);` still calls f.
     for r in crate::syntax::escapes(body) {
         if r.kind() == "return_statement" {
-            edits.replace(r.start_byte() - k.body.start..r.end_byte() - k.body.start, format!("goto {NEXT};"));
+            let jump = match r.named_child(0).filter(|e| e.kind() != "comment") {
+                Some(e) => format!("{{ (void)({}); goto {NEXT}; }}", text(t, e)),
+                None => format!("goto {NEXT};"),
+            };
+            edits.replace(r.start_byte() - k.body.start..r.end_byte() - k.body.start, jump);
         }
     }
     let rewritten = edits
@@ -228,19 +281,91 @@ fn plan<'k>(src: &Source, _facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, 
     } else {
         change.edits.insert(k.params_range.end - 1, param);
     }
-    change.extra_args.push("(unsigned){@grid}".into());
-    change.grid = Some(Box::new(|g: &str| format!("ns_coarse_grid({g}, {KNOB})")));
+    for l in &launches {
+        let (r, code) = coarse_launch(src, l).map_err(|why| NotApplicable::new(format!("`{}` {why}", k.name)))?;
+        change.edits.replace(r, code);
+    }
     change.helpers.push(&helpers::COARSE_GRID);
     Ok((change, format!("`{}`: each block does {KNOB} blocks' work along x in turn", k.name)))
 }
 
-/// Whether an expression assigns (`=`, `+=`...), as opposed to comparing.
-fn assigns(e: &str) -> bool {
-    let b = e.as_bytes();
-    (0..b.len()).any(|i| {
-        b[i] == b'=' && b.get(i + 1) != Some(&b'=') && !(i > 0 && matches!(b[i - 1], b'=' | b'!' | b'<' | b'>'))
-            || (i > 1 && b[i] == b'=' && matches!(&b[i - 2..i], b"<<" | b">>"))
+/// One launch as a block that evaluates its grid once, launches a grid `NS_COARSEN` times
+/// smaller and passes the original grid's x size.
+fn coarse_launch(src: &Source, l: &crate::source::Launch) -> Result<(std::ops::Range<usize>, String), String> {
+    let t = src.text();
+    let grid_range = l.config_ranges.first().ok_or("is launched without a grid")?;
+    if matches!(crate::launch::grid(src, l), None | Some(crate::launch::Dims::Unknown { .. })) {
+        return Err(format!(
+            "is launched with the grid `{}`, whose type (a number or a dim3) the file does not show",
+            &t[grid_range.clone()]
+        ));
+    }
+    // The statement must be the launch alone, so its grid may be computed first.
+    let stmt = &t[l.stmt.clone()];
+    let tail = t[l.args_range.end..l.stmt.end].trim();
+    if l.name_range.start < l.stmt.start || !stmt.trim_start().starts_with(&t[l.name_range.clone()]) || tail != ";" {
+        return Err(format!("is launched inside a larger statement: `{}`", stmt.trim()));
+    }
+    let base = l.stmt.start;
+    let mut e = Edits::new();
+    e.replace(grid_range.start - base..grid_range.end - base, format!("ns_coarse_grid3({LAUNCH_GRID}, {KNOB})"));
+    let sep = if l.args.is_empty() { "" } else { ", " };
+    e.insert(l.args_range.end - 1 - base, format!("{sep}{LAUNCH_GRID}.x"));
+    let launch = e.apply(stmt).map_err(|_| "has a launch the rewrite cannot edit".to_string())?;
+    let ind = indent_at(t, l.stmt.start);
+    let code = format!(
+        "{{
+{ind}  const dim3 {LAUNCH_GRID} = ({});
+{ind}  {}
+{ind}}}",
+        &t[grid_range.clone()],
+        reindent(launch.trim(), &format!("{ind}  "))
+    );
+    Ok((l.stmt.clone(), code))
+}
+
+/// A read of memory other blocks may write while this one runs, as a wait on them is
+/// written: an atomic whose result is used, or a load that bypasses the caches.
+fn waits_on_other_blocks(t: &str, n: Node) -> Option<String> {
+    descendants(n).into_iter().find_map(|d| {
+        let f = d.child_by_field_name("function").filter(|_| d.kind() == "call_expression")?;
+        let name = text(t, f);
+        if matches!(name, "__ldcv" | "__ldlu") {
+            return Some(format!("`{name}`"));
+        }
+        let used = d.parent().is_some_and(|p| p.kind() != "expression_statement");
+        (name.starts_with("atomic") && used).then(|| format!("`{name}`'s result"))
     })
+}
+
+/// Where the file names `blockIdx` or `gridDim` other than in a kernel's body: a device
+/// function, a class, an operator, a macro, a global's initializer.
+fn block_index_outside_kernels(src: &Source) -> Option<String> {
+    let t = src.text();
+    for (name, value) in crate::syntax::macro_definitions(t, src.root()) {
+        if mentions_word(value, "blockIdx") || mentions_word(value, "gridDim") {
+            return Some(format!("the macro `{name}`"));
+        }
+    }
+    let kernels = src.kernels();
+    for d in descendants(src.root()) {
+        if d.kind() != "identifier" || !matches!(text(t, d), "blockIdx" | "gridDim") {
+            continue;
+        }
+        let at = d.start_byte();
+        if !kernels.iter().any(|k| k.body.contains(&at)) {
+            let mut p = d.parent();
+            while let Some(x) = p.filter(|x| x.kind() != "function_definition") {
+                p = x.parent();
+            }
+            let place = p
+                .and_then(|f| f.child_by_field_name("declarator"))
+                .map(|x| format!("`{}`", text(t, x).split('(').next().unwrap_or("").trim()))
+                .unwrap_or_else(|| "a declaration".to_string());
+            return Some(place);
+        }
+    }
+    None
 }
 
 /// The names `__shared__` declarations outside any function declare.
@@ -286,7 +411,28 @@ fn reachable<'t>(src: &'t Source, body: Node<'t>) -> Result<Vec<(String, Node<'t
         .filter(|d| d.kind() == "preproc_function_def")
         .filter_map(|d| d.child_by_field_name("name").map(|n| text(t, n)))
         .collect();
+    // Code a kernel runs without naming it in a call: constructors, destructors, member
+    // initializers and operators of the file's classes, and its overloaded operators.
     let mut out = vec![(String::new(), body)];
+    for d in descendants(src.root()) {
+        match d.kind() {
+            "class_specifier" | "struct_specifier" | "union_specifier" => {
+                if let Some(b) = d.child_by_field_name("body") {
+                    let name = d.child_by_field_name("name").map(|n| text(t, n)).unwrap_or("an unnamed class");
+                    out.push((format!("may run members of `{name}`, which "), b));
+                }
+            }
+            "function_definition" => {
+                let declared = text(t, d).split('(').next().unwrap_or("");
+                if declared.contains("operator") {
+                    if let Some(b) = d.child_by_field_name("body") {
+                        out.push(("may call an operator of the file, which ".to_string(), b));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
     let mut seen: Vec<String> = Vec::new();
     let mut i = 0;
     while i < out.len() {
@@ -346,6 +492,14 @@ extern "C" void launch(const float* x, float* y, int n, cudaStream_t s) {
 }
 "#;
 
+    /// A kernel over `n` elements with `stmt` after its bounds check, `prelude` above it.
+    fn element_kernel(prelude: &str, stmt: &str) -> String {
+        format!(
+            "{prelude}\n__global__ void k(const float* x, float* y, int n) {{\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n  {stmt}\n}}\n\
+             extern \"C\" void launch(const float* x, float* y, int n, cudaStream_t s) {{\n  k<<<(n + 255) / 256, 256, 0, s>>>(x, y, n);\n}}\n"
+        )
+    }
+
     #[test]
     fn each_block_does_the_work_of_several_in_turn() {
         let s = coarsen(RELU).unwrap();
@@ -356,16 +510,26 @@ extern "C" void launch(const float* x, float* y, int n, cudaStream_t s) {
         assert!(s.contains("int i = ns_bx * blockDim.x + threadIdx.x;"), "{s}");
         assert!(s.contains("if (i >= n) goto ns_coarse_next;"), "{s}");
         assert!(s.contains("ns_coarse_next:;"), "{s}");
+        // The grid is computed once, for the launch and for the blocks it stands for.
         assert!(
-            s.contains("relu<<<ns_coarse_grid((n + 255) / 256, NS_COARSEN), 256, 0, s>>>(x, y, n, (unsigned)((n + 255) / 256));"),
+            s.contains(
+                "  {\n    const dim3 ns_coarse_g = ((n + 255) / 256);\n    relu<<<ns_coarse_grid3(ns_coarse_g, NS_COARSEN), 256, 0, s>>>(x, y, n, ns_coarse_g.x);\n  }"
+            ),
             "{s}"
         );
-        assert!(s.contains("#define NS_COARSEN 2") && s.contains("inline unsigned ns_coarse_grid("), "{s}");
+        assert!(s.contains("#define NS_COARSEN 2") && s.contains("inline dim3 ns_coarse_grid3("), "{s}");
         let knobs = crate::knobs(&Source::parse(&s));
         assert!(knobs.iter().any(|k| k.name == KNOB && k.values.len() == 3), "{knobs:?}");
-        // Once is enough.
+        // Once is enough; and block-knob leaves the coarse launch alone.
         let again = coarsen(&s).unwrap_err();
-        assert!(again.contains("names `ns_bx` already"), "{again}");
+        assert!(again.contains("a name the rewrite adds"), "{again}");
+        let knob = super::super::block_knob::apply(
+            &Source::parse(&s),
+            &FactsBuilder::new("launch").build(),
+            &Params::default(),
+        )
+        .unwrap_err();
+        assert!(knob.0.contains("runs coarse blocks"), "{knob}");
     }
 
     #[test]
@@ -374,7 +538,7 @@ extern "C" void launch(const float* x, float* y, int n, cudaStream_t s) {
 __global__ void add2d(float* y, int w, int h) {
   int x = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
   int stride = gridDim.x * blockDim.x;
-  for (int c = x; c < w; c += stride) y[r * w + c] += 1.f;
+  for (decltype(blockIdx.x) c = x; c < w; c += stride) y[r * w + c] += 1.f;
 }
 extern "C" void launch(float* y, int w, int h, cudaStream_t s) {
   dim3 grid((w + 127) / 128, h);
@@ -384,40 +548,68 @@ extern "C" void launch(float* y, int w, int h, cudaStream_t s) {
         let s = coarsen(src).unwrap();
         assert!(s.contains("int x = ns_bx * blockDim.x + threadIdx.x, r = blockIdx.y;"), "{s}");
         assert!(s.contains("int stride = ns_grid_x * blockDim.x;"), "{s}");
-        assert!(s.contains("add2d<<<dim3(ns_coarse_grid((grid).x, NS_COARSEN), (grid).y, (grid).z), 128, 0, s>>>(y, w, h, (unsigned)((grid).x));"), "{s}");
+        // A type named through the block index stays the block index's (a mutable unsigned).
+        assert!(s.contains("for (decltype(blockIdx.x) c = x;"), "{s}");
+        assert!(s.contains("const dim3 ns_coarse_g = (grid);"), "{s}");
+        assert!(
+            s.contains("add2d<<<ns_coarse_grid3(ns_coarse_g, NS_COARSEN), 128, 0, s>>>(y, w, h, ns_coarse_g.x);"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn a_return_with_a_call_still_makes_the_call() {
+        let src = element_kernel(
+            "__device__ void put(float* y, int i, float v) { y[i] = v; }",
+            "if (x[i] < 0.f) return put(y, i, 0.f);\n  y[i] = x[i];",
+        );
+        let s = coarsen(&src).unwrap();
+        assert!(s.contains("if (x[i] < 0.f) { (void)(put(y, i, 0.f)); goto ns_coarse_next; }"), "{s}");
     }
 
     #[test]
     fn blocks_that_share_state_or_could_see_the_change_are_left_alone() {
-        let cases: &[(&str, &str)] = &[
-            ("__shared__ float t[256]; t[threadIdx.x] = x[i]; y[i] = t[threadIdx.x];", "uses `__shared__`"),
-            ("y[i] = x[i]; __syncthreads();", "synchronizes its block"),
-            ("y[i] = __shfl_down_sync(0xffffffffu, x[i], 1);", "warp collectives"),
-            ("y[i] = x[i]; __threadfence();", "uses `__threadfence`"),
-            ("volatile float* v = y; v[i] = x[i];", "uses `volatile`"),
-            ("asm volatile(\"\"); y[i] = x[i];", "uses `volatile`"),
-            ("y[i] = gid() + x[i];", "reads the block index or the grid's size itself"),
-            ("y[i] = GID + x[i];", "the macro `GID`"),
-            ("y[i] = helper(x[i]);", "calls `helper`, which this file does not define"),
-            ("auto f = [&]() { return 1.f; }; y[i] = x[i];", "lambda"),
-            ("auto f = [&]() { return 1.f; }; y[i] = f();", "calls `f`, which this file does not define"),
-            ("uint3 b = blockIdx; y[i] = x[b.x];", "uses `blockIdx` other than by its .x"),
+        let cases: &[(&str, &str, &str)] = &[
+            ("", "__shared__ float t[256]; t[threadIdx.x] = x[i]; y[i] = t[threadIdx.x];", "uses `__shared__`"),
+            ("", "y[i] = x[i]; __syncthreads();", "synchronizes its block"),
+            ("", "y[i] = __shfl_down_sync(0xffffffffu, x[i], 1);", "warp collectives"),
+            ("", "y[i] = x[i]; __threadfence();", "uses `__threadfence`"),
+            ("", "volatile float* v = y; v[i] = x[i];", "uses `volatile`"),
+            ("", "asm volatile(\"\"); y[i] = x[i];", "uses `volatile`"),
+            ("__device__ int gid() { return blockIdx.x; }", "y[i] = gid() + x[i];", "shares its file with `gid`"),
+            ("#define GID (blockIdx.x * blockDim.x)", "y[i] = GID + x[i];", "the macro `GID`"),
+            // A macro that names another that reads the block index.
+            ("#define BID_IMPL blockIdx.x\n#define BLOCK_ID BID_IMPL", "y[i] = x[i] + (float)BLOCK_ID;", "the macro `BID_IMPL`"),
+            // Code a kernel runs without a call by name.
+            ("struct Idx { unsigned b; __device__ Idx() : b(blockIdx.x) {} };", "Idx id; y[i] = x[i] + (float)id.b;", "shares its file with"),
+            ("struct Idx { unsigned b = blockIdx.x; };", "Idx id; y[i] = x[i] + (float)id.b;", "shares its file with a declaration"),
+            ("struct Off { int v; };\n__device__ int operator+(Off o, int t) { return o.v + (int)blockIdx.x * 256 + t; }", "Off o{0}; y[o + (int)threadIdx.x] = x[i];", "shares its file with"),
+            ("struct S { __device__ S() { __syncthreads(); } };", "S s; y[i] = x[i];", "may run members of `S`, which synchronizes"),
+            ("", "y[i] = helper(x[i]);", "calls `helper`, which this file does not define"),
+            ("", "auto f = [&]() { return 1.f; }; y[i] = x[i];", "lambda"),
+            ("", "auto f = [&]() { return 1.f; }; y[i] = f();", "calls `f`, which this file does not define"),
+            ("", "uint3 b = blockIdx; y[i] = x[b.x];", "uses `blockIdx` other than by its .x"),
+            ("", "struct V { float a; __device__ float get() const { return a; } }; y[i] = V{x[i]}.get();", "defines a class in its body"),
+            // Blocks that wait on each other.
+            ("__device__ unsigned arrived;", "atomicAdd(&arrived, 1u); while (atomicAdd(&arrived, 0u) < gridDim.x) {} y[i] = x[i];", "`atomicAdd`'s result"),
+            ("__device__ int flag[1024];", "while (__ldcv(&flag[blockIdx.x + 1]) == 0) {} y[i] = x[i];", "`__ldcv`"),
+            ("#define SKIP_ZERO(v) if ((v) == 0.f) return", "SKIP_ZERO(x[i]); y[i] = 1.f / x[i];", "hides a `return`"),
+            ("#define SYNC __syncthreads()", "y[i] = x[i];", "the macro `SYNC`"),
+            ("#define ns_cb 7", "y[i] = x[i];", "a name the rewrite adds"),
+            ("#define NS_COARSEN 0", "y[i] = x[i];", "defines `NS_COARSEN` itself"),
         ];
-        for (stmt, says) in cases {
-            let src = format!(
-                "#define GID (blockIdx.x * blockDim.x)\n__device__ int gid() {{ return blockIdx.x; }}\n\
-                 __global__ void k(const float* x, float* y, int n) {{\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n  {stmt}\n}}\n\
-                 extern \"C\" void launch(const float* x, float* y, int n, cudaStream_t s) {{\n  k<<<(n + 255) / 256, 256, 0, s>>>(x, y, n);\n}}\n"
-            );
-            let why = coarsen(&src).unwrap_err();
-            assert!(why.contains(says), "{stmt}: {why}");
+        for (prelude, stmt, says) in cases {
+            let why = coarsen(&element_kernel(prelude, stmt)).unwrap_err();
+            assert!(why.contains(says), "{prelude} / {stmt}: {why}");
         }
-        // The kernel's name used otherwise than by a launch.
+        // The kernel's name used otherwise than by a launch, in code or in a macro.
         let src = RELU.replace("relu<<<", "void* f = (void*)relu; relu<<<");
         assert!(coarsen(&src).unwrap_err().contains("named outside its `<<<...>>>` launches"));
-        // A grid that assigns.
-        let src = RELU.replace("relu<<<(n + 255) / 256,", "int g; relu<<<(g = (n + 255) / 256),");
-        assert!(coarsen(&src).unwrap_err().contains("changes a variable"));
+        let src = format!("#define LAUNCH_RELU(g) relu<<<(g), 256>>>(x, y, n)\n{RELU}");
+        assert!(coarsen(&src).unwrap_err().contains("is named in the macro `LAUNCH_RELU`"));
+        // Parameters after which none can be added.
+        let src = RELU.replace("int n) {\n  int i", "int n, float a = 1.f) {\n  int i");
+        assert!(coarsen(&src).unwrap_err().contains("default argument"), "{}", coarsen(&src).unwrap_err());
         // Nothing to coarsen: every block does the same work.
         let src = RELU.replace("blockIdx.x * blockDim.x + threadIdx.x", "threadIdx.x");
         assert!(coarsen(&src).unwrap_err().contains("does not read blockIdx.x"));
@@ -437,18 +629,31 @@ extern "C" void launch(const float* x, float* y, float* total, int n, cudaStream
 "#;
         let s = coarsen(src).unwrap();
         assert!(s.contains("int i = ns_bx * blockDim.x + threadIdx.x;"), "{s}");
-        let bad = src.replace("return v / (1.0f + __expf(-v));", "return v + blockIdx.x;");
-        assert!(coarsen(&bad).unwrap_err().contains("calls `silu`, which reads the block index"));
+        let bad = src.replace("return v / (1.0f + __expf(-v));", "return v + __shfl_xor_sync(0xffffffffu, v, 1);");
+        let why = coarsen(&bad).unwrap_err();
+        assert!(why.contains("calls `silu`, which uses warp collectives"), "{why}");
         let deeper = src
             .replace(
                 "__device__ __forceinline__ float silu",
-                "__device__ float inner() { return gridDim.x; }\n__device__ __forceinline__ float silu",
+                "__device__ float inner(float v) { __syncthreads(); return v; }\n__device__ __forceinline__ float silu",
             )
-            .replace("__expf(-v)", "__expf(-v) + inner()");
-        assert!(
-            coarsen(&deeper).unwrap_err().contains("calls `inner`, which reads"),
-            "{}",
-            coarsen(&deeper).unwrap_err()
-        );
+            .replace("__expf(-v)", "__expf(-inner(v))");
+        let why = coarsen(&deeper).unwrap_err();
+        assert!(why.contains("calls `inner`, which synchronizes"), "{why}");
+    }
+
+    #[test]
+    fn kernels_coarsened_one_at_a_time_decline_above_the_knob() {
+        let two = format!("{RELU}\n{}", RELU.replace("relu", "relu2").replace("launch(", "launch2("));
+        let src = Source::parse(&two);
+        let facts = FactsBuilder::new("launch").build();
+        let second = apply(&src, &facts, &Params::default().with("kernel", "relu2")).unwrap();
+        let first = apply(&Source::parse(&second.source), &facts, &Params::default().with("kernel", "relu"));
+        let why = first.unwrap_err().0;
+        assert!(why.contains("sits above the file's `NS_COARSEN` knob"), "{why}");
+        // Both in one application share one knob above the first.
+        let both = apply(&src, &facts, &Params::default()).unwrap().source;
+        assert_eq!(both.matches("#define NS_COARSEN 2").count(), 1);
+        assert!(both.find("#define NS_COARSEN").unwrap() < both.find("void relu(").unwrap());
     }
 }
