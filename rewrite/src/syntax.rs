@@ -194,6 +194,19 @@ pub fn reindent(block: &str, indent: &str) -> String {
     out
 }
 
+/// The function definition `n` sits in, if any (`None`: file scope, a namespace, a class
+/// body outside its members' bodies).
+pub fn enclosing_function(n: Node) -> Option<Node> {
+    let mut up = n.parent();
+    while let Some(u) = up {
+        if u.kind() == "function_definition" {
+            return Some(u);
+        }
+        up = u.parent();
+    }
+    None
+}
+
 /// Whether `n` sits in an operand C++ never evaluates (`decltype(...)`, `sizeof`,
 /// `alignof`): an expression there computes nothing, it only names a type.
 pub fn unevaluated(n: Node) -> bool {

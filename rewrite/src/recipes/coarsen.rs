@@ -23,11 +23,10 @@ use crate::edit::Edits;
 use crate::facts::Facts;
 use crate::helpers;
 use crate::knobs::KNOB_MARK;
-use crate::recipe::{Applied, NotApplicable, ParamSpec, Params, Rewrite};
+use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
 use crate::source::{Kernel, Source};
 use crate::syntax::{descendants, has_barrier, has_warp_primitive, indent_at, mentions_word, reindent, text};
-use crate::target_kernels;
-use crate::version::{self, Change};
+use crate::version::Change;
 use tree_sitter::Node;
 
 pub const PARAMS: &[ParamSpec] = &[ParamSpec {
@@ -70,31 +69,17 @@ const SHARED_STATE: &[&str] = &[
 
 pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
     let blocks = params.get(PARAMS, "blocks").to_string();
-    let kernels = target_kernels(src, params)?;
-    let mut changes = Vec::new();
-    let mut notes = Vec::new();
-    let mut why = Vec::new();
     let mut knob_declared = src.defines(KNOB);
-    for k in &kernels {
-        let planned = knob_above(src, k).and_then(|()| plan(src, facts, k));
-        match planned {
-            Ok((mut c, n)) => {
-                if !knob_declared {
-                    c.before = format!(
-                        "{KNOB_MARK}{KNOB} = 2 4 8\n#ifndef {KNOB}\n#define {KNOB} {blocks}\n#endif\nstatic_assert({KNOB} >= 1, \"{KNOB} counts blocks: at least 1\");"
-                    );
-                    knob_declared = true;
-                }
-                changes.push(c);
-                notes.push(n);
-            }
-            Err(e) => why.push(e.0),
+    super::per_kernel(src, params, |k| {
+        let (mut c, n) = knob_above(src, k).and_then(|()| plan(src, facts, k))?;
+        if !knob_declared {
+            c.before = format!(
+                "{KNOB_MARK}{KNOB} = 2 4 8\n#ifndef {KNOB}\n#define {KNOB} {blocks}\n#endif\nstatic_assert({KNOB} >= 1, \"{KNOB} counts blocks: at least 1\");"
+            );
+            knob_declared = true;
         }
-    }
-    if changes.is_empty() {
-        return Err(NotApplicable::new(why.join("; ")));
-    }
-    Ok(Rewrite { source: version::apply(src, changes)?, description: notes.join("; "), guards: Vec::new() })
+        Ok((c, n))
+    })
 }
 
 /// A file that defines the knob already must define it as this recipe does, above the
@@ -359,11 +344,7 @@ fn block_index_outside_kernels(src: &Source) -> Option<String> {
         }
         let at = d.start_byte();
         if !kernels.iter().any(|k| k.body.contains(&at)) {
-            let mut p = d.parent();
-            while let Some(x) = p.filter(|x| x.kind() != "function_definition") {
-                p = x.parent();
-            }
-            let place = p
+            let place = crate::syntax::enclosing_function(d)
                 .and_then(|f| f.child_by_field_name("declarator"))
                 .map(|x| format!("`{}`", text(t, x).split('(').next().unwrap_or("").trim()))
                 .unwrap_or_else(|| "a declaration".to_string());
@@ -378,16 +359,10 @@ fn file_scope_shared(src: &Source) -> Vec<String> {
     let t = src.text();
     descendants(src.root())
         .into_iter()
-        .filter(|d| d.kind() == "declaration" && mentions_word(text(t, *d), "__shared__"))
         .filter(|d| {
-            let mut p = d.parent();
-            while let Some(x) = p {
-                if x.kind() == "function_definition" {
-                    return false;
-                }
-                p = x.parent();
-            }
-            true
+            d.kind() == "declaration"
+                && mentions_word(text(t, *d), "__shared__")
+                && crate::syntax::enclosing_function(*d).is_none()
         })
         .flat_map(|d| crate::syntax::identifiers(t, d).into_iter().map(str::to_string).collect::<Vec<_>>())
         .collect()

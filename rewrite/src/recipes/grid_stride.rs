@@ -5,13 +5,13 @@
 //! number of waves has no tail. Correct for any grid, so nothing is versioned.
 
 use crate::facts::Facts;
+use crate::helpers;
 use crate::knobs::KNOB_MARK;
 use crate::pattern::{self, Form};
-use crate::recipe::{Applied, NotApplicable, ParamSpec, Params, Rewrite};
+use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
 use crate::source::{Kernel, Source};
 use crate::syntax::{indent_at, reindent};
-use crate::version::{self, Change};
-use crate::{helpers, target_kernels};
+use crate::version::Change;
 
 pub const PARAMS: &[ParamSpec] = &[ParamSpec {
     name: "per_sm",
@@ -23,29 +23,15 @@ pub const KNOB: &str = "NS_BLOCKS_PER_SM";
 
 pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
     let per_sm = params.get(PARAMS, "per_sm").to_string();
-    let kernels = target_kernels(src, params)?;
-    let mut changes = Vec::new();
-    let mut notes = Vec::new();
-    let mut why = Vec::new();
     let mut knob_declared = src.defines(KNOB);
-    for k in &kernels {
-        match plan(src, facts, k) {
-            Ok((mut c, n)) => {
-                if !knob_declared {
-                    c.before =
-                        format!("{KNOB_MARK}{KNOB} = 4 8 16 32\n#ifndef {KNOB}\n#define {KNOB} {per_sm}\n#endif");
-                    knob_declared = true;
-                }
-                changes.push(c);
-                notes.push(n);
-            }
-            Err(e) => why.push(e.0),
+    super::per_kernel(src, params, |k| {
+        let (mut c, n) = plan(src, facts, k)?;
+        if !knob_declared {
+            c.before = format!("{KNOB_MARK}{KNOB} = 4 8 16 32\n#ifndef {KNOB}\n#define {KNOB} {per_sm}\n#endif");
+            knob_declared = true;
         }
-    }
-    if changes.is_empty() {
-        return Err(NotApplicable::new(why.join("; ")));
-    }
-    Ok(Rewrite { source: version::apply(src, changes)?, description: notes.join("; "), guards: Vec::new() })
+        Ok((c, n))
+    })
 }
 
 fn plan<'k>(src: &Source, _facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, String), NotApplicable> {

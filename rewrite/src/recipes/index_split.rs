@@ -98,17 +98,7 @@ impl Splits {
         // code of the kernel that the local does not cover.
         let file_scope: Vec<String> = descendants(src.root())
             .into_iter()
-            .filter(|d| d.kind() == "declaration")
-            .filter(|d| {
-                let mut up = d.parent();
-                while let Some(u) = up {
-                    if u.kind() == "function_definition" {
-                        return false;
-                    }
-                    up = u.parent();
-                }
-                true
-            })
+            .filter(|d| d.kind() == "declaration" && syntax::enclosing_function(*d).is_none())
             .flat_map(|d| syntax::declared_names(t, d))
             .collect();
         let mut out = Vec::new();
