@@ -6,6 +6,7 @@
 //! ```text
 //! // entry: LAUNCHER
 //! // arg: NAME in|out|inout ELEMTYPE LENGTH     a buffer; LENGTH is C over integer args
+//! // arg: NAME out ELEMTYPE LENGTH tolerance RTOL ATOL   an output with a tolerance of its own
 //! // arg: NAME int|long MAX                     an integer argument and its largest value
 //! // arg: NAME float                            a float argument
 //! // tolerance: RTOL ATOL
@@ -14,7 +15,7 @@
 //! //                                           where it applies, its reason where not)
 //! ```
 
-use crate::facts::{ArgFacts, ArgKind, Facts, Len, Role};
+use crate::facts::{ArgFacts, ArgKind, Facts, Len, Role, Tolerance};
 use crate::recipe::RecipeId;
 use std::collections::BTreeMap;
 
@@ -98,7 +99,18 @@ pub fn parse(text: &str) -> Result<Annotated, String> {
             "float" | "double" => ArgKind::Scalar { is_float: true, bench: None, max: None },
             role @ ("in" | "out" | "inout") => {
                 let elem = w.get(1).ok_or_else(|| format!("arg `{name}`: no element type"))?.clone();
-                let len_text = w[2..].join(" ");
+                let own = w.iter().position(|x| x == "tolerance");
+                let len_text = w[2..own.unwrap_or(w.len())].join(" ");
+                let tolerance = match own {
+                    None => None,
+                    Some(i) => {
+                        let t: Vec<f64> = w[i + 1..].iter().filter_map(|x| x.parse().ok()).collect();
+                        if t.len() != 2 || w.len() != i + 3 {
+                            return Err(format!("arg `{name}`: expected `tolerance RTOL ATOL` at the end"));
+                        }
+                        Some(Tolerance { rtol: t[0], atol: t[1] })
+                    }
+                };
                 let value =
                     eval(&len_text, &maxes).ok_or_else(|| format!("arg `{name}`: cannot evaluate `{len_text}`"))?;
                 let c = positional(&len_text, &names);
@@ -113,6 +125,7 @@ pub fn parse(text: &str) -> Result<Annotated, String> {
                         _ => Role::InOut,
                     },
                     len: Len { c: Some(c), bench: value, max: value },
+                    tolerance,
                 }
             }
             other => return Err(format!("arg `{name}`: unknown kind `{other}`")),
@@ -127,6 +140,17 @@ pub fn parse(text: &str) -> Result<Annotated, String> {
             .collect();
         !outs.is_empty() && outs.iter().all(|k| matches!(k, ArgKind::Buffer { elem_size: 2, is_float: true, .. }))
     };
+    // The task-wide figures are the tightest over the outputs, as the task's are.
+    let (mut tight_rtol, mut tight_atol) = (f64::INFINITY, f64::INFINITY);
+    for a in &out {
+        if let ArgKind::Buffer { role: Role::Output | Role::InOut, tolerance, .. } = &a.kind {
+            let t = tolerance.unwrap_or(Tolerance { rtol, atol });
+            (tight_rtol, tight_atol) = (tight_rtol.min(t.rtol), tight_atol.min(t.atol));
+        }
+    }
+    if tight_rtol.is_finite() {
+        (rtol, atol) = (tight_rtol, tight_atol);
+    }
     Ok(Annotated { facts: Facts { entry, args: out, rtol, atol, outputs_16bit }, expects, says })
 }
 

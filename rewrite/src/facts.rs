@@ -41,6 +41,10 @@ pub enum ArgKind {
         is_float: bool,
         role: Role,
         len: Len,
+        /// The check's tolerance for this buffer, where the task gives one (outputs and
+        /// buffers updated in place); otherwise the task-wide one applies.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tolerance: Option<Tolerance>,
     },
     Scalar {
         is_float: bool,
@@ -48,6 +52,13 @@ pub enum ArgKind {
         bench: Option<i64>,
         max: Option<i64>,
     },
+}
+
+/// `|out - ref| <= atol + rtol * |ref|`, element by element.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Tolerance {
+    pub rtol: f64,
+    pub atol: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,7 +90,8 @@ pub struct Facts {
     pub entry: String,
     /// The launcher's arguments in call order, the stream excluded.
     pub args: Vec<ArgFacts>,
-    /// `|out - ref| <= atol + rtol * |ref|`.
+    /// `|out - ref| <= atol + rtol * |ref|`: the tightest over the outputs (each
+    /// output's own is on its [`ArgKind::Buffer`]).
     pub rtol: f64,
     pub atol: f64,
     /// Every output buffer holds 16-bit floats (bf16 or fp16).
@@ -158,8 +170,17 @@ impl FactsBuilder {
                 is_float,
                 role,
                 len: Len { c: Some(len.into()), bench, max },
+                tolerance: None,
             },
         });
+        self
+    }
+
+    /// The tolerance of the buffer added last, in place of the task-wide one.
+    pub fn own_tolerance(mut self, rtol: f64, atol: f64) -> FactsBuilder {
+        if let Some(ArgFacts { kind: ArgKind::Buffer { tolerance, .. }, .. }) = self.facts.args.last_mut() {
+            *tolerance = Some(Tolerance { rtol, atol });
+        }
         self
     }
 

@@ -29,13 +29,14 @@ pub mod knobs;
 pub mod launch;
 pub mod pattern;
 pub mod poly;
+pub mod precision;
 pub mod recipe;
 pub mod recipes;
 pub mod source;
 pub mod syntax;
 pub mod version;
 
-pub use facts::{ArgFacts, ArgKind, Facts, FactsBuilder, Len, Role};
+pub use facts::{ArgFacts, ArgKind, Facts, FactsBuilder, Len, Role, Tolerance};
 pub use knobs::{knobs, Knob};
 pub use recipe::{Application, Applied, NotApplicable, ParamSpec, Params, Recipe, RecipeId, RecipeKind, Rewrite};
 pub use source::Source;

@@ -25,13 +25,14 @@ pub enum RecipeId {
     RegisterTable,
     ReadOnly,
     Intrinsics,
+    Reciprocal,
     Unroll,
     LaunchBounds,
     Coarsen,
 }
 
 impl RecipeId {
-    pub const ALL: [RecipeId; 15] = [
+    pub const ALL: [RecipeId; 16] = [
         RecipeId::IndexWidth,
         RecipeId::FastDivmod,
         RecipeId::Vectorize,
@@ -44,6 +45,7 @@ impl RecipeId {
         RecipeId::RegisterTable,
         RecipeId::ReadOnly,
         RecipeId::Intrinsics,
+        RecipeId::Reciprocal,
         RecipeId::Unroll,
         RecipeId::LaunchBounds,
         RecipeId::Coarsen,
@@ -63,6 +65,7 @@ impl RecipeId {
             RecipeId::RegisterTable => "register-table",
             RecipeId::ReadOnly => "read-only",
             RecipeId::Intrinsics => "intrinsics",
+            RecipeId::Reciprocal => "reciprocal",
             RecipeId::Unroll => "unroll",
             RecipeId::LaunchBounds => "launch-bounds",
             RecipeId::Coarsen => "coarsen",

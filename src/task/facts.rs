@@ -56,10 +56,11 @@ pub fn rewrite_facts(task: &Task) -> rewrite::Facts {
                 ArgRole::Input { len, .. } | ArgRole::Output { len, .. } | ArgRole::InOut { len, .. },
                 ParamType::Pointer { elem, .. },
             ) => {
-                let role = match &a.role {
-                    ArgRole::Input { .. } => rewrite::Role::Input,
-                    ArgRole::Output { .. } => rewrite::Role::Output,
-                    _ => rewrite::Role::InOut,
+                let (role, tolerance) = match &a.role {
+                    ArgRole::Input { .. } => (rewrite::Role::Input, None),
+                    ArgRole::Output { tolerance, .. } => (rewrite::Role::Output, Some(tolerance)),
+                    ArgRole::InOut { tolerance, .. } => (rewrite::Role::InOut, Some(tolerance)),
+                    _ => (rewrite::Role::InOut, None),
                 };
                 let (bench, max) = range(task, len).unwrap_or((0, i64::MAX));
                 let c = Expr::parse(len).ok().and_then(|e| e.to_c(&var));
@@ -69,6 +70,7 @@ pub fn rewrite_facts(task: &Task) -> rewrite::Facts {
                     is_float: elem.is_float(),
                     role,
                     len: rewrite::Len { c, bench, max },
+                    tolerance: tolerance.map(|t| rewrite::Tolerance { rtol: t.rtol, atol: t.atol }),
                 }
             }
             (ArgRole::Scalar { value: ScalarValue::Int(e) }, _) => {

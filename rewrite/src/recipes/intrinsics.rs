@@ -2,8 +2,8 @@
 //! `__logf`, `sinf`/`cosf` to `__sinf`/`__cosf`, `powf` to `__powf`, `1.0f / sqrtf(x)`
 //! to `rsqrtf(x)`, float division to `__fdividef`, `tanhf` to the hardware
 //! `tanh.approx`, `erff` to a 7.1.26 polynomial with the hardware exponential. Each is
-//! offered only where the task's tolerance holds four times its error (16-bit outputs
-//! count at their own rounding), which is finer than `--use_fast_math` (that flushes
+//! offered only where every output's tolerance holds four times its error
+//! ([`crate::precision`]), which is finer than `--use_fast_math` (that flushes
 //! denormals and approximates every site at once). In place: no assumption to check.
 
 use crate::facts::Facts;
@@ -20,10 +20,6 @@ pub const PARAMS: &[ParamSpec] = &[ParamSpec {
     values: &["all", "exp", "log", "sincos", "pow", "div", "rsqrt", "tanh", "erf"],
     doc: "which functions to replace (all: every one the tolerance admits)",
 }];
-
-/// The margin over an approximation's error that a tolerance must hold (as in the
-/// diagnoses' precision model).
-pub const MARGIN: f64 = 4.0;
 
 /// A family of replacements and its worst relative error on the inputs kernels feed it.
 struct Family {
@@ -46,17 +42,6 @@ const FAMILIES: &[Family] = &[
     Family { name: "tanh", error: 5e-4 },
     Family { name: "erf", error: 3e-7 },
 ];
-
-/// The tolerance a fast path is measured against: the relative tolerance, or the
-/// rounding of 16-bit outputs where that is coarser.
-pub fn effective_rtol(facts: &Facts) -> f64 {
-    let bf16_roundoff = 2f64.powi(-8);
-    if facts.outputs_16bit {
-        facts.rtol.max(bf16_roundoff)
-    } else {
-        facts.rtol
-    }
-}
 
 fn family_of(call: &str) -> Option<(&'static str, &'static str)> {
     Some(match call {
@@ -87,7 +72,7 @@ fn is_float_literal(s: &str) -> bool {
 /// Whether an expression is single-precision float: a float literal (`2.f`), a float
 /// variable, a call of a float function, a float cast, or arithmetic on those with no
 /// double operand.
-fn is_float(t: &str, n: Node, types: &HashMap<String, String>) -> bool {
+pub(super) fn is_float(t: &str, n: Node, types: &HashMap<String, String>) -> bool {
     let n = strip_parens(n);
     match n.kind() {
         "number_literal" => is_float_literal(text(t, n)),
@@ -155,7 +140,7 @@ pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
     }
     let desc: Vec<String> = total.iter().map(|(f, n)| format!("{n} {f}")).collect();
     first.0.description =
-        format!("fast intrinsics at {} call site(s) (rtol {:.0e} admits them)", desc.join(", "), effective_rtol(facts));
+        format!("fast intrinsics at {} call site(s) (every output's tolerance admits them)", desc.join(", "));
     Ok(first.0)
 }
 
@@ -176,7 +161,7 @@ fn one_pass(src: &Source, facts: &Facts, params: &Params) -> Result<(Rewrite, Co
     let mut pass = Pass {
         t,
         want: &want,
-        rtol: effective_rtol(facts),
+        facts,
         change: Change::new(first),
         counts: BTreeMap::new(),
         refused: BTreeMap::new(),
@@ -210,7 +195,7 @@ fn one_pass(src: &Source, facts: &Facts, params: &Params) -> Result<(Rewrite, Co
 
 /// Which names are float in the function around `body` (declared float, or float
 /// parameters), by their declared type.
-fn float_names(t: &str, body: Node) -> HashMap<String, String> {
+pub(super) fn float_names(t: &str, body: Node) -> HashMap<String, String> {
     let mut floats: HashMap<String, String> = HashMap::new();
     let Some(f) = body.parent() else { return floats };
     for d in descendants(f) {
@@ -247,7 +232,7 @@ fn float_names(t: &str, body: Node) -> HashMap<String, String> {
 struct Pass<'a, 'k> {
     t: &'a str,
     want: &'a str,
-    rtol: f64,
+    facts: &'a Facts,
     change: Change<'k>,
     counts: Counts,
     /// Sites whose family the tolerance does not admit.
@@ -258,7 +243,7 @@ struct Pass<'a, 'k> {
 
 impl Pass<'_, '_> {
     fn admitted(&self, fam: &str) -> bool {
-        FAMILIES.iter().any(|f| f.name == fam && self.rtol >= MARGIN * f.error)
+        FAMILIES.iter().any(|f| f.name == fam && self.facts.admits(f.error))
     }
 
     /// A call of an accurate function becomes its fast form.
@@ -334,22 +319,19 @@ impl Pass<'_, '_> {
     }
 }
 
-/// Why nothing was rewritten: the tolerance refused every family found, or none was there.
+/// Why nothing was rewritten: an output's tolerance refused every family found, or none
+/// was there.
 fn nothing_rewritten(refused: &Counts, facts: &Facts, want: &str) -> NotApplicable {
     if !refused.is_empty() {
         let needs: Vec<String> = refused
             .keys()
-            .map(|fam| {
-                let e = FAMILIES.iter().find(|f| f.name == *fam).map_or(0.0, |f| f.error);
-                format!("{fam} (needs rtol >= {:.0e})", MARGIN * e)
+            .filter_map(|fam| {
+                let e = FAMILIES.iter().find(|f| f.name == *fam)?.error;
+                let r = facts.refusal(e)?;
+                Some(format!("{fam} (output `{}`: {})", r.output, r.why))
             })
             .collect();
-        return NotApplicable::new(format!(
-            "the task's tolerance (rtol {:.0e}{}) admits no fast form of {}",
-            facts.rtol,
-            if facts.outputs_16bit { ", 16-bit outputs" } else { "" },
-            needs.join(", ")
-        ));
+        return NotApplicable::new(format!("the task's tolerance admits no fast form of {}", needs.join(", ")));
     }
     NotApplicable::new(format!(
         "no accurate math call (expf, logf, sinf, cosf, powf, tanhf, erff, 1/sqrtf) or float division{} in the kernels or their device functions",

@@ -15,6 +15,7 @@ pub mod intrinsics;
 mod jam;
 pub mod launch_bounds;
 pub mod read_only;
+pub mod reciprocal;
 pub mod register_table;
 pub mod row_cache;
 pub mod row_strip;
@@ -169,6 +170,15 @@ pub const ALL: &[Recipe] = &[
         versioned: false,
         params: intrinsics::PARAMS,
         apply: intrinsics::apply,
+    },
+    Recipe {
+        id: RecipeId::Reciprocal,
+        summary: "float divisions in loops by a value that holds over them as multiplications by its reciprocal, computed once, where every output's tolerance admits it",
+        kind: RecipeKind::Structural,
+        answers: &[ToolId::AccurateMath],
+        versioned: false,
+        params: reciprocal::PARAMS,
+        apply: reciprocal::apply,
     },
     Recipe {
         id: RecipeId::Unroll,
