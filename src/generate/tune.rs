@@ -30,7 +30,9 @@
 use super::{Kernel, Proposal, Request};
 use crate::run::config::Guidance;
 use crate::run::events::{Candidate, NodeSummary};
+use crate::run::failure::NodeFailure;
 use crate::task::Task;
+use crate::wall::protocol::FailureClass;
 use heuristics::ToolId;
 use rewrite::{Application, RecipeId, RecipeKind, Source};
 use search::memory::Stats;
@@ -591,7 +593,7 @@ impl Tuner {
         let mut scored: Vec<(u8, f64, Option<ToolId>, Move)> = self
             .moves(&parsed, parent)
             .into_iter()
-            .filter(|m| !stale.contains(&m.family()))
+            .filter(|m| !stale.contains(&m.family()) && !fails_to_launch(m, &req.memory.techniques))
             .map(|m| {
                 let (vote, tool) = Self::vote(&m, &diagnoses);
                 // Defaults first: each parameter moved off its default costs a little.
@@ -643,6 +645,21 @@ impl Tuner {
             search::memory::STALE_AFTER
         ))
     }
+}
+
+/// How many parents a move must have failed to launch on, and passed on none, before it
+/// is not proposed again in the run. A block size the kernel's registers cannot hold
+/// (1024 threads at 92 registers) fails alike on every parent of that kernel: a 3-minute
+/// run on rowwise_quant_int8 spent 6 of its 61 nodes on one such knob value.
+pub const DEAD_AFTER: u32 = 2;
+
+/// Whether this exact move (technique and value) failed to launch on [`DEAD_AFTER`]
+/// parents and never passed.
+fn fails_to_launch(m: &Move, techniques: &BTreeMap<String, Stats>) -> bool {
+    let launch_error = NodeFailure::Kernel(FailureClass::LaunchError);
+    techniques
+        .get(&m.technique())
+        .is_some_and(|s| s.correct == 0 && s.failures.get(launch_error.name()).is_some_and(|n| *n >= DEAD_AFTER))
 }
 
 /// The recipe applications named on a path of techniques (for prompts and reports).
@@ -894,6 +911,36 @@ mod tests {
         req.path = vec!["vectorize:width=16".into()];
         let first = kernel(Tuner::new(&t, &src, 1, Guidance::Tools).propose(&req));
         assert!(structural(&first.technique), "{}", first.technique);
+    }
+
+    #[test]
+    fn a_move_that_failed_to_launch_on_two_parents_is_not_proposed_again() {
+        let t = task("softmax");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let mut tree = search::Tree::new((), search::Config::default(), 1);
+        let fail = |tree: &mut search::Tree<()>, technique: &str, class: &str| {
+            let sel = search::Selection { parent: 0, kind: Expansion::Improve };
+            let id = tree.add_pending(&sel, (), search::Intent::default());
+            tree.set_intent(id, crate::generate::intent(technique.into(), None));
+            tree.record(id, search::Outcome::failed(class));
+        };
+        let offered = |memory: &search::Memory| {
+            let mut req = request(&t, base(), &src, None, Guidance::None);
+            (req.node, req.memory) = (9, memory.clone());
+            req.parent_summary = passed(1.0, 90.0);
+            drain(&Tuner::new(&t, &src, 1, Guidance::None), &req).into_iter().map(|k| k.technique).collect::<Vec<_>>()
+        };
+        let fresh = offered(&tree.memory);
+        let big = fresh.iter().find(|k| k.starts_with("knob:BLOCK=")).expect("a block size is offered").clone();
+        fail(&mut tree, &big, "launch-error");
+        assert!(offered(&tree.memory).contains(&big), "one failure is not enough");
+        // Another class of failure says nothing of launching.
+        fail(&mut tree, &big, "wrong-answer");
+        assert!(offered(&tree.memory).contains(&big));
+        fail(&mut tree, &big, "launch-error");
+        let now = offered(&tree.memory);
+        assert!(!now.contains(&big), "{big} failed to launch twice: {now:?}");
+        assert!(now.iter().any(|k| k.starts_with("knob:BLOCK=") && *k != big), "other sizes stay: {now:?}");
     }
 
     #[test]

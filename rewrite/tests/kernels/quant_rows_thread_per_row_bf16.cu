@@ -1,12 +1,13 @@
 // entry: quant_rows_bf16
 // arg: x in __nv_bfloat16 rows*cols
-// arg: q out int8_t rows*cols
-// arg: scale out float rows
+// arg: q out int8_t rows*cols tolerance 0 1
+// arg: scale out float rows tolerance 1e-6 0
 // arg: rows int 16384
 // arg: cols int 4096
 // tolerance: 0 0
 // expect: declines vectorize: `quant_rows_kernel`: each element runs a loop while `c < cols`, a trip count known only at run time; coarsening would run V such loops one after another in a thread (V times fewer threads, each V times longer) while what the loop reads still moves one element at a time
 // expect: applies cooperative
+// expect: applies reciprocal: divisions in loops as multiplications by a reciprocal computed once: `quant_rows_kernel`: 1 division(s) by `s` (1)
 // expect: declines shuffle-reduce
 // Row-wise int8 quantization as first versions ship it: a thread per row, an absmax
 // pass, then a convert pass that reads the row only when it is not all zeros.
