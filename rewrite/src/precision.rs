@@ -3,7 +3,8 @@
 //! output's tolerance holds [`MARGIN`] times the relative error it brings.
 //!
 //! A float output admits a relative error `e` when its `rtol` holds `MARGIN * e`; a
-//! 16-bit float output counts at its own rounding (2^-8) where that is coarser. An integer
+//! 16-bit float output counts at its own rounding (2^-8) where that is coarser, unless it
+//! is checked exactly (rtol and atol 0), where any error may flip a rounding. An integer
 //! output is a value rounded to an integer: an error smaller than one unit moves it to a
 //! neighbour at most, so it admits `e` when its `atol` is at least 1 and `MARGIN * e`
 //! times the largest magnitude its type holds stays below one unit (int8: e <= 2^-9).
@@ -55,6 +56,11 @@ impl Facts {
 fn refuses(t: Tolerance, elem_size: usize, is_float: bool, error: f64) -> Option<String> {
     let need = MARGIN * error;
     if is_float {
+        // A 16-bit output counts at its own rounding, unless it is checked exactly: then
+        // the smallest error can flip a rounding the check rejects.
+        if t.rtol == 0.0 && t.atol == 0.0 {
+            return Some("an output checked exactly".to_string());
+        }
         let rtol = if elem_size == 2 { t.rtol.max(2f64.powi(-8)) } else { t.rtol };
         return (rtol < need).then(|| format!("rtol {:.0e} where {:.1e} is needed", t.rtol, need));
     }
@@ -114,5 +120,11 @@ mod tests {
             .build();
         assert!(f.admits(2f64.powi(-8) / 4.0));
         assert!(!f.admits(2f64.powi(-8)));
+        let exact = FactsBuilder::new("k")
+            .buffer("y", "__nv_bfloat16", Role::Output, "{n}", 8, 8)
+            .int("n", 8, 8)
+            .tolerance(0.0, 0.0)
+            .build();
+        assert_eq!(exact.refusal(1e-12).unwrap().why, "an output checked exactly");
     }
 }

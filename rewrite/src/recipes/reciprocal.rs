@@ -1,22 +1,36 @@
 //! Divisions by a value that holds over a loop, as multiplications by its reciprocal
 //! computed once: `x / s` (or `x /= s`, `__fdividef(x, s)`) inside a loop, where `s` is a
-//! float parameter or a float local declared once and never changed, becomes
-//! `x * ns_rcp_s`, with `const float ns_rcp_s = 1.0f / s;` right after `s`'s declaration
-//! (at the top of the body for a parameter). A float literal divisor becomes the folded
-//! constant `(1.0f / L)`. An IEEE division is a reciprocal, a Newton step and a range
-//! check (FCHK and its slow path) per element; the product is one FMUL.
+//! `const float` local or a float parameter passed by value that the function only reads,
+//! becomes `x * ns_rcp_s`, with `const float ns_rcp_s = 1.0f / s;` right after `s`'s
+//! declaration (at the top of the body for a parameter). A float literal divisor becomes
+//! the folded constant `(1.0f / L)`. An IEEE division is a reciprocal, a Newton step and a
+//! range check (FCHK and its slow path) per element; the product is one FMUL.
 //!
 //! Not exact: `x * RN(1/s)` is rounded twice (2^-24 each), and a divisor past 2^126 has a
 //! subnormal reciprocal (2^-22). [`ERROR`] is offered only where every output admits it
 //! ([`crate::precision`]): an int8 output checked to one unit does, as does fp32 at rtol
 //! 1e-6. Divisors below 2^-126 (subnormal) leave that range: the reciprocal overflows,
-//! and the check decides. In place, no assumption to check.
+//! and the check decides (a literal out of range is left). A quotient that is truncated
+//! (`(int)`, `floorf`, an integer variable) or compared is left too: an exact quotient
+//! (`41.f / 41.f`) one ulp low truncates a whole unit lower.
 //!
-//! "Never changed" is read from the whole function: no assignment, `++`/`--`, `&s`,
-//! reference bound to it, bare argument to a call that is not a value builtin, macro whose
-//! text names it, or inline assembly that names it. A name declared twice in the function
-//! (shadowing) is not taken, so every site means the one declaration. Sites inside a
-//! lambda or a local class are left alone (their captures are theirs).
+//! Everything is an allow-list, so that what the recipe cannot read it leaves:
+//! - the divisor is a `const float` local (C++ forbids changing it) or a `float` parameter
+//!   every other mention of which is a read: an operand of arithmetic, of a comparison or
+//!   of `-`/`!`, a cast to a non-reference type, an argument of a value builtin, the right
+//!   side of an assignment, the initializer of a plain scalar, a condition. A reference,
+//!   an address, a constructor or lambda capture, a macro argument, a declaration that
+//!   shadows it: none of these is a read, so the parameter is left;
+//! - the dividend is built from float or integer scalars (declared with those types, in
+//!   the function or at file scope), their arrays, literals that are not double, casts to
+//!   those types and calls of known float functions: a typedef, a template type, a field
+//!   or an unknown call could be double (a double quotient keeps its division) or a class
+//!   with only `operator/`;
+//! - the file is declined where a macro pastes tokens (`##`: a name no text shows), an
+//!   operator of the file takes a non-const reference (a binary operand could be
+//!   changed), or a reference type is named through an alias.
+//!
+//! Sites inside a lambda or a local class are left alone (their captures are theirs).
 
 use super::speculate::value_builtin;
 use crate::facts::Facts;
@@ -34,6 +48,93 @@ pub const PARAMS: &[ParamSpec] = &[];
 /// subnormal reciprocal (2^-22) for divisors past 2^126.
 pub const ERROR: f64 = 2.4e-7;
 
+/// Scalar types whose values a float quotient converts exactly as the product does.
+const PLAIN_SCALARS: &[&str] = &[
+    "float",
+    "int",
+    "unsigned",
+    "unsigned int",
+    "signed",
+    "short",
+    "unsigned short",
+    "long",
+    "unsigned long",
+    "long long",
+    "unsigned long long",
+    "char",
+    "signed char",
+    "unsigned char",
+    "size_t",
+    "int8_t",
+    "uint8_t",
+    "int16_t",
+    "uint16_t",
+    "int32_t",
+    "uint32_t",
+    "int64_t",
+    "uint64_t",
+];
+
+/// Calls that return float whatever their arguments.
+const FLOAT_CALLS: &[&str] = &[
+    "__bfloat162float",
+    "__half2float",
+    "__low2float",
+    "__high2float",
+    "__int2float_rn",
+    "__uint2float_rn",
+    "fabsf",
+    "fmaxf",
+    "fminf",
+    "sqrtf",
+    "rsqrtf",
+    "expf",
+    "exp2f",
+    "logf",
+    "log2f",
+    "sinf",
+    "cosf",
+    "tanhf",
+    "fmaf",
+    "__expf",
+    "__logf",
+    "__sinf",
+    "__cosf",
+    "__powf",
+    "powf",
+    "__fmul_rn",
+    "__fadd_rn",
+    "__fsub_rn",
+    "__fmaf_rn",
+    "__saturatef",
+    "erff",
+];
+
+/// Conversions and functions whose result jumps a whole unit where the quotient crosses
+/// an integer, and the comparisons.
+const TRUNCATING_CALLS: &[&str] = &[
+    "floorf",
+    "floor",
+    "ceilf",
+    "ceil",
+    "truncf",
+    "trunc",
+    "modff",
+    "fmodf",
+    "__float2int_rz",
+    "__float2int_rd",
+    "__float2int_ru",
+    "__float2uint_rz",
+    "__float2uint_rd",
+    "__float2uint_ru",
+    "__float2ll_rz",
+    "__float2ll_rd",
+    "__float2ll_ru",
+    "__float2ull_rz",
+    "__float2ull_rd",
+    "__float2ull_ru",
+];
+
 pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
     let kernels = target_kernels(src, params)?;
     let t = src.text();
@@ -42,6 +143,16 @@ pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
         return Err(NotApplicable::new(
             "the file names a reference type through an alias: a declaration of it may change a divisor unseen",
         ));
+    }
+    if let Some((name, _)) = syntax::macro_definitions(t, root).into_iter().find(|(_, v)| v.contains("##")) {
+        return Err(NotApplicable::new(format!(
+            "macro `{name}` pastes tokens: it may name or declare what no text of the file shows"
+        )));
+    }
+    if let Some(op) = operator_taking_reference(t, root) {
+        return Err(NotApplicable::new(format!(
+            "`{op}` takes a non-const reference: an operand of that operator may be changed"
+        )));
     }
     let Some(first) = kernels.first() else { return Err(NotApplicable::new("no kernel")) };
     let mut ranges: Vec<std::ops::Range<usize>> = kernels.iter().map(|k| k.body.clone()).collect();
@@ -54,28 +165,23 @@ pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
         let Some(body) = src.node(r, "compound_statement") else { continue };
         let Some(f) = body.parent().filter(|f| f.kind() == "function_definition") else { continue };
         let name = function_name(t, f);
-        match plan(t, root, f, body, &mut taken_names) {
-            Ok(p) if p.sites.is_empty() => {
-                if let Some(w) = p.skipped {
-                    why.insert(format!("`{name}`: {w}"));
-                }
-            }
-            Ok(p) => {
-                let total: usize = p.sites.values().sum();
-                done.push(format!(
-                    "`{name}`: {total} division(s) by {}",
-                    p.sites.iter().map(|(d, n)| format!("`{d}` ({n})")).collect::<Vec<_>>().join(", ")
-                ));
-                change.edits.extend(p.edits);
-            }
-            Err(w) => {
+        let p = plan(t, root, f, body, &mut taken_names);
+        if p.sites.is_empty() {
+            if let Some(w) = p.skipped {
                 why.insert(format!("`{name}`: {w}"));
             }
+            continue;
         }
+        let total: usize = p.sites.values().sum();
+        done.push(format!(
+            "`{name}`: {total} division(s) by {}",
+            p.sites.iter().map(|(d, n)| format!("`{d}` ({n})")).collect::<Vec<_>>().join(", ")
+        ));
+        change.edits.extend(p.edits);
     }
     if done.is_empty() {
         let why = if why.is_empty() {
-            "no float division inside a loop by a value that holds over it (a float parameter or local declared once and never changed, or a float literal)".to_string()
+            "no float division inside a loop by a value that holds over it (a `const float` local, a float parameter the function only reads, or a float literal)".to_string()
         } else {
             why.into_iter().collect::<Vec<_>>().join("; ")
         };
@@ -106,6 +212,25 @@ fn function_name(t: &str, f: Node) -> String {
         .map_or("?".into(), |n| text(t, n).to_string())
 }
 
+/// An operator the file defines with a non-const reference parameter.
+fn operator_taking_reference(t: &str, root: Node) -> Option<String> {
+    for d in descendants(root).into_iter().filter(|d| d.kind() == "function_declarator") {
+        let name = d.child_by_field_name("declarator").map(|n| text(t, n)).unwrap_or("");
+        if !name.contains("operator") {
+            continue;
+        }
+        let params = d.child_by_field_name("parameters")?;
+        for p in named_children(params) {
+            let by_ref = descendants(p).iter().any(|x| x.kind() == "reference_declarator" || text(t, *x) == "&");
+            let is_const = descendants(p).iter().any(|x| x.kind() == "type_qualifier" && text(t, *x) == "const");
+            if by_ref && !is_const {
+                return Some(name.to_string());
+            }
+        }
+    }
+    None
+}
+
 /// One function's edits, with the sites rewritten per divisor as written.
 struct Plan {
     edits: crate::edit::Edits,
@@ -116,26 +241,18 @@ struct Plan {
 
 /// Where a name's value is fixed.
 enum Origin<'t> {
-    /// A parameter passed by value.
-    Parameter,
-    /// A local declared with an initializer as a statement of a block.
+    /// A `float` parameter passed by value; the identifier that declares it.
+    Parameter(Node<'t>),
+    /// A `const float` local declared with an initializer as a statement of a block.
     Local(Node<'t>),
-    /// Any other declaration: an array, pointer or reference, `static`, `__shared__`,
-    /// `volatile`, no initializer, a condition's or a range-for's.
-    Other,
+    /// Any other declaration, with why it holds no divisor.
+    Other(&'static str),
 }
 
-fn plan<'t>(
-    t: &str,
-    root: Node<'t>,
-    f: Node<'t>,
-    body: Node<'t>,
-    taken_names: &mut BTreeSet<String>,
-) -> Result<Plan, String> {
+fn plan<'t>(t: &str, root: Node<'t>, f: Node<'t>, body: Node<'t>, taken_names: &mut BTreeSet<String>) -> Plan {
     let floats = super::intrinsics::float_names(t, body);
     let types = declared_types(t, root, f);
     let origins = declarations(t, f);
-    let changed = changed_names(t, root, f, body);
     let mut edits = crate::edit::Edits::new();
     let mut sites: BTreeMap<String, usize> = BTreeMap::new();
     let mut skipped = None;
@@ -152,62 +269,50 @@ fn plan<'t>(
         }
         let divisor = strip_parens(site.divisor);
         let dtext = text(t, divisor).to_string();
+        if let Some(consumer) = truncated_or_compared(t, d, &types) {
+            skipped.get_or_insert_with(|| {
+                format!(
+                    "the quotient by `{dtext}` is {consumer}, where one ulp below an exact quotient moves the result a whole unit"
+                )
+            });
+            continue;
+        }
         let replacement = if divisor.kind() == "number_literal" {
+            if !normal_literal(&dtext) {
+                skipped
+                    .get_or_insert_with(|| format!("the divisor `{dtext}` is not a normal float in [2^-126, 2^126]"));
+                continue;
+            }
             format!("(1.0f / {dtext})")
         } else if divisor.kind() == "identifier" {
-            let why_not = match origins.get(&dtext) {
-                _ if floats.get(&dtext).is_none_or(|ty| ty != "float") => Some("is not declared float here"),
-                None => Some("is not a parameter or local of the function"),
-                Some(v) if v.len() != 1 => Some("is declared more than once in the function"),
-                _ if changed.contains(&dtext) => Some("changes in the function"),
-                Some(v) => match &v[0] {
-                    Origin::Other => Some("is not a parameter passed by value or a local with an initializer"),
-                    Origin::Parameter => None,
-                    Origin::Local(decl) => {
-                        let block = decl.parent();
-                        let scoped = block
-                            .is_some_and(|b| b.start_byte() <= d.start_byte() && d.end_byte() <= b.end_byte())
-                            && decl.end_byte() <= d.start_byte();
-                        let loop_after = scoped && loop_between(d, block.unwrap(), decl.end_byte());
-                        if !scoped {
-                            Some("is not in scope at the division")
-                        } else if !loop_after {
-                            Some("is declared inside the loop around the division")
-                        } else {
-                            None
-                        }
-                    }
-                },
-            };
-            if let Some(w) = why_not {
+            if let Some(w) = why_not_invariant(t, root, f, d, &dtext, &origins, &floats) {
                 skipped.get_or_insert_with(|| format!("the divisor `{dtext}` {w}"));
                 continue;
             }
-            let name = match reciprocal_of.get(&dtext) {
+            match reciprocal_of.get(&dtext) {
                 Some(n) => n.clone(),
                 None => {
                     let n = fresh_name(t, &format!("ns_rcp_{dtext}"), taken_names);
                     let decl = format!("const float {n} = 1.0f / {dtext};");
                     match &origins[&dtext][0] {
-                        Origin::Parameter => {
-                            let at = body.start_byte() + 1;
-                            let indent = named_children(body)
-                                .first()
-                                .map(|s| syntax::indent_at(t, s.start_byte()))
-                                .unwrap_or_else(|| "  ".into());
-                            edits.insert(at, format!("\n{indent}{decl}"));
+                        Origin::Parameter(_) => {
+                            let first = named_children(body)
+                                .into_iter()
+                                .find(|s| !matches!(s.kind(), "comment" | "preproc_call"));
+                            let indent =
+                                first.map(|s| syntax::indent_at(t, s.start_byte())).unwrap_or_else(|| "  ".into());
+                            edits.insert(body.start_byte() + 1, format!("\n{indent}{decl}"));
                         }
                         Origin::Local(dn) => {
                             let indent = syntax::indent_at(t, dn.start_byte());
                             edits.insert(dn.end_byte(), format!("\n{indent}{decl}"));
                         }
-                        Origin::Other => unreachable!("only parameters and locals reach here"),
+                        Origin::Other(_) => unreachable!("only parameters and locals hold divisors"),
                     }
                     reciprocal_of.insert(dtext.clone(), n.clone());
                     n
                 }
-            };
-            name
+            }
         } else {
             skipped.get_or_insert_with(|| {
                 format!("the divisor `{}` is an expression, not a name or a literal", syntax::one_line(&dtext, 40))
@@ -217,12 +322,7 @@ fn plan<'t>(
         let dividend = text(t, site.dividend);
         let atomic = matches!(
             site.dividend.kind(),
-            "identifier"
-                | "call_expression"
-                | "subscript_expression"
-                | "number_literal"
-                | "parenthesized_expression"
-                | "field_expression"
+            "identifier" | "call_expression" | "subscript_expression" | "number_literal" | "parenthesized_expression"
         );
         let new = match (site.compound, atomic) {
             (true, _) => format!("{dividend} *= {replacement}"),
@@ -233,12 +333,170 @@ fn plan<'t>(
         chosen.push(d.byte_range());
         *sites.entry(dtext).or_default() += 1;
     }
-    Ok(Plan { edits, sites, skipped })
+    Plan { edits, sites, skipped }
+}
+
+/// Why the name at a division's divisor may not hold over the loops around it; None when
+/// it does.
+fn why_not_invariant(
+    t: &str,
+    root: Node,
+    f: Node,
+    site: Node,
+    name: &str,
+    origins: &HashMap<String, Vec<Origin>>,
+    floats: &HashMap<String, String>,
+) -> Option<&'static str> {
+    if floats.get(name).is_none_or(|ty| ty != "float") {
+        return Some("is not declared float here");
+    }
+    let Some(v) = origins.get(name) else { return Some("is not a parameter or local of the function") };
+    if v.len() != 1 {
+        return Some("is declared more than once in the function");
+    }
+    // A macro the function uses may name it in a way no read context shows.
+    if syntax::macros_used_in(t, root, f).iter().any(|(_, value)| syntax::mentions_word(value, name)) {
+        return Some("is named by a macro the function uses");
+    }
+    match &v[0] {
+        Origin::Other(why) => Some(why),
+        Origin::Parameter(decl) => {
+            let mentions = descendants(f).into_iter().filter(|n| mentions(t, *n, name) && n.id() != decl.id());
+            for n in mentions {
+                if !read_context(t, n) {
+                    return Some("is a parameter the function does more with than read");
+                }
+            }
+            None
+        }
+        Origin::Local(decl) => {
+            let block = decl.parent()?;
+            let scoped = block.start_byte() <= site.start_byte()
+                && site.end_byte() <= block.end_byte()
+                && decl.end_byte() <= site.start_byte();
+            // Another declaration of the name between (a structured binding, an
+            // enumerator, a using-declaration) would shadow it: every mention after the
+            // declaration must be a read.
+            let shadowed = descendants(f)
+                .into_iter()
+                .filter(|n| mentions(t, *n, name) && n.start_byte() >= decl.end_byte())
+                .any(|n| !read_context(t, n));
+            if !scoped {
+                Some("is not in scope at the division")
+            } else if shadowed {
+                Some("is named after its declaration other than to be read")
+            } else if !loop_between(site, block, decl.end_byte()) {
+                Some("is declared inside the loop around the division")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Whether a node names `name`: as a variable, or where the grammar reads it as a type or
+/// namespace (`C c(scale);` parses as a function declaration taking a `scale`).
+fn mentions(t: &str, n: Node, name: &str) -> bool {
+    matches!(n.kind(), "identifier" | "type_identifier" | "namespace_identifier") && text(t, n) == name
+}
+
+/// Whether an identifier is only read where it stands (see the module's allow-list).
+fn read_context(t: &str, n: Node) -> bool {
+    let mut x = n;
+    let mut up = n.parent();
+    while let Some(p) = up {
+        if p.kind() == "lambda_capture_specifier" {
+            return false;
+        }
+        let is_x = |field: &str| p.child_by_field_name(field).is_some_and(|c| c.id() == x.id());
+        match p.kind() {
+            "parenthesized_expression" => {}
+            // A branch is whatever the conditional is (`(c ? a : s) = 2` assigns s).
+            "conditional_expression" => {
+                if is_x("condition") {
+                    return true;
+                }
+            }
+            "binary_expression" | "condition_clause" => return true,
+            "unary_expression" => {
+                return p.child_by_field_name("operator").is_some_and(|o| matches!(text(t, o), "-" | "+" | "!" | "~"))
+            }
+            "cast_expression" => return p.child_by_field_name("type").is_some_and(|ty| !text(t, ty).contains('&')),
+            "assignment_expression" => return is_x("right"),
+            "argument_list" => {
+                return p.parent().is_some_and(|c| {
+                    c.kind() == "call_expression"
+                        && c.child_by_field_name("function")
+                            .is_some_and(|f| f.kind() == "identifier" && value_builtin(text(t, f)))
+                })
+            }
+            "init_declarator" => {
+                let plain = p.child_by_field_name("declarator").is_some_and(|d| d.kind() == "identifier");
+                let scalar = p
+                    .parent()
+                    .and_then(|d| d.child_by_field_name("type"))
+                    .is_some_and(|ty| ty.kind() == "primitive_type");
+                return is_x("value") && plain && scalar;
+            }
+            _ => return false,
+        }
+        x = p;
+        up = p.parent();
+    }
+    false
+}
+
+/// What a quotient flows into that jumps a whole unit at an integer or a threshold: a
+/// cast or conversion to an integer, a truncating function, an integer variable, a
+/// comparison. None when it flows on as a float.
+fn truncated_or_compared(t: &str, site: Node, types: &HashMap<String, String>) -> Option<&'static str> {
+    let integral =
+        |ty: &str| PLAIN_SCALARS.contains(&syntax::unqualified(ty).as_str()) && syntax::unqualified(ty) != "float";
+    let mut x = site;
+    while let Some(p) = x.parent() {
+        match p.kind() {
+            "parenthesized_expression" => {}
+            "unary_expression"
+                if p.child_by_field_name("operator").is_some_and(|o| matches!(text(t, o), "-" | "+")) => {}
+            "cast_expression" => {
+                return p
+                    .child_by_field_name("type")
+                    .filter(|ty| integral(text(t, *ty)))
+                    .map(|_| "converted to an integer")
+            }
+            "binary_expression" => {
+                return binary(t, p)
+                    .filter(|(op, _, _)| matches!(*op, "<" | ">" | "<=" | ">=" | "==" | "!="))
+                    .map(|_| "compared")
+            }
+            "argument_list" => {
+                let f = p.parent().and_then(|c| c.child_by_field_name("function")).map(|f| text(t, f)).unwrap_or("");
+                return TRUNCATING_CALLS.contains(&f).then_some("truncated");
+            }
+            "init_declarator" => {
+                let ty = p.parent().and_then(|d| d.child_by_field_name("type")).map(|ty| text(t, ty)).unwrap_or("");
+                return integral(ty).then_some("stored in an integer");
+            }
+            "assignment_expression" => {
+                let left = p.child_by_field_name("left").map(strip_parens);
+                let ty = left.filter(|l| l.kind() == "identifier").and_then(|l| types.get(text(t, l)));
+                return ty.filter(|ty| integral(ty)).map(|_| "stored in an integer");
+            }
+            _ => return None,
+        }
+        x = p;
+    }
+    None
+}
+
+/// A float literal whose reciprocal is a normal float: in [2^-126, 2^126].
+fn normal_literal(lit: &str) -> bool {
+    let v: Option<f64> = lit.trim_end_matches(['f', 'F']).parse().ok();
+    v.is_some_and(|v| (2f64.powi(-126)..=2f64.powi(126)).contains(&v.abs()))
 }
 
 /// A float division: `a / b`, `a /= b` or `__fdividef(a, b)`, where `b` is a float name
-/// or literal and `a` is float or holds nothing that can be double (a double quotient
-/// keeps its division).
+/// or literal and `a` a plain value (so the quotient is float).
 struct Division<'t> {
     dividend: Node<'t>,
     divisor: Node<'t>,
@@ -259,7 +517,10 @@ fn division<'t>(
         "assignment_expression" => {
             let op = d.child_by_field_name("operator")?;
             (text(t, op) == "/=").then_some(())?;
-            (d.child_by_field_name("left")?, d.child_by_field_name("right")?, true)
+            let left = d.child_by_field_name("left")?;
+            // `int a; a /= s` truncates: the left must be float itself.
+            super::intrinsics::is_float(t, left, floats).then_some(())?;
+            (left, d.child_by_field_name("right")?, true)
         }
         "call_expression" => {
             let f = d.child_by_field_name("function")?;
@@ -275,36 +536,50 @@ fn division<'t>(
         }
         _ => return None,
     };
-    let is_float = |n| super::intrinsics::is_float(t, n, floats);
-    (is_float(divisor) && (is_float(dividend) || never_double(t, dividend, types))).then_some(Division {
+    (super::intrinsics::is_float(t, divisor, floats) && plain_value(t, dividend, types)).then_some(Division {
         dividend,
         divisor,
         compound,
     })
 }
 
-/// Whether nothing in an expression can be double: every name it reads has a declared
-/// type that is neither double nor deduced (`auto`), and no literal or cast is double.
-fn never_double(t: &str, e: Node, types: &HashMap<String, String>) -> bool {
-    descendants(e).into_iter().all(|n| match n.kind() {
-        "identifier" => {
-            // A callee's name is no value read.
-            let callee = n.parent().is_some_and(|p| {
-                p.kind() == "call_expression" && p.child_by_field_name("function").is_some_and(|f| f.id() == n.id())
-            });
-            callee
-                || types.get(text(t, n)).is_some_and(|ty| {
-                    !ty.contains("double") && !ty.contains("auto") && !ty.contains("decltype") && ty != "?"
-                })
-        }
+/// Whether an expression is built only from scalars of [`PLAIN_SCALARS`] (names, their
+/// arrays and pointers), literals that are not double, casts to those types, calls of
+/// [`FLOAT_CALLS`] and arithmetic on those.
+fn plain_value(t: &str, e: Node, types: &HashMap<String, String>) -> bool {
+    let plain = |ty: &str| PLAIN_SCALARS.contains(&syntax::unqualified(ty).as_str());
+    match e.kind() {
+        "parenthesized_expression" => named_children(e).first().is_some_and(|x| plain_value(t, *x, types)),
         "number_literal" => {
-            let s = text(t, n);
+            let s = text(t, e);
             let hex = s.starts_with("0x") || s.starts_with("0X");
             hex || !(s.contains('.') || s.contains('e') || s.contains('E')) || s.ends_with('f') || s.ends_with('F')
         }
-        "primitive_type" | "type_identifier" => !text(t, n).contains("double"),
-        _ => true,
-    })
+        "identifier" => types.get(text(t, e)).is_some_and(|ty| plain(ty)),
+        "subscript_expression" => {
+            e.child_by_field_name("argument").is_some_and(|a| a.kind() == "identifier" && plain_value(t, a, types))
+        }
+        "pointer_expression" => {
+            e.child_by_field_name("operator").is_some_and(|o| text(t, o) == "*")
+                && e.child_by_field_name("argument")
+                    .is_some_and(|a| a.kind() == "identifier" && plain_value(t, a, types))
+        }
+        "call_expression" => e
+            .child_by_field_name("function")
+            .is_some_and(|f| f.kind() == "identifier" && FLOAT_CALLS.contains(&text(t, f))),
+        "cast_expression" => {
+            e.child_by_field_name("type").is_some_and(|ty| plain(text(t, ty)))
+                && e.child_by_field_name("value").is_some_and(|v| plain_value(t, v, types))
+        }
+        "binary_expression" => binary(t, e).is_some_and(|(op, l, r)| {
+            matches!(op, "+" | "-" | "*" | "/") && plain_value(t, l, types) && plain_value(t, r, types)
+        }),
+        "unary_expression" => {
+            e.child_by_field_name("operator").is_some_and(|o| matches!(text(t, o), "-" | "+"))
+                && e.child_by_field_name("argument").is_some_and(|a| plain_value(t, a, types))
+        }
+        _ => false,
+    }
 }
 
 /// The declared type of every name visible in `f` by its declarations in `f` and at file
@@ -339,7 +614,6 @@ fn declared_types(t: &str, root: Node, f: Node) -> HashMap<String, String> {
     }
     out
 }
-
 /// Whether `n` sits in a loop of `f` itself (not of a lambda or local class inside it).
 fn in_loop_of(n: Node, f: Node) -> bool {
     let mut in_loop = false;
@@ -375,108 +649,71 @@ fn loop_between(n: Node, block: Node, from: usize) -> bool {
 }
 
 /// Every name the function declares, parameters included, with where each declaration
-/// fixes its value: parameters by value, and locals with an initializer declared as a
-/// statement of a block (not `static`, `__shared__`, `volatile`, an array, a pointer or
-/// a reference). Others are recorded too, so that a second declaration is seen.
+/// fixes its value. Others are recorded too, so that a second declaration is seen.
 fn declarations<'t>(t: &str, f: Node<'t>) -> HashMap<String, Vec<Origin<'t>>> {
     let mut out: HashMap<String, Vec<Origin<'t>>> = HashMap::new();
-    let unusable =
-        |out: &mut HashMap<String, Vec<Origin<'t>>>, n: String| out.entry(n).or_default().push(Origin::Other);
+    let other = |out: &mut HashMap<String, Vec<Origin<'t>>>, n: Node, why: &'static str| {
+        out.entry(text(t, n).to_string()).or_default().push(Origin::Other(why));
+    };
     for d in descendants(f) {
         match d.kind() {
             "parameter_declaration" => {
                 let Some(decl) = d.child_by_field_name("declarator") else { continue };
-                let plain = decl.kind() == "identifier"
-                    && !descendants(d).iter().any(|x| x.kind() == "type_qualifier" && text(t, *x) == "volatile");
-                if decl.kind() == "identifier" && plain {
-                    out.entry(text(t, decl).to_string()).or_default().push(Origin::Parameter);
+                let float = d.child_by_field_name("type").is_some_and(|ty| text(t, ty) == "float");
+                let volatile = descendants(d).iter().any(|x| x.kind() == "type_qualifier" && text(t, *x) == "volatile");
+                if decl.kind() == "identifier" && float && !volatile {
+                    out.entry(text(t, decl).to_string()).or_default().push(Origin::Parameter(decl));
                 } else {
                     for n in descendants(decl).into_iter().filter(|x| x.kind() == "identifier") {
-                        unusable(&mut out, text(t, n).to_string());
+                        other(&mut out, n, "is not a float parameter passed by value");
                     }
                 }
             }
             "declaration" => {
                 let ty = syntax::declaration_type(t, d).unwrap_or_default();
                 let words: Vec<&str> = ty.split_whitespace().collect();
-                let odd = words
-                    .iter()
-                    .any(|w| matches!(*w, "static" | "extern" | "volatile" | "__shared__" | "thread_local"));
+                let const_float = words.contains(&"const")
+                    && d.child_by_field_name("type").is_some_and(|x| text(t, x) == "float")
+                    && !words
+                        .iter()
+                        .any(|w| matches!(*w, "static" | "extern" | "volatile" | "__shared__" | "thread_local"));
                 let in_block = d.parent().is_some_and(|p| p.kind() == "compound_statement");
                 match syntax::single_declarator(t, d) {
-                    Some((n, Some(_))) if !odd && in_block => out.entry(n).or_default().push(Origin::Local(d)),
+                    Some((n, Some(_))) if const_float && in_block => out.entry(n).or_default().push(Origin::Local(d)),
                     _ => {
                         for n in syntax::declared_names(t, d) {
-                            unusable(&mut out, n);
+                            out.entry(n).or_default().push(Origin::Other(
+                                "is not a `const float` local with an initializer (one a function may not change)",
+                            ));
                         }
                     }
                 }
             }
-            // Names declared in a condition (`if (float s = ...)`) or a range-for.
-            "condition_clause" | "for_range_loop" => {
-                for n in
-                    descendants(d).into_iter().filter(|x| x.kind() == "init_declarator" || x.kind() == "identifier")
-                {
-                    if n.kind() == "init_declarator" {
-                        if let Some(id) = n.child_by_field_name("declarator").filter(|x| x.kind() == "identifier") {
-                            unusable(&mut out, text(t, id).to_string());
+            // Other ways to declare a name: each one makes the name's meaning depend on
+            // where it is read.
+            "structured_binding_declarator"
+            | "enumerator"
+            | "using_declaration"
+            | "lambda_expression"
+            | "for_range_loop"
+            | "condition_clause"
+            | "optional_parameter_declaration"
+            | "variadic_parameter_declaration" => {
+                for n in descendants(d).into_iter().filter(|x| x.kind() == "identifier") {
+                    if d.kind() == "lambda_expression" || d.kind() == "condition_clause" {
+                        // Only their declarations, not every name they read.
+                        let declares = n.parent().is_some_and(|p| {
+                            matches!(p.kind(), "init_declarator" | "parameter_declaration" | "declaration")
+                                && p.child_by_field_name("declarator").is_some_and(|x| x.id() == n.id())
+                        });
+                        if !declares {
+                            continue;
                         }
                     }
-                }
-                if let Some(id) = d.child_by_field_name("declarator").filter(|x| x.kind() == "identifier") {
-                    unusable(&mut out, text(t, id).to_string());
+                    other(&mut out, n, "is declared in a form that holds no divisor");
                 }
             }
             _ => {}
-        }
-    }
-    out
-}
-
-/// Names the function may change: assigned, stepped, address taken, bound to a
-/// reference, handed bare to a call that is not a value builtin, named by a macro the
-/// function uses, or named in inline assembly.
-fn changed_names(t: &str, root: Node, f: Node, body: Node) -> BTreeSet<String> {
-    let mut out: BTreeSet<String> = syntax::assigned(t, f).into_iter().map(|(n, _)| n).collect();
-    for call in descendants(body).into_iter().filter(|d| d.kind() == "call_expression") {
-        let callee = call.child_by_field_name("function").map(|c| text(t, c)).unwrap_or("");
-        if value_builtin(callee) {
-            continue;
-        }
-        if let Some(args) = call.child_by_field_name("arguments") {
-            for a in named_children(args) {
-                let a = strip_parens(a);
-                if a.kind() == "identifier" {
-                    out.insert(text(t, a).to_string());
-                }
-            }
-        }
-    }
-    for d in descendants(body) {
-        // `float& r = s;` and `auto& r = s;`: r changes s.
-        if d.kind() == "init_declarator"
-            && d.child_by_field_name("declarator").is_some_and(|x| x.kind() == "reference_declarator")
-        {
-            if let Some(v) = d.child_by_field_name("value") {
-                out.extend(syntax::identifiers(t, v).into_iter().map(str::to_string));
-            }
-        }
-        if matches!(d.kind(), "gnu_asm_expression" | "asm_statement") {
-            out.extend(syntax::identifiers(t, d).into_iter().map(str::to_string));
-        }
-    }
-    let names: Vec<String> = descendants(body)
-        .into_iter()
-        .filter(|d| d.kind() == "identifier")
-        .map(|d| text(t, d).to_string())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    for (_, value) in syntax::macros_used_in(t, root, body) {
-        for n in &names {
-            if syntax::mentions_word(&value, n) {
-                out.insert(n.clone());
-            }
         }
     }
     out
@@ -565,42 +802,116 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_divisor_that_changes_is_left() {
-        for (body, says) in [
-            (
-                "  float s = scale;\n  for (int i = 0; i < n; ++i) { y[i] = x[i] / s; s += 1.0f; }",
-                "the divisor `s` changes in the function",
-            ),
-            ("  float s = scale;\n  float* p = &s;\n  for (int i = 0; i < n; ++i) y[i] = x[i] / s;", "changes"),
-            ("  float s = scale;\n  float& r = s;\n  for (int i = 0; i < n; ++i) { r = x[i]; y[i] = x[i] / s; }", "changes"),
-            ("  float s = scale;\n  bump(s);\n  for (int i = 0; i < n; ++i) y[i] = x[i] / s;", "changes"),
-            ("  for (int i = 0; i < n; ++i) { y[i] = x[i] / scale; scale *= 0.5f; }", "changes"),
-            ("  float s = scale;\n  asm(\"mov.f32 %0, 1.0;\" : \"=f\"(s));\n  for (int i = 0; i < n; ++i) y[i] = x[i] / s;", "changes"),
-            (
-                "  float s = scale;\n  { float s = 2.0f; y[0] = s; }\n  for (int i = 0; i < n; ++i) y[i] = x[i] / s;",
-                "declared more than once",
-            ),
-            (
-                "  for (int i = 0; i < n; ++i) { const float s = x[0] + 1.0f; y[i] = x[i] / s; }",
-                "declared inside the loop around the division",
-            ),
-            ("  for (int i = 0; i < n; ++i) y[i] = x[i] / (scale + 1.0f);", "is an expression"),
-            ("  static float s = 2.0f;\n  for (int i = 0; i < n; ++i) y[i] = x[i] / s;", "not a parameter passed by value"),
-        ] {
-            let e = run(body).unwrap_err();
-            assert!(e.0.contains(says), "{body}\n=> {e}");
+    fn declines(prefix: &str, body: &str) -> String {
+        let src = format!("{prefix}\n{}", kernel(body));
+        match apply(&Source::parse(&src), &facts(1e-5), &Params::default()) {
+            Ok(r) => panic!("rewrote\n{prefix}\n{body}\n=> {}", r.source),
+            Err(e) => e.0,
         }
     }
 
     #[test]
-    fn a_macro_that_names_the_divisor_may_change_it() {
-        let src = format!(
-            "#define HALVE(v) (s *= 0.5f, v)\n{}",
-            kernel("  float s = scale;\n  for (int i = 0; i < n; ++i) y[i] = HALVE(x[i]) / s;",)
+    fn a_local_that_is_not_const_is_left() {
+        let e = declines("", "  float s = scale;\n  for (int i = 0; i < n; ++i) { y[i] = x[i] / s; s += 1.0f; }");
+        assert!(e.contains("the divisor `s` is not a `const float` local"), "{e}");
+        let e = declines("", "  static const float s = 2.0f;\n  for (int i = 0; i < n; ++i) y[i] = x[i] / s;");
+        assert!(e.contains("not a `const float` local"), "{e}");
+    }
+
+    /// The review's attacks on a parameter divisor (each compiled and ran on an H200 with
+    /// the first version, which rewrote them and changed the result).
+    #[test]
+    fn a_parameter_the_function_does_more_with_than_read_is_left() {
+        let loop_ = "  for (int i = 0; i < n; ++i) y[i] = x[i] / scale;";
+        for (prefix, change) in [
+            ("", "decltype((scale)) r = scale; r = 2.0f;"),
+            ("", "decltype(auto) r = (scale); r = 2.0f;"),
+            ("#include <type_traits>", "std::add_lvalue_reference_t<float> r = scale; r = 2.0f;"),
+            ("", "auto f = [&r = scale]() { r = 2.0f; }; f();"),
+            ("struct R { float& r; };", "R q{scale}; q.r = 2.0f;"),
+            ("struct C { float* p; __device__ C(float& v) : p(&v) {} };", "C c(scale); *c.p = 2.0f;"),
+            ("", "(0, scale) = 2.0f;"),
+            ("", "float t0 = 1.f; (n ? t0 : scale) = 2.0f;"),
+            ("", "float* p = &scale; *p = 2.0f;"),
+            ("", "float& r = scale; r = 2.0f;"),
+            ("", "(float&)scale = 2.0f;"),
+            ("", "scale *= 0.5f;"),
+            ("", "++scale;"),
+            ("__device__ void bump(float& v) { v += 1.0f; }", "bump(scale);"),
+            ("#define BUMP(v) v += 1.0f", "BUMP(scale);"),
+            ("", "asm(\"mov.f32 %0, 1.0;\" : \"=f\"(scale));"),
+            ("struct P { float a, b; };", "auto [scale, t] = P{2.0f, 0.0f}; (void)t;"),
+            ("", "enum { scale = 2 };"),
+            ("namespace ns { __device__ float scale = 2.0f; }", "using ns::scale;"),
+        ] {
+            let e = declines(prefix, &format!("  {change}\n{loop_}"));
+            assert!(!e.contains("no float division"), "{change}: {e}");
+        }
+    }
+
+    #[test]
+    fn files_whose_macros_paste_or_whose_operators_take_references_are_declined() {
+        let loop_ = "  for (int i = 0; i < n; ++i) y[i] = x[i] / scale;";
+        let e = declines("#define ZERO(a, b) a##b = 2.0f", &format!("  ZERO(sc, ale);\n{loop_}"));
+        assert!(e.contains("macro `ZERO` pastes tokens"), "{e}");
+        let e = declines("#define RCPNAME(v) ns_rcp_##v", &format!("  const float RCPNAME(scale) = 0.f;\n{loop_}"));
+        assert!(e.contains("pastes tokens"), "{e}");
+        let e = declines(
+            "struct Z { __device__ void operator<<(float& v) const { v = 2.0f; } };",
+            &format!("  Z z; z << scale;\n{loop_}"),
         );
-        let e = apply(&Source::parse(&src), &facts(1e-5), &Params::default()).unwrap_err();
-        assert!(e.0.contains("changes"), "{e}");
+        assert!(e.contains("`operator<<` takes a non-const reference"), "{e}");
+    }
+
+    #[test]
+    fn a_quotient_that_may_be_double_or_of_a_class_keeps_its_division() {
+        for (prefix, body) in [
+            ("typedef double real_t;", "for (int i = 0; i < n; ++i) { real_t v = x[i]; y[i] = (float)(v / scale); }"),
+            ("struct D { double v; };", "for (int i = 0; i < n; ++i) { D d{x[i]}; y[i] = (float)(d.v / scale); }"),
+            (
+                "__device__ double get(const float* p, int i) { return p[i]; }",
+                "for (int i = 0; i < n; ++i) y[i] = get(x, i) / scale;",
+            ),
+            (
+                "__device__ float2 operator/(float2 a, float b) { return make_float2(a.x / b, a.y / b); }",
+                "for (int i = 0; i < n; ++i) { float2 v = make_float2(x[i], x[i]); v = v / scale; y[i] = v.x; }",
+            ),
+            ("", "for (int i = 0; i < n; ++i) { int a = i; a /= scale; y[i] = a; }"),
+            ("", "for (int i = 0; i < n; ++i) { auto v = x[i]; y[i] = v / scale; }"),
+        ] {
+            let e = declines(prefix, &format!("  {body}"));
+            assert!(e.contains("no float division"), "{body}: {e}");
+        }
+        let src = "template <typename T> __device__ void norm(T* v, int m, float s) {\n  for (int c = 0; c < m; ++c) v[c] = v[c] / s;\n}\n";
+        let e = declines(src, "  norm(y, n, scale);");
+        assert!(e.contains("no float division"), "{e}");
+    }
+
+    #[test]
+    fn a_macro_that_names_the_divisor_may_change_it() {
+        let e = declines(
+            "#define HALVE() (scale *= 0.5f)",
+            "  for (int i = 0; i < n; ++i) { y[i] = x[i] / scale; HALVE(); }",
+        );
+        assert!(e.contains("is named by a macro the function uses"), "{e}");
+    }
+
+    #[test]
+    fn a_quotient_truncated_or_compared_keeps_its_division() {
+        for (body, says) in [
+            ("y[i] = (float)(int)(x[i] / scale);", "converted to an integer"),
+            ("y[i] = floorf(x[i] / scale);", "truncated"),
+            ("int k = x[i] / scale; y[i] = k;", "stored in an integer"),
+            ("y[i] = x[i] / scale > 1.0f ? 1.0f : 0.0f;", "compared"),
+        ] {
+            let e = declines("", &format!("  for (int i = 0; i < n; ++i) {{ {body} }}"));
+            assert!(e.contains(says), "{body}: {e}");
+        }
+        // Rounded to nearest, it flips only at a near-tie, which the tolerance judges.
+        let s = run("  for (int i = 0; i < n; ++i) y[i] = __float2int_rn(x[i] / scale);").unwrap().source;
+        assert!(s.contains("__float2int_rn(x[i] * ns_rcp_scale)"), "{s}");
+        let e = declines("", "  for (int i = 0; i < n; ++i) y[i] = x[i] / 1e-40f;");
+        assert!(e.contains("not a normal float"), "{e}");
     }
 
     #[test]

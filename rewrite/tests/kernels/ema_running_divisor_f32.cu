@@ -4,7 +4,7 @@
 // arg: rows int 65536
 // arg: cols int 1024
 // tolerance: 1e-5 1e-6
-// expect: declines reciprocal: `running_mean_kernel`: the divisor `count` changes in the function
+// expect: declines reciprocal: `running_mean_kernel`: the divisor `count` is not a `const float` local with an initializer (one a function may not change)
 // A running mean along each row: the divisor grows with the loop, so it holds over no
 // loop and its division stays.
 #include <cuda_runtime.h>

@@ -17,7 +17,7 @@
 // expect: declines unroll
 // expect: declines row-strip: `add_f32` does not read `blockIdx.y`: a 1-D grid has no rows of blocks to strip
 // expect: applies coarsen
-// expect: declines reciprocal: no float division inside a loop by a value that holds over it (a float parameter or local declared once and never changed, or a float literal)
+// expect: declines reciprocal: no float division inside a loop by a value that holds over it (a `const float` local, a float parameter the function only reads, or a float literal)
 #include <cuda_runtime.h>
 
 // Plain elementwise add, one element per thread: c = a + b.
