@@ -29,6 +29,9 @@ pub struct Stats {
     pub best_delta: Option<f64>,
     /// Failure classes seen.
     pub failures: BTreeMap<String, u32>,
+    /// Correct tries slower than their parent beyond the noise (outside its interval).
+    #[serde(default)]
+    pub slower: u32,
 }
 
 impl Stats {
@@ -55,6 +58,9 @@ impl Stats {
             if o.correct {
                 self.repaired += 1;
             }
+        }
+        if o.correct && !o.within_parent && delta.is_some_and(|d| d < 0.0) {
+            self.slower += 1;
         }
         if let Some(d) = delta {
             self.delta_sum += d;

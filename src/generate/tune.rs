@@ -593,7 +593,7 @@ impl Tuner {
         let mut scored: Vec<(u8, f64, Option<ToolId>, Move)> = self
             .moves(&parsed, parent)
             .into_iter()
-            .filter(|m| !stale.contains(&m.family()) && !fails_to_launch(m, &req.memory.techniques))
+            .filter(|m| !stale.contains(&m.family()) && !never_pays(m, &req.memory.techniques))
             .map(|m| {
                 let (vote, tool) = Self::vote(&m, &diagnoses);
                 // Defaults first: each parameter moved off its default costs a little.
@@ -647,19 +647,23 @@ impl Tuner {
     }
 }
 
-/// How many parents a move must have failed to launch on, and passed on none, before it
-/// is not proposed again in the run. A block size the kernel's registers cannot hold
-/// (1024 threads at 92 registers) fails alike on every parent of that kernel: a 3-minute
-/// run on rowwise_quant_int8 spent 6 of its 61 nodes on one such knob value.
+/// How many parents a move must have failed on (a launch error, or a kernel slower than
+/// its parent beyond the noise), and gained on none, before it is not proposed again in
+/// the run. A block size the kernel's registers cannot hold (1024 threads at 92
+/// registers) fails alike on every parent of that kernel, and one that starves it (512
+/// threads there, 7% slower) loses alike: a 3-minute run on rowwise_quant_int8 spent 6
+/// of its 61 nodes on the first, and with that one left out, another 6 of 72 on the
+/// second, never reaching the 64-thread blocks that paid 8%.
 pub const DEAD_AFTER: u32 = 2;
 
-/// Whether this exact move (technique and value) failed to launch on [`DEAD_AFTER`]
-/// parents and never passed.
-fn fails_to_launch(m: &Move, techniques: &BTreeMap<String, Stats>) -> bool {
+/// Whether this exact move (technique and value) failed to launch or ran slower on
+/// [`DEAD_AFTER`] parents and did nothing else anywhere.
+fn never_pays(m: &Move, techniques: &BTreeMap<String, Stats>) -> bool {
     let launch_error = NodeFailure::Kernel(FailureClass::LaunchError);
-    techniques
-        .get(&m.technique())
-        .is_some_and(|s| s.correct == 0 && s.failures.get(launch_error.name()).is_some_and(|n| *n >= DEAD_AFTER))
+    techniques.get(&m.technique()).is_some_and(|s| {
+        let launch_errors = s.failures.get(launch_error.name()).copied().unwrap_or(0);
+        s.tries >= DEAD_AFTER && launch_errors + s.slower == s.tries
+    })
 }
 
 /// The recipe applications named on a path of techniques (for prompts and reports).
@@ -914,15 +918,15 @@ mod tests {
     }
 
     #[test]
-    fn a_move_that_failed_to_launch_on_two_parents_is_not_proposed_again() {
+    fn a_move_that_failed_to_launch_or_ran_slower_on_two_parents_is_not_proposed_again() {
         let t = task("softmax");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
         let mut tree = search::Tree::new((), search::Config::default(), 1);
-        let fail = |tree: &mut search::Tree<()>, technique: &str, class: &str| {
+        let child = |tree: &mut search::Tree<()>, technique: &str, o: search::Outcome| {
             let sel = search::Selection { parent: 0, kind: Expansion::Improve };
             let id = tree.add_pending(&sel, (), search::Intent::default());
             tree.set_intent(id, crate::generate::intent(technique.into(), None));
-            tree.record(id, search::Outcome::failed(class));
+            tree.record(id, o);
         };
         let offered = |memory: &search::Memory| {
             let mut req = request(&t, base(), &src, None, Guidance::None);
@@ -930,17 +934,28 @@ mod tests {
             req.parent_summary = passed(1.0, 90.0);
             drain(&Tuner::new(&t, &src, 1, Guidance::None), &req).into_iter().map(|k| k.technique).collect::<Vec<_>>()
         };
-        let fresh = offered(&tree.memory);
-        let big = fresh.iter().find(|k| k.starts_with("knob:BLOCK=")).expect("a block size is offered").clone();
-        fail(&mut tree, &big, "launch-error");
-        assert!(offered(&tree.memory).contains(&big), "one failure is not enough");
-        // Another class of failure says nothing of launching.
-        fail(&mut tree, &big, "wrong-answer");
-        assert!(offered(&tree.memory).contains(&big));
-        fail(&mut tree, &big, "launch-error");
+        let sizes: Vec<String> = offered(&tree.memory).into_iter().filter(|k| k.starts_with("knob:BLOCK=")).collect();
+        assert!(sizes.len() >= 3, "{sizes:?}");
+        let (big, slow, level) = (&sizes[0], &sizes[1], &sizes[2]);
+        child(&mut tree, big, search::Outcome::failed("launch-error"));
+        child(&mut tree, slow, search::Outcome::correct(0.8));
+        child(&mut tree, level, search::Outcome::correct(0.999).within_parent(true));
         let now = offered(&tree.memory);
-        assert!(!now.contains(&big), "{big} failed to launch twice: {now:?}");
-        assert!(now.iter().any(|k| k.starts_with("knob:BLOCK=") && *k != big), "other sizes stay: {now:?}");
+        assert!(now.contains(big) && now.contains(slow), "one failure is not enough: {now:?}");
+        // Another class of failure says nothing of launching; a level child is no loss.
+        child(&mut tree, big, search::Outcome::failed("wrong-answer"));
+        child(&mut tree, level, search::Outcome::correct(1.05));
+        assert!(offered(&tree.memory).contains(big));
+        child(&mut tree, big, search::Outcome::failed("launch-error"));
+        child(&mut tree, slow, search::Outcome::failed("launch-error"));
+        let now = offered(&tree.memory);
+        assert!(now.contains(big), "a wrong answer is no launch error: {now:?}");
+        assert!(!now.contains(slow), "{slow} ran slower, then failed to launch: {now:?}");
+        assert!(now.contains(level), "{now:?}");
+        let mut tree2 = search::Tree::new((), search::Config::default(), 1);
+        child(&mut tree2, big, search::Outcome::failed("launch-error"));
+        child(&mut tree2, big, search::Outcome::failed("launch-error"));
+        assert!(!offered(&tree2.memory).contains(big), "{big} failed to launch twice");
     }
 
     #[test]

@@ -62,7 +62,7 @@ impl Lanes {
             let (normal, mut normal_rx) = mpsc::unbounded_channel::<Job>();
             let queued = Arc::new(AtomicUsize::new(0));
             let stats = Arc::new(Mutex::new(LaneStats { device, ..Default::default() }));
-            let (q, st) = (queued.clone(), stats.clone());
+            let st = stats.clone();
             tokio::spawn(async move {
                 loop {
                     let job = tokio::select! {
@@ -83,8 +83,6 @@ impl Lanes {
                     }
                     s.jobs += 1;
                     s.current = None;
-                    drop(s);
-                    q.fetch_sub(1, Ordering::SeqCst);
                 }
             });
             lanes.push(Lane { urgent, normal, queued, stats });
@@ -117,15 +115,20 @@ impl Lanes {
         let lane = &self.lanes[i];
         let (tx, rx) = oneshot::channel();
         lane.queued.fetch_add(1, Ordering::SeqCst);
+        // The count drops before the caller hears the result, so a caller that sends the
+        // next job at once sees this lane free; and drops whatever happens to the job (it
+        // panics, or is never run).
+        let done = Dequeued(lane.queued.clone());
         let job = Job {
             what,
             work: Box::new(move |device| {
-                let _ = tx.send(f(device));
+                let r = f(device);
+                drop(done);
+                let _ = tx.send(r);
             }),
         };
         let sent = if urgent { lane.urgent.send(job) } else { lane.normal.send(job) };
         if sent.is_err() {
-            lane.queued.fetch_sub(1, Ordering::SeqCst);
             return None;
         }
         rx.await.ok().map(|r| (i, r))
@@ -145,6 +148,15 @@ impl Lanes {
 
     pub fn queued(&self) -> usize {
         self.lanes.iter().map(|l| l.queued.load(Ordering::SeqCst)).sum()
+    }
+}
+
+/// Takes a job off its lane's count when dropped.
+struct Dequeued(Arc<AtomicUsize>);
+
+impl Drop for Dequeued {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

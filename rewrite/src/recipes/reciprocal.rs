@@ -10,22 +10,28 @@
 //! subnormal reciprocal (2^-22). [`ERROR`] is offered only where every output admits it
 //! ([`crate::precision`]): an int8 output checked to one unit does, as does fp32 at rtol
 //! 1e-6. Divisors below 2^-126 (subnormal) leave that range: the reciprocal overflows,
-//! and the check decides (a literal out of range is left). A quotient that is truncated
-//! (`(int)`, `floorf`, an integer variable) or compared is left too: an exact quotient
-//! (`41.f / 41.f`) one ulp low truncates a whole unit lower.
+//! and the check decides (a literal out of range is left). A quotient must reach a float
+//! sink through arithmetic (a float variable or element, a known float function, a
+//! rounding to nearest, which flips only at a near-tie as the tolerance judges); one that
+//! is cast, compared, stored in an integer or passed to any other function is left: an
+//! exact quotient (`41.f / 41.f`) one ulp low truncates a whole unit lower. A float
+//! temporary truncated later is not followed (the check decides there), nor are quotients
+//! of constants or divisions where C++ needs a constant expression rewritten.
 //!
 //! Everything is an allow-list, so that what the recipe cannot read it leaves:
 //! - the divisor is a `const float` local (C++ forbids changing it) or a `float` parameter
 //!   every other mention of which is a read: an operand of arithmetic, of a comparison or
-//!   of `-`/`!`, a cast to a non-reference type, an argument of a value builtin, the right
-//!   side of an assignment, the initializer of a plain scalar, a condition. A reference,
-//!   an address, a constructor or lambda capture, a macro argument, a declaration that
-//!   shadows it: none of these is a read, so the parameter is left;
+//!   of `-`/`!`, a cast to a non-reference type, an argument of a value builtin the file
+//!   does not define, the right side of an assignment, the initializer of a plain scalar,
+//!   a condition. A reference, an address, a constructor or lambda capture, a macro
+//!   argument, a declaration that shadows it: none of these is a read, so the parameter
+//!   is left; so is any parameter of a file that defines a function taking a non-const
+//!   reference (a converting constructor or `operator bool` could bind it anywhere);
 //! - the dividend is built from float or integer scalars (declared with those types, in
-//!   the function or at file scope), their arrays, literals that are not double, casts to
-//!   those types and calls of known float functions: a typedef, a template type, a field
-//!   or an unknown call could be double (a double quotient keeps its division) or a class
-//!   with only `operator/`;
+//!   the function or at file scope), their arrays, literals that are not double (hex
+//!   floats included), casts to those types and calls of known float functions: a typedef,
+//!   a template type or parameter, a macro, a field or an unknown call could be double (a
+//!   double quotient keeps its division) or a class with only `operator/`;
 //! - the file is declined where a macro pastes tokens (`##`: a name no text shows), an
 //!   operator of the file takes a non-const reference (a binary operand could be
 //!   changed), or a reference type is named through an alias.
@@ -110,31 +116,6 @@ const FLOAT_CALLS: &[&str] = &[
     "erff",
 ];
 
-/// Conversions and functions whose result jumps a whole unit where the quotient crosses
-/// an integer, and the comparisons.
-const TRUNCATING_CALLS: &[&str] = &[
-    "floorf",
-    "floor",
-    "ceilf",
-    "ceil",
-    "truncf",
-    "trunc",
-    "modff",
-    "fmodf",
-    "__float2int_rz",
-    "__float2int_rd",
-    "__float2int_ru",
-    "__float2uint_rz",
-    "__float2uint_rd",
-    "__float2uint_ru",
-    "__float2ll_rz",
-    "__float2ll_rd",
-    "__float2ll_ru",
-    "__float2ull_rz",
-    "__float2ull_rd",
-    "__float2ull_ru",
-];
-
 pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
     let kernels = target_kernels(src, params)?;
     let t = src.text();
@@ -154,6 +135,7 @@ pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
             "`{op}` takes a non-const reference: an operand of that operator may be changed"
         )));
     }
+    let file = FileFunctions::of(t, root);
     let Some(first) = kernels.first() else { return Err(NotApplicable::new("no kernel")) };
     let mut ranges: Vec<std::ops::Range<usize>> = kernels.iter().map(|k| k.body.clone()).collect();
     ranges.extend(src.host_functions().into_iter().filter(|f| f.is_device).map(|f| f.body));
@@ -165,7 +147,7 @@ pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
         let Some(body) = src.node(r, "compound_statement") else { continue };
         let Some(f) = body.parent().filter(|f| f.kind() == "function_definition") else { continue };
         let name = function_name(t, f);
-        let p = plan(t, root, f, body, &mut taken_names);
+        let p = plan(t, root, &file, f, body, &mut taken_names);
         if p.sites.is_empty() {
             if let Some(w) = p.skipped {
                 why.insert(format!("`{name}`: {w}"));
@@ -212,6 +194,32 @@ fn function_name(t: &str, f: Node) -> String {
         .map_or("?".into(), |n| text(t, n).to_string())
 }
 
+/// The functions the file defines, by name, and one that takes a non-const reference.
+struct FileFunctions {
+    defined: BTreeSet<String>,
+    takes_reference: Option<String>,
+}
+
+impl FileFunctions {
+    fn of(t: &str, root: Node) -> FileFunctions {
+        let mut defined = BTreeSet::new();
+        let mut takes_reference = None;
+        for d in descendants(root).into_iter().filter(|d| d.kind() == "function_declarator") {
+            let name = d.child_by_field_name("declarator").map(|n| text(t, n)).unwrap_or("");
+            defined.insert(name.to_string());
+            let Some(params) = d.child_by_field_name("parameters") else { continue };
+            for p in named_children(params) {
+                let by_ref = descendants(p).iter().any(|x| x.kind() == "reference_declarator" || text(t, *x) == "&");
+                let is_const = descendants(p).iter().any(|x| x.kind() == "type_qualifier" && text(t, *x) == "const");
+                if by_ref && !is_const && takes_reference.is_none() {
+                    takes_reference = Some(name.to_string());
+                }
+            }
+        }
+        FileFunctions { defined, takes_reference }
+    }
+}
+
 /// An operator the file defines with a non-const reference parameter.
 fn operator_taking_reference(t: &str, root: Node) -> Option<String> {
     for d in descendants(root).into_iter().filter(|d| d.kind() == "function_declarator") {
@@ -249,7 +257,14 @@ enum Origin<'t> {
     Other(&'static str),
 }
 
-fn plan<'t>(t: &str, root: Node<'t>, f: Node<'t>, body: Node<'t>, taken_names: &mut BTreeSet<String>) -> Plan {
+fn plan<'t>(
+    t: &str,
+    root: Node<'t>,
+    file: &FileFunctions,
+    f: Node<'t>,
+    body: Node<'t>,
+    taken_names: &mut BTreeSet<String>,
+) -> Plan {
     let floats = super::intrinsics::float_names(t, body);
     let types = declared_types(t, root, f);
     let origins = declarations(t, f);
@@ -269,6 +284,13 @@ fn plan<'t>(t: &str, root: Node<'t>, f: Node<'t>, body: Node<'t>, taken_names: &
         }
         let divisor = strip_parens(site.divisor);
         let dtext = text(t, divisor).to_string();
+        // A quotient of constants costs nothing at run time, and one a constant expression
+        // needs (`static_assert`, `if constexpr`, a template argument) must stay exact.
+        let constant_dividend =
+            !descendants(site.dividend).iter().any(|n| n.kind() == "identifier" || n.kind() == "call_expression");
+        if (constant_dividend && divisor.kind() == "number_literal") || in_constant_context(t, d) {
+            continue;
+        }
         if let Some(consumer) = truncated_or_compared(t, d, &types) {
             skipped.get_or_insert_with(|| {
                 format!(
@@ -285,7 +307,7 @@ fn plan<'t>(t: &str, root: Node<'t>, f: Node<'t>, body: Node<'t>, taken_names: &
             }
             format!("(1.0f / {dtext})")
         } else if divisor.kind() == "identifier" {
-            if let Some(w) = why_not_invariant(t, root, f, d, &dtext, &origins, &floats) {
+            if let Some(w) = why_not_invariant(t, root, file, f, d, &dtext, &origins, &floats) {
                 skipped.get_or_insert_with(|| format!("the divisor `{dtext}` {w}"));
                 continue;
             }
@@ -324,10 +346,15 @@ fn plan<'t>(t: &str, root: Node<'t>, f: Node<'t>, body: Node<'t>, taken_names: &
             site.dividend.kind(),
             "identifier" | "call_expression" | "subscript_expression" | "number_literal" | "parenthesized_expression"
         );
-        let new = match (site.compound, atomic) {
-            (true, _) => format!("{dividend} *= {replacement}"),
-            (false, true) => format!("{dividend} * {replacement}"),
-            (false, false) => format!("({dividend}) * {replacement}"),
+        let product =
+            if atomic { format!("{dividend} * {replacement}") } else { format!("({dividend}) * {replacement}") };
+        let new = if site.compound {
+            format!("{dividend} *= {replacement}")
+        } else if d.kind() == "call_expression" {
+            // A call binds tighter than `*` wherever it stands (`3.0f / __fdividef(x, s)`).
+            format!("({product})")
+        } else {
+            product
         };
         edits.replace(d.byte_range(), new);
         chosen.push(d.byte_range());
@@ -338,9 +365,11 @@ fn plan<'t>(t: &str, root: Node<'t>, f: Node<'t>, body: Node<'t>, taken_names: &
 
 /// Why the name at a division's divisor may not hold over the loops around it; None when
 /// it does.
+#[allow(clippy::too_many_arguments)]
 fn why_not_invariant(
     t: &str,
     root: Node,
+    file: &FileFunctions,
     f: Node,
     site: Node,
     name: &str,
@@ -361,9 +390,14 @@ fn why_not_invariant(
     match &v[0] {
         Origin::Other(why) => Some(why),
         Origin::Parameter(decl) => {
+            // A conversion (a constructor, `operator bool`) or an overload the file
+            // defines may bind a float to a reference wherever it is read.
+            if file.takes_reference.is_some() {
+                return Some("is a parameter, and a function of the file takes a non-const reference");
+            }
             let mentions = descendants(f).into_iter().filter(|n| mentions(t, *n, name) && n.id() != decl.id());
             for n in mentions {
-                if !read_context(t, n) {
+                if !read_context(t, n, file) {
                     return Some("is a parameter the function does more with than read");
                 }
             }
@@ -380,7 +414,7 @@ fn why_not_invariant(
             let shadowed = descendants(f)
                 .into_iter()
                 .filter(|n| mentions(t, *n, name) && n.start_byte() >= decl.end_byte())
-                .any(|n| !read_context(t, n));
+                .any(|n| !read_context(t, n, file));
             if !scoped {
                 Some("is not in scope at the division")
             } else if shadowed {
@@ -401,7 +435,7 @@ fn mentions(t: &str, n: Node, name: &str) -> bool {
 }
 
 /// Whether an identifier is only read where it stands (see the module's allow-list).
-fn read_context(t: &str, n: Node) -> bool {
+fn read_context(t: &str, n: Node, file: &FileFunctions) -> bool {
     let mut x = n;
     let mut up = n.parent();
     while let Some(p) = up {
@@ -426,8 +460,9 @@ fn read_context(t: &str, n: Node) -> bool {
             "argument_list" => {
                 return p.parent().is_some_and(|c| {
                     c.kind() == "call_expression"
-                        && c.child_by_field_name("function")
-                            .is_some_and(|f| f.kind() == "identifier" && value_builtin(text(t, f)))
+                        && c.child_by_field_name("function").is_some_and(|f| {
+                            f.kind() == "identifier" && value_builtin(text(t, f)) && !file.defined.contains(text(t, f))
+                        })
                 })
             }
             "init_declarator" => {
@@ -446,47 +481,102 @@ fn read_context(t: &str, n: Node) -> bool {
     false
 }
 
-/// What a quotient flows into that jumps a whole unit at an integer or a threshold: a
-/// cast or conversion to an integer, a truncating function, an integer variable, a
-/// comparison. None when it flows on as a float.
+/// What a quotient flows into, through arithmetic, that may jump a whole unit where it
+/// crosses an integer or a threshold; None when it reaches a float sink: a float
+/// variable or element, a known float function, a rounding to nearest (which flips only
+/// at a near-tie, as the tolerance judges), or a statement of its own. A cast, a
+/// conversion, a comparison, an integer store, a call of anything else, a return: each is
+/// reported. A float temporary truncated later is not followed: the check decides there.
 fn truncated_or_compared(t: &str, site: Node, types: &HashMap<String, String>) -> Option<&'static str> {
     let integral =
         |ty: &str| PLAIN_SCALARS.contains(&syntax::unqualified(ty).as_str()) && syntax::unqualified(ty) != "float";
+    let float_lvalue = |l: Node| {
+        let l = strip_parens(l);
+        let base = match l.kind() {
+            "identifier" => Some(l),
+            "subscript_expression" => l.child_by_field_name("argument").filter(|a| a.kind() == "identifier"),
+            "pointer_expression" => l.child_by_field_name("argument").filter(|a| a.kind() == "identifier"),
+            _ => None,
+        };
+        base.and_then(|b| types.get(text(t, b))).is_some_and(|ty| syntax::unqualified(ty) == "float")
+    };
     let mut x = site;
     while let Some(p) = x.parent() {
         match p.kind() {
-            "parenthesized_expression" => {}
+            "parenthesized_expression" | "comma_expression" => {}
             "unary_expression"
                 if p.child_by_field_name("operator").is_some_and(|o| matches!(text(t, o), "-" | "+")) => {}
-            "cast_expression" => {
-                return p
-                    .child_by_field_name("type")
-                    .filter(|ty| integral(text(t, *ty)))
-                    .map(|_| "converted to an integer")
+            "binary_expression" => match binary(t, p) {
+                Some(("+" | "-" | "*" | "/", _, _)) => {}
+                _ => return Some("compared or combined other than by arithmetic"),
+            },
+            "conditional_expression" => {
+                if p.child_by_field_name("condition").is_some_and(|c| c.id() == x.id()) {
+                    return Some("compared");
+                }
             }
-            "binary_expression" => {
-                return binary(t, p)
-                    .filter(|(op, _, _)| matches!(*op, "<" | ">" | "<=" | ">=" | "==" | "!="))
-                    .map(|_| "compared")
+            "cast_expression" => {
+                return p.child_by_field_name("type").filter(|ty| text(t, *ty).trim() != "float").map(|_| "converted")
             }
             "argument_list" => {
-                let f = p.parent().and_then(|c| c.child_by_field_name("function")).map(|f| text(t, f)).unwrap_or("");
-                return TRUNCATING_CALLS.contains(&f).then_some("truncated");
+                let f = p.parent().and_then(|c| c.child_by_field_name("function"));
+                let name = f.filter(|f| f.kind() == "identifier").map(|f| text(t, f)).unwrap_or("");
+                let nearest = matches!(
+                    name,
+                    "__float2int_rn"
+                        | "__float2uint_rn"
+                        | "__float2ll_rn"
+                        | "rintf"
+                        | "lrintf"
+                        | "llrintf"
+                        | "roundf"
+                        | "lroundf"
+                        | "nearbyintf"
+                );
+                return (!(FLOAT_CALLS.contains(&name) || nearest))
+                    .then_some("passed to a function that may truncate it");
             }
             "init_declarator" => {
                 let ty = p.parent().and_then(|d| d.child_by_field_name("type")).map(|ty| text(t, ty)).unwrap_or("");
-                return integral(ty).then_some("stored in an integer");
+                return (syntax::unqualified(ty) != "float").then_some(if integral(ty) {
+                    "stored in an integer"
+                } else {
+                    "stored in a variable not declared float"
+                });
             }
             "assignment_expression" => {
-                let left = p.child_by_field_name("left").map(strip_parens);
-                let ty = left.filter(|l| l.kind() == "identifier").and_then(|l| types.get(text(t, l)));
-                return ty.filter(|ty| integral(ty)).map(|_| "stored in an integer");
+                let left = p.child_by_field_name("left");
+                let op = p.child_by_field_name("operator").map(|o| text(t, o)).unwrap_or("");
+                let float_target = left.is_some_and(float_lvalue) && matches!(op, "=" | "+=" | "-=" | "*=" | "/=");
+                return (!float_target).then_some("stored other than in a float");
             }
-            _ => return None,
+            "expression_statement" => return None,
+            _ => return Some("used where its rounding may matter"),
         }
         x = p;
     }
     None
+}
+
+/// Whether a node sits where C++ needs a constant expression.
+fn in_constant_context(t: &str, n: Node) -> bool {
+    let mut up = n.parent();
+    while let Some(p) = up {
+        match p.kind() {
+            "static_assert_declaration"
+            | "template_argument_list"
+            | "enumerator"
+            | "case_statement"
+            | "alignas_qualifier"
+            | "array_declarator" => return true,
+            "if_statement" if syntax::children(p).iter().any(|c| text(t, *c) == "constexpr") => return true,
+            "declaration" if text(t, p).split_whitespace().any(|w| w == "constexpr") => return true,
+            "function_definition" => return false,
+            _ => {}
+        }
+        up = p.parent();
+    }
+    false
 }
 
 /// A float literal whose reciprocal is a normal float: in [2^-126, 2^126].
@@ -551,9 +641,11 @@ fn plain_value(t: &str, e: Node, types: &HashMap<String, String>) -> bool {
     match e.kind() {
         "parenthesized_expression" => named_children(e).first().is_some_and(|x| plain_value(t, *x, types)),
         "number_literal" => {
-            let s = text(t, e);
-            let hex = s.starts_with("0x") || s.starts_with("0X");
-            hex || !(s.contains('.') || s.contains('e') || s.contains('E')) || s.ends_with('f') || s.ends_with('F')
+            let s = text(t, e).to_ascii_lowercase();
+            let hex = s.starts_with("0x");
+            // A hex float (`0x1.8p1`) is double unless suffixed; a hex integer is plain.
+            let floating = if hex { s.contains('.') || s.contains('p') } else { s.contains('.') || s.contains('e') };
+            !floating || s.ends_with('f')
         }
         "identifier" => types.get(text(t, e)).is_some_and(|ty| plain(ty)),
         "subscript_expression" => {
@@ -595,6 +687,26 @@ fn declared_types(t: &str, root: Node, f: Node) -> HashMap<String, String> {
             out.insert(name, ty);
         }
     };
+    // A macro may stand for anything under a declared name (`#define h 3.0`); template
+    // parameters shadow the file's names (`template <double v>`).
+    for (name, _) in syntax::macro_definitions(t, root) {
+        record(name.to_string(), "?".into());
+        record(name.to_string(), "??".into());
+    }
+    let mut up = f.parent();
+    while let Some(p) = up {
+        if p.kind() == "template_declaration" {
+            if let Some(params) = p.child_by_field_name("parameters") {
+                for id in
+                    descendants(params).into_iter().filter(|x| matches!(x.kind(), "identifier" | "type_identifier"))
+                {
+                    record(text(t, id).to_string(), "?".into());
+                    record(text(t, id).to_string(), "??".into());
+                }
+            }
+        }
+        up = p.parent();
+    }
     let file_scope = named_children(root).into_iter().filter(|d| d.kind() == "declaration");
     let in_function =
         descendants(f).into_iter().filter(|d| matches!(d.kind(), "declaration" | "parameter_declaration"));
@@ -896,15 +1008,59 @@ mod tests {
         assert!(e.contains("is named by a macro the function uses"), "{e}");
     }
 
+    /// The second review's attacks: a call site inside an expression, conversions that
+    /// bind a parameter to a reference, overloads of listed names, double literals and
+    /// template parameters, constant expressions.
+    #[test]
+    fn the_second_reviews_inputs_keep_their_meaning() {
+        let loop_ = "  for (int i = 0; i < n; ++i) y[i] = x[i] / scale;";
+        let s = run("  for (int i = 0; i < n; ++i) y[i] = 3.0f / __fdividef(x[i], scale);").unwrap().source;
+        assert!(s.contains("y[i] = 3.0f / (x[i] * ns_rcp_scale);"), "{s}");
+        let refs = "struct Ref { float* p; __device__ Ref(float& v) : p(&v) {} };";
+        for (prefix, change) in [
+            (refs, "*((Ref)scale).p = 2.0f;"),
+            (refs, "Ref q(x[0] == 0 ? scale : scale); q = scale; *q.p = 2.0f;"),
+            ("__device__ float* make_ptr(float* v) { return v; }", "*make_ptr(&scale) = 2.0f;"),
+            ("__device__ float& fmaxf(float& a, int b) { a = (float)b; return a; }", "fmaxf(scale, 2);"),
+            (
+                "__device__ float* make_p(float* v) { return v; }\n__device__ float make_v(float v) { return v; }",
+                "make_v(scale);",
+            ),
+        ] {
+            let e = declines(prefix, &format!("  {change}\n{loop_}"));
+            assert!(!e.contains("no float division"), "{change}: {e}");
+        }
+        for (prefix, body) in [
+            ("", "for (int i = 0; i < n; ++i) y[i] = (float)(0x1.8p1 / scale);"),
+            ("#define h 3.0", "for (int i = 0; i < n; ++i) y[i] = (float)(h / scale);"),
+            ("", "for (int i = 0; i < n; ++i) { static_assert(41.0f / 41.0f + 0.0f == 1.0f, \"\"); y[i] = x[i]; }"),
+            ("", "for (int i = 0; i < n; ++i) { if constexpr (41.0f / 41.0f * 1.0f == 1.0f) y[i] = x[i]; }"),
+        ] {
+            let e = declines(prefix, &format!("  {body}"));
+            assert!(e.contains("no float division"), "{body}: {e}");
+        }
+        let t = "template <double v> __device__ float f(float s) { float a = 0.f; for (int i = 0; i < 4; ++i) a += v / s; return a; }";
+        let e = declines(&format!("__device__ float v = 1.0f;\n{t}"), "  y[0] = f<2.0>(scale);");
+        assert!(e.contains("no float division"), "{e}");
+    }
+
     #[test]
     fn a_quotient_truncated_or_compared_keeps_its_division() {
+        let prefix = "__device__ void put(int v, float* y) { *y = (float)v; }\n__device__ int buf[8];";
         for (body, says) in [
-            ("y[i] = (float)(int)(x[i] / scale);", "converted to an integer"),
-            ("y[i] = floorf(x[i] / scale);", "truncated"),
+            ("y[i] = (float)(int)(x[i] / scale);", "converted"),
+            ("y[i] = floorf(x[i] / scale);", "passed to a function"),
             ("int k = x[i] / scale; y[i] = k;", "stored in an integer"),
             ("y[i] = x[i] / scale > 1.0f ? 1.0f : 0.0f;", "compared"),
+            ("y[i] = (float)(int)(x[i] / scale * 4.0f);", "converted"),
+            ("y[i] = (x[i] / scale - 1.0f) >= 0.f;", "compared"),
+            ("y[i] = static_cast<int>(x[i] / scale);", "passed to a function"),
+            ("y[i] = (float)(int)(n > 0 ? x[i] / scale : 0.f);", "converted"),
+            ("y[i] = (float)(int)(0, x[i] / scale);", "converted"),
+            ("put(x[i] / scale, y + i);", "passed to a function"),
+            ("buf[i % 8] = x[i] / scale; y[i] = 0.f;", "stored other than in a float"),
         ] {
-            let e = declines("", &format!("  for (int i = 0; i < n; ++i) {{ {body} }}"));
+            let e = declines(prefix, &format!("  for (int i = 0; i < n; ++i) {{ {body} }}"));
             assert!(e.contains(says), "{body}: {e}");
         }
         // Rounded to nearest, it flips only at a near-tie, which the tolerance judges.
