@@ -10,7 +10,7 @@ use rewrite::extent::{pointer_extents, Extent};
 use rewrite::Source;
 use std::collections::BTreeMap;
 
-/// The header's declared lengths (`// arg: NAME in|out|inout TYPE LENGTH`) and the
+/// The header's declared lengths (`// arg: NAME in|out|inout TYPE LENGTH [tolerance R A]`) and the
 /// integer arguments' names.
 fn declared(text: &str) -> (String, BTreeMap<String, String>, Vec<String>) {
     let mut entry = String::new();
@@ -24,7 +24,9 @@ fn declared(text: &str) -> (String, BTreeMap<String, String>, Vec<String>) {
         let w: Vec<&str> = rest.split_whitespace().collect();
         match w.get(1) {
             Some(&("in" | "out" | "inout")) => {
-                lens.insert(w[0].to_string(), w[3..].join(" "));
+                // The length runs to the end, or to an output's own `tolerance RTOL ATOL`.
+                let end = w.iter().position(|x| *x == "tolerance").unwrap_or(w.len());
+                lens.insert(w[0].to_string(), w[3..end].join(" "));
             }
             Some(&("int" | "long")) => ints.push(w[0].to_string()),
             _ => {}
