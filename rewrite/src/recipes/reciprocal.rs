@@ -130,12 +130,12 @@ pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
             "macro `{name}` pastes tokens: it may name or declare what no text of the file shows"
         )));
     }
-    if let Some(op) = operator_taking_reference(t, root) {
+    let file = FileFunctions::of(t, root);
+    if let Some(op) = file.operator_taking_reference() {
         return Err(NotApplicable::new(format!(
             "`{op}` takes a non-const reference: an operand of that operator may be changed"
         )));
     }
-    let file = FileFunctions::of(t, root);
     let Some(first) = kernels.first() else { return Err(NotApplicable::new("no kernel")) };
     let mut ranges: Vec<std::ops::Range<usize>> = kernels.iter().map(|k| k.body.clone()).collect();
     ranges.extend(src.host_functions().into_iter().filter(|f| f.is_device).map(|f| f.body));
@@ -194,49 +194,36 @@ fn function_name(t: &str, f: Node) -> String {
         .map_or("?".into(), |n| text(t, n).to_string())
 }
 
-/// The functions the file defines, by name, and one that takes a non-const reference.
+/// The functions the file defines, by name, and those that take a non-const reference.
 struct FileFunctions {
     defined: BTreeSet<String>,
-    takes_reference: Option<String>,
+    take_reference: Vec<String>,
 }
 
 impl FileFunctions {
     fn of(t: &str, root: Node) -> FileFunctions {
         let mut defined = BTreeSet::new();
-        let mut takes_reference = None;
+        let mut take_reference = Vec::new();
         for d in descendants(root).into_iter().filter(|d| d.kind() == "function_declarator") {
             let name = d.child_by_field_name("declarator").map(|n| text(t, n)).unwrap_or("");
             defined.insert(name.to_string());
             let Some(params) = d.child_by_field_name("parameters") else { continue };
-            for p in named_children(params) {
+            let by_reference = named_children(params).into_iter().any(|p| {
                 let by_ref = descendants(p).iter().any(|x| x.kind() == "reference_declarator" || text(t, *x) == "&");
                 let is_const = descendants(p).iter().any(|x| x.kind() == "type_qualifier" && text(t, *x) == "const");
-                if by_ref && !is_const && takes_reference.is_none() {
-                    takes_reference = Some(name.to_string());
-                }
+                by_ref && !is_const
+            });
+            if by_reference {
+                take_reference.push(name.to_string());
             }
         }
-        FileFunctions { defined, takes_reference }
+        FileFunctions { defined, take_reference }
     }
-}
 
-/// An operator the file defines with a non-const reference parameter.
-fn operator_taking_reference(t: &str, root: Node) -> Option<String> {
-    for d in descendants(root).into_iter().filter(|d| d.kind() == "function_declarator") {
-        let name = d.child_by_field_name("declarator").map(|n| text(t, n)).unwrap_or("");
-        if !name.contains("operator") {
-            continue;
-        }
-        let params = d.child_by_field_name("parameters")?;
-        for p in named_children(params) {
-            let by_ref = descendants(p).iter().any(|x| x.kind() == "reference_declarator" || text(t, *x) == "&");
-            let is_const = descendants(p).iter().any(|x| x.kind() == "type_qualifier" && text(t, *x) == "const");
-            if by_ref && !is_const {
-                return Some(name.to_string());
-            }
-        }
+    /// An operator that takes a non-const reference: any operand of it may be changed.
+    fn operator_taking_reference(&self) -> Option<&str> {
+        self.take_reference.iter().find(|n| n.contains("operator")).map(String::as_str)
     }
-    None
 }
 
 /// One function's edits, with the sites rewritten per divisor as written.
@@ -392,7 +379,7 @@ fn why_not_invariant(
         Origin::Parameter(decl) => {
             // A conversion (a constructor, `operator bool`) or an overload the file
             // defines may bind a float to a reference wherever it is read.
-            if file.takes_reference.is_some() {
+            if !file.take_reference.is_empty() {
                 return Some("is a parameter, and a function of the file takes a non-const reference");
             }
             let mentions = descendants(f).into_iter().filter(|n| mentions(t, *n, name) && n.id() != decl.id());
