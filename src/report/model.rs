@@ -523,10 +523,7 @@ fn certificate(dir: &Path, run: &RunFile, best: Option<&Value>, result: Option<&
             (Some(t), _) => format!("{} per check size (input seeds are new for every run)", t.seeds),
             _ => String::new(),
         },
-        tolerance: task
-            .as_ref()
-            .map(|t| format!("|out - ref| <= {:e} + {:e} x |ref|", t.tolerance.atol, t.tolerance.rtol))
-            .unwrap_or_default(),
+        tolerance: task.as_ref().map(tolerance_line).unwrap_or_default(),
         cases: verdict["check"]["cases"].as_u64().map(|c| c as usize),
         max_abs_err: verdict["check"]["max_abs_err"].as_f64(),
         max_rel_err: verdict["check"]["max_rel_err"].as_f64(),
@@ -549,5 +546,46 @@ fn certificate(dir: &Path, run: &RunFile, best: Option<&Value>, result: Option<&
             _ => "not re-verified yet".into(),
         },
         sandbox: layers,
+    }
+}
+
+/// The check's tolerance as the certificate states it: one line where every output is
+/// held to the task-wide tolerance, else one line per output (an int8 output checked to
+/// one unit beside a float one at rtol 1e-6), so a difference the check allowed does not
+/// read as a failure.
+fn tolerance_line(task: &crate::task::Task) -> String {
+    use crate::task::ArgRole;
+    let line = |atol: f64, rtol: f64| format!("|out - ref| <= {atol:e} + {rtol:e} x |ref|");
+    let outputs: Vec<(&str, &crate::task::Tolerance)> = task
+        .args
+        .iter()
+        .filter_map(|a| match &a.role {
+            ArgRole::Output { tolerance, .. } | ArgRole::InOut { tolerance, .. } => Some((a.name.as_str(), tolerance)),
+            _ => None,
+        })
+        .collect();
+    let wide = &task.tolerance;
+    if outputs.iter().all(|(_, t)| t.atol == wide.atol && t.rtol == wide.rtol) {
+        return line(wide.atol, wide.rtol);
+    }
+    outputs.iter().map(|(name, t)| format!("{name}: {}", line(t.atol, t.rtol))).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tolerance_tests {
+    use super::tolerance_line;
+    use crate::task::Task;
+    use std::path::Path;
+
+    #[test]
+    fn outputs_with_tolerances_of_their_own_are_listed_each() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let quant = Task::load(&root.join("examples/rowwise_quant_int8")).unwrap();
+        assert_eq!(
+            tolerance_line(&quant),
+            "q: |out - ref| <= 1e0 + 0e0 x |ref|\nscale: |out - ref| <= 0e0 + 1e-6 x |ref|"
+        );
+        let softmax = Task::load(&root.join("tasks/softmax")).unwrap();
+        assert!(!tolerance_line(&softmax).contains('\n'), "{}", tolerance_line(&softmax));
     }
 }
