@@ -13,9 +13,9 @@
 
 use crate::facts::{ArgKind, Facts, Role, Tolerance};
 
-/// The margin over an approximation's error that a tolerance must hold (as in the
-/// diagnoses' precision model).
-pub const MARGIN: f64 = 4.0;
+/// The margin over an approximation's error that a tolerance must hold: the diagnoses'
+/// own, so that a prescription and the recipe that carries it out agree.
+pub const MARGIN: f64 = heuristics::precision::ROUNDOFF_MARGIN;
 
 /// An output whose tolerance does not admit an error, and why in a phrase.
 #[derive(Debug, Clone, PartialEq)]

@@ -261,9 +261,14 @@ pub fn unroll_pragma(t: &str, f: Node) -> Option<(Unroll, String)> {
     Some((unroll, line))
 }
 
+/// Whether the node is a statement that repeats its body: `for`, range-for, `while`, `do`.
+pub fn is_iteration(n: Node) -> bool {
+    matches!(n.kind(), "for_statement" | "while_statement" | "do_statement" | "for_range_loop")
+}
+
 /// Whether the node is a loop or a switch (where `break` and `continue` bind).
 pub fn is_loop(n: Node) -> bool {
-    matches!(n.kind(), "for_statement" | "while_statement" | "do_statement" | "for_range_loop" | "switch_statement")
+    is_iteration(n) || n.kind() == "switch_statement"
 }
 
 /// The `return`, `break`, `continue` and `goto` statements under `n` that are not bound

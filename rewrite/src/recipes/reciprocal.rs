@@ -724,7 +724,7 @@ fn in_loop_of(n: Node, f: Node) -> bool {
         if matches!(u.kind(), "lambda_expression" | "function_definition" | "class_specifier" | "struct_specifier") {
             return false;
         }
-        if matches!(u.kind(), "for_statement" | "while_statement" | "do_statement" | "for_range_loop") {
+        if syntax::is_iteration(u) {
             in_loop = true;
         }
         up = u.parent();
@@ -737,9 +737,7 @@ fn in_loop_of(n: Node, f: Node) -> bool {
 fn loop_between(n: Node, block: Node, from: usize) -> bool {
     let mut up = n.parent();
     while let Some(u) = up.filter(|u| u.id() != block.id()) {
-        if matches!(u.kind(), "for_statement" | "while_statement" | "do_statement" | "for_range_loop")
-            && u.start_byte() >= from
-        {
+        if syntax::is_iteration(u) && u.start_byte() >= from {
             return true;
         }
         up = u.parent();
