@@ -23,17 +23,37 @@ pub struct Knob {
     pub default: Option<String>,
 }
 
-/// The value of `#define NAME VALUE` in the source, if any.
+/// The value of `#define NAME VALUE` in the source, if any, without a comment that ends
+/// the line (`#define BT 16  // tokens per block` is 16: with the comment, a knob set to
+/// 16 would read as a move off the default and build the same kernel again).
 pub fn macro_value(src: &Source, name: &str) -> Option<String> {
     for n in descendants(src.root()) {
         if n.kind() == "preproc_def" {
             let Some(nm) = n.child_by_field_name("name") else { continue };
             if text(src.text(), nm) == name {
-                return n.child_by_field_name("value").map(|v| text(src.text(), v).trim().to_string());
+                return n.child_by_field_name("value").map(|v| without_comment(text(src.text(), v)).to_string());
             }
         }
     }
     None
+}
+
+/// A macro's value up to a `//` or `/*` comment outside a string or character literal.
+fn without_comment(value: &str) -> &str {
+    let mut quote: Option<char> = None;
+    let mut chars = value.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match (quote, c) {
+            (Some(_), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '/') if matches!(chars.peek(), Some((_, '/' | '*'))) => return value[..i].trim(),
+            _ => {}
+        }
+    }
+    value.trim()
 }
 
 /// Sizes worth trying along one axis of a block whose other axes multiply to `others`:
@@ -104,6 +124,20 @@ pub fn knobs(src: &Source) -> Vec<Knob> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_macros_value_ends_where_its_comment_starts() {
+        let s = Source::parse(
+            "#define BT 16  // tokens per block\n#define BN 32 /* features */\n#define S \"a//b\" // c\n#define Q '/'\n#define D (4 / 2)\n",
+        );
+        let v = |n: &str| macro_value(&s, n);
+        assert_eq!(v("BT").as_deref(), Some("16"));
+        assert_eq!(v("BN").as_deref(), Some("32"));
+        assert_eq!(v("S").as_deref(), Some("\"a//b\""));
+        assert_eq!(v("Q").as_deref(), Some("'/'"));
+        assert_eq!(v("D").as_deref(), Some("(4 / 2)"));
+        assert_eq!(v("X"), None);
+    }
 
     #[test]
     fn block_macros_and_marked_macros_are_knobs() {

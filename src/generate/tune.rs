@@ -325,8 +325,13 @@ impl Tuner {
             let block = block_knobs.contains(&k.name);
             knobs.push((k.name, k.values, k.default, block));
         }
-        for (name, values, default, block_size) in knobs {
+        for (name, mut values, default, block_size) in knobs {
             let current = parent.defines.get(&name).cloned().or(default.clone());
+            // A block size's range is the hardware's; any other ladder is the author's
+            // guess, and a parent at its end has not found the knob's best yet.
+            if !block_size {
+                values.extend(past_the_range(&values, current.as_deref()));
+            }
             for v in values {
                 if Some(&v) == current.as_ref() {
                     continue;
@@ -656,14 +661,50 @@ impl Tuner {
 /// second, never reaching the 64-thread blocks that paid 8%.
 pub const DEAD_AFTER: u32 = 2;
 
-/// Whether this exact move (technique and value) failed to launch or ran slower on
-/// [`DEAD_AFTER`] parents and did nothing else anywhere.
+/// Whether this exact move (technique and value) failed to build or launch, or ran
+/// slower, on [`DEAD_AFTER`] parents and did nothing else anywhere. A knob value past a
+/// kernel's range (`BT=8` where the tile needs 16 rows) fails to build alike on every
+/// parent.
 fn never_pays(m: &Move, techniques: &BTreeMap<String, Stats>) -> bool {
-    let launch_error = NodeFailure::Kernel(FailureClass::LaunchError);
+    let dead = [FailureClass::LaunchError, FailureClass::BuildError].map(|c| NodeFailure::Kernel(c).name().to_string());
     techniques.get(&m.technique()).is_some_and(|s| {
-        let launch_errors = s.failures.get(launch_error.name()).copied().unwrap_or(0);
-        s.tries >= DEAD_AFTER && launch_errors + s.slower == s.tries
+        let failed: u32 = dead.iter().map(|f| s.failures.get(f).copied().unwrap_or(0)).sum();
+        s.tries >= DEAD_AFTER && failed + s.slower == s.tries
     })
+}
+
+/// How many steps past either end of its listed values a knob is taken.
+pub const PAST_THE_RANGE: u32 = 2;
+
+/// The next value of a knob's ladder past the end its parent sits at, if any: for values
+/// that are a geometric ladder of positive integers (`32 64 128`, `1 2 4 8`), and a
+/// parent at an end of it or already up to [`PAST_THE_RANGE`] - 1 steps past it. The
+/// best of a linear layer's tile knobs sat at the top of both lists (`BN=128 BT=64`):
+/// one step on, `BT=128` ran 1.23x faster, the step after it slower. Values past the
+/// range may not build or be right for the kernel; the wall judges them like any child.
+fn past_the_range(values: &[String], current: Option<&str>) -> Option<String> {
+    let mut ladder: Vec<i64> =
+        values.iter().map(|v| v.trim().parse::<i64>().ok().filter(|v| *v > 0)).collect::<Option<_>>()?;
+    ladder.sort_unstable();
+    ladder.dedup();
+    let (&lo, &hi) = (ladder.first()?, ladder.last()?);
+    let ratio = *ladder.get(1)? / lo;
+    if ratio < 2 || ladder.windows(2).any(|w| w[0].checked_mul(ratio) != Some(w[1])) {
+        return None;
+    }
+    let current: i64 = current?.trim().parse().ok()?;
+    let walk = |mut edge: i64, step: &dyn Fn(i64) -> Option<i64>| {
+        for _ in 0..PAST_THE_RANGE {
+            let next = step(edge);
+            if current == edge {
+                return next.map(|v| v.to_string());
+            }
+            edge = next?;
+        }
+        None
+    };
+    walk(hi, &|v| v.checked_mul(ratio).filter(|v| *v <= i64::from(i32::MAX)))
+        .or_else(|| walk(lo, &|v| (v % ratio == 0).then_some(v / ratio)))
 }
 
 /// The recipe applications named on a path of techniques (for prompts and reports).
@@ -680,6 +721,10 @@ mod tests {
 
     fn task(name: &str) -> Task {
         Task::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks").join(name)).unwrap()
+    }
+
+    fn example(name: &str) -> Task {
+        Task::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name)).unwrap()
     }
 
     fn request(
@@ -956,6 +1001,83 @@ mod tests {
         child(&mut tree2, big, search::Outcome::failed("launch-error"));
         child(&mut tree2, big, search::Outcome::failed("launch-error"));
         assert!(!offered(&tree2.memory).contains(big), "{big} failed to launch twice");
+    }
+
+    #[test]
+    fn a_knob_value_that_failed_to_build_on_two_parents_is_not_proposed_again() {
+        let t = example("linear_splitk_f32");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let mut tree = search::Tree::new((), search::Config::default(), 1);
+        let offered = |memory: &search::Memory| {
+            let mut req = request(&t, base(), &src, None, Guidance::None);
+            (req.node, req.memory) = (9, memory.clone());
+            drain(&Tuner::new(&t, &src, 1, Guidance::None), &req).into_iter().map(|k| k.technique).collect::<Vec<_>>()
+        };
+        let small = "knob:BT=8".to_string();
+        assert!(offered(&tree.memory).contains(&small), "BT's default 16 is the bottom of 16 32 64");
+        for _ in 0..DEAD_AFTER {
+            let sel = search::Selection { parent: 0, kind: Expansion::Improve };
+            let id = tree.add_pending(&sel, (), search::Intent::default());
+            tree.set_intent(id, crate::generate::intent(small.clone(), None));
+            tree.record(id, search::Outcome::failed("build-error"));
+        }
+        assert!(!offered(&tree.memory).contains(&small), "{small} failed to build twice");
+    }
+
+    #[test]
+    fn a_ladder_is_followed_past_the_end_its_parent_sits_at_for_two_steps() {
+        let ladder = |v: &str| v.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        let past = |v: &str, at: &str| past_the_range(&ladder(v), Some(at));
+        assert_eq!(past("16 32 64", "64").as_deref(), Some("128"));
+        assert_eq!(past("16 32 64", "128").as_deref(), Some("256"));
+        assert_eq!(past("16 32 64", "256"), None, "two steps past the range at most");
+        assert_eq!(past("16 32 64", "16").as_deref(), Some("8"));
+        assert_eq!(past("16 32 64", "8").as_deref(), Some("4"));
+        assert_eq!(past("16 32 64", "32"), None, "inside the range the list is the author's");
+        assert_eq!(past("64 32 16", "64").as_deref(), Some("128"), "the listed order does not matter");
+        assert_eq!(past("1 2 4 8", "1"), None, "no integer below 1");
+        assert_eq!(past("1 2 4 8", "8").as_deref(), Some("16"));
+        assert_eq!(past("3 9 27", "27").as_deref(), Some("81"));
+        assert_eq!(past("6 3", "3"), None, "3 / 2 is no integer");
+        for not_a_ladder in ["16 24 32", "1 2 3", "64", "a b", "0 1 2", "-2 -4", "2 4 8.0"] {
+            assert_eq!(past(not_a_ladder, not_a_ladder.split(' ').next().unwrap()), None, "{not_a_ladder}");
+        }
+        assert_eq!(past("16 32 64", "x"), None);
+        assert_eq!(past_the_range(&ladder("16 32 64"), None), None);
+        assert_eq!(past("1073741824 2147483647", "2147483647"), None);
+        assert_eq!(past("536870912 1073741824", "1073741824"), None, "past i32::MAX");
+    }
+
+    #[test]
+    fn a_parent_at_the_top_of_a_tasks_knob_ranges_gets_the_next_step_of_each_and_block_sizes_do_not() {
+        let t = example("linear_splitk_f32");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let at_top = Candidate {
+            defines: [("BN", "128"), ("BT", "64"), ("SPLIT_K", "8")].map(|(k, v)| (k.into(), v.into())).into(),
+            ..base()
+        };
+        let req = request(&t, at_top, &src, None, Guidance::None);
+        let knobs: BTreeSet<String> = drain(&Tuner::new(&t, &src, 1, Guidance::None), &req)
+            .into_iter()
+            .map(|k| k.technique)
+            .filter(|k| k.starts_with("knob:"))
+            .collect();
+        for want in ["knob:BN=256", "knob:BT=128", "knob:SPLIT_K=16", "knob:BN=default", "knob:SPLIT_K=1"] {
+            assert!(knobs.contains(want), "{want} missing from {knobs:?}");
+        }
+        assert!(!knobs.iter().any(|k| k == "knob:BN=512" || k == "knob:BT=256"), "one step at a time: {knobs:?}");
+        // A block size stops where the hardware does: nothing past 1024 threads.
+        let t = task("softmax");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let at_1024 = Candidate { defines: [("BLOCK".to_string(), "1024".to_string())].into(), ..base() };
+        let req = request(&t, at_1024, &src, None, Guidance::None);
+        let sizes: Vec<String> = drain(&Tuner::new(&t, &src, 1, Guidance::None), &req)
+            .into_iter()
+            .map(|k| k.technique)
+            .filter(|k| k.starts_with("knob:BLOCK="))
+            .collect();
+        assert!(sizes.contains(&"knob:BLOCK=512".to_string()), "{sizes:?}");
+        assert!(!sizes.iter().any(|k| k == "knob:BLOCK=2048"), "{sizes:?}");
     }
 
     #[test]
