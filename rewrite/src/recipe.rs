@@ -234,6 +234,9 @@ pub struct Recipe {
     /// fallback).
     pub versioned: bool,
     pub params: &'static [ParamSpec],
+    /// The macros it introduces as knobs (`// nightshift: knob`): moving one tunes how
+    /// much of its change is made, so the tuner votes for it as for the recipe.
+    pub knobs: &'static [&'static str],
     pub apply: fn(&Source, &Facts, &Params) -> Applied,
 }
 

@@ -403,7 +403,17 @@ impl Tuner {
                     add(*tool, if i < 2 { 1.0 } else { 0.6 });
                 }
             }
-            Move::Knob { from, to, block_size, .. } => {
+            Move::Knob { name, from, to, block_size } => {
+                // A recipe's knob is voted as the recipe (`NS_COARSEN` as `coarsen`), a
+                // little below it: the parent has the recipe's change already, and how
+                // much of it pays is what the knob finds out. Without this vote it waited
+                // behind every voted move: a 5-minute causal_conv1d run made 66 nodes,
+                // 29 of them within their parent's interval, and never moved it.
+                if let Some(r) = rewrite::recipes::ALL.iter().find(|r| r.knobs.contains(&name.as_str())) {
+                    for (i, tool) in r.answers.iter().enumerate() {
+                        add(*tool, if i < 2 { 0.9 } else { 0.5 });
+                    }
+                }
                 let dir = match (from.as_deref().and_then(numeric), to.as_deref().and_then(numeric)) {
                     (Some(a), Some(b)) => (b - a).signum(),
                     _ => 0.0,
@@ -1022,6 +1032,35 @@ mod tests {
             tree.record(id, search::Outcome::failed("build-error"));
         }
         assert!(!offered(&tree.memory).contains(&small), "{small} failed to build twice");
+    }
+
+    #[test]
+    fn a_recipes_knob_is_voted_as_its_recipe_and_goes_before_moves_the_diagnoses_favour_less() {
+        let t = example("causal_conv1d");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let facts = crate::task::facts::rewrite_facts(&t);
+        let app = |s: &str, r: RecipeId| {
+            rewrite::recipes::get(r).run(&Source::parse(s), &facts, &Default::default()).unwrap().source
+        };
+        let coarse = app(&app(&src, RecipeId::Vectorize), RecipeId::Coarsen);
+        assert!(coarse.contains("// nightshift: knob NS_COARSEN = 2 4 8"), "{coarse}");
+        // Integer overhead is what `coarsen` answers second and `unroll` third.
+        let mut req = request(&t, base(), &coarse, Some(report(ToolId::IntegerOverhead, 0.38)), Guidance::Tools);
+        req.parent_summary = passed(4.5, 68.0);
+        let order: Vec<String> =
+            drain(&Tuner::new(&t, &src, 1, Guidance::Tools), &req).into_iter().map(|k| k.technique).collect();
+        let at = |t: &str| order.iter().position(|x| x == t).unwrap_or_else(|| panic!("{t} not in {order:?}"));
+        assert!(at("knob:NS_COARSEN=4") < at("unroll:factor=4"), "{order:?}");
+        assert!(at("knob:NS_COARSEN=4") < at("flag:extra-device-vectorization=on"), "{order:?}");
+        // A task knob no recipe introduced has no such vote: it still waits behind them.
+        let t = example("linear_splitk_f32");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let req = request(&t, base(), &src, Some(report(ToolId::IntegerOverhead, 0.38)), Guidance::Tools);
+        let order: Vec<String> =
+            drain(&Tuner::new(&t, &src, 1, Guidance::Tools), &req).into_iter().map(|k| k.technique).collect();
+        let first_knob = order.iter().position(|x| x.starts_with("knob:")).unwrap();
+        let unroll = order.iter().position(|x| x.starts_with("unroll:")).unwrap();
+        assert!(unroll < first_knob, "{order:?}");
     }
 
     #[test]

@@ -70,6 +70,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::IntegerOverhead],
         versioned: true,
         params: index_width::PARAMS,
+        knobs: &[],
         apply: index_width::apply,
     },
     Recipe {
@@ -79,6 +80,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::IntegerOverhead],
         versioned: true,
         params: fast_divmod::PARAMS,
+        knobs: &[],
         apply: fast_divmod::apply,
     },
     Recipe {
@@ -88,6 +90,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::NarrowGlobalAccess, ToolId::IntegerOverhead, ToolId::ScalarGlobalAccess, ToolId::MemoryLatencyBound],
         versioned: true,
         params: vectorize::PARAMS,
+        knobs: &[],
         apply: vectorize::apply,
     },
     Recipe {
@@ -97,6 +100,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::UncoalescedGlobal, ToolId::UnderFilledGrid, ToolId::MemoryLatencyBound, ToolId::DependentLoads, ToolId::RedundantL2Traffic],
         versioned: true,
         params: cooperative::PARAMS,
+        knobs: &[],
         apply: cooperative::apply,
     },
     Recipe {
@@ -106,6 +110,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::RedundantDramTraffic, ToolId::RedundantL2Traffic, ToolId::MemoryLatencyBound],
         versioned: true,
         params: row_cache::PARAMS,
+        knobs: &[],
         apply: row_cache::apply,
     },
     Recipe {
@@ -115,6 +120,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::BarrierStalls, ToolId::SharedMemoryBound, ToolId::SharedBankConflicts],
         versioned: true,
         params: shuffle_reduce::PARAMS,
+        knobs: &[],
         apply: shuffle_reduce::apply,
     },
     Recipe {
@@ -124,6 +130,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::LowOccupancy, ToolId::UnderFilledGrid, ToolId::LaunchOverhead, ToolId::RegisterPressure],
         versioned: false,
         params: block_knob::PARAMS,
+        knobs: &[],
         apply: block_knob::apply,
     },
     Recipe {
@@ -133,6 +140,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::UnderFilledGrid, ToolId::LaunchOverhead, ToolId::IntegerOverhead],
         versioned: false,
         params: grid_stride::PARAMS,
+        knobs: &[grid_stride::KNOB],
         apply: grid_stride::apply,
     },
     Recipe {
@@ -142,6 +150,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::RedundantL2Traffic, ToolId::MemoryLatencyBound, ToolId::RedundantDramTraffic, ToolId::IntegerOverhead, ToolId::LaunchOverhead],
         versioned: false,
         params: row_strip::PARAMS,
+        knobs: &[],
         apply: row_strip::apply,
     },
     Recipe {
@@ -151,6 +160,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::RedundantL2Traffic, ToolId::MemoryLatencyBound, ToolId::DependentLoads, ToolId::ScalarGlobalAccess],
         versioned: true,
         params: register_table::PARAMS,
+        knobs: &[],
         apply: register_table::apply,
     },
     Recipe {
@@ -160,6 +170,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::MemoryLatencyBound, ToolId::DependentLoads],
         versioned: true,
         params: read_only::PARAMS,
+        knobs: &[],
         apply: read_only::apply,
     },
     Recipe {
@@ -169,6 +180,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::AccurateMath, ToolId::SpecialFunctionBound, ToolId::ConversionOverhead],
         versioned: false,
         params: intrinsics::PARAMS,
+        knobs: &[],
         apply: intrinsics::apply,
     },
     Recipe {
@@ -178,6 +190,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::AccurateMath],
         versioned: false,
         params: reciprocal::PARAMS,
+        knobs: &[],
         apply: reciprocal::apply,
     },
     Recipe {
@@ -187,6 +200,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::MemoryLatencyBound, ToolId::DependentLoads, ToolId::IntegerOverhead],
         versioned: false,
         params: unroll::PARAMS,
+        knobs: &[],
         apply: unroll::apply,
     },
     Recipe {
@@ -196,6 +210,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::RegisterPressure, ToolId::LowOccupancy, ToolId::LocalMemory],
         versioned: false,
         params: launch_bounds::PARAMS,
+        knobs: &[],
         apply: launch_bounds::apply,
     },
     Recipe {
@@ -205,6 +220,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::MemoryLatencyBound, ToolId::IntegerOverhead],
         versioned: false,
         params: coarsen::PARAMS,
+        knobs: &[coarsen::KNOB],
         apply: coarsen::apply,
     },
 ];
