@@ -329,7 +329,7 @@ impl Tuner {
             let current = parent.defines.get(&name).cloned().or(default.clone());
             // A block size's range is the hardware's; any other ladder is the author's
             // guess, and a parent at its end has not found the knob's best yet.
-            if !block_size {
+            if !block_size && !block_knobs.contains(&name) {
                 values.extend(past_the_range(&values, current.as_deref()));
             }
             for v in values {
@@ -662,8 +662,8 @@ impl Tuner {
     }
 }
 
-/// How many parents a move must have failed on (a launch error, or a kernel slower than
-/// its parent beyond the noise), and gained on none, before it is not proposed again in
+/// How many parents a move must have failed on (a build or launch error, or a kernel
+/// slower than its parent beyond the noise), and gained on none, before it is not proposed again in
 /// the run. A block size the kernel's registers cannot hold (1024 threads at 92
 /// registers) fails alike on every parent of that kernel, and one that starves it (512
 /// threads there, 7% slower) loses alike: a 3-minute run on rowwise_quant_int8 spent 6
@@ -690,7 +690,7 @@ pub const PAST_THE_RANGE: u32 = 2;
 /// that are a geometric ladder of positive integers (`32 64 128`, `1 2 4 8`), and a
 /// parent at an end of it or already up to [`PAST_THE_RANGE`] - 1 steps past it. The
 /// best of a linear layer's tile knobs sat at the top of both lists (`BN=128 BT=64`):
-/// one step on, `BT=128` ran 1.23x faster, the step after it slower. Values past the
+/// one step on, `BT=128` ran 1.24x faster than its parent, the step after it slower. Values past the
 /// range may not build or be right for the kernel; the wall judges them like any child.
 fn past_the_range(values: &[String], current: Option<&str>) -> Option<String> {
     let mut ladder: Vec<i64> =
