@@ -18,7 +18,9 @@
 //! Within each group the parent's diagnoses order the moves: each recipe answers a list of
 //! diagnosis tools and is weighted by the time they say their fix saves; knob and flag
 //! moves are voted as an expert would (low occupancy: smaller blocks, a register cap;
-//! scalar memory access: larger blocks; special functions: fast math). The search memory
+//! scalar memory access: larger blocks; special functions: fast math; a knob a recipe
+//! introduced, as that recipe). A knob's values that form a ladder (`16 32 64`) are
+//! followed up to two steps past the end its parent sits at. The search memory
 //! adds what each family of moves did elsewhere in this tree (its mean gain over its
 //! parents, how often it failed), and leaves out the families that went stale on the
 //! parent's lineage (their children kept landing within their parent's interval:
