@@ -14,6 +14,7 @@
 //! [`choose_rule`] finds the parameter whose values separate the shapes each variant
 //! wins. Pure: no I/O, no processes.
 
+use crate::syntax::blank_comments;
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -436,73 +437,6 @@ fn include_target(rest: &str) -> Option<String> {
     };
     let end = rest[1..].find(close)?;
     Some(rest[..end + 2].to_string())
-}
-
-/// The text with every comment replaced by spaces (newlines kept, so offsets and lines
-/// stay), strings and character literals kept as they are.
-fn blank_comments(text: &str) -> String {
-    #[derive(PartialEq)]
-    enum State {
-        Code,
-        Line,
-        Block,
-        Quoted(u8),
-    }
-    let b = text.as_bytes();
-    let mut out = b.to_vec();
-    let mut state = State::Code;
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        let next = b.get(i + 1).copied();
-        match state {
-            State::Code => match (c, next) {
-                (b'/', Some(b'/')) => {
-                    state = State::Line;
-                    out[i] = b' ';
-                    out[i + 1] = b' ';
-                    i += 1;
-                }
-                (b'/', Some(b'*')) => {
-                    state = State::Block;
-                    out[i] = b' ';
-                    out[i + 1] = b' ';
-                    i += 1;
-                }
-                (b'"', _) => state = State::Quoted(b'"'),
-                // A quote after a digit is C++14's digit separator (1'000), not a literal.
-                (b'\'', _) if i == 0 || !b[i - 1].is_ascii_hexdigit() => state = State::Quoted(b'\''),
-                _ => {}
-            },
-            State::Line => {
-                if c == b'\n' && (i == 0 || b[i - 1] != b'\\') {
-                    state = State::Code;
-                } else if c != b'\n' {
-                    out[i] = b' ';
-                }
-            }
-            State::Block => {
-                if c == b'*' && next == Some(b'/') {
-                    out[i] = b' ';
-                    out[i + 1] = b' ';
-                    i += 1;
-                    state = State::Code;
-                } else if c != b'\n' {
-                    out[i] = b' ';
-                }
-            }
-            State::Quoted(q) => {
-                if c == b'\\' {
-                    i += 1;
-                } else if c == q || c == b'\n' {
-                    state = State::Code;
-                }
-            }
-        }
-        i += 1;
-    }
-    // Only whole comments became spaces, and comments start and end on ASCII bytes.
-    String::from_utf8(out).expect("blanking comments keeps UTF-8")
 }
 
 /// Logical lines (backslash continuations joined) with the byte range they span.

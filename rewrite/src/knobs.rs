@@ -6,7 +6,7 @@
 
 use crate::launch::{self, Size};
 use crate::source::Source;
-use crate::syntax::{descendants, text};
+use crate::syntax::{blank_comments, descendants, text};
 
 /// Block sizes worth trying for a kernel whose block size is a macro.
 pub const BLOCK_SIZES: [&str; 5] = ["64", "128", "256", "512", "1024"];
@@ -31,29 +31,11 @@ pub fn macro_value(src: &Source, name: &str) -> Option<String> {
         if n.kind() == "preproc_def" {
             let Some(nm) = n.child_by_field_name("name") else { continue };
             if text(src.text(), nm) == name {
-                return n.child_by_field_name("value").map(|v| without_comment(text(src.text(), v)).to_string());
+                return n.child_by_field_name("value").map(|v| blank_comments(text(src.text(), v)).trim().to_string());
             }
         }
     }
     None
-}
-
-/// A macro's value up to a `//` or `/*` comment outside a string or character literal.
-fn without_comment(value: &str) -> &str {
-    let mut quote: Option<char> = None;
-    let mut chars = value.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        match (quote, c) {
-            (Some(_), '\\') => {
-                chars.next();
-            }
-            (Some(q), c) if c == q => quote = None,
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '/') if matches!(chars.peek(), Some((_, '/' | '*'))) => return value[..i].trim(),
-            _ => {}
-        }
-    }
-    value.trim()
 }
 
 /// Sizes worth trying along one axis of a block whose other axes multiply to `others`:
