@@ -329,9 +329,11 @@ impl Tuner {
         }
         for (name, mut values, default, block_size) in knobs {
             let current = parent.defines.get(&name).cloned().or(default.clone());
-            // A block size's range is the hardware's; any other ladder is the author's
-            // guess, and a parent at its end has not found the knob's best yet.
-            if !block_size && !block_knobs.contains(&name) {
+            // A block size's range is the hardware's (a task knob that sizes a block may
+            // not be a source knob of its own, so the launches decide, not `block_size`);
+            // any other ladder is the author's guess, and a parent at its end has not found
+            // the knob's best yet.
+            if !block_knobs.contains(&name) {
                 values.extend(past_the_range(&values, current.as_deref()));
             }
             for v in values {
@@ -808,6 +810,12 @@ mod tests {
         }
     }
 
+    /// The techniques of everything a tuner for `req`'s task (baseline `baseline`, seed 1)
+    /// offers from `req`'s parent, in order.
+    fn techniques(baseline: &str, req: &Request) -> Vec<String> {
+        drain(&Tuner::new(&req.task, baseline, 1, req.guidance), req).into_iter().map(|k| k.technique).collect()
+    }
+
     /// A correct parent at `speedup` and `pct_of_floor`.
     fn passed(speedup: f64, pct_of_floor: f64) -> NodeSummary {
         NodeSummary { passed: true, speedup: Some(speedup), pct_of_floor: Some(pct_of_floor), ..Default::default() }
@@ -939,8 +947,7 @@ mod tests {
         let mut req = request(&t, parent, &win.source, Some(report(ToolId::LowOccupancy, 0.9)), Guidance::Tools);
         (req.parent, req.node, req.path) = (1, 7, vec![win.technique.clone()]);
         req.parent_summary = passed(2.0, 40.0);
-        let order: Vec<String> =
-            drain(&Tuner::new(&t, &src, 1, Guidance::Tools), &req).into_iter().map(|k| k.technique).collect();
+        let order = techniques(&src, &req);
         let first_tuning = order.iter().position(|t| !structural(t)).expect("knobs and flags come in the end");
         assert!(first_tuning > 0, "no rewrite applies on top of {}: {order:?}", win.technique);
         assert!(order[first_tuning..].iter().all(|t| !structural(t)), "a rewrite after a knob: {order:?}");
@@ -964,8 +971,7 @@ mod tests {
         let mut req = request(&t, parent, &opened.source, None, Guidance::Tools);
         (req.parent, req.node, req.path) = (1, 7, vec![opened.technique.clone()]);
         req.parent_summary = passed(1.0, 2.0);
-        let order: Vec<String> =
-            drain(&Tuner::new(&t, &src, 1, Guidance::Tools), &req).into_iter().map(|k| k.technique).collect();
+        let order = techniques(&src, &req);
         let first_rewrite = order.iter().position(|t| structural(t)).expect("rewrites still come");
         assert!(first_rewrite > 0 && order[..first_rewrite].iter().all(|t| t.starts_with("knob:")), "{order:?}");
         // The same kernel reached by another step gets a rewrite first.
@@ -989,7 +995,7 @@ mod tests {
             let mut req = request(&t, base(), &src, None, Guidance::None);
             (req.node, req.memory) = (9, memory.clone());
             req.parent_summary = passed(1.0, 90.0);
-            drain(&Tuner::new(&t, &src, 1, Guidance::None), &req).into_iter().map(|k| k.technique).collect::<Vec<_>>()
+            techniques(&src, &req)
         };
         let sizes: Vec<String> = offered(&tree.memory).into_iter().filter(|k| k.starts_with("knob:BLOCK=")).collect();
         assert!(sizes.len() >= 3, "{sizes:?}");
@@ -1023,7 +1029,7 @@ mod tests {
         let offered = |memory: &search::Memory| {
             let mut req = request(&t, base(), &src, None, Guidance::None);
             (req.node, req.memory) = (9, memory.clone());
-            drain(&Tuner::new(&t, &src, 1, Guidance::None), &req).into_iter().map(|k| k.technique).collect::<Vec<_>>()
+            techniques(&src, &req)
         };
         let small = "knob:BT=8".to_string();
         assert!(offered(&tree.memory).contains(&small), "BT's default 16 is the bottom of 16 32 64");
@@ -1049,8 +1055,7 @@ mod tests {
         // Integer overhead is what `coarsen` answers second and `unroll` third.
         let mut req = request(&t, base(), &coarse, Some(report(ToolId::IntegerOverhead, 0.38)), Guidance::Tools);
         req.parent_summary = passed(4.5, 68.0);
-        let order: Vec<String> =
-            drain(&Tuner::new(&t, &src, 1, Guidance::Tools), &req).into_iter().map(|k| k.technique).collect();
+        let order = techniques(&src, &req);
         let at = |t: &str| order.iter().position(|x| x == t).unwrap_or_else(|| panic!("{t} not in {order:?}"));
         assert!(at("knob:NS_COARSEN=4") < at("unroll:factor=4"), "{order:?}");
         assert!(at("knob:NS_COARSEN=4") < at("flag:extra-device-vectorization=on"), "{order:?}");
@@ -1058,8 +1063,7 @@ mod tests {
         let t = example("linear_splitk_f32");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
         let req = request(&t, base(), &src, Some(report(ToolId::IntegerOverhead, 0.38)), Guidance::Tools);
-        let order: Vec<String> =
-            drain(&Tuner::new(&t, &src, 1, Guidance::Tools), &req).into_iter().map(|k| k.technique).collect();
+        let order = techniques(&src, &req);
         let first_knob = order.iter().position(|x| x.starts_with("knob:")).unwrap();
         let unroll = order.iter().position(|x| x.starts_with("unroll:")).unwrap();
         assert!(unroll < first_knob, "{order:?}");
@@ -1098,11 +1102,7 @@ mod tests {
             ..base()
         };
         let req = request(&t, at_top, &src, None, Guidance::None);
-        let knobs: BTreeSet<String> = drain(&Tuner::new(&t, &src, 1, Guidance::None), &req)
-            .into_iter()
-            .map(|k| k.technique)
-            .filter(|k| k.starts_with("knob:"))
-            .collect();
+        let knobs: BTreeSet<String> = techniques(&src, &req).into_iter().filter(|k| k.starts_with("knob:")).collect();
         for want in ["knob:BN=256", "knob:BT=128", "knob:SPLIT_K=16", "knob:BN=default", "knob:SPLIT_K=1"] {
             assert!(knobs.contains(want), "{want} missing from {knobs:?}");
         }
@@ -1112,11 +1112,7 @@ mod tests {
         let src = std::fs::read_to_string(&t.baseline).unwrap();
         let at_1024 = Candidate { defines: [("BLOCK".to_string(), "1024".to_string())].into(), ..base() };
         let req = request(&t, at_1024, &src, None, Guidance::None);
-        let sizes: Vec<String> = drain(&Tuner::new(&t, &src, 1, Guidance::None), &req)
-            .into_iter()
-            .map(|k| k.technique)
-            .filter(|k| k.starts_with("knob:BLOCK="))
-            .collect();
+        let sizes: Vec<String> = techniques(&src, &req).into_iter().filter(|k| k.starts_with("knob:BLOCK=")).collect();
         assert!(sizes.contains(&"knob:BLOCK=512".to_string()), "{sizes:?}");
         assert!(!sizes.iter().any(|k| k == "knob:BLOCK=2048"), "{sizes:?}");
     }
