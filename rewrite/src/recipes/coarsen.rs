@@ -439,7 +439,7 @@ fn reachable<'t>(src: &'t Source, body: Node<'t>) -> Result<Vec<(String, Node<'t
             } else if !(super::speculate::value_builtin(name)
                 || name.starts_with("atomic")
                 || name.starts_with("__st")
-                || matches!(name, "static_cast" | "reinterpret_cast" | "const_cast"))
+                || matches!(name, "static_cast" | "reinterpret_cast" | "const_cast" | "__builtin_assume"))
             {
                 return Err(format!(
                     "calls `{name}`, which this file does not define and is no built-in the recipe knows: it may read the block index"

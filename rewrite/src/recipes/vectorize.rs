@@ -1183,7 +1183,7 @@ fn vector_step(
     body: &Body,
 ) -> String {
     let (staged_loads, stores) = staging(staged, v);
-    let mut loads = splits.map(|s| s.prelude()).unwrap_or_default();
+    let mut loads = splits.map(|s| s.prelude(v)).unwrap_or_default();
     loads.push_str(&staged_loads);
     for w in windows {
         loads.push_str(&w.load(v, bound));
