@@ -52,6 +52,29 @@ __device__ __forceinline__ T ns_pick(const T* run, int k) {
 }"#,
 };
 
+/// What the launcher's checks make true of a vectorized run's first column `r = base % m`,
+/// told to the compiler, which cannot see it through the division (see
+/// `index_split::Splits::prelude`). A function, not casts in the kernel's text: there
+/// `index-width` would narrow the casts of the divisor, and in its own types an unsigned
+/// divisor past 2^31 would read as negative.
+pub static RUN_COLUMN: Helper = Helper {
+    mark: "NIGHTSHIFT_RUN_COLUMN",
+    text: r#"
+// nightshift: what the launcher checks make true of a run's first column r = base % m
+// (base >= 0 and a multiple of V, m > 0; with Whole, m a multiple of V), told to the
+// compiler. One fact per assumption: nvcc loses facts of a conjunction.
+template <int V, bool Whole, typename R, typename M>
+__device__ __forceinline__ void ns_assume_column(R r, M m) {
+  __builtin_assume((long long)r >= 0);
+  if constexpr (Whole) {
+    __builtin_assume((long long)r % V == 0);
+    __builtin_assume((long long)r <= (long long)m - V);
+  } else {
+    __builtin_assume((long long)r < (long long)m);
+  }
+}"#,
+};
+
 /// Host-side checks for the launcher's fast-path conditions.
 pub static HOST_CHECKS: Helper = Helper {
     mark: "NIGHTSHIFT_HOST_CHECKS",

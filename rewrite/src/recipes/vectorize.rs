@@ -480,6 +480,9 @@ fn plan_kernel<'k>(
     avoid.extend(windows.iter().flat_map(|w| w.sites.iter().map(|(r, _)| r.clone())));
     let splits = index_split::find(src, facts, k, &scope, &e.index, v, &avoid);
     change.guards.extend(splits.guards().cloned());
+    if !splits.divisors.is_empty() {
+        change.helpers.push(&helpers::RUN_COLUMN);
+    }
     let mut staged = staged;
     for col in columns(src, k, body, &scope, &splits, &staged, &windows) {
         change.guards.push(format!("ns_aligned({{{}}}, {})", col.name, col.align(v)));
