@@ -24,8 +24,8 @@
 //! The search memory adds what each family of moves did elsewhere in this tree (its mean
 //! gain over its parents, how often it failed), and leaves out the families that went
 //! stale on the parent's lineage (their children kept landing within their parent's
-//! interval: [`search::memory::Lineage`]) or idle across the run (only ever landing
-//! there). Without diagnoses the order is a seeded shuffle. The
+//! interval: [`search::memory::Lineage`]), and puts last those idle across the run (only
+//! ever landing there). Without diagnoses the order is a seeded shuffle. The
 //! tuner never proposes a kernel (source and configuration) already tried anywhere in the
 //! run. Its order is deterministic for a seed and a parent; with several expansions in
 //! flight, which of them claims a move first depends on timing.
@@ -605,18 +605,19 @@ impl Tuner {
             SplitMix64::new(self.seed ^ (req.parent as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ req.node as u64);
         let parent = &req.parent_candidate;
         let lineage = &req.memory.lineage;
-        let mut stale: BTreeSet<Family> =
+        let stale: BTreeSet<Family> =
             lineage.stale_families(req.parent).iter().filter_map(|f| f.parse().ok()).collect();
-        // `block-knob`'s child is its parent with the block size spelled as a knob, at its
-        // parent's speed by construction: what it is worth shows in the sizes tried below
-        // it, so the run's count of its landings in the noise says nothing.
+        // Idle families go last rather than out: one of their children moving a kernel
+        // brings them back, and a kernel that answered "nothing left" is never expanded
+        // again. `block-knob`'s child is its parent with the block size spelled as a knob,
+        // at its parent's speed by construction: what it is worth shows in the sizes tried
+        // below it, so the run's count of its landings in the noise says nothing.
         let idle: BTreeSet<Family> = lineage
             .idle_families()
             .iter()
             .filter_map(|f| f.parse().ok())
             .filter(|f| *f != Family::Recipe(rewrite::RecipeId::BlockKnob))
             .collect();
-        stale.extend(idle.iter().cloned());
         // Away from the floor a structural rewrite goes before any tuning of the kernel.
         let structure_first = !near_floor(&req.parent_summary);
         // A kernel `block-knob` just made is its parent with the block size offered as a
@@ -646,9 +647,10 @@ impl Tuner {
                 let score = vote + Self::prior(&m) + Self::memory_bonus(&m, &req.memory.techniques) - distance
                     + 0.001 * rng.unit();
                 let rank = match &m {
-                    Move::Knob { block_size: true, .. } if block_opened => 2,
-                    _ if structure_first && m.family().structural() => 1,
-                    _ => 0,
+                    _ if idle.contains(&m.family()) => 0,
+                    Move::Knob { block_size: true, .. } if block_opened => 3,
+                    _ if structure_first && m.family().structural() => 2,
+                    _ => 1,
                 };
                 (rank, score, tool, m)
             })
@@ -672,27 +674,12 @@ impl Tuner {
         if stale.is_empty() {
             return Proposal::Nothing("every recipe, knob and flag move from this kernel has been tried".into());
         }
-        let names = |set: &BTreeSet<Family>| set.iter().map(Family::to_string).collect::<Vec<_>>().join(", ");
-        let on_lineage: BTreeSet<Family> = stale.difference(&idle).cloned().collect();
-        let mut why = Vec::new();
-        if !on_lineage.is_empty() {
-            why.push(format!(
-                "{}: {} or more of each one's children landed within their parent's interval on this kernel's lineage",
-                names(&on_lineage),
-                search::memory::STALE_AFTER
-            ));
-        }
-        if !idle.is_empty() {
-            why.push(format!(
-                "{}: {} or more of each one's children landed within their parent's interval in this run, and none \
-                 outside it",
-                names(&idle),
-                search::memory::IDLE_AFTER
-            ));
-        }
+        let stale: Vec<String> = stale.iter().map(Family::to_string).collect();
         Proposal::Nothing(format!(
-            "every recipe, knob and flag move from this kernel has been tried, but for those of {}",
-            why.join("; ")
+            "every recipe, knob and flag move from this kernel has been tried, but for those of {}: {} or more of \
+             each one's children landed within their parent's interval on this kernel's lineage",
+            stale.join(", "),
+            search::memory::STALE_AFTER
         ))
     }
 }
@@ -1221,15 +1208,21 @@ mod tests {
     }
 
     #[test]
-    fn a_family_idle_across_the_run_is_not_proposed_on_any_kernel_but_block_knob_still_is() {
+    fn a_family_idle_across_the_run_goes_after_every_other_move_on_any_kernel_but_block_knob_does_not() {
         let t = task("reduce_sum");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
         let tuner = |seed| Tuner::new(&t, &src, seed, Guidance::None);
+        // The families of every move offered, in the order offered.
         let offered = |parent: search::NodeId, memory: &search::Memory| {
             let mut req = request(&t, base(), &src, None, Guidance::None);
             (req.parent, req.node, req.memory) = (parent, 99, memory.clone());
             req.parent_summary = passed(1.2, 90.0);
-            drain(&tuner(1), &req).iter().map(|k| family(&k.technique)).collect::<BTreeSet<String>>()
+            drain(&tuner(1), &req).iter().map(|k| family(&k.technique).to_string()).collect::<Vec<String>>()
+        };
+        // Whether every move of `f` comes after every move of another family.
+        let last = |order: &[String], f: &str| {
+            let first = order.iter().position(|x| x == f).unwrap_or_else(|| panic!("{f} not offered: {order:?}"));
+            order[first..].iter().all(|x| x == f)
         };
         let mut tree = search::Tree::new((), search::Config::default(), 1);
         let child = |tree: &mut search::Tree<()>, parent, technique: &str, speedup: f64, within| {
@@ -1239,12 +1232,12 @@ mod tests {
             tree.record(id, search::Outcome::correct(speedup).within_parent(within));
             id
         };
-        // Sibling kernels of their own speed, each with one flag and one block-knob child
+        // Sibling kernels of their own speed, each with one unroll and one block-knob child
         // in the noise: stale on no lineage, idle across the run.
         let mut kernels = Vec::new();
         for i in 0..search::memory::IDLE_AFTER {
             let k = child(&mut tree, 0, &format!("vectorize:width={}", 4 << i), 1.5 + f64::from(i) / 10.0, false);
-            child(&mut tree, k, "flag:extra-device-vectorization=on", 1.5, true);
+            child(&mut tree, k, "unroll:factor=4", 1.5, true);
             child(&mut tree, k, "block-knob", 1.5, true);
             kernels.push(k);
         }
@@ -1252,13 +1245,15 @@ mod tests {
         let memory = tree.memory.clone();
         assert!(memory.lineage.stale_families(sibling).is_empty());
         let fresh = offered(sibling, &Default::default());
-        assert!(fresh.contains("flag:extra-device-vectorization") && fresh.contains("block-knob"), "{fresh:?}");
+        assert!(!last(&fresh, "unroll") && fresh.iter().any(|f| f == "block-knob"), "{fresh:?}");
         let now = offered(sibling, &memory);
-        assert!(!now.contains("flag:extra-device-vectorization"), "{now:?}");
-        assert!(now.contains("block-knob"), "its worth is in the sizes below it: {now:?}");
-        // Once one of its children moves a kernel, the family is back.
-        child(&mut tree, kernels[0], "flag:extra-device-vectorization=on", 1.7, false);
-        assert!(offered(sibling, &tree.memory).contains("flag:extra-device-vectorization"));
+        assert!(last(&now, "unroll"), "the idle family goes last: {now:?}");
+        let at = |order: &[String], f: &str| order.iter().position(|x| x == f);
+        assert!(at(&now, "block-knob") < at(&now, "unroll"), "its worth is in the sizes below it: {now:?}");
+        // Once one of its children moves a kernel, the family is back among the others.
+        child(&mut tree, kernels[0], "unroll:factor=4", 1.7, false);
+        let back = offered(sibling, &tree.memory);
+        assert!(!last(&back, "unroll"), "{back:?}");
     }
 
     #[test]

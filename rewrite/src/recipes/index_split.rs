@@ -488,15 +488,18 @@ extern "C" void launch(const float* x, const float* w, float* y, int batch, int 
     fn the_facts_about_a_column_keep_the_kernels_types_through_index_width() {
         // An unsigned divisor: `(long long)(seqlen)` in the kernel's text was narrowed by
         // `index-width` to `(int)(seqlen)`, negative past 2^31, and the fact false.
-        let unsigned = COORDS.replace("int dim, int seqlen, int total", "int dim, unsigned seqlen, int total");
+        let unsigned = COORDS.replace("int dim, int seqlen, int total", "int dim, unsigned seqlen, int total").replace(
+            "const int idx = blockIdx.x * blockDim.x + threadIdx.x;",
+            "const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;",
+        );
         let r = vectorize(&unsigned, &facts(1024));
         let app = Application { recipe: crate::RecipeId::IndexWidth, params: Params::default() };
-        let narrowed = match crate::apply(&app, &r.source, &facts(1024)) {
-            Ok(w) => w.source,
-            Err(_) => r.source.clone(),
-        };
+        let narrowed =
+            crate::apply(&app, &r.source, &facts(1024)).expect("index-width narrows the size_t index").source;
+        assert!(narrowed.contains("const int ns_base"), "{narrowed}");
         assert!(narrowed.contains("ns_assume_column<4, true>(ns_r0, (seqlen));"), "{narrowed}");
-        assert!(!narrowed.contains("__builtin_assume((long long)(ns_r0)"), "{narrowed}");
+        // The facts are the helper's, in the types it is handed.
+        assert!(narrowed.contains("__builtin_assume((long long)r <= (long long)m - V);"), "{narrowed}");
     }
 
     #[test]

@@ -298,7 +298,7 @@ const PURE_FUNCTIONS: &str =
     __syncthreads __syncwarp __threadfence __threadfence_block __ballot_sync __any_sync \
     __all_sync __activemask __popc __popcll __clz __clzll __ffs __ffsll __brev __byte_perm \
     __umulhi __mulhi __umul64hi __mul64hi __mul24 __umul24 __dp4a __dp2a_lo __dp2a_hi ns_div \
-    ns_mod ns_pick ns_erf_fast ns_tanh_approx ns_assume_column";
+    ns_mod ns_pick ns_erf_fast ns_tanh_approx";
 
 /// Prefixes of intrinsics that only compute a value: conversions, reinterpretations,
 /// half and bfloat16 arithmetic, rounded float arithmetic, loads, shuffles, vector makers.
