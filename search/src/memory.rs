@@ -20,10 +20,11 @@ pub const STALE_AFTER: u32 = 2;
 /// How many children of one family must land within their parent's interval across the
 /// whole run, with none of its children moving a kernel beyond the noise either way,
 /// before the family is idle: it does nothing measurable to this task's kernels, and the
-/// tuner proposes it anywhere only after every other move. Each sibling kernel starts a lineage of its own, so
-/// [`STALE_AFTER`] alone lets one such family come back on every one of them: a 5-minute
-/// causal_conv1d run put 16 of its 78 nodes on `--extra-device-vectorization`, every
-/// one within its parent's interval, on 16 kernels within 5% of each other.
+/// tuner proposes it anywhere only after every other move. Each sibling kernel starts a
+/// lineage of its own, so [`STALE_AFTER`] alone lets one such family come back on every
+/// one of them: a 5-minute causal_conv1d run put 16 of its 78 nodes on
+/// `--extra-device-vectorization`, every one within its parent's interval, on 16 kernels
+/// within 5% of each other.
 pub const IDLE_AFTER: u32 = 4;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
