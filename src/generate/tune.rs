@@ -842,6 +842,21 @@ mod tests {
         drain(&Tuner::new(&req.task, baseline, 1, req.guidance), req).into_iter().map(|k| k.technique).collect()
     }
 
+    /// Records a child of `parent` made by `technique` and judged `outcome`, as the search
+    /// does; its id.
+    fn judged(
+        tree: &mut search::Tree<()>,
+        parent: search::NodeId,
+        technique: &str,
+        outcome: search::Outcome,
+    ) -> search::NodeId {
+        let sel = search::Selection { parent, kind: Expansion::Improve };
+        let id = tree.add_pending(&sel, (), search::Intent::default());
+        tree.set_intent(id, crate::generate::intent(technique.into(), None));
+        tree.record(id, outcome);
+        id
+    }
+
     /// A correct parent at `speedup` and `pct_of_floor`.
     fn passed(speedup: f64, pct_of_floor: f64) -> NodeSummary {
         NodeSummary { passed: true, speedup: Some(speedup), pct_of_floor: Some(pct_of_floor), ..Default::default() }
@@ -1012,10 +1027,7 @@ mod tests {
         let src = std::fs::read_to_string(&t.baseline).unwrap();
         let mut tree = search::Tree::new((), search::Config::default(), 1);
         let child = |tree: &mut search::Tree<()>, technique: &str, o: search::Outcome| {
-            let sel = search::Selection { parent: 0, kind: Expansion::Improve };
-            let id = tree.add_pending(&sel, (), search::Intent::default());
-            tree.set_intent(id, crate::generate::intent(technique.into(), None));
-            tree.record(id, o);
+            judged(tree, 0, technique, o);
         };
         let offered = |memory: &search::Memory| {
             let mut req = request(&t, base(), &src, None, Guidance::None);
@@ -1060,10 +1072,7 @@ mod tests {
         let small = "knob:BT=8".to_string();
         assert!(offered(&tree.memory).contains(&small), "BT's default 16 is the bottom of 16 32 64");
         for _ in 0..DEAD_AFTER {
-            let sel = search::Selection { parent: 0, kind: Expansion::Improve };
-            let id = tree.add_pending(&sel, (), search::Intent::default());
-            tree.set_intent(id, crate::generate::intent(small.clone(), None));
-            tree.record(id, search::Outcome::failed("build-error"));
+            judged(&mut tree, 0, &small, search::Outcome::failed("build-error"));
         }
         assert!(!offered(&tree.memory).contains(&small), "{small} failed to build twice");
     }
@@ -1168,11 +1177,7 @@ mod tests {
         // Register caps landed within the baseline's interval twice; a block size gained.
         let mut tree = search::Tree::new((), search::Config::default(), 1);
         let child = |tree: &mut search::Tree<()>, parent, technique: &str, speedup, within| {
-            let sel = search::Selection { parent, kind: Expansion::Improve };
-            let id = tree.add_pending(&sel, (), search::Intent::default());
-            tree.set_intent(id, crate::generate::intent(technique.into(), None));
-            tree.record(id, search::Outcome::correct(speedup).within_parent(within));
-            id
+            judged(tree, parent, technique, search::Outcome::correct(speedup).within_parent(within))
         };
         child(&mut tree, 0, "flag:maxrregcount=32", 1.002, true);
         child(&mut tree, 0, "flag:maxrregcount=64", 0.998, true);
@@ -1226,11 +1231,7 @@ mod tests {
         };
         let mut tree = search::Tree::new((), search::Config::default(), 1);
         let child = |tree: &mut search::Tree<()>, parent, technique: &str, speedup: f64, within| {
-            let sel = search::Selection { parent, kind: Expansion::Improve };
-            let id = tree.add_pending(&sel, (), search::Intent::default());
-            tree.set_intent(id, crate::generate::intent(technique.into(), None));
-            tree.record(id, search::Outcome::correct(speedup).within_parent(within));
-            id
+            judged(tree, parent, technique, search::Outcome::correct(speedup).within_parent(within))
         };
         // Sibling kernels of their own speed, each with one unroll and one block-knob child
         // in the noise: stale on no lineage, idle across the run.
