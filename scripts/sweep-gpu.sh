@@ -13,7 +13,8 @@
 # .device/sweep.tgz here and carry .device again: it is unpacked before anything starts.
 # A run already finished is not run again; one whose vs-torch figures exist is skipped.
 # $OUT gets table.md (scripts/runs-table.py), sweep-table.md (scripts/sweep-table.py: first
-# version, best, eager, torch.compile, % of floor, nodes within the parent's interval),
+# version, best, eager, torch.compile, the hand rewrite where the example has one, % of
+# floor, nodes within the parent's interval),
 # vs-torch.md (every vs-torch table), sweep.tgz (runs to carry on) and done.tgz (runs finished
 # in this call's TASK_DIRs, without their SASS dumps).
 # examples/bias_gelu_residual is made a task with `init` first, as its README does.
@@ -53,6 +54,7 @@ one() {  # one TASK_DIR on GPU $1, to its end: optimize (new or resumed), then v
   [ -f "runs/$name.vs.json" ] && return
   echo "[$((SECONDS - started)) s] gpu $gpu: vs-torch $name"
   local cand=(); [ -f "runs/$name/best.cu" ] && cand=("runs/$name")
+  [ -f "$t/hand.cu" ] && cand+=("$t/hand.cu")  # the hand rewrite, timed in the same process
   if python3 scripts/vs-torch.py "$task" "${cand[@]}" "${twin[@]}" --json "runs/$name.vs.tmp" \
        > "runs/$name.vs.md" 2>&1; then
     mv "runs/$name.vs.tmp" "runs/$name.vs.json"

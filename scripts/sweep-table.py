@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Issue 34's table from what scripts/sweep-gpu.sh leaves in runs/: per kernel the first
 version, the best the default optimize run found (the judge's figures, with its interval
-and share of the physical floor), eager PyTorch and torch.compile, and how many times
-faster than torch.compile the best is. The last figure comes from scripts/vs-torch.py, where
-baseline, best, eager and torch.compile ran in one process on one GPU, timed alike. Also the
+and share of the physical floor), eager PyTorch and torch.compile, how many times faster
+than torch.compile the best is, and the hand rewrite where the example has one (its time, and
+the best's speed as a share of its speed). The timings beside the judge's come from
+scripts/vs-torch.py, where baseline, best, eager, torch.compile and the hand rewrite ran in one
+process on one GPU, timed alike. Also the
 nodes judged and those that landed within their parent's interval; then the geomean of
 "best vs torch.compile" and the kernels below 0.9x of it.
 
@@ -32,6 +34,11 @@ def row(run: Path):
     task = (vs.get("tasks") or [{}])[0]
     base, cand = side(task, "baseline"), side(task, "candidate")
     eager, comp = side(task, "eager"), side(task, "compile")
+    hand = next((x for x in task.get("sides", []) if x.get("side") == "hand.cu"), {})
+    of_hand = None
+    if isinstance(hand.get("median_ms"), (int, float)) and isinstance(cand.get("median_ms"), (int, float)) \
+            and cand is not hand and cand.get("median_ms"):
+        of_hand = hand["median_ms"] / cand["median_ms"]
     ratio = cand.get("x_faster_than_compile")
     if best.get("verified"):
         interval = ""
@@ -51,6 +58,7 @@ def row(run: Path):
         fmt(eager.get("median_ms"), "%.4f ms"),
         fmt(comp.get("median_ms"), "%.4f ms") + old_timing(comp) + (" (syncs inside)" if comp.get("syncs") else ""),
         fmt(ratio, "%.3fx"),
+        fmt(hand.get("median_ms"), "%.4f ms") + (" (best at %.0f%%)" % (100 * of_hand) if of_hand else ""),
         str(s.get("judged", "-")),
         str(s.get("within_parent_interval", "-")),
         vs.get("device", "-"),
@@ -70,15 +78,15 @@ def main(argv: list[str]) -> int:
         return 2
     print(
         "| kernel | first version | best (judge) | % of floor, first -> best | eager | torch.compile "
-        "| best vs torch.compile | nodes judged | within the parent's interval | GPU |"
+        "| best vs torch.compile | hand rewrite (the best's speed as a share of it) | nodes judged | within the parent's interval | GPU |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ratios = []
     for d in argv:
         try:
             line, ratio = row(Path(d))
         except (OSError, ValueError, KeyError, TypeError) as e:  # a broken run still gets a line
-            line, ratio = f"| {Path(d).name} | ({type(e).__name__}: {e}) | | | | | | | | |", None
+            line, ratio = f"| {Path(d).name} | ({type(e).__name__}: {e}) | | | | | | | | | |", None
         print(line)
         if isinstance(ratio, (int, float)) and ratio > 0:
             ratios.append(ratio)

@@ -16,5 +16,5 @@ pub mod sim;
 pub mod tree;
 
 pub use memory::{Memory, Stats};
-pub use reward::{Objective, Outcome, RewardConfig};
+pub use reward::{Objective, Outcome, ParentSpeed, RewardConfig};
 pub use tree::{Backup, Config, Expansion, Intent, Node, NodeId, Selection, Tree};

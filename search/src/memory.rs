@@ -2,7 +2,7 @@
 //! tree, summarized in a few lines for the generator's prompt; and, per kernel lineage,
 //! which families of moves keep landing within their parent's noise ([`Lineage`]).
 
-use crate::reward::Outcome;
+use crate::reward::{Outcome, ParentSpeed};
 use crate::tree::{Expansion, Intent, NodeId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -69,7 +69,7 @@ impl Stats {
                 self.repaired += 1;
             }
         }
-        if o.correct && !o.within_parent && delta.is_some_and(|d| d < 0.0) {
+        if o.correct && o.parent == ParentSpeed::Apart && delta.is_some_and(|d| d < 0.0) {
             self.slower += 1;
         }
         if let Some(d) = delta {
@@ -118,7 +118,8 @@ pub struct Lineage {
     /// By parent: how many children of each family landed within its interval.
     within: BTreeMap<NodeId, BTreeMap<String, u32>>,
     /// By family: correct children that landed outside their parent's interval, faster
-    /// or slower (the family changes something on this task's kernels).
+    /// or slower (the family changes something on this task's kernels). A child whose
+    /// parent failed or has no timing counts neither here nor in `within`.
     #[serde(default)]
     moved: BTreeMap<String, u32>,
 }
@@ -127,15 +128,17 @@ impl Lineage {
     /// Records judged node `id` under `parent` (None: the root).
     pub fn record(&mut self, id: NodeId, parent: Option<NodeId>, intent: &Intent, o: &Outcome) {
         let Some(parent) = parent else { return };
-        let in_noise = o.correct && o.within_parent;
-        self.made.insert(id, Made { parent, new_kernel: intent.structural && !in_noise });
+        self.made.insert(id, Made { parent, new_kernel: intent.structural && !o.in_parents_noise() });
         if intent.family.is_empty() || !o.correct {
             return;
         }
-        if in_noise {
-            *self.within.entry(parent).or_default().entry(intent.family.clone()).or_default() += 1;
-        } else {
-            *self.moved.entry(intent.family.clone()).or_default() += 1;
+        match o.parent {
+            ParentSpeed::Same => {
+                *self.within.entry(parent).or_default().entry(intent.family.clone()).or_default() += 1;
+            }
+            ParentSpeed::Apart => *self.moved.entry(intent.family.clone()).or_default() += 1,
+            // A child of a failed or untimed parent says nothing of what its move is worth.
+            ParentSpeed::Unknown => {}
         }
     }
 
@@ -289,7 +292,7 @@ mod tests {
         for _ in 0..2 {
             let id = t.add_pending(&sel, (), Intent::default());
             t.set_intent(id, Intent { family: "intrinsics".into(), structural: true, ..Default::default() });
-            t.record(id, Outcome { within_parent: true, ..Outcome::failed("wrong-answer") });
+            t.record(id, Outcome { parent: ParentSpeed::Same, ..Outcome::failed("wrong-answer") });
         }
         assert!(stale(&t, vectorized).is_empty());
     }
@@ -319,13 +322,20 @@ mod tests {
             };
             assert_eq!(idle(&t), expect, "after {landings} landings in the noise");
         }
+        // A child whose parent has no timing to compare with (a failed parent, repaired)
+        // says nothing of its family: it neither lands in the noise nor moves a kernel.
+        let sel = Selection { parent: kernels[0], kind: Expansion::Improve };
+        let id = t.add_pending(&sel, (), Intent::default());
+        t.set_intent(id, Intent { family: "flag:extra-device-vectorization".into(), ..Default::default() });
+        t.record(id, Outcome::correct(2.5).against_parent(ParentSpeed::Unknown));
+        assert!(idle(&t).contains("flag:extra-device-vectorization"), "{:?}", idle(&t));
         // A failed child is no landing.
         let empty = child(&mut t, 0, "vectorize", true, 3.0, false);
         for _ in 0..IDLE_AFTER {
             let sel = Selection { parent: empty, kind: Expansion::Improve };
             let id = t.add_pending(&sel, (), Intent::default());
             t.set_intent(id, Intent { family: "unroll".into(), ..Default::default() });
-            t.record(id, Outcome { within_parent: true, ..Outcome::failed("build-error") });
+            t.record(id, Outcome { parent: ParentSpeed::Same, ..Outcome::failed("build-error") });
         }
         assert!(!idle(&t).contains("unroll"));
     }

@@ -27,6 +27,20 @@ impl std::fmt::Display for Objective {
     }
 }
 
+/// How a child's time compares with its parent's, as far as the timing can tell.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ParentSpeed {
+    /// Nothing to compare: the child or its parent failed, or one of them has no timing.
+    #[default]
+    Unknown,
+    /// Inside the parent's interval, or within the run's `--min-gain` of it: no gain that
+    /// clears the noise.
+    Same,
+    /// Outside it, faster or slower: the move changed something.
+    Apart,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
     pub correct: bool,
@@ -36,12 +50,11 @@ pub struct Outcome {
     pub energy_saving: Option<f64>,
     /// The failure class when not correct.
     pub failure: Option<String>,
-    /// Correct, and at its parent's speed as far as the timing can tell (inside the
-    /// parent's interval, or within the run's `--min-gain` of it): no gain that clears the
-    /// noise. The caller decides, since it holds the intervals; the search memory counts it
-    /// per kernel lineage.
+    /// Its time against its parent's. The caller decides, since it holds the intervals;
+    /// the search memory counts landings in the noise per kernel lineage, and moves across
+    /// the run. Always [`ParentSpeed::Unknown`] for an incorrect outcome.
     #[serde(default)]
-    pub within_parent: bool,
+    pub parent: ParentSpeed,
     /// Correct, but slower than the baseline at one of the shapes the kernel serves,
     /// beyond the run's margin: its reward still guides the search (a child may mend the
     /// loss), but it is never the best kernel, whatever its mean.
@@ -51,7 +64,14 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn correct(speedup: f64) -> Outcome {
-        Outcome { correct: true, speedup, energy_saving: None, failure: None, within_parent: false, regresses: false }
+        Outcome {
+            correct: true,
+            speedup,
+            energy_saving: None,
+            failure: None,
+            parent: ParentSpeed::Unknown,
+            regresses: false,
+        }
     }
 
     pub fn failed(class: &str) -> Outcome {
@@ -60,14 +80,24 @@ impl Outcome {
             speedup: 0.0,
             energy_saving: None,
             failure: Some(class.to_string()),
-            within_parent: false,
+            parent: ParentSpeed::Unknown,
             regresses: false,
         }
     }
 
-    /// The same outcome, marked as landing within its parent's interval or not.
+    /// The same outcome, with its time against its parent's (unknown when incorrect).
+    pub fn against_parent(self, speed: ParentSpeed) -> Outcome {
+        Outcome { parent: if self.correct { speed } else { ParentSpeed::Unknown }, ..self }
+    }
+
+    /// The same outcome, marked as landing within its parent's interval or outside it.
     pub fn within_parent(self, within: bool) -> Outcome {
-        Outcome { within_parent: within && self.correct, ..self }
+        self.against_parent(if within { ParentSpeed::Same } else { ParentSpeed::Apart })
+    }
+
+    /// Correct and at its parent's speed as far as the timing can tell.
+    pub fn in_parents_noise(&self) -> bool {
+        self.correct && self.parent == ParentSpeed::Same
     }
 
     /// The same outcome, marked as regressing a served shape or not.
@@ -159,7 +189,7 @@ mod tests {
             for objective in [Objective::Time, Objective::Energy, Objective::Mix { time_weight: w }] {
                 let c = if log { RewardConfig { objective, ..Default::default() } } else { RewardConfig { objective, ..RewardConfig::linear() } };
                 let ok = c.reward(&Outcome { energy_saving: e, ..Outcome::correct(s) });
-                let bad = c.reward(&Outcome { correct: false, speedup: s * 1e6 + 1.0, energy_saving: e.map(|x| x * 1e6), failure: None, within_parent: false, regresses: false });
+                let bad = c.reward(&Outcome { correct: false, speedup: s * 1e6 + 1.0, energy_saving: e.map(|x| x * 1e6), failure: None, parent: ParentSpeed::Unknown, regresses: false });
                 prop_assert!(ok > bad);
             }
         }

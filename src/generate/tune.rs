@@ -1039,13 +1039,13 @@ mod tests {
         assert!(sizes.len() >= 3, "{sizes:?}");
         let (big, slow, level) = (&sizes[0], &sizes[1], &sizes[2]);
         child(&mut tree, big, search::Outcome::failed("launch-error"));
-        child(&mut tree, slow, search::Outcome::correct(0.8));
+        child(&mut tree, slow, search::Outcome::correct(0.8).within_parent(false));
         child(&mut tree, level, search::Outcome::correct(0.999).within_parent(true));
         let now = offered(&tree.memory);
         assert!(now.contains(big) && now.contains(slow), "one failure is not enough: {now:?}");
         // Another class of failure says nothing of launching; a level child is no loss.
         child(&mut tree, big, search::Outcome::failed("wrong-answer"));
-        child(&mut tree, level, search::Outcome::correct(1.05));
+        child(&mut tree, level, search::Outcome::correct(1.05).within_parent(false));
         assert!(offered(&tree.memory).contains(big));
         child(&mut tree, big, search::Outcome::failed("launch-error"));
         child(&mut tree, slow, search::Outcome::failed("launch-error"));

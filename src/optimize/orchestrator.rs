@@ -100,9 +100,9 @@ impl Search {
             self.tree.set_payload(id, c);
         }
         self.tree.set_intent(id, intent);
-        let within = self.within_parent_interval(id, &summary);
+        let against_parent = self.speed_against_parent(id, &summary);
         let regresses = !summary.regressed_shapes(self.min_gain, self.summaries.get(&0)).is_empty();
-        self.tree.record(id, summary.outcome().within_parent(within).regressing(regresses));
+        self.tree.record(id, summary.outcome().against_parent(against_parent).regressing(regresses));
         let class = summary.failure_class.as_ref().map_or_else(|| "passed".into(), |c| c.name().to_string());
         let generation = summary.failure_class.as_ref().is_some_and(|c| c.is_generation());
         if !summary.passed && (no_kernel || generation || !self.repairs) {
@@ -116,8 +116,14 @@ impl Search {
     /// Whether node `id`, judged `summary`, landed within its parent's interval
     /// ([`NodeSummary::within_interval_of`]).
     fn within_parent_interval(&self, id: NodeId, summary: &NodeSummary) -> bool {
+        self.speed_against_parent(id, summary) == search::ParentSpeed::Same
+    }
+
+    /// Node `id`'s time against its parent's ([`NodeSummary::speed_against`]); unknown
+    /// for the root and for a parent never judged.
+    fn speed_against_parent(&self, id: NodeId, summary: &NodeSummary) -> search::ParentSpeed {
         let parent = self.tree.node(id).parent.and_then(|p| self.summaries.get(&p));
-        parent.is_some_and(|p| summary.within_interval_of(p, self.min_gain))
+        parent.map_or(search::ParentSpeed::Unknown, |p| summary.speed_against(p, self.min_gain))
     }
 
     /// How many judged nodes landed within their parent's interval: kernels that cost a

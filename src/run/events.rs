@@ -144,12 +144,20 @@ impl NodeSummary {
     /// the timing can tell: inside the parent's 95% interval or within `min_gain` of its
     /// speedup ([`Speedup::same_speed`]). Such a child is no gain that clears the noise.
     pub fn within_interval_of(&self, parent: &NodeSummary, min_gain: f64) -> bool {
+        self.speed_against(parent, min_gain) == search::ParentSpeed::Same
+    }
+
+    /// This node's time against its `parent`'s: the same as far as the timing can tell
+    /// ([`Self::within_interval_of`]), apart, or unknown where either failed or has no
+    /// timing.
+    pub fn speed_against(&self, parent: &NodeSummary, min_gain: f64) -> search::ParentSpeed {
         if !(self.passed && parent.passed) {
-            return false;
+            return search::ParentSpeed::Unknown;
         }
         match (parent.measured_speedup(), self.speedup) {
-            (Some(p), Some(s)) => p.same_speed(s, min_gain),
-            _ => false,
+            (Some(p), Some(s)) if p.same_speed(s, min_gain) => search::ParentSpeed::Same,
+            (Some(_), Some(_)) => search::ParentSpeed::Apart,
+            _ => search::ParentSpeed::Unknown,
         }
     }
 
@@ -354,6 +362,22 @@ pub fn active_clock(records: &[Record]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_childs_speed_against_its_parent_is_unknown_where_either_failed_or_has_no_timing() {
+        use search::ParentSpeed::{Apart, Same, Unknown};
+        let passed = |s: f64| NodeSummary { passed: true, speedup: Some(s), ..Default::default() };
+        let parent = NodeSummary { speedup_low: Some(1.40), speedup_high: Some(1.60), ..passed(1.5) };
+        assert_eq!(passed(1.58).speed_against(&parent, 0.01), Same);
+        assert_eq!(passed(1.65).speed_against(&parent, 0.01), Apart);
+        assert_eq!(passed(1.20).speed_against(&parent, 0.01), Apart, "slower counts as apart");
+        let failed = NodeSummary { passed: false, ..Default::default() };
+        assert_eq!(passed(1.58).speed_against(&failed, 0.01), Unknown, "a failed parent");
+        assert_eq!(failed.speed_against(&parent, 0.01), Unknown, "a failed child");
+        let untimed = NodeSummary { passed: true, ..Default::default() };
+        assert_eq!(untimed.speed_against(&parent, 0.01), Unknown, "a child without timing");
+        assert_eq!(passed(1.58).speed_against(&untimed, 0.01), Unknown, "a parent without timing");
+    }
 
     #[test]
     fn a_torn_last_line_is_dropped_and_a_torn_middle_line_is_an_error() {
