@@ -2,8 +2,11 @@
 //! casts in index products, 64-bit size parameters) done in 32 bits. A 64-bit multiply or
 //! divide costs several 32-bit instructions (a 64-bit `%` by a run-time value is a
 //! software routine); the fast path runs when every buffer the kernel receives holds at
-//! most 2^30 elements, so no index or index-plus-stride can overflow. Values loaded from
-//! memory (a 64-bit token id, an accumulator) keep their width.
+//! most 2^30 elements and the launch at most 2^30 threads, so no index or index-plus-stride
+//! can overflow; a narrowed value times a literal (`(size_t)(flat) * 8`, a vectorized
+//! run's base) has the thread count, its grid extent or its parameter checked against
+//! 2^30 over that literal. Values loaded from memory (a 64-bit token id, an accumulator)
+//! keep their width.
 
 use crate::facts::Facts;
 use crate::guards;
@@ -142,6 +145,7 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ty: &str) -> Result<(Cha
     }
     // Casts to 64-bit types of index values (never of pointers or loaded values).
     let mut casts = 0;
+    let mut narrowed_casts = Vec::new();
     for d in descendants(def) {
         let (ty_node, operand) = match d.kind() {
             "cast_expression" => (d.child_by_field_name("type"), d.child_by_field_name("value")),
@@ -152,13 +156,24 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ty: &str) -> Result<(Cha
             continue;
         }
         change.edits.replace(tn.byte_range(), ty.to_string());
+        narrowed_casts.push(d.byte_range());
         casts += 1;
     }
     if narrowed.is_empty() && casts == 0 {
         return Err(NotApplicable::new(format!("`{}` does its index arithmetic in 32 bits already", k.name)));
     }
+    let multiples = literal_multiples(t, body, k, &narrowed, &narrowed_casts);
+    for (param, c) in &multiples.params {
+        change.guards.push(format!("({{{param}}}) <= {}LL", LIMIT / c));
+    }
+    for (axis, c) in multiples.grid.iter().enumerate().filter(|(_, c)| **c > 1) {
+        let grid = if axis == 0 { "{@grid}".to_string() } else { format!("{{@grid.{}}}", crate::launch::AXES[axis]) };
+        if !src.launches_of(&k.name).is_empty() {
+            change.guards.push(format!("(long long){grid} <= {}LL", LIMIT / c));
+        }
+    }
     change.guards.extend(guards::buffers_below(src, facts, k, LIMIT)?);
-    change.guards.extend(guards::threads_below(src, k, LIMIT)?);
+    change.guards.extend(guards::threads_below(src, k, LIMIT / multiples.threads)?);
     let mut what = Vec::new();
     if !narrowed.is_empty() {
         what.push(format!("`{}`", narrowed.join("`, `")));
@@ -167,6 +182,86 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ty: &str) -> Result<(Cha
         what.push(format!("{casts} cast{}", if casts == 1 { "" } else { "s" }));
     }
     Ok((change, format!("`{}`: {} in 32-bit `{ty}`", k.name, what.join(" and "))))
+}
+
+/// Literal multiples of values the narrowing makes 32-bit, which the checks against 2^30
+/// do not bound: `(size_t)(flat) * 8` (`vectorize`'s run base) is up to 8 times the
+/// thread count, and wraps in 32 bits for more than 2^28 threads, though every buffer is
+/// below 2^30 elements. Each outermost product of literal factors is classed by what it
+/// multiplies: a block index alone (`(size_t)blockIdx.x * 256`) by its grid extent, a
+/// narrowed size parameter alone by the parameter, anything else by the thread count.
+struct Multiples {
+    threads: i64,
+    grid: [i64; 3],
+    params: Vec<(String, i64)>,
+}
+
+fn literal_multiples(
+    t: &str,
+    body: Node,
+    k: &Kernel,
+    narrowed: &[String],
+    narrowed_casts: &[std::ops::Range<usize>],
+) -> Multiples {
+    let mut out = Multiples { threads: 1, grid: [1; 3], params: Vec::new() };
+    let literal = |n: Node| {
+        let n = syntax::strip(n);
+        (n.kind() == "number_literal").then(|| crate::pattern::int_literal(text(t, n))).flatten().filter(|v| *v >= 1)
+    };
+    let is_product = |n: Node| syntax::binary(t, n).is_some_and(|(o, _, _)| o == "*");
+    // The literal factors of a product chain and what they multiply.
+    fn factors<'t>(
+        t: &str,
+        n: Node<'t>,
+        literal: &dyn Fn(Node) -> Option<i64>,
+        scale: &mut i64,
+        rest: &mut Vec<Node<'t>>,
+    ) {
+        match syntax::binary(t, n) {
+            Some(("*", l, r)) => {
+                factors(t, l, literal, scale, rest);
+                factors(t, r, literal, scale, rest);
+            }
+            _ => match literal(n) {
+                Some(v) => *scale = scale.saturating_mul(v),
+                None => rest.push(n),
+            },
+        }
+    }
+    let touches_narrowed = |n: Node| {
+        descendants(n).iter().any(|d| {
+            (d.kind() == "identifier" && narrowed.iter().any(|x| x == text(t, *d)))
+                || narrowed_casts.iter().any(|r| *r == d.byte_range())
+        })
+    };
+    for d in descendants(body) {
+        let outermost = d.parent().is_none_or(|p| !(p.kind() == "binary_expression" && is_product(p)));
+        if !(d.kind() == "binary_expression" && is_product(d) && outermost) {
+            continue;
+        }
+        let (mut scale, mut rest) = (1i64, Vec::new());
+        factors(t, d, &literal, &mut scale, &mut rest);
+        if scale <= 1 || !rest.iter().any(|r| touches_narrowed(*r)) {
+            continue;
+        }
+        let alone = (rest.len() == 1).then(|| syntax::strip(rest[0]));
+        let block_axis = alone.and_then(|a| syntax::builtin(t, a)).filter(|(b, _)| *b == "blockIdx").map(|(_, c)| c);
+        let param = alone
+            .filter(|a| a.kind() == "identifier")
+            .map(|a| text(t, a))
+            .filter(|n| k.param(n).is_some() && narrowed.iter().any(|x| x == n));
+        if let Some(axis) = block_axis.and_then(|c| crate::launch::AXES.iter().position(|a| *a == c)) {
+            out.grid[axis] = out.grid[axis].max(scale);
+        } else if let Some(p) = param {
+            match out.params.iter_mut().find(|(n, _)| n == p) {
+                Some((_, c)) => *c = (*c).max(scale),
+                None => out.params.push((p.to_string(), scale)),
+            }
+        } else {
+            out.threads = out.threads.max(scale);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -225,6 +320,47 @@ extern "C" void launch(const __nv_bfloat16* x, const __nv_bfloat16* bias, __nv_b
         let r = apply(&Source::parse(&src), &facts(1 << 24), &Params::default()).unwrap();
         let fast = &r.source[r.source.find("k_fast(").unwrap()..];
         assert!(fast.contains("const int i = (int)blockIdx.x"), "{fast}");
+    }
+
+    /// A 1-D kernel over `n` elements whose index is `index`, read `at` `x[at]`.
+    fn scaled(index: &str) -> String {
+        format!("__global__ void k(const float* x, float* y, long long n) {{\n  {index}\n  if (at < n) y[at] = x[at] * 2.0f;\n}}\nextern \"C\" void launch(const float* x, float* y, long long n, cudaStream_t s) {{\n  k<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(x, y, n);\n}}\n")
+    }
+
+    fn scaled_facts() -> Facts {
+        FactsBuilder::new("launch")
+            .buffer("x", "float", Role::Input, "(long long)({n})", 1 << 24, 1 << 24)
+            .buffer("y", "float", Role::Output, "(long long)({n})", 1 << 24, 1 << 24)
+            .int("n", 1 << 24, 1 << 24)
+            .build()
+    }
+
+    #[test]
+    fn a_narrowed_index_times_a_literal_checks_the_threads_against_2_30_over_it() {
+        let guards =
+            |index: &str| apply(&Source::parse(&scaled(index)), &scaled_facts(), &Params::default()).unwrap().guards;
+        // `vectorize`'s run base: 8 times the thread count, past 2^31 with 2^28 threads
+        // though every buffer is below 2^30 elements.
+        let g = guards("const size_t at = (size_t)(blockIdx.x * blockDim.x + threadIdx.x) * 8;");
+        assert_eq!(g.last().map(String::as_str), Some("(long long)grid * block <= 134217728LL"), "{g:?}");
+        // Through a narrowed local, the chain's factors multiplied.
+        let g = guards(
+            "const size_t flat = (size_t)blockIdx.x * blockDim.x + threadIdx.x;\n  const size_t at = flat * 2 * 4;",
+        );
+        assert_eq!(g.last().map(String::as_str), Some("(long long)grid * block <= 134217728LL"), "{g:?}");
+        // A block index alone times its block size is checked by the grid's extent; the
+        // thread count keeps its 2^30.
+        let g = guards("const size_t at = (size_t)blockIdx.x * 256 + threadIdx.x;");
+        assert!(g.contains(&"(long long)grid <= 4194304LL".to_string()), "{g:?}");
+        assert_eq!(g.last().map(String::as_str), Some("(long long)grid * block <= 1073741824LL"), "{g:?}");
+        // A narrowed size parameter alone by its own value.
+        let g =
+            guards("const size_t at = (size_t)(blockIdx.x * blockDim.x + threadIdx.x);\n  if (at >= n * 4) return;");
+        assert!(g.contains(&"(n) <= 268435456LL".to_string()), "{g:?}");
+        assert_eq!(g.last().map(String::as_str), Some("(long long)grid * block <= 1073741824LL"), "{g:?}");
+        // A product the narrowing does not touch (32-bit already) adds nothing.
+        let g = guards("const size_t at = blockIdx.x * 256 + threadIdx.x;");
+        assert!(!g.iter().any(|x| x.contains("4194304")), "{g:?}");
     }
 
     #[test]
