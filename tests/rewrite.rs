@@ -306,7 +306,7 @@ fn the_rewrite_command_lists_writes_and_builds_variants() {
     assert_eq!(code, 0);
     assert!(stdout.contains("applies  vectorize:width=8"), "{stdout}");
     assert!(stdout.contains("+++ vectorize-width8.cu"), "{stdout}");
-    assert!(stdout.contains("fast path when: ns_aligned(a, 8)"), "{stdout}");
+    assert!(stdout.contains("fast path when: (long long)grid * block <= 2147481599LL && ns_aligned(a, 8)"), "{stdout}");
 }
 
 #[test]

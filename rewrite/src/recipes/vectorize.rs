@@ -469,6 +469,13 @@ fn plan_kernel<'k>(
     let mut change = Change::new(k);
     change.helpers.push(&helpers::VECTOR_IO);
     change.helpers.push(&helpers::HOST_CHECKS);
+    // A run's base, `(ty)(flat) * V` in the index's own type, reaches the original
+    // launch's thread count plus V - 1 blocks (the divided grid rounds up): past the
+    // type's range where the original index stayed in it, when the thread count is
+    // within that of the top (an `int` index over 2^31 - 100 elements).
+    if let Some(max) = index_type_max(&e.index_type) {
+        change.guards.extend(crate::guards::threads_below(src, k, max - v as i64 * MAX_BLOCK)?);
+    }
     for s in &staged {
         change.guards.push(format!("ns_aligned({{{}}}, {})", s.name, s.align(v)));
     }
@@ -577,6 +584,25 @@ fn plan_kernel<'k>(
         note.push_str(&format!("; left scalar: {}", skipped.join(", ")));
     }
     Ok((change, note))
+}
+
+/// The most threads a block holds (CUDA's limit on every GPU since Fermi).
+const MAX_BLOCK: i64 = 1024;
+
+/// The largest value of a 32-bit or narrower integer index type, None for a 64-bit one
+/// (a thread count cannot reach its range). A type this does not know counts as `int`.
+fn index_type_max(ty: &str) -> Option<i64> {
+    let ty = ty.replace("const ", "");
+    let ty = ty.split_whitespace().collect::<Vec<_>>().join(" ");
+    if crate::syntax::is_64bit_int(&ty) {
+        return None;
+    }
+    Some(match ty.as_str() {
+        "unsigned" | "unsigned int" | "uint32_t" => i64::from(u32::MAX),
+        "short" | "short int" | "signed short" | "int16_t" => i64::from(i16::MAX),
+        "unsigned short" | "unsigned short int" | "uint16_t" => i64::from(u16::MAX),
+        _ => i64::from(i32::MAX),
+    })
 }
 
 /// Strided loops inside a kernel (a block's threads over a row, a grid-stride loop, a
@@ -1249,6 +1275,28 @@ extern "C" void vector_add(const float* a, const float* b, float* c, int n, cuda
             .buffer("c", "float", Role::Output, "{n}", 1 << 24, 1 << 24)
             .int("n", 1 << 24, 1 << 24)
             .build()
+    }
+
+    #[test]
+    fn a_narrow_index_has_the_launch_checked_below_its_type_top_less_v_blocks() {
+        let guards = |ty: &str| {
+            let src = ADD.replace("  int i = blockIdx.x", &format!("  {ty} i = blockIdx.x"));
+            apply(&Source::parse(&src), &facts(), &Params::default()).unwrap().guards
+        };
+        // 4 floats a run: the base reaches the launch's threads plus 3 blocks of up to
+        // 1024 threads, in the index's own type.
+        assert_eq!(guards("int")[0], "(long long)grid * block <= 2147479551LL");
+        assert_eq!(guards("unsigned")[0], "(long long)grid * block <= 4294963199LL");
+        assert_eq!(guards("short")[0], "(long long)grid * block <= 28671LL");
+        assert!(!guards("size_t").iter().any(|g| g.contains("grid * block")), "{:?}", guards("size_t"));
+        let r = apply(&Source::parse(ADD), &facts(), &Params::default()).unwrap();
+        assert!(
+            r.source.contains(
+                "if (/* nightshift: fast path */ ((long long)((n + BLOCK - 1) / BLOCK) * (BLOCK) <= 2147479551LL)"
+            ),
+            "{}",
+            r.source
+        );
     }
 
     #[test]
