@@ -75,6 +75,21 @@ __device__ __forceinline__ void ns_assume_column(R r, M m) {
 }"#,
 };
 
+/// A strided loop's runs kept within its index type (`vectorize`): the check in 64 bits
+/// whatever the kernel's types, out of `index-width`'s reach.
+pub static RUN_BASES: Helper = Helper {
+    mark: "NIGHTSHIFT_RUN_BASES",
+    text: r#"
+// nightshift: whether a loop's runs of V consecutive elements keep their bases within
+// `top`: the first at begin + start * V, the one that ends the loop at most
+// bound + stride * V.
+template <int V>
+__device__ __forceinline__ bool ns_runs_fit(long long begin, long long start, long long stride, long long bound,
+                                            long long top) {
+  return begin + (start + stride + 1) * V + bound <= top;
+}"#,
+};
+
 /// Host-side checks for the launcher's fast-path conditions.
 pub static HOST_CHECKS: Helper = Helper {
     mark: "NIGHTSHIFT_HOST_CHECKS",

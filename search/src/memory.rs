@@ -329,6 +329,16 @@ mod tests {
         t.set_intent(id, Intent { family: "flag:extra-device-vectorization".into(), ..Default::default() });
         t.record(id, Outcome::correct(2.5).against_parent(ParentSpeed::Unknown));
         assert!(idle(&t).contains("flag:extra-device-vectorization"), "{:?}", idle(&t));
+        // Nor does it land in the noise on its parent's lineage, or count as a loss.
+        let lone = child(&mut t, 0, "vectorize", true, 2.9, false);
+        for _ in 0..STALE_AFTER {
+            let sel = Selection { parent: lone, kind: Expansion::Improve };
+            let id = t.add_pending(&sel, (), Intent::default());
+            t.set_intent(id, Intent { technique: "unroll=2".into(), family: "unroll".into(), ..Default::default() });
+            t.record(id, Outcome::correct(0.5).against_parent(ParentSpeed::Unknown));
+        }
+        assert!(t.memory.lineage.stale_families(lone).is_empty());
+        assert_eq!(t.memory.techniques["unroll=2"].slower, 0, "unknown is no loss");
         // A failed child is no landing.
         let empty = child(&mut t, 0, "vectorize", true, 3.0, false);
         for _ in 0..IDLE_AFTER {

@@ -187,13 +187,21 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ty: &str) -> Result<(Cha
 /// Literal multiples of values the narrowing makes 32-bit, which the checks against 2^30
 /// do not bound: `(size_t)(flat) * 8` (`vectorize`'s run base) is up to 8 times the
 /// thread count, and wraps in 32 bits for more than 2^28 threads, though every buffer is
-/// below 2^30 elements. Each outermost product of literal factors is classed by what it
-/// multiplies: a block index alone (`(size_t)blockIdx.x * 256`) by its grid extent, a
-/// narrowed size parameter alone by the parameter, anything else by the thread count.
+/// below 2^30 elements. Each arithmetic expression that computes with a narrowed value
+/// is bounded by a sum of terms ([`terms`]), and each term's base is checked against
+/// 2^30 over its largest multiple: the thread count, a grid extent, a parameter.
 struct Multiples {
     threads: i64,
     grid: [i64; 3],
     params: Vec<(String, i64)>,
+}
+
+/// What a term of a bound multiplies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Base<'s> {
+    Threads,
+    Grid(usize),
+    Param(&'s str),
 }
 
 fn literal_multiples(
@@ -204,28 +212,14 @@ fn literal_multiples(
     narrowed_casts: &[std::ops::Range<usize>],
 ) -> Multiples {
     let mut out = Multiples { threads: 1, grid: [1; 3], params: Vec::new() };
-    let literal = |n: Node| {
-        let n = syntax::strip(n);
-        (n.kind() == "number_literal").then(|| crate::pattern::int_literal(text(t, n))).flatten().filter(|v| *v >= 1)
-    };
-    let is_product = |n: Node| syntax::binary(t, n).is_some_and(|(o, _, _)| o == "*");
-    // The literal factors of a product chain and what they multiply.
-    fn factors<'t>(
-        t: &str,
-        n: Node<'t>,
-        literal: &dyn Fn(Node) -> Option<i64>,
-        scale: &mut i64,
-        rest: &mut Vec<Node<'t>>,
-    ) {
-        match syntax::binary(t, n) {
-            Some(("*", l, r)) => {
-                factors(t, l, literal, scale, rest);
-                factors(t, r, literal, scale, rest);
+    // A narrowed local's value, where one declaration alone gives it.
+    let assigned: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n.to_string()).collect();
+    let mut inits: std::collections::HashMap<String, Node> = std::collections::HashMap::new();
+    for d in descendants(body) {
+        if let Some((name, Some(init))) = syntax::single_declarator(t, d) {
+            if narrowed.contains(&name) && !assigned.contains(&name) {
+                inits.insert(name, init);
             }
-            _ => match literal(n) {
-                Some(v) => *scale = scale.saturating_mul(v),
-                None => rest.push(n),
-            },
         }
     }
     let touches_narrowed = |n: Node| {
@@ -234,34 +228,148 @@ fn literal_multiples(
                 || narrowed_casts.iter().any(|r| *r == d.byte_range())
         })
     };
+    let mut roots: Vec<Vec<(Base, i64)>> = Vec::new();
+    // What a narrowed local or cast holds: an unsigned 32-bit value past 2^31 turns
+    // negative in `int`, whatever computes it.
+    roots.extend(inits.values().map(|init| terms(t, *init, k, &inits, 0)));
     for d in descendants(body) {
-        let outermost = d.parent().is_none_or(|p| !(p.kind() == "binary_expression" && is_product(p)));
-        if !(d.kind() == "binary_expression" && is_product(d) && outermost) {
-            continue;
+        if d.kind() == "cast_expression" && narrowed_casts.contains(&d.byte_range()) {
+            if let Some(v) = d.child_by_field_name("value") {
+                roots.push(terms(t, v, k, &inits, 0));
+            }
         }
-        let (mut scale, mut rest) = (1i64, Vec::new());
-        factors(t, d, &literal, &mut scale, &mut rest);
-        if scale <= 1 || !rest.iter().any(|r| touches_narrowed(*r)) {
-            continue;
+    }
+    for d in descendants(body) {
+        match d.kind() {
+            "binary_expression" if outermost(d) && touches_narrowed(d) => roots.push(terms(t, d, k, &inits, 0)),
+            // `at *= 8`, `at <<= 3`: the narrowed value times the literal.
+            "assignment_expression" => {
+                let (Some(l), Some(op), Some(r)) =
+                    (d.child_by_field_name("left"), d.child_by_field_name("operator"), d.child_by_field_name("right"))
+                else {
+                    continue;
+                };
+                if !touches_narrowed(l) {
+                    continue;
+                }
+                let factor = match (text(t, op), literal(t, r)) {
+                    ("*=", Some(c)) => c,
+                    ("<<=", Some(s)) if s <= 30 => 1 << s,
+                    _ => continue,
+                };
+                // The value it scales: the declaration's where one gives it, else (a
+                // local assigned elsewhere too) one thread count.
+                let declared = descendants(body).into_iter().find_map(|x| {
+                    syntax::single_declarator(t, x).filter(|(n, _)| n == text(t, syntax::strip(l))).and_then(|(_, i)| i)
+                });
+                let before = match declared {
+                    Some(init) => terms(t, init, k, &inits, 0),
+                    None => terms(t, l, k, &inits, 0),
+                };
+                let before = if before.is_empty() { vec![(Base::Threads, 1)] } else { before };
+                roots.push(scaled(before, factor));
+            }
+            _ => {}
         }
-        let alone = (rest.len() == 1).then(|| syntax::strip(rest[0]));
-        let block_axis = alone.and_then(|a| syntax::builtin(t, a)).filter(|(b, _)| *b == "blockIdx").map(|(_, c)| c);
-        let param = alone
-            .filter(|a| a.kind() == "identifier")
-            .map(|a| text(t, a))
-            .filter(|n| k.param(n).is_some() && narrowed.iter().any(|x| x == n));
-        if let Some(axis) = block_axis.and_then(|c| crate::launch::AXES.iter().position(|a| *a == c)) {
-            out.grid[axis] = out.grid[axis].max(scale);
-        } else if let Some(p) = param {
-            match out.params.iter_mut().find(|(n, _)| n == p) {
+    }
+    for (base, scale) in roots.into_iter().flatten().filter(|(_, s)| *s > 1) {
+        match base {
+            Base::Threads => out.threads = out.threads.max(scale),
+            Base::Grid(axis) => out.grid[axis] = out.grid[axis].max(scale),
+            Base::Param(p) => match out.params.iter_mut().find(|(n, _)| n == p) {
                 Some((_, c)) => *c = (*c).max(scale),
                 None => out.params.push((p.to_string(), scale)),
-            }
-        } else {
-            out.threads = out.threads.max(scale);
+            },
         }
     }
     out
+}
+
+/// An arithmetic expression not inside another (through parentheses and casts).
+fn outermost(n: Node) -> bool {
+    let mut at = n.parent();
+    while let Some(p) = at {
+        match p.kind() {
+            "parenthesized_expression" | "cast_expression" => at = p.parent(),
+            "binary_expression" => return false,
+            _ => return true,
+        }
+    }
+    true
+}
+
+fn literal(t: &str, n: Node) -> Option<i64> {
+    let n = syntax::strip(n);
+    (n.kind() == "number_literal").then(|| crate::pattern::int_literal(text(t, n))).flatten().filter(|v| *v >= 0)
+}
+
+fn scaled(terms: Vec<(Base, i64)>, by: i64) -> Vec<(Base, i64)> {
+    terms.into_iter().map(|(b, s)| (b, s.saturating_mul(by))).collect()
+}
+
+/// An upper bound of `n` as a sum of terms `scale * base`. A block index or the grid's
+/// extent counts as its grid extent, an integer parameter as itself, a narrowed local
+/// as its declaration's value; a product of two values neither of which is a literal as
+/// the thread count (a block's start, `blockIdx.x * blockDim.x`; a row times a row
+/// length is the buffer checks' to bound, and `rows * cols * 4` is a gap this leaves).
+/// A thread's coordinates in its block, a
+/// block's extent (1024 at most), literals, loop counters and macros count for nothing:
+/// what the checks against 2^30 leave them is room enough.
+fn terms<'s>(
+    t: &'s str,
+    n: Node,
+    k: &Kernel,
+    inits: &std::collections::HashMap<String, Node>,
+    depth: u32,
+) -> Vec<(Base<'s>, i64)> {
+    let n = syntax::strip(n);
+    let axis = |c: char| crate::launch::AXES.iter().position(|a| *a == c);
+    if let Some((b, c)) = syntax::builtin(t, n) {
+        return match (b, axis(c)) {
+            ("blockIdx" | "gridDim", Some(a)) => vec![(Base::Grid(a), 1)],
+            _ => Vec::new(),
+        };
+    }
+    match n.kind() {
+        "identifier" => {
+            let name = text(t, n);
+            if k.param(name).is_some_and(|p| !p.pointer) {
+                vec![(Base::Param(name), 1)]
+            } else if let Some(init) = inits.get(name).filter(|_| depth < 8) {
+                terms(t, *init, k, inits, depth + 1)
+            } else {
+                Vec::new()
+            }
+        }
+        "binary_expression" => {
+            let Some((op, l, r)) = syntax::binary(t, n) else { return Vec::new() };
+            match op {
+                "+" => {
+                    let mut v = terms(t, l, k, inits, depth);
+                    v.extend(terms(t, r, k, inits, depth));
+                    v
+                }
+                "-" | "/" | "%" => terms(t, l, k, inits, depth),
+                // Each side of a comparison is a value of its own.
+                "<" | "<=" | ">" | ">=" | "==" | "!=" | "&&" | "||" => {
+                    let mut v = terms(t, l, k, inits, depth);
+                    v.extend(terms(t, r, k, inits, depth));
+                    v
+                }
+                "*" => match (literal(t, l), literal(t, r)) {
+                    (Some(c), _) => scaled(terms(t, r, k, inits, depth), c),
+                    (_, Some(c)) => scaled(terms(t, l, k, inits, depth), c),
+                    _ => vec![(Base::Threads, 1)],
+                },
+                "<<" => match literal(t, r) {
+                    Some(s) if s <= 30 => scaled(terms(t, l, k, inits, depth), 1 << s),
+                    _ => vec![(Base::Threads, 1)],
+                },
+                _ => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
+    }
 }
 
 #[cfg(test)]
@@ -358,9 +466,25 @@ extern "C" void launch(const __nv_bfloat16* x, const __nv_bfloat16* bias, __nv_b
             guards("const size_t at = (size_t)(blockIdx.x * blockDim.x + threadIdx.x);\n  if (at >= n * 4) return;");
         assert!(g.contains(&"(n) <= 268435456LL".to_string()), "{g:?}");
         assert_eq!(g.last().map(String::as_str), Some("(long long)grid * block <= 1073741824LL"), "{g:?}");
-        // A product the narrowing does not touch (32-bit already) adds nothing.
+        // Unsigned 32-bit arithmetic stored in a narrowed local: past 2^31 it would turn
+        // negative in `int`.
         let g = guards("const size_t at = blockIdx.x * 256 + threadIdx.x;");
-        assert!(!g.iter().any(|x| x.contains("4194304")), "{g:?}");
+        assert!(g.contains(&"(long long)grid <= 4194304LL".to_string()), "{g:?}");
+        // A product the narrowing does not touch (32-bit already, in a 32-bit local) adds
+        // nothing.
+        let g = guards("const size_t at = (size_t)(blockIdx.x * blockDim.x + threadIdx.x);\n  const int c = blockIdx.x * 512;\n  if (c < 0) return;");
+        assert!(!g.iter().any(|x| x.contains("2097152")), "{g:?}");
+        // Shifts, compound assignments and a 32-bit parameter under a narrowed cast.
+        let g = guards("const size_t at = (size_t)(blockIdx.x * blockDim.x + threadIdx.x) << 3;");
+        assert_eq!(g.last().map(String::as_str), Some("(long long)grid * block <= 134217728LL"), "{g:?}");
+        let g = guards("size_t at = (size_t)(blockIdx.x * blockDim.x + threadIdx.x);\n  at *= 8;");
+        assert_eq!(g.last().map(String::as_str), Some("(long long)grid * block <= 134217728LL"), "{g:?}");
+        let src = SRC.replace("  if (i >= total) return;", "  if (i >= total || i >= (size_t)cols * 4) return;");
+        let g = apply(&Source::parse(&src), &facts(1 << 24), &Params::default()).unwrap().guards;
+        assert!(g.contains(&"(cols) <= 268435456LL".to_string()), "{g:?}");
+        // Nested literal factors multiply: a block's start times 256, then times 4.
+        let g = guards("const size_t at = ((size_t)blockIdx.x * 256 + threadIdx.x) * 4;");
+        assert!(g.contains(&"(long long)grid <= 1048576LL".to_string()), "{g:?}");
     }
 
     #[test]

@@ -679,6 +679,9 @@ fn plan_loops<'k>(
             continue;
         };
         change.edits.replace(l.stmt.clone(), reindent(&code, &indent_at(t, l.stmt.start)));
+        if index_type_max(&l.index_type).is_some() {
+            change.helpers.push(&helpers::RUN_BASES);
+        }
         let what = if l.spread == Spread::Lanes { "lane-strided loop" } else { "loop" };
         notes.push(format!("{what} over `{}`: {v} per step ({})", l.bound, staged_note(&staged, v)));
     }
@@ -811,7 +814,7 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
     let edits = VectorEdits { staged, ..Default::default() };
     let vec_code = element_code(t, &l.body, Some(&edits))?;
     let scalar_code = element_code(t, &l.body, None)?;
-    let aligned: Vec<String> = staged
+    let mut aligned: Vec<String> = staged
         .iter()
         .map(|s| {
             let mut start = match &s.offset {
@@ -824,6 +827,14 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
             format!("((unsigned long long)({start}) % {}) == 0", s.align(v))
         })
         .collect();
+    // In a 32-bit or narrower index the runs' bases stay in the type: the first is
+    // `begin + start * V`, and the one that ends the loop at most `bound + stride * V`
+    // (`helpers::RUN_BASES`).
+    // Through a helper, so that `index-width` cannot narrow the check's own arithmetic.
+    if let Some(max) = index_type_max(&ty) {
+        let begin = l.base.as_deref().unwrap_or("0");
+        aligned.insert(0, format!("ns_runs_fit<{v}>(({begin}), ({}), ({}), ({bound}), {max}LL)", l.start, l.stride));
+    }
     // Runs of V start where the loop starts; the tail starts after the last whole run
     // (a range that starts past its bound has neither).
     let (begin, first_run, tail) = match &l.base {
@@ -1394,7 +1405,9 @@ extern "C" void launch(const float* x, const float* scale, float* y, int rows, i
             r.description,
             "`row_lse_fast`: lane-strided loop over `cols`: 4 per step (p 16B in); lane-strided loop over `cols`: 4 per step (p 16B in)"
         );
-        assert_eq!(s.matches("if (/* nightshift: aligned */ ((unsigned long long)(p) % 16) == 0) {").count(), 2, "{s}");
+        // The runs' bases stay in `int`: the first lane's start plus a step past the bound.
+        let aligned = "if (/* nightshift: aligned */ ns_runs_fit<4>((0), (ns_lane), (32), (cols), 2147483647LL) && ((unsigned long long)(p) % 16) == 0) {";
+        assert_eq!(s.matches(aligned).count(), 2, "{s}");
         assert!(s.contains("const int ns_first = (int)(ns_lane);"), "{s}");
         assert!(s.contains("const int ns_stride = (int)(32);"), "{s}");
         assert!(s.contains("for (int ns_base = ns_first * 4; ns_base + 4 <= (cols); ns_base += ns_stride * 4)"), "{s}");
