@@ -80,13 +80,13 @@ __device__ __forceinline__ void ns_assume_column(R r, M m) {
 pub static RUN_BASES: Helper = Helper {
     mark: "NIGHTSHIFT_RUN_BASES",
     text: r#"
-// nightshift: whether a loop's runs of V consecutive elements keep their bases within
-// `top`: the first at begin + start * V, the one that ends the loop at most
-// bound + stride * V.
+// nightshift: whether a strided loop's runs of V consecutive elements keep their bases
+// within `top`: the first at begin + start * V (start < stride), the one that ends the
+// loop at most bound + stride * V. It reads no thread's own start, so the threads that
+// share a range take the same path.
 template <int V>
-__device__ __forceinline__ bool ns_runs_fit(long long begin, long long start, long long stride, long long bound,
-                                            long long top) {
-  return begin + (start + stride + 1) * V + bound <= top;
+__device__ __forceinline__ bool ns_runs_fit(long long begin, long long stride, long long bound, long long top) {
+  return (begin > 0 ? begin : 0) + (2 * stride + 1) * V + (bound > 0 ? bound : 0) <= top;
 }"#,
 };
 

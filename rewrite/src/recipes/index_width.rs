@@ -231,17 +231,19 @@ fn literal_multiples(
     let mut roots: Vec<Vec<(Base, i64)>> = Vec::new();
     // What a narrowed local or cast holds: an unsigned 32-bit value past 2^31 turns
     // negative in `int`, whatever computes it.
-    roots.extend(inits.values().map(|init| terms(t, *init, k, &inits, 0)));
+    roots.extend(inits.values().map(|init| terms(t, *init, k, &inits, narrowed, 0)));
     for d in descendants(body) {
         if d.kind() == "cast_expression" && narrowed_casts.contains(&d.byte_range()) {
             if let Some(v) = d.child_by_field_name("value") {
-                roots.push(terms(t, v, k, &inits, 0));
+                roots.push(terms(t, v, k, &inits, narrowed, 0));
             }
         }
     }
     for d in descendants(body) {
         match d.kind() {
-            "binary_expression" if outermost(d) && touches_narrowed(d) => roots.push(terms(t, d, k, &inits, 0)),
+            "binary_expression" if outermost(d) && touches_narrowed(d) => {
+                roots.extend(values(t, d).into_iter().map(|v| terms(t, v, k, &inits, narrowed, 0)));
+            }
             // `at *= 8`, `at <<= 3`: the narrowed value times the literal.
             "assignment_expression" => {
                 let (Some(l), Some(op), Some(r)) =
@@ -263,8 +265,8 @@ fn literal_multiples(
                     syntax::single_declarator(t, x).filter(|(n, _)| n == text(t, syntax::strip(l))).and_then(|(_, i)| i)
                 });
                 let before = match declared {
-                    Some(init) => terms(t, init, k, &inits, 0),
-                    None => terms(t, l, k, &inits, 0),
+                    Some(init) => terms(t, init, k, &inits, narrowed, 0),
+                    None => terms(t, l, k, &inits, narrowed, 0),
                 };
                 let before = if before.is_empty() { vec![(Base::Threads, 1)] } else { before };
                 roots.push(scaled(before, factor));
@@ -272,7 +274,13 @@ fn literal_multiples(
             _ => {}
         }
     }
-    for (base, scale) in roots.into_iter().flatten().filter(|(_, s)| *s > 1) {
+    // Each term is checked against 2^30 on its own: two such terms fit in 2^31, more
+    // than two share it.
+    let roots = roots.into_iter().map(|r| {
+        let share = (r.len() as i64 + 1) / 2;
+        scaled(r, share.max(1))
+    });
+    for (base, scale) in roots.flatten().filter(|(_, s)| *s > 1) {
         match base {
             Base::Threads => out.threads = out.threads.max(scale),
             Base::Grid(axis) => out.grid[axis] = out.grid[axis].max(scale),
@@ -283,6 +291,19 @@ fn literal_multiples(
         }
     }
     out
+}
+
+/// The values a condition compares: the sides of comparisons and logical operators,
+/// each a value of its own (not a sum).
+fn values<'t>(t: &str, n: Node<'t>) -> Vec<Node<'t>> {
+    match syntax::binary(t, n) {
+        Some(("<" | "<=" | ">" | ">=" | "==" | "!=" | "&&" | "||", l, r)) => {
+            let mut v = values(t, l);
+            v.extend(values(t, r));
+            v
+        }
+        _ => vec![n],
+    }
 }
 
 /// An arithmetic expression not inside another (through parentheses and casts).
@@ -320,6 +341,7 @@ fn terms<'s>(
     n: Node,
     k: &Kernel,
     inits: &std::collections::HashMap<String, Node>,
+    narrowed: &[String],
     depth: u32,
 ) -> Vec<(Base<'s>, i64)> {
     let n = syntax::strip(n);
@@ -333,39 +355,56 @@ fn terms<'s>(
     match n.kind() {
         "identifier" => {
             let name = text(t, n);
-            if k.param(name).is_some_and(|p| !p.pointer) {
+            if k.param(name).is_some_and(|p| !p.pointer && !p.base.contains("float") && !p.base.contains("double")) {
                 vec![(Base::Param(name), 1)]
             } else if let Some(init) = inits.get(name).filter(|_| depth < 8) {
-                terms(t, *init, k, inits, depth + 1)
+                terms(t, *init, k, inits, narrowed, depth + 1)
+            } else if narrowed.iter().any(|x| x == name) {
+                // A narrowed local assigned elsewhere too (a loop counter): an index.
+                vec![(Base::Threads, 1)]
             } else {
                 Vec::new()
+            }
+        }
+        "conditional_expression" => ["consequence", "alternative"]
+            .iter()
+            .filter_map(|f| n.child_by_field_name(f))
+            .flat_map(|x| terms(t, x, k, inits, narrowed, depth))
+            .collect(),
+        "unary_expression" => {
+            n.child_by_field_name("argument").map_or_else(Vec::new, |a| terms(t, a, k, inits, narrowed, depth))
+        }
+        // `min(a, b)` and other integer helpers: at most the larger argument.
+        "call_expression" => {
+            let f = n.child_by_field_name("function").map(|f| text(t, f)).unwrap_or("");
+            match (f, n.child_by_field_name("arguments")) {
+                ("min" | "max" | "umin" | "umax" | "llmin" | "llmax", Some(args)) => syntax::named_children(args)
+                    .into_iter()
+                    .flat_map(|a| terms(t, a, k, inits, narrowed, depth))
+                    .collect(),
+                _ => Vec::new(),
             }
         }
         "binary_expression" => {
             let Some((op, l, r)) = syntax::binary(t, n) else { return Vec::new() };
             match op {
-                "+" => {
-                    let mut v = terms(t, l, k, inits, depth);
-                    v.extend(terms(t, r, k, inits, depth));
-                    v
-                }
-                "-" | "/" | "%" => terms(t, l, k, inits, depth),
-                // Each side of a comparison is a value of its own.
-                "<" | "<=" | ">" | ">=" | "==" | "!=" | "&&" | "||" => {
-                    let mut v = terms(t, l, k, inits, depth);
-                    v.extend(terms(t, r, k, inits, depth));
-                    v
-                }
+                "/" | "%" | ">>" => terms(t, l, k, inits, narrowed, depth),
                 "*" => match (literal(t, l), literal(t, r)) {
-                    (Some(c), _) => scaled(terms(t, r, k, inits, depth), c),
-                    (_, Some(c)) => scaled(terms(t, l, k, inits, depth), c),
+                    (Some(c), _) => scaled(terms(t, r, k, inits, narrowed, depth), c),
+                    (_, Some(c)) => scaled(terms(t, l, k, inits, narrowed, depth), c),
                     _ => vec![(Base::Threads, 1)],
                 },
                 "<<" => match literal(t, r) {
-                    Some(s) if s <= 30 => scaled(terms(t, l, k, inits, depth), 1 << s),
+                    Some(s) if s <= 30 => scaled(terms(t, l, k, inits, narrowed, depth), 1 << s),
                     _ => vec![(Base::Threads, 1)],
                 },
-                _ => Vec::new(),
+                // A sum, a difference (its size is what counts), the sides of a comparison
+                // and of bitwise operators: each side's terms.
+                _ => {
+                    let mut v = terms(t, l, k, inits, narrowed, depth);
+                    v.extend(terms(t, r, k, inits, narrowed, depth));
+                    v
+                }
             }
         }
         _ => Vec::new(),
@@ -482,6 +521,14 @@ extern "C" void launch(const __nv_bfloat16* x, const __nv_bfloat16* bias, __nv_b
         let src = SRC.replace("  if (i >= total) return;", "  if (i >= total || i >= (size_t)cols * 4) return;");
         let g = apply(&Source::parse(&src), &facts(1 << 24), &Params::default()).unwrap().guards;
         assert!(g.contains(&"(cols) <= 268435456LL".to_string()), "{g:?}");
+        // A narrowed local assigned in a loop counts as an index; a ternary as either side.
+        let g = guards("for (size_t e = (size_t)(blockIdx.x * blockDim.x + threadIdx.x); e * 4 < n; e += 4096) {}\n  const size_t at = (size_t)(blockIdx.x * blockDim.x + threadIdx.x);");
+        assert_eq!(g.last().map(String::as_str), Some("(long long)grid * block <= 268435456LL"), "{g:?}");
+        let g = guards("const size_t at = (size_t)(threadIdx.x > 0 ? blockIdx.x * blockDim.x : threadIdx.x) * 4;");
+        assert_eq!(g.last().map(String::as_str), Some("(long long)grid * block <= 268435456LL"), "{g:?}");
+        // More than two terms share the room two have: each of four gets half.
+        let g = guards("const size_t at = (size_t)(blockIdx.x * blockDim.x + threadIdx.x);\n  const size_t far = at * 2 + at * 2 + at * 2 + at * 2;\n  if (far < 0) return;");
+        assert_eq!(g.last().map(String::as_str), Some("(long long)grid * block <= 268435456LL"), "{g:?}");
         // Nested literal factors multiply: a block's start times 256, then times 4.
         let g = guards("const size_t at = ((size_t)blockIdx.x * 256 + threadIdx.x) * 4;");
         assert!(g.contains(&"(long long)grid <= 1048576LL".to_string()), "{g:?}");

@@ -829,11 +829,13 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
         .collect();
     // In a 32-bit or narrower index the runs' bases stay in the type: the first is
     // `begin + start * V`, and the one that ends the loop at most `bound + stride * V`
-    // (`helpers::RUN_BASES`).
+    // (`helpers::RUN_BASES`). The check reads the stride, never the thread's own start,
+    // so that every thread of a range takes the same path: a range split between the
+    // paths would skip some elements and do others twice.
     // Through a helper, so that `index-width` cannot narrow the check's own arithmetic.
     if let Some(max) = index_type_max(&ty) {
         let begin = l.base.as_deref().unwrap_or("0");
-        aligned.insert(0, format!("ns_runs_fit<{v}>(({begin}), ({}), ({}), ({bound}), {max}LL)", l.start, l.stride));
+        aligned.insert(0, format!("ns_runs_fit<{v}>(({begin}), ({}), ({bound}), {max}LL)", l.stride));
     }
     // Runs of V start where the loop starts; the tail starts after the last whole run
     // (a range that starts past its bound has neither).
@@ -1340,6 +1342,18 @@ extern "C" void launch(const float* x, float* y, int rows, int cols, cudaStream_
         let f = FactsBuilder::new("launch").build();
         let r = apply(&Source::parse(src), &f, &Params::default()).unwrap();
         assert!(r.source.contains("ns_load(ns_out, out + ns_base);"), "{}", r.source);
+        // An `int` loop keeps its runs' bases in range with one check a range's threads
+        // share (the stride, not a thread's start); the check's definition comes along.
+        assert!(r.source.contains("ns_runs_fit<4>((0), (blockDim.x), (cols), 2147483647LL)"), "{}", r.source);
+        assert!(r.source.contains("__device__ __forceinline__ bool ns_runs_fit("), "{}", r.source);
+        // A 64-bit index cannot leave its range: no check.
+        let wide = apply(
+            &Source::parse(&src.replace("int c = threadIdx.x", "size_t c = threadIdx.x")),
+            &f,
+            &Params::default(),
+        )
+        .unwrap();
+        assert!(!wide.source.contains("ns_runs_fit"), "{}", wide.source);
     }
 
     /// `cooperative` (a thread per row becomes a warp per row), then this recipe on its
@@ -1406,7 +1420,7 @@ extern "C" void launch(const float* x, const float* scale, float* y, int rows, i
             "`row_lse_fast`: lane-strided loop over `cols`: 4 per step (p 16B in); lane-strided loop over `cols`: 4 per step (p 16B in)"
         );
         // The runs' bases stay in `int`: the first lane's start plus a step past the bound.
-        let aligned = "if (/* nightshift: aligned */ ns_runs_fit<4>((0), (ns_lane), (32), (cols), 2147483647LL) && ((unsigned long long)(p) % 16) == 0) {";
+        let aligned = "if (/* nightshift: aligned */ ns_runs_fit<4>((0), (32), (cols), 2147483647LL) && ((unsigned long long)(p) % 16) == 0) {";
         assert_eq!(s.matches(aligned).count(), 2, "{s}");
         assert!(s.contains("const int ns_first = (int)(ns_lane);"), "{s}");
         assert!(s.contains("const int ns_stride = (int)(32);"), "{s}");

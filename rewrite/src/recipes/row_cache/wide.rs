@@ -683,7 +683,7 @@ mod tests {
         let load = r#"  // nightshift: `row` kept in registers as 2 runs of 4 per thread: read once, not once per pass.
   alignas(16) float ns_row_row[2][4];
   bool ns_row_row_filled = false;
-  if (/* nightshift: aligned */ ns_runs_fit<4>((0), (threadIdx.x), (BLOCK), (cols), 2147483647LL) && ((unsigned long long)(row) % 16) == 0) {
+  if (/* nightshift: aligned */ ns_runs_fit<4>((0), (BLOCK), (cols), 2147483647LL) && ((unsigned long long)(row) % 16) == 0) {
     ns_row_row_filled = true;
     // nightshift: 4 consecutive elements per thread and step, moved with wide accesses.
     const int ns_first = (int)(threadIdx.x);
@@ -739,8 +739,8 @@ mod tests {
         // the second then loads what it reads, as the flag says the cache is empty.
         let f = facts(Role::Input);
         let narrower = vectorized(&f).replacen(
-            "if (/* nightshift: aligned */ ns_runs_fit<4>((0), (threadIdx.x), (BLOCK), (cols), 2147483647LL) && ((unsigned long long)(row) % 16) == 0) {",
-            "if (/* nightshift: aligned */ ns_runs_fit<4>((0), (threadIdx.x), (BLOCK), (cols), 2147483647LL) && ((unsigned long long)(row) % 16) == 0 && ((unsigned long long)(out) % 16) == 0) {",
+            "if (/* nightshift: aligned */ ns_runs_fit<4>((0), (BLOCK), (cols), 2147483647LL) && ((unsigned long long)(row) % 16) == 0) {",
+            "if (/* nightshift: aligned */ ns_runs_fit<4>((0), (BLOCK), (cols), 2147483647LL) && ((unsigned long long)(row) % 16) == 0 && ((unsigned long long)(out) % 16) == 0) {",
             1,
         );
         let r = cache(&narrower, &f, "auto").unwrap();
