@@ -330,12 +330,16 @@ fn scaled(terms: Vec<(Base, i64)>, by: i64) -> Vec<(Base, i64)> {
 
 /// An upper bound of `n` as a sum of terms `scale * base`. A block index or the grid's
 /// extent counts as its grid extent, an integer parameter as itself, a narrowed local
-/// as its declaration's value; a product of two values neither of which is a literal as
-/// the thread count (a block's start, `blockIdx.x * blockDim.x`; a row times a row
-/// length is the buffer checks' to bound, and `rows * cols * 4` is a gap this leaves).
-/// A thread's coordinates in its block, a
-/// block's extent (1024 at most), literals, loop counters and macros count for nothing:
+/// as its declaration's value (one assigned elsewhere too, a loop counter, as one thread
+/// count); a product of two values neither of which is a literal as the thread count (a
+/// block's start, `blockIdx.x * blockDim.x`). A thread's coordinates in its block, a
+/// block's extent (1024 at most), literals, 32-bit locals and macros count for nothing:
 /// what the checks against 2^30 leave them is room enough.
+///
+/// Not a range analysis, and its gaps are these: `rows * cols * 4` (a product of run-time
+/// values, times a literal) counts as 4 thread counts where the buffer checks bound only
+/// `rows * cols`; a macro or `sizeof` factor counts as a run-time value; a loop counter
+/// runs to its bound, not to one thread count; a `*=` repeated or in a loop counts once.
 fn terms<'s>(
     t: &'s str,
     n: Node,
