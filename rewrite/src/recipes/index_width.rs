@@ -473,12 +473,12 @@ extern "C" void launch(const __nv_bfloat16* x, const __nv_bfloat16* bias, __nv_b
         assert!(fast.contains("const int i = (int)blockIdx.x"), "{fast}");
     }
 
-    /// A 1-D kernel over `n` elements whose index is `index`, read `at` `x[at]`.
-    fn scaled(index: &str) -> String {
+    /// A 1-D kernel over `n` elements whose statements `index` declare `at`, the element it copies.
+    fn indexed_by(index: &str) -> String {
         format!("__global__ void k(const float* x, float* y, long long n) {{\n  {index}\n  if (at < n) y[at] = x[at] * 2.0f;\n}}\nextern \"C\" void launch(const float* x, float* y, long long n, cudaStream_t s) {{\n  k<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(x, y, n);\n}}\n")
     }
 
-    fn scaled_facts() -> Facts {
+    fn indexed_facts() -> Facts {
         FactsBuilder::new("launch")
             .buffer("x", "float", Role::Input, "(long long)({n})", 1 << 24, 1 << 24)
             .buffer("y", "float", Role::Output, "(long long)({n})", 1 << 24, 1 << 24)
@@ -488,8 +488,9 @@ extern "C" void launch(const __nv_bfloat16* x, const __nv_bfloat16* bias, __nv_b
 
     #[test]
     fn a_narrowed_index_times_a_literal_checks_the_threads_against_2_30_over_it() {
-        let guards =
-            |index: &str| apply(&Source::parse(&scaled(index)), &scaled_facts(), &Params::default()).unwrap().guards;
+        let guards = |index: &str| {
+            apply(&Source::parse(&indexed_by(index)), &indexed_facts(), &Params::default()).unwrap().guards
+        };
         // `vectorize`'s run base: 8 times the thread count, past 2^31 with 2^28 threads
         // though every buffer is below 2^30 elements.
         let g = guards("const size_t at = (size_t)(blockIdx.x * blockDim.x + threadIdx.x) * 8;");
