@@ -829,10 +829,10 @@ fn loop_code(t: &str, l: &pattern::StridedLoop, staged: &[Staged], v: usize) -> 
         .collect();
     // In a 32-bit or narrower index the runs' bases stay in the type: the first is
     // `begin + start * V`, and the one that ends the loop at most `bound + stride * V`
-    // (`helpers::RUN_BASES`). The check reads the stride, never the thread's own start,
-    // so that every thread of a range takes the same path: a range split between the
-    // paths would skip some elements and do others twice.
-    // Through a helper, so that `index-width` cannot narrow the check's own arithmetic.
+    // (`helpers::RUN_BASES`, a call so that `index-width` cannot narrow the check's own
+    // arithmetic). It reads the stride, never the thread's own start, so that every
+    // thread of a range takes the same path: a range split between the paths would skip
+    // some elements and do others twice.
     if let Some(max) = index_type_max(&ty) {
         let begin = l.base.as_deref().unwrap_or("0");
         aligned.insert(0, format!("ns_runs_fit<{v}>(({begin}), ({}), ({bound}), {max}LL)", l.stride));
