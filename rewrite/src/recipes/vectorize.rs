@@ -1507,6 +1507,8 @@ extern "C" void launch(const float* x, float* y, float* part, const int* idx, in
         let s = &r.source;
         assert!(s.contains("((unsigned long long)(p + (half)) % 16) == 0"), "{s}");
         assert!(s.contains("const int ns_begin = (int)(half);"), "{s}");
+        // The runs' bases start at the row's start: the check counts it.
+        assert!(s.contains("ns_runs_fit<4>((half), (32), (cols), 2147483647LL)"), "{s}");
         assert!(s.contains("for (int ns_base = ns_begin + ns_first * 4; ns_base + 4 <= (cols);"), "{s}");
         assert!(
             s.contains(
