@@ -55,18 +55,15 @@ one() {  # one TASK_DIR on GPU $1, to its end: optimize (new or resumed), then v
   echo "[$((SECONDS - started)) s] gpu $gpu: vs-torch $name"
   local cand=(); [ -f "runs/$name/best.cu" ] && cand=("runs/$name")
   [ -f "$t/hand.cu" ] && cand+=("$t/hand.cu")  # the hand rewrite, timed in the same process
-  if python3 scripts/vs-torch.py "$task" "${cand[@]}" "${twin[@]}" --json "runs/$name.vs.tmp" \
-       > "runs/$name.vs.md" 2>&1; then
-    mv "runs/$name.vs.tmp" "runs/$name.vs.json"
-  elif [ -f "$t/hand.cu" ]; then
+  vs() {  # vs-torch on the candidates given; its JSON kept only when every side passed
+    python3 scripts/vs-torch.py "$task" "$@" "${twin[@]}" --json "runs/$name.vs.tmp" > "runs/$name.vs.md" 2>&1 \
+      && mv "runs/$name.vs.tmp" "runs/$name.vs.json"
+  }
+  if ! vs "${cand[@]}" && [ -f "$t/hand.cu" ]; then
     # vs-torch stops at any side that fails: the run's figures without the hand rewrite.
     echo "$name: vs-torch with hand.cu failed, again without it" >> runs/status.txt
     mv "runs/$name.vs.md" "runs/$name.vs-hand-failed.md"
-    cand=("${cand[@]:0:${#cand[@]}-1}")
-    if python3 scripts/vs-torch.py "$task" "${cand[@]}" "${twin[@]}" --json "runs/$name.vs.tmp" \
-         > "runs/$name.vs.md" 2>&1; then
-      mv "runs/$name.vs.tmp" "runs/$name.vs.json"
-    fi
+    vs "${cand[@]:0:${#cand[@]}-1}"
   fi
   echo "$name vs-torch exit $? on gpu $gpu at $((SECONDS - started)) s" >> runs/status.txt
 }

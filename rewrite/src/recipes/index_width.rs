@@ -71,8 +71,7 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ty: &str) -> Result<(Cha
     // go below zero where the original compared it with zero, so none is narrowed.
     let assigned = syntax::assigned(t, body);
     let unsigned = ty == "unsigned";
-    let int_param =
-        |n: &str| k.param(n).is_some_and(|p| !p.pointer && !p.base.contains("float") && !p.base.contains("double"));
+    let int_param = |n: &str| int_param(k, n);
     // With `unsigned`, names that take part in a difference anywhere keep their type.
     let in_difference: std::collections::HashSet<&str> = if unsigned {
         descendants(body)
@@ -184,6 +183,11 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, ty: &str) -> Result<(Cha
     Ok((change, format!("`{}`: {} in 32-bit `{ty}`", k.name, what.join(" and "))))
 }
 
+/// A kernel parameter holding an integer (a size, not a pointer or a float).
+fn int_param(k: &Kernel, name: &str) -> bool {
+    k.param(name).is_some_and(|p| !p.pointer && !p.base.contains("float") && !p.base.contains("double"))
+}
+
 /// Literal multiples of values the narrowing makes 32-bit, which the checks against 2^30
 /// do not bound: `(size_t)(flat) * 8` (`vectorize`'s run base) is up to 8 times the
 /// thread count, and wraps in 32 bits for more than 2^28 threads, though every buffer is
@@ -214,14 +218,15 @@ fn literal_multiples(
     let mut out = Multiples { threads: 1, grid: [1; 3], params: Vec::new() };
     // A narrowed local's value, where one declaration alone gives it.
     let assigned: Vec<String> = syntax::assigned(t, body).into_iter().map(|(n, _)| n.to_string()).collect();
-    let mut inits: std::collections::HashMap<String, Node> = std::collections::HashMap::new();
-    for d in descendants(body) {
-        if let Some((name, Some(init))) = syntax::single_declarator(t, d) {
-            if narrowed.contains(&name) && !assigned.contains(&name) {
-                inits.insert(name, init);
-            }
-        }
-    }
+    let declared: std::collections::HashMap<String, Node> = descendants(body)
+        .into_iter()
+        .filter_map(|d| match syntax::single_declarator(t, d) {
+            Some((name, Some(init))) if narrowed.contains(&name) => Some((name, init)),
+            _ => None,
+        })
+        .collect();
+    let inits: std::collections::HashMap<String, Node> =
+        declared.iter().filter(|(n, _)| !assigned.contains(n)).map(|(n, i)| (n.clone(), *i)).collect();
     let touches_narrowed = |n: Node| {
         descendants(n).iter().any(|d| {
             (d.kind() == "identifier" && narrowed.iter().any(|x| x == text(t, *d)))
@@ -261,11 +266,8 @@ fn literal_multiples(
                 };
                 // The value it scales: the declaration's where one gives it, else (a
                 // local assigned elsewhere too) one thread count.
-                let declared = descendants(body).into_iter().find_map(|x| {
-                    syntax::single_declarator(t, x).filter(|(n, _)| n == text(t, syntax::strip(l))).and_then(|(_, i)| i)
-                });
-                let before = match declared {
-                    Some(init) => terms(t, init, k, &inits, narrowed, 0),
+                let before = match declared.get(text(t, syntax::strip(l))) {
+                    Some(init) => terms(t, *init, k, &inits, narrowed, 0),
                     None => terms(t, l, k, &inits, narrowed, 0),
                 };
                 let before = if before.is_empty() { vec![(Base::Threads, 1)] } else { before };
@@ -359,7 +361,7 @@ fn terms<'s>(
     match n.kind() {
         "identifier" => {
             let name = text(t, n);
-            if k.param(name).is_some_and(|p| !p.pointer && !p.base.contains("float") && !p.base.contains("double")) {
+            if int_param(k, name) {
                 vec![(Base::Param(name), 1)]
             } else if let Some(init) = inits.get(name).filter(|_| depth < 8) {
                 terms(t, *init, k, inits, narrowed, depth + 1)
