@@ -191,6 +191,33 @@ fn row_strip_then_register_table_on_the_stencil_example_compiles() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A recipe that declines on coarse blocks, offered under `coarsen` by the tuner: on the
+/// causal convolution's path to its best kernel, the faster division goes on before the
+/// coarse blocks and they are redone on top. The child compiles and divides by magic numbers.
+#[test]
+fn a_division_under_coarse_blocks_on_the_causal_example_compiles() {
+    use nightshift::generate::reorder;
+    let tc = common::require_toolchain();
+    let dir = tempfile::tempdir().unwrap();
+    let task = nightshift::task::Task::load(&common::root().join("examples/causal_conv1d")).unwrap();
+    let facts = nightshift::task::facts::rewrite_facts(&task);
+    let baseline = std::fs::read_to_string(&task.baseline).unwrap();
+    let path: Vec<String> = ["vectorize:width=16", "intrinsics:fn=div", "index-width:type=int", "coarsen:blocks=2"]
+        .map(String::from)
+        .to_vec();
+    let parent = path.iter().fold(baseline.clone(), |s, t| {
+        rewrite::apply(&t.parse().unwrap(), &s, &facts).unwrap_or_else(|e| panic!("{t}: {e}")).source
+    });
+    let divmod = Application { recipe: RecipeId::FastDivmod, params: Params::default() };
+    assert!(rewrite::apply(&divmod, &parent, &facts).is_err(), "fast-divmod applies to coarse blocks itself");
+    let rebuilt = reorder::rebuild(&facts, &baseline, &path, &parent).expect("the path rebuilds the parent");
+    let under = reorder::under_reshaping(&facts, &rebuilt, &parent, &Default::default());
+    let (_, child) = under.iter().find(|(a, _)| *a == divmod).expect("fast-divmod is offered under coarsen");
+    assert!(child.contains("ns_make_divisor(") && child.contains("NS_COARSEN"), "{child}");
+    let failures = parallel(vec![("causal--divmod-under-coarsen.cu".into(), child.clone())], &tc.nvcc, dir.path());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Passes over a row that `vectorize` made wide (block-strided, and lane-strided after
 /// `cooperative`) keep the row as its 16-byte runs in registers across the passes: on
 /// every task, example and test kernel where the chain applies, the result compiles and

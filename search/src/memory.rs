@@ -39,9 +39,6 @@ pub struct Stats {
     pub best_delta: Option<f64>,
     /// Failure classes seen.
     pub failures: BTreeMap<String, u32>,
-    /// Correct tries slower than their parent beyond the noise (outside its interval).
-    #[serde(default)]
-    pub slower: u32,
 }
 
 impl Stats {
@@ -69,9 +66,6 @@ impl Stats {
                 self.repaired += 1;
             }
         }
-        if o.correct && o.parent == ParentSpeed::Apart && delta.is_some_and(|d| d < 0.0) {
-            self.slower += 1;
-        }
         if let Some(d) = delta {
             self.delta_sum += d;
             self.deltas += 1;
@@ -96,6 +90,33 @@ struct Made {
     /// from its parent. The families tried on its ancestors say nothing of it.
     #[serde(alias = "structural")]
     new_kernel: bool,
+    /// Its move rewrote the source and ran faster than its parent beyond the noise: new
+    /// code ([`Lineage::code_of`]).
+    #[serde(default)]
+    new_code: bool,
+}
+
+/// What one try of a move (one technique: a recipe application, a knob or flag value) did
+/// against its parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TryResult {
+    /// Correct and faster than its parent beyond the noise.
+    Faster,
+    /// Correct, within its parent's interval.
+    Same,
+    /// Correct and slower than its parent beyond the noise.
+    Slower,
+    /// Correct, with nothing to compare: its parent failed or has no timing.
+    Unknown,
+    /// Not correct: the failure class.
+    Failed(String),
+}
+
+/// One try of a move on a parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Try {
+    pub parent: NodeId,
+    pub result: TryResult,
 }
 
 /// Per kernel lineage, the families whose children landed within their parent's interval
@@ -122,13 +143,28 @@ pub struct Lineage {
     /// parent failed or has no timing counts neither here nor in `within`.
     #[serde(default)]
     moved: BTreeMap<String, u32>,
+    /// By technique: every try of it, in the order judged.
+    #[serde(default)]
+    tries: BTreeMap<String, Vec<Try>>,
 }
 
 impl Lineage {
-    /// Records judged node `id` under `parent` (None: the root).
-    pub fn record(&mut self, id: NodeId, parent: Option<NodeId>, intent: &Intent, o: &Outcome) {
+    /// Records judged node `id` under `parent` (None: the root). `gained`: it ran faster
+    /// than its parent beyond the noise (the caller holds the rewards).
+    pub fn record(&mut self, id: NodeId, parent: Option<NodeId>, intent: &Intent, o: &Outcome, gained: bool) {
         let Some(parent) = parent else { return };
-        self.made.insert(id, Made { parent, new_kernel: intent.structural && !o.in_parents_noise() });
+        let new_code = intent.rewrites && o.correct && o.parent == ParentSpeed::Apart && gained;
+        self.made.insert(id, Made { parent, new_kernel: intent.structural && !o.in_parents_noise(), new_code });
+        if !intent.technique.is_empty() {
+            let result = match (o.correct, o.parent) {
+                (false, _) => TryResult::Failed(o.failure.clone().unwrap_or_default()),
+                (true, ParentSpeed::Same) => TryResult::Same,
+                (true, ParentSpeed::Apart) if gained => TryResult::Faster,
+                (true, ParentSpeed::Apart) => TryResult::Slower,
+                (true, ParentSpeed::Unknown) => TryResult::Unknown,
+            };
+            self.tries.entry(intent.technique.clone()).or_default().push(Try { parent, result });
+        }
         if intent.family.is_empty() || !o.correct {
             return;
         }
@@ -175,6 +211,26 @@ impl Lineage {
     /// landed within their parent's interval on its lineage.
     pub fn stale_families(&self, id: NodeId) -> BTreeSet<String> {
         self.within_counts(id).into_iter().filter(|(_, k)| *k >= STALE_AFTER).map(|(f, _)| f.to_string()).collect()
+    }
+
+    /// Every judged try of `technique`, in the order judged.
+    pub fn tries(&self, technique: &str) -> &[Try] {
+        self.tries.get(technique).map_or(&[], Vec::as_slice)
+    }
+
+    /// The code `id` runs: the nearest node, itself or an ancestor, whose move rewrote the
+    /// source and ran faster than its parent beyond the noise, or the root. The nodes
+    /// between only tuned that code (knobs, flags) or changed it without a measured gain.
+    /// What a move did on one code says little of what it does on another: on a causal
+    /// convolution, a faster division lost 4% on a kernel that ran one block per block
+    /// and paid on the coarse-block kernel that came later.
+    pub fn code_of(&self, id: NodeId) -> NodeId {
+        let mut at = id;
+        // Every step goes to a parent, whose id is smaller: the walk ends at the root.
+        while let Some(m) = self.made.get(&at).filter(|m| !m.new_code && m.parent < at) {
+            at = m.parent;
+        }
+        at
     }
 }
 
@@ -252,7 +308,8 @@ mod tests {
     fn child(t: &mut Tree<()>, parent: NodeId, family: &str, structural: bool, speedup: f64, within: bool) -> NodeId {
         let sel = Selection { parent, kind: Expansion::Improve };
         let id = t.add_pending(&sel, (), Intent::default());
-        let intent = Intent { technique: format!("{family}=x"), tool: None, family: family.into(), structural };
+        let intent =
+            Intent { technique: format!("{family}=x"), family: family.into(), structural, ..Default::default() };
         t.set_intent(id, intent);
         t.record(id, Outcome::correct(speedup).within_parent(within));
         id
@@ -338,7 +395,8 @@ mod tests {
             t.record(id, Outcome::correct(0.5).against_parent(ParentSpeed::Unknown));
         }
         assert!(t.memory.lineage.stale_families(lone).is_empty());
-        assert_eq!(t.memory.techniques["unroll=2"].slower, 0, "unknown is no loss");
+        let results: Vec<&TryResult> = t.memory.lineage.tries("unroll=2").iter().map(|x| &x.result).collect();
+        assert_eq!(results, [&TryResult::Unknown; STALE_AFTER as usize], "unknown is no loss");
         // A failed child is no landing.
         let empty = child(&mut t, 0, "vectorize", true, 3.0, false);
         for _ in 0..IDLE_AFTER {
@@ -348,5 +406,59 @@ mod tests {
             t.record(id, Outcome { parent: ParentSpeed::Same, ..Outcome::failed("build-error") });
         }
         assert!(!idle(&t).contains("unroll"));
+    }
+
+    /// A child of `parent` made by `technique` (a rewrite of the source or not) at `speedup`.
+    fn tried(t: &mut Tree<()>, parent: NodeId, technique: &str, rewrites: bool, o: Outcome) -> NodeId {
+        let sel = Selection { parent, kind: Expansion::Improve };
+        let id = t.add_pending(&sel, (), Intent::default());
+        t.set_intent(
+            id,
+            Intent { technique: technique.into(), family: technique.into(), rewrites, ..Default::default() },
+        );
+        t.record(id, o);
+        id
+    }
+
+    #[test]
+    fn new_code_is_a_rewrite_that_gained_and_every_try_is_kept_with_what_it_did() {
+        let mut t = Tree::new((), Config::default(), 1);
+        let apart = |s: f64| Outcome::correct(s).within_parent(false);
+        let faster = tried(&mut t, 0, "vectorize", true, apart(2.0));
+        let level = tried(&mut t, faster, "read-only", true, Outcome::correct(2.01).within_parent(true));
+        let tuned = tried(&mut t, level, "knob:BLOCK=64", false, apart(2.4));
+        let slower = tried(&mut t, tuned, "unroll", true, apart(1.9));
+        let coarse = tried(&mut t, tuned, "coarsen", true, apart(3.0));
+        let code = |id| t.memory.lineage.code_of(id);
+        assert_eq!(code(0), 0);
+        assert_eq!(code(faster), faster, "a rewrite that gained is new code");
+        assert_eq!(code(level), faster, "a rewrite in the noise runs its parent's code");
+        assert_eq!(code(tuned), faster, "a knob that gained tunes its parent's code");
+        assert_eq!(code(slower), faster, "a rewrite that lost runs no code of its own");
+        assert_eq!(code(coarse), coarse, "a tuning recipe that gained rewrote the source: new code");
+        tried(&mut t, coarse, "unroll", true, Outcome::failed("build-error"));
+        let sel = Selection { parent: slower, kind: Expansion::Improve };
+        let untimed = t.add_pending(&sel, (), Intent::default());
+        t.set_intent(untimed, Intent { technique: "unroll".into(), rewrites: true, ..Default::default() });
+        t.record(untimed, Outcome::correct(2.0).against_parent(ParentSpeed::Unknown));
+        let unroll: Vec<(NodeId, TryResult)> =
+            t.memory.lineage.tries("unroll").iter().map(|x| (x.parent, x.result.clone())).collect();
+        assert_eq!(
+            unroll,
+            [
+                (tuned, TryResult::Slower),
+                (coarse, TryResult::Failed("build-error".into())),
+                (slower, TryResult::Unknown)
+            ]
+        );
+        let vectorize: Vec<&TryResult> = t.memory.lineage.tries("vectorize").iter().map(|x| &x.result).collect();
+        assert_eq!(vectorize, [&TryResult::Faster]);
+        assert_eq!(t.memory.lineage.tries("read-only")[0].result, TryResult::Same);
+        assert!(t.memory.lineage.tries("never tried").is_empty());
+        // Beside a failed parent there is no gain, so no new code.
+        let broken = tried(&mut t, 0, "cooperative", true, Outcome::failed("wrong-answer"));
+        let fixed =
+            tried(&mut t, broken, "vectorize", true, Outcome::correct(2.0).against_parent(ParentSpeed::Unknown));
+        assert_eq!(t.memory.lineage.code_of(fixed), 0);
     }
 }

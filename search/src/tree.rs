@@ -113,6 +113,10 @@ pub struct Intent {
     /// The move made a new kernel (it changed the work) rather than tuning the one it had.
     #[serde(default)]
     pub structural: bool,
+    /// The move rewrote the kernel's source (a recipe, a kernel written anew), not only
+    /// its build configuration (a knob, a flag).
+    #[serde(default)]
+    pub rewrites: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -174,7 +178,7 @@ impl<P: Clone> Tree<P> {
             children: Vec::new(),
             depth: 0,
             payload: root,
-            intent: Intent { technique: "baseline".into(), structural: true, ..Default::default() },
+            intent: Intent { technique: "baseline".into(), structural: true, rewrites: true, ..Default::default() },
             kind: Expansion::Improve,
             outcome: Some(Outcome::correct(1.0)),
             reward: Some(reward),
@@ -383,7 +387,8 @@ impl<P: Clone> Tree<P> {
         let parent = self.nodes[id].parent;
         let parent_reward = parent.and_then(|p| self.nodes[p].reward);
         self.memory.record(&self.nodes[id].intent, self.nodes[id].kind, &outcome, reward, parent_reward);
-        self.memory.lineage.record(id, parent, &self.nodes[id].intent, &outcome);
+        let gained = parent_reward.is_some_and(|p| reward > p);
+        self.memory.lineage.record(id, parent, &self.nodes[id].intent, &outcome, gained);
         self.nodes[id].outcome = Some(outcome);
         self.nodes[id].reward = Some(reward);
         for n in self.path_to_root(id) {

@@ -25,7 +25,12 @@
 //! gain over its parents, how often it failed), and leaves out the families that went
 //! stale on the parent's lineage (their children kept landing within their parent's
 //! interval: [`search::memory::Lineage`]), and puts last those idle across the run (only
-//! ever landing there). Without diagnoses the order is a seeded shuffle. The
+//! ever landing there). A move that did nothing but lose, and lost twice on parents
+//! running one code (slower, or failing to launch), is left out on that code and tried
+//! again on new code: a rewrite that gained ([`search::memory::Lineage::code_of`]); one
+//! that failed to build twice anywhere is left out everywhere. A recipe that declines on
+//! coarse blocks is offered under them, the parent rebuilt along its path
+//! ([`super::reorder`]). Without diagnoses the order is a seeded shuffle. The
 //! tuner never proposes a kernel (source and configuration) already tried anywhere in the
 //! run. Its order is deterministic for a seed and a parent; with several expansions in
 //! flight, which of them claims a move first depends on timing.
@@ -38,9 +43,10 @@ use crate::task::Task;
 use crate::wall::protocol::FailureClass;
 use heuristics::ToolId;
 use rewrite::{Application, RecipeId, RecipeKind, Source};
-use search::memory::Stats;
+use search::memory::{Lineage, Stats, Try, TryResult};
 use search::rng::SplitMix64;
 use search::Expansion;
+use search::NodeId;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
@@ -199,6 +205,9 @@ fn near_floor(parent: &NodeSummary) -> bool {
 
 pub struct Tuner {
     facts: rewrite::Facts,
+    /// The kernel the run starts from, to rebuild a parent along its path
+    /// ([`super::reorder`]).
+    baseline: String,
     /// The task's `[tune]` knobs and their values.
     task_knobs: BTreeMap<String, Vec<String>>,
     flags: Vec<(FlagKind, Vec<Option<String>>)>,
@@ -261,6 +270,7 @@ impl Tuner {
         }
         let t = Tuner {
             facts: crate::task::facts::rewrite_facts(task),
+            baseline: baseline_source.to_string(),
             task_knobs: task.tune.clone(),
             flags,
             tried: Mutex::new(HashSet::new()),
@@ -294,18 +304,25 @@ impl Tuner {
         self.tried.lock().unwrap().insert(content_key(source, &cand.defines, &cand.flags));
     }
 
-    /// Every move from a parent, unscored.
-    fn moves(&self, parsed: &Source, parent: &Candidate) -> Vec<Move> {
+    /// Every move from a parent (at the end of `path`), unscored.
+    fn moves(&self, parsed: &Source, parent: &Candidate, path: &[String]) -> Vec<Move> {
         let mut out = Vec::new();
         let source = parsed.text();
+        let mut offered = HashSet::new();
         for r in rewrite::recipes::ALL {
             for params in r.variants() {
                 let app = Application { recipe: r.id, params };
                 if let Ok(rw) = r.run(parsed, &self.facts, &app.params) {
                     if rw.source != source {
+                        offered.insert(app.to_string());
                         out.push(Move::Recipe { app, source: rw.source });
                     }
                 }
+            }
+        }
+        if let Some(rebuilt) = super::reorder::rebuild(&self.facts, &self.baseline, path, source) {
+            for (app, source) in super::reorder::under_reshaping(&self.facts, &rebuilt, source, &offered) {
+                out.push(Move::Recipe { app, source });
             }
         }
         // Knobs: the task's, then those the source offers.
@@ -626,9 +643,9 @@ impl Tuner {
         let block_opened = req.path.last().and_then(|t| t.parse::<Family>().ok())
             == Some(Family::Recipe(rewrite::RecipeId::BlockKnob));
         let mut scored: Vec<(u8, f64, Option<ToolId>, Move)> = self
-            .moves(&parsed, parent)
+            .moves(&parsed, parent, &req.path)
             .into_iter()
-            .filter(|m| !stale.contains(&m.family()) && !never_pays(m, &req.memory.techniques))
+            .filter(|m| !stale.contains(&m.family()) && !never_pays(m, lineage, req.parent))
             .map(|m| {
                 let (vote, tool) = Self::vote(&m, &diagnoses);
                 // Defaults first: each parameter moved off its default costs a little.
@@ -684,25 +701,36 @@ impl Tuner {
     }
 }
 
-/// How many parents a move must have failed on (a build or launch error, or a kernel
-/// slower than its parent beyond the noise), and gained on none, before it is not proposed again in
-/// the run. A block size the kernel's registers cannot hold (1024 threads at 92
-/// registers) fails alike on every parent of that kernel, and one that starves it (512
-/// threads there, 7% slower) loses alike: a 3-minute run on rowwise_quant_int8 spent 6
-/// of its 61 nodes on the first, and with that one left out, another 6 of 72 on the
-/// second, never reaching the 64-thread blocks that paid 8%.
-pub const DEAD_AFTER: u32 = 2;
+/// How many parents a move must have lost on before it is not proposed again: failed to
+/// build on any, or on parents running one code ([`Lineage::code_of`]) failed to launch
+/// or ran slower than the parent beyond the noise; and done nothing else anywhere. A block
+/// size the kernel's registers cannot hold (1024 threads at 92 registers) fails alike on
+/// every parent of that kernel, and one that starves it (512 threads there, 7% slower)
+/// loses alike: a 3-minute run on rowwise_quant_int8 spent 6 of its 61 nodes on the first,
+/// and with that one left out, another 6 of 72 on the second, never reaching the 64-thread
+/// blocks that paid 8%.
+pub const DEAD_AFTER: usize = 2;
 
-/// Whether this exact move (technique and value) failed to build or launch, or ran
-/// slower, on [`DEAD_AFTER`] parents and did nothing else anywhere. A knob value past a
-/// kernel's range (`BT=8` where the tile needs 16 rows) fails to build alike on every
-/// parent.
-fn never_pays(m: &Move, techniques: &BTreeMap<String, Stats>) -> bool {
-    let dead = [FailureClass::LaunchError, FailureClass::BuildError].map(|c| NodeFailure::Kernel(c).name().to_string());
-    techniques.get(&m.technique()).is_some_and(|s| {
-        let failed: u32 = dead.iter().map(|f| s.failures.get(f).copied().unwrap_or(0)).sum();
-        s.tries >= DEAD_AFTER && failed + s.slower == s.tries
-    })
+/// Whether this exact move (technique and value) is not worth proposing on `parent`: it
+/// did nothing anywhere but lose, and lost on [`DEAD_AFTER`] parents that count for
+/// `parent`. A build error counts on any parent: a knob value past a kernel's range
+/// (`BT=8` where the tile needs 16 rows) fails to build alike everywhere. A launch error
+/// or a loss counts only on parents running `parent`'s code: new code (a rewrite that
+/// gained) gets the move tried again, since what it lost to may be gone. A 10-minute
+/// causal_conv1d run had `fast-divmod` lose 4% twice early, and never tried it on the
+/// coarse-block kernels where it paid.
+fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId) -> bool {
+    let build = NodeFailure::Kernel(FailureClass::BuildError).name();
+    let launch = NodeFailure::Kernel(FailureClass::LaunchError).name();
+    let tries = lineage.tries(&m.technique());
+    let lost = |t: &Try| match &t.result {
+        TryResult::Slower => true,
+        TryResult::Failed(class) => class == build || class == launch,
+        TryResult::Faster | TryResult::Same | TryResult::Unknown => false,
+    };
+    let code = lineage.code_of(parent);
+    let counts = |t: &&Try| t.result == TryResult::Failed(build.to_string()) || lineage.code_of(t.parent) == code;
+    tries.iter().all(lost) && tries.iter().filter(counts).count() >= DEAD_AFTER
 }
 
 /// How many steps past either end of its listed values a knob is taken.
@@ -1060,6 +1088,94 @@ mod tests {
     }
 
     #[test]
+    fn a_move_that_lost_twice_on_one_code_is_tried_again_on_new_code() {
+        let t = task("softmax");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let mut tree = search::Tree::new((), search::Config::default(), 1);
+        let offered = |memory: &search::Memory, parent: search::NodeId| {
+            let mut req = request(&t, base(), &src, None, Guidance::None);
+            (req.node, req.parent, req.memory) = (99, parent, memory.clone());
+            req.parent_summary = passed(1.0, 90.0);
+            techniques(&src, &req)
+        };
+        let sizes: Vec<String> =
+            offered(&tree.memory, 0).into_iter().filter(|k| k.starts_with("knob:BLOCK=")).collect();
+        let slow = &sizes[1];
+        let slower = || search::Outcome::correct(0.8).within_parent(false);
+        // A register cap in the noise, then a gain from a knob: the same code, tuned.
+        let capped = judged(&mut tree, 0, "flag:maxrregcount=64", search::Outcome::correct(1.0).within_parent(true));
+        let tuned = judged(&mut tree, capped, "knob:OTHER=2", search::Outcome::correct(1.2).within_parent(false));
+        judged(&mut tree, 0, slow, slower());
+        judged(&mut tree, capped, slow, slower());
+        for parent in [0, capped, tuned] {
+            assert!(!offered(&tree.memory, parent).contains(slow), "{slow} lost twice on node {parent}'s code");
+        }
+        // A rewrite that gained is new code: what the move lost to may be gone.
+        let rewritten = judged(&mut tree, tuned, "unroll:factor=4", search::Outcome::correct(1.5).within_parent(false));
+        assert!(offered(&tree.memory, rewritten).contains(slow), "new code gets {slow} again");
+        // Where it loses twice again, it is out there too.
+        judged(&mut tree, rewritten, slow, slower());
+        assert!(offered(&tree.memory, rewritten).contains(slow), "one loss on new code is not enough");
+        judged(&mut tree, rewritten, slow, search::Outcome::failed("launch-error"));
+        assert!(!offered(&tree.memory, rewritten).contains(slow));
+        // A launch error once on each of two codes is not enough; a build error once on
+        // each of them is: a value that does not build fails alike on any code.
+        let (unlaunched, unbuilt) = (&"flag:maxrregcount=32".to_string(), &"flag:maxrregcount=128".to_string());
+        assert!(offered(&tree.memory, 0).contains(unlaunched) && offered(&tree.memory, 0).contains(unbuilt));
+        for parent in [0, rewritten] {
+            judged(&mut tree, parent, unlaunched, search::Outcome::failed("launch-error"));
+            judged(&mut tree, parent, unbuilt, search::Outcome::failed("build-error"));
+        }
+        for parent in [0, rewritten] {
+            let now = offered(&tree.memory, parent);
+            assert!(now.contains(unlaunched) && !now.contains(unbuilt), "node {parent}: {now:?}");
+        }
+        // A move that did anything but lose, anywhere, is offered everywhere.
+        let (big, level) = (&sizes[0], &sizes[2]);
+        judged(&mut tree, 0, big, slower());
+        judged(&mut tree, 0, big, slower());
+        judged(&mut tree, rewritten, big, search::Outcome::correct(1.5).within_parent(true));
+        judged(&mut tree, 0, level, slower());
+        judged(&mut tree, 0, level, search::Outcome::failed("wrong-answer"));
+        judged(&mut tree, 0, level, slower());
+        let now = offered(&tree.memory, 0);
+        assert!(now.contains(big) && now.contains(level), "{now:?}");
+    }
+
+    #[test]
+    fn a_rewrite_that_declines_on_coarse_blocks_is_offered_under_them_before_the_knobs() {
+        let t = example("causal_conv1d");
+        let baseline = std::fs::read_to_string(&t.baseline).unwrap();
+        let facts = crate::task::facts::rewrite_facts(&t);
+        let path: Vec<String> = ["vectorize:width=16", "intrinsics:fn=div", "index-width:type=int", "coarsen:blocks=2"]
+            .map(String::from)
+            .to_vec();
+        let parent = path.iter().fold(baseline.clone(), |s, t| {
+            rewrite::apply(&t.parse().unwrap(), &s, &facts).unwrap_or_else(|e| panic!("{t}: {e}")).source
+        });
+        let mut req = request(&t, base(), &parent, None, Guidance::None);
+        req.parent_summary = passed(4.9, 73.0);
+        req.path = path;
+        // A structural rewrite goes before the knobs away from the floor.
+        let tuner = Tuner::new(&t, &baseline, 1, Guidance::None);
+        let divmod = loop {
+            let k = kernel(tuner.propose(&req));
+            assert!(!k.technique.starts_with("knob:"), "a knob before fast-divmod: {}", k.technique);
+            if k.technique == "fast-divmod" {
+                break k;
+            }
+        };
+        assert!(divmod.source.contains("ns_make_divisor(") && divmod.source.contains("NS_COARSEN"));
+        // Without the path the tuner cannot rebuild the parent, and offers it nowhere.
+        let alone = tuner.moves(&Source::parse(&parent), &base(), &[]);
+        assert!(!alone.iter().any(|m| m.technique() == "fast-divmod"));
+        assert!(tuner
+            .moves(&Source::parse(&parent), &base(), &req.path)
+            .iter()
+            .any(|m| m.technique() == "fast-divmod"));
+    }
+
+    #[test]
     fn a_knob_value_that_failed_to_build_on_two_parents_is_not_proposed_again() {
         let t = example("linear_splitk_f32");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
@@ -1310,7 +1426,7 @@ mod tests {
                    add<<<(n + threads - 1) / threads, threads, 0, s>>>(a, b, c, n); }\n";
         let tuner = Tuner::new(&t, src, 1, Guidance::None);
         let knobs: Vec<(String, bool)> = tuner
-            .moves(&Source::parse(src), &base())
+            .moves(&Source::parse(src), &base(), &[])
             .into_iter()
             .filter_map(|m| match m {
                 Move::Knob { name, block_size, .. } => Some((name, block_size)),

@@ -167,7 +167,8 @@ fn describe(shapes: &[crate::task::serve::ServedShape], chosen: &[NodeId]) -> St
 pub fn start(ctx: &Ctx, search: &mut Search, plan: Plan) -> Result<Job, String> {
     let sel = Selection { parent: plan.parent, kind: Expansion::Improve };
     let placeholder = search.tree.node(plan.parent).payload.clone();
-    let intent = Intent { technique: TECHNIQUE.into(), family: TECHNIQUE.into(), structural: true, tool: None };
+    let intent =
+        Intent { technique: TECHNIQUE.into(), family: TECHNIQUE.into(), structural: true, rewrites: true, tool: None };
     let id = search.tree.add_pending(&sel, placeholder, intent);
     let rel = node_rel(id);
     let candidate = Candidate { source: format!("{rel}/kernel.cu"), defines: Default::default(), flags: plan.flags };
