@@ -22,9 +22,17 @@ set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out" runs
 gpus="${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"; [ "$gpus" -ge 1 ] || gpus=1
 deadline="${DEADLINE:-560}"; budget="${BUDGET:-10m}"; started=$SECONDS
+ns() { bash .device/gpu-run.sh nightshift "$@"; }
+# The binary travels compressed (README's "Working on nightshift"); a warm machine keeps
+# only what the carried .device holds. Without a binary that runs, every run would end at
+# once and be taken for finished: stop before anything starts.
+[ -x .device/bin/nightshift ] || { [ -f .device/bin/nightshift.xz ] && xz -dkf .device/bin/nightshift.xz && chmod +x .device/bin/nightshift; }
+if ! ns --version > /dev/null 2>&1; then
+  echo "sweep-gpu.sh: .device/bin/nightshift does not run here (stage it with ../shared/scripts/device-pack.sh)" >&2
+  exit 2
+fi
 [ -f .device/sweep.tgz ] && tar xzf .device/sweep.tgz
 rm -rf runs/.claims && mkdir -p runs/.claims
-ns() { bash .device/gpu-run.sh nightshift "$@"; }
 
 task_of() {  # TASK_DIR as given -> the task directory optimize and vs-torch read
   if [ "$1" = examples/bias_gelu_residual ]; then
@@ -50,6 +58,12 @@ one() {  # one TASK_DIR on GPU $1, to its end: optimize (new or resumed), then v
       ns optimize "$task" --budget "$budget" --seed "${SEED:-1}" --out "runs/$name" > "runs/$name.log" 2>&1
     fi
     echo "$name optimize exit $? on gpu $gpu at $((SECONDS - started)) s" >> runs/status.txt
+  fi
+  # A run that did not finish (cut at the deadline, or one that never started) is carried
+  # on by the next call; vs-torch on it would mark it done without its best.
+  if ! grep -qs '"event":"run-finished"' "runs/$name/events.jsonl"; then
+    echo "$name: run not finished (runs/$name.log): no vs-torch yet" >> runs/status.txt
+    return
   fi
   [ -f "runs/$name.vs.json" ] && return
   echo "[$((SECONDS - started)) s] gpu $gpu: vs-torch $name"
