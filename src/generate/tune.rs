@@ -48,12 +48,16 @@ use search::rng::SplitMix64;
 use search::Expansion;
 use search::NodeId;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 const REGISTER_CAPS: [&str; 3] = ["32", "64", "128"];
+
+/// How many parents' moves the tuner keeps ([`Tuner::moves_of`]): a move of a kernel of
+/// a few hundred lines holds its source, tens of kilobytes.
+const RECENT_PARENTS: usize = 8;
 const VECTORIZE_FLAG: &str = "--extra-device-vectorization";
 const FAST_MATH: &str = "--use_fast_math";
 
@@ -212,6 +216,10 @@ pub struct Tuner {
     task_knobs: BTreeMap<String, Vec<String>>,
     flags: Vec<(FlagKind, Vec<Option<String>>)>,
     tried: Mutex<HashSet<String>>,
+    /// The moves of the parents proposed from last, newest first: the search proposes
+    /// from one parent several times, and its moves take the recipes hundreds of
+    /// milliseconds to find (a causal convolution under `coarsen`: 0.42 s).
+    recent_moves: Mutex<VecDeque<(String, Arc<Vec<Move>>)>>,
     seed: u64,
     guidance: Guidance,
     /// Libraries the baseline may link and candidates may not (`baseline_libs` beyond
@@ -274,6 +282,7 @@ impl Tuner {
             task_knobs: task.tune.clone(),
             flags,
             tried: Mutex::new(HashSet::new()),
+            recent_moves: Mutex::new(VecDeque::new()),
             seed,
             guidance,
             baseline_only_libs: task
@@ -302,6 +311,19 @@ impl Tuner {
     /// Marks a kernel proposed before a resume as tried.
     pub fn remember(&self, cand: &Candidate, source: &str) {
         self.tried.lock().unwrap().insert(content_key(source, &cand.defines, &cand.flags));
+    }
+
+    /// [`Tuner::moves`], from the parents proposed from last where it is one of them.
+    fn moves_of(&self, parsed: &Source, parent: &Candidate, path: &[String]) -> Arc<Vec<Move>> {
+        let key = format!("{}\n{}", content_key(parsed.text(), &parent.defines, &parent.flags), path.join("\n"));
+        if let Some((_, moves)) = self.recent_moves.lock().unwrap().iter().find(|(k, _)| *k == key) {
+            return moves.clone();
+        }
+        let moves = Arc::new(self.moves(parsed, parent, path));
+        let mut recent = self.recent_moves.lock().unwrap();
+        recent.push_front((key, moves.clone()));
+        recent.truncate(RECENT_PARENTS);
+        moves
     }
 
     /// Every move from a parent (at the end of `path`), unscored.
@@ -642,14 +664,14 @@ impl Tuner {
         // (else the step is one more node at its parent's speed).
         let block_opened = req.path.last().and_then(|t| t.parse::<Family>().ok())
             == Some(Family::Recipe(rewrite::RecipeId::BlockKnob));
-        let mut scored: Vec<(u8, f64, Option<ToolId>, Move)> = self
-            .moves(&parsed, parent, &req.path)
-            .into_iter()
+        let moves = self.moves_of(&parsed, parent, &req.path);
+        let mut scored: Vec<(u8, f64, Option<ToolId>, &Move)> = moves
+            .iter()
             .filter(|m| !stale.contains(&m.family()) && !never_pays(m, lineage, req.parent))
             .map(|m| {
-                let (vote, tool) = Self::vote(&m, &diagnoses);
+                let (vote, tool) = Self::vote(m, &diagnoses);
                 // Defaults first: each parameter moved off its default costs a little.
-                let distance = match &m {
+                let distance = match m {
                     Move::Knob { past_the_range: true, .. } => 0.005 + PAST_THE_RANGE_COST,
                     Move::Knob { .. } | Move::Flag { .. } => 0.005,
                     Move::Recipe { app, .. } => {
@@ -661,9 +683,9 @@ impl Tuner {
                         0.004 * moved as f64
                     }
                 };
-                let score = vote + Self::prior(&m) + Self::memory_bonus(&m, &req.memory.techniques) - distance
+                let score = vote + Self::prior(m) + Self::memory_bonus(m, &req.memory.techniques) - distance
                     + 0.001 * rng.unit();
-                let rank = match &m {
+                let rank = match m {
                     _ if idle.contains(&m.family()) => 0,
                     Move::Knob { block_size: true, .. } if block_opened => 3,
                     _ if structure_first && m.family().structural() => 2,
@@ -675,7 +697,7 @@ impl Tuner {
         scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)));
         let mut tried = self.tried.lock().unwrap();
         for (_, _, tool, m) in scored {
-            let (source, defines, flags) = self.child(&req.parent_source, parent, &m);
+            let (source, defines, flags) = self.child(&req.parent_source, parent, m);
             let key = content_key(&source, &defines, &flags);
             if !tried.insert(key) {
                 continue;
@@ -1173,6 +1195,25 @@ mod tests {
             .moves(&Source::parse(&parent), &base(), &req.path)
             .iter()
             .any(|m| m.technique() == "fast-divmod"));
+    }
+
+    #[test]
+    fn a_parents_moves_are_found_once_while_it_is_among_the_last_parents() {
+        let t = task("softmax");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let tuner = Tuner::new(&t, &src, 1, Guidance::None);
+        let parsed = Source::parse(&src);
+        let first = tuner.moves_of(&parsed, &base(), &[]);
+        assert!(Arc::ptr_eq(&first, &tuner.moves_of(&parsed, &base(), &[])), "the same parent's moves again");
+        let capped = Candidate { flags: vec!["-maxrregcount=64".into()], ..base() };
+        let other = tuner.moves_of(&parsed, &capped, &[]);
+        assert!(!Arc::ptr_eq(&first, &other), "another configuration has moves of its own");
+        assert!(other.iter().any(|m| m.technique() == "flag:maxrregcount=off"), "from the capped parent");
+        assert!(!first.iter().any(|m| m.technique() == "flag:maxrregcount=off"));
+        for n in 0..RECENT_PARENTS {
+            tuner.moves_of(&parsed, &Candidate { flags: vec![format!("-DX={n}")], ..base() }, &[]);
+        }
+        assert!(!Arc::ptr_eq(&first, &tuner.moves_of(&parsed, &base(), &[])), "only the last parents are kept");
     }
 
     #[test]
