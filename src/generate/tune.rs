@@ -54,12 +54,12 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
 const REGISTER_CAPS: [&str; 3] = ["32", "64", "128"];
+const VECTORIZE_FLAG: &str = "--extra-device-vectorization";
+const FAST_MATH: &str = "--use_fast_math";
 
 /// How many parents' moves the tuner keeps ([`Tuner::moves_of`]): a move of a kernel of
 /// a few hundred lines holds its source, tens of kilobytes.
 const RECENT_PARENTS: usize = 8;
-const VECTORIZE_FLAG: &str = "--extra-device-vectorization";
-const FAST_MATH: &str = "--use_fast_math";
 
 /// Whether `--use_fast_math` can pass this task's check: approximate `__expf` and friends
 /// are good to about 2^-21 relative plus a few ulp, and flush denormals to zero, so only
