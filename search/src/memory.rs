@@ -1,6 +1,7 @@
 //! Search memory: what each technique (and each diagnosis tool targeted) did across the
 //! tree, summarized in a few lines for the generator's prompt; and, per kernel lineage,
-//! which families of moves keep landing within their parent's noise ([`Lineage`]).
+//! which families of moves keep landing within their parent's noise, every try of a move
+//! with what it did, and which code each kernel runs ([`Lineage`]).
 
 use crate::reward::{Outcome, ParentSpeed};
 use crate::tree::{Expansion, Intent, NodeId};
@@ -133,6 +134,10 @@ pub struct Try {
 /// had the register caps, flags and block sizes its parent had shown to be noise tried
 /// again. Across the run, a family that only ever lands in the noise is idle
 /// ([`IDLE_AFTER`]).
+///
+/// It also keeps every try of each exact move ([`Lineage::tries`]) and, per kernel, the
+/// code it runs ([`Lineage::code_of`]): what a generator needs to tell a move that loses
+/// on one code from one that loses everywhere.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Lineage {
     made: BTreeMap<NodeId, Made>,
@@ -222,7 +227,7 @@ impl Lineage {
     /// source and ran faster than its parent beyond the noise, or the root. The nodes
     /// between only tuned that code (knobs, flags) or changed it without a measured gain.
     /// What a move did on one code says little of what it does on another: on a causal
-    /// convolution, a faster division lost 4% on a kernel that ran one block per block
+    /// convolution, a faster division lost 4% on a kernel of one block's work per block
     /// and paid on the coarse-block kernel that came later.
     pub fn code_of(&self, id: NodeId) -> NodeId {
         let mut at = id;
@@ -408,7 +413,7 @@ mod tests {
         assert!(!idle(&t).contains("unroll"));
     }
 
-    /// A child of `parent` made by `technique` (a rewrite of the source or not) at `speedup`.
+    /// A child of `parent` made by `technique` (a rewrite of the source or not), judged `o`.
     fn tried(t: &mut Tree<()>, parent: NodeId, technique: &str, rewrites: bool, o: Outcome) -> NodeId {
         let sel = Selection { parent, kind: Expansion::Improve };
         let id = t.add_pending(&sel, (), Intent::default());

@@ -1,11 +1,11 @@
 //! Recipes under a launch reshaping. `coarsen` makes a block do the work of several: its
 //! kernel indexes through a coarse block number (`ns_bx`) rather than `blockIdx.x`, and
 //! the recipes that read a kernel's own indexing (`fast-divmod`, `vectorize`,
-//! `index-width`, `cooperative`, `grid-stride`) decline on it. A recipe tried before it may have lost where it pays
-//! after it: on a causal convolution a faster division lost 4% on the one-block kernel
-//! and paid on the coarse one. So the tuner rebuilds a parent from the baseline along its
-//! path, and offers each recipe that declines on the parent on the source before the
-//! reshaping, with the reshaping redone on top.
+//! `index-width`, `cooperative`, `grid-stride`) decline on it. A recipe tried before it
+//! may have lost where it pays after it: on a causal convolution a faster division lost
+//! 4% on the one-block kernel and paid on the coarse one. So the tuner rebuilds a parent
+//! from the baseline along its path, and offers each recipe that declines on the parent
+//! on the source before the reshaping, with the reshaping redone on top.
 //!
 //! The child's path lists the recipe after `coarsen`, where it was offered, though it went
 //! on before it; a rebuild of the child follows the same rule and gives its source.
