@@ -98,7 +98,8 @@ struct Made {
 }
 
 /// What one try of a move (one technique: a recipe application, a knob or flag value) did
-/// against its parent.
+/// against its parent. Faster and slower are by the run's reward: under an energy or mixed
+/// objective, better and worse.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TryResult {
     /// Correct and faster than its parent beyond the noise.
