@@ -62,8 +62,9 @@ pub struct Request {
 
 /// What the search records of a proposal, live and when a resume replays the log: its
 /// technique and tool, and for the memory's lineage its family, whether it made a new
-/// kernel and whether it rewrote the source. A tuner technique names its family ([`tune::Family`]); any other (an LLM's tag,
-/// the library-free start) is a family of its own and a kernel written anew.
+/// kernel and whether it rewrote the source. A tuner technique names its family
+/// ([`tune::Family`]); any other (an LLM's tag, the library-free start) is a family of its
+/// own and a kernel written anew.
 pub fn intent(technique: String, tool: Option<String>) -> search::Intent {
     let (family, structural, rewrites) = match technique.parse::<tune::Family>() {
         Ok(f) => (f.to_string(), f.structural(), matches!(f, tune::Family::Recipe(_))),

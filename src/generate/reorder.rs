@@ -32,9 +32,13 @@ pub struct Rebuilt {
 /// `source` rewritten by `app`, where the recipe applies and changes it (as the tuner
 /// offers a recipe's child).
 fn apply(facts: &Facts, source: &str, app: &Application) -> Option<String> {
-    let recipe = rewrite::recipes::get(app.recipe);
-    let rw = recipe.run(&Source::parse(source), facts, &app.params).ok()?;
-    (rw.source != source).then_some(rw.source)
+    apply_parsed(facts, &Source::parse(source), app)
+}
+
+/// [`apply`] on a source parsed once for several recipes.
+fn apply_parsed(facts: &Facts, source: &Source, app: &Application) -> Option<String> {
+    let rw = rewrite::recipes::get(app.recipe).run(source, facts, &app.params).ok()?;
+    (rw.source != source.text()).then_some(rw.source)
 }
 
 /// `before` with every application of `reshaping` redone on top, in order.
@@ -97,13 +101,14 @@ pub fn under_reshaping(
     offered: &HashSet<String>,
 ) -> Vec<(Application, String)> {
     let mut out = Vec::new();
+    let before = Source::parse(&rebuilt.before);
     for r in rewrite::recipes::ALL.iter().filter(|r| !RESHAPING.contains(&r.id)) {
         for params in r.variants() {
             let app = Application { recipe: r.id, params };
             if offered.contains(&app.to_string()) {
                 continue;
             }
-            let Some(source) = apply(facts, &rebuilt.before, &app).and_then(|s| redo(facts, &s, &rebuilt.reshaping))
+            let Some(source) = apply_parsed(facts, &before, &app).and_then(|s| redo(facts, &s, &rebuilt.reshaping))
             else {
                 continue;
             };

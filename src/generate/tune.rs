@@ -751,7 +751,8 @@ fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId) -> bool {
         TryResult::Faster | TryResult::Same | TryResult::Unknown => false,
     };
     let code = lineage.code_of(parent);
-    let counts = |t: &&Try| t.result == TryResult::Failed(build.to_string()) || lineage.code_of(t.parent) == code;
+    let counts =
+        |t: &&Try| matches!(&t.result, TryResult::Failed(c) if c == build) || lineage.code_of(t.parent) == code;
     tries.iter().all(lost) && tries.iter().filter(counts).count() >= DEAD_AFTER
 }
 
