@@ -187,7 +187,18 @@ fn row_strip_then_register_table_on_the_stencil_example_compiles() {
     let fast = &source[source.find("stencil2d_3x3_kernel_fast(").unwrap()..];
     assert!(fast.contains("ns_tab_w[(dy + 1) * 3 + (dx + 1)]"), "{fast}");
     assert_eq!(fast.matches("= w[").count(), 1, "the weights are loaded once, by the fill: {fast}");
-    let failures = parallel(vec![("stencil--strip-table.cu".into(), source)], &tc.nvcc, dir.path());
+    // The hand rewrite's shape: 4 columns a thread, each row of the window one float4.
+    let baseline = std::fs::read_to_string(&task.baseline).unwrap();
+    let columns =
+        ["index-width", "row-strip:rows=8,cols=4", "register-table", "read-only"].iter().fold(baseline, |s, a| {
+            rewrite::apply(&a.parse().unwrap(), &s, &facts).unwrap_or_else(|e| panic!("{a}: {e}")).source
+        });
+    assert!(columns.contains("reinterpret_cast<const float4*>(ns_p0)"), "{columns}");
+    let failures = parallel(
+        vec![("stencil--strip-table.cu".into(), source), ("stencil--strip-columns.cu".into(), columns)],
+        &tc.nvcc,
+        dir.path(),
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

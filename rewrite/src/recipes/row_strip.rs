@@ -34,14 +34,25 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use tree_sitter::Node;
 
-pub const PARAMS: &[ParamSpec] = &[ParamSpec {
-    name: "rows",
-    values: &["8", "16", "4"],
-    doc: "consecutive rows each thread computes (the grid's y extent is divided by it)",
-}];
+pub const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "rows",
+        values: &["8", "16", "4"],
+        doc: "consecutive rows each thread computes (the grid's y extent is divided by it)",
+    },
+    ParamSpec {
+        name: "cols",
+        values: &["1", "4"],
+        doc: "consecutive columns each thread computes (the grid's x extent is divided by it); windows read each row's columns 16 bytes at a time",
+    },
+];
 
 /// The kernel parameter that carries the original grid's y extent.
 pub const GRID_Y: &str = "ns_grid_y";
+/// The kernel parameter that carries the original grid's x extent, with columns.
+pub const GRID_X: &str = "ns_grid_x";
+/// The column a window element holds, in the code that fills the window.
+const WINDOW_COL: &str = "(ns_col0 + ns_i)";
 
 /// The row a window element holds, in the code that fills the window.
 const WINDOW_ROW: &str = "(ns_row0 + ns_j)";
@@ -62,7 +73,12 @@ const MAX_DEPTH: usize = 48;
 
 pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
     let rows: i64 = params.get(PARAMS, "rows").parse().map_err(|_| NotApplicable::new("rows must be 4, 8 or 16"))?;
-    super::per_kernel(src, params, |k| plan(src, facts, k, rows))
+    let cols: i64 = match params.get(PARAMS, "cols") {
+        "1" => 1,
+        "4" => 4,
+        _ => return Err(NotApplicable::new("cols must be 1 or 4")),
+    };
+    super::per_kernel(src, params, |k| plan(src, facts, k, rows, cols))
 }
 
 fn decline(k: &Kernel, why: impl std::fmt::Display) -> NotApplicable {
@@ -165,7 +181,13 @@ fn row_decl<'a>(t: &str, k: &Kernel, stmts: &[Node<'a>]) -> Result<RowDecl<'a>, 
     ))
 }
 
-fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, rows: i64) -> Result<(Change<'k>, String), NotApplicable> {
+fn plan<'k>(
+    src: &Source,
+    facts: &Facts,
+    k: &'k Kernel,
+    rows: i64,
+    cols: i64,
+) -> Result<(Change<'k>, String), NotApplicable> {
     let t = src.text();
     if k.has_error {
         return Err(decline(k, "contains syntax this parser does not know"));
@@ -220,7 +242,8 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, rows: i64) -> Result<(Ch
     }
     let launches = src.launches_of(&k.name);
     check_launches(src, k, &row, &launches)?;
-    let ctx = Ctx::new(src, facts, k, &row, &stmts, &rest)?;
+    let col = if cols > 1 { Some(columns(src, k, body, &stmts, &row)?) } else { None };
+    let ctx = Ctx::new(src, facts, k, &row, col.as_ref(), &stmts, &rest)?;
 
     let s = rows;
     let flat = text(t, row.init);
@@ -237,6 +260,13 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, rows: i64) -> Result<(Ch
     head.push_str(&format!(
         "// nightshift: a strip of {s} consecutive rows per thread down each column (the grid has 1/{s} of the rows of blocks); `{GRID_Y}` bounds the rows to those the original grid launched.\nconst {row0_type} ns_row0 = ({row0_type})({flat}) * {s};\nconst {row0_type} ns_rows = ({row0_type})({launched});\n"
     ));
+    if let Some(c) = &col {
+        let ct = &c.value_type;
+        head.push_str(&format!(
+            "// nightshift: and a run of {cols} consecutive columns per thread (the grid has 1/{cols} of the columns of blocks); `{GRID_X}` bounds the columns to those the original grid launched.\nconst {ct} ns_col0 = ({ct})({}) * {cols};\nconst {ct} ns_cols = ({ct})({GRID_X} * blockDim.x);\n",
+            text(t, c.init)
+        ));
+    }
     let decl_row = {
         let mut d = format!("{} {y} = ns_row0 + ns_r;", row.decl_type);
         if !row.after.is_empty() {
@@ -245,23 +275,57 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, rows: i64) -> Result<(Ch
         }
         d
     };
+    // With columns, the per-row code runs once per column of the run, its column
+    // declared where the original declared it.
+    let per_column = |code: &str, unroll: &str, bounded: bool| -> String {
+        match &col {
+            None => code.to_string(),
+            Some(c) => {
+                let bound = if bounded { format!("\n  if ({} >= ns_cols) break;", c.name) } else { String::new() };
+                format!(
+                    "{unroll}\nfor (int ns_c = 0; ns_c < {cols}; ++ns_c) {{\n  {} {} = ns_col0 + ns_c;{bound}\n  {}\n}}",
+                    c.decl_type,
+                    c.name,
+                    reindent(code.trim_end(), "  ")
+                )
+            }
+        }
+    };
     let rest_range = match (rest.first(), rest.last()) {
         (Some(a), Some(b)) => a.start_byte()..b.end_byte(),
         _ => row.decl.end_byte()..row.decl.end_byte(),
     };
     let plain_rest = ctx.rest_text(&rest_range, &[], &[])?;
 
-    let (code, note) = match ctx.windows(s, clamps) {
+    let windows = match ctx.windows(s, cols, clamps) {
+        Ok(ws) if col.is_some() && ws.iter().all(|w| w.cols.is_empty()) => {
+            return Err(decline(
+                k,
+                "reads no buffer at several columns of a row through its register windows: columns per thread would only regroup its threads",
+            ))
+        }
+        Err(why) if col.is_some() => return Err(decline(k, format!("has no rows to share across the strip ({why}), so no columns to load side by side"))),
+        w => w,
+    };
+    let (code, note) = match windows {
         Ok(ws) => {
             let guard = ctx.guard_text();
             let mut c = head.clone();
-            c.push_str(&format!("bool ns_whole = ns_row0 + {s} <= ns_rows;\n"));
-            if guard != "true" && !syntax::mentions_word(&guard, &y) {
+            match &col {
+                None => c.push_str(&format!("bool ns_whole = ns_row0 + {s} <= ns_rows;\n")),
+                Some(_) => {
+                    c.push_str(&format!("bool ns_whole = ns_row0 + {s} <= ns_rows && ns_col0 + {cols} <= ns_cols;\n"))
+                }
+            }
+            let mentions_col = col.as_ref().is_some_and(|c| syntax::mentions_word(&guard, &c.name));
+            if guard != "true" && !syntax::mentions_word(&guard, &y) && !mentions_col {
                 c.push_str(&format!("ns_whole = ns_whole && ({guard});\n"));
             } else if guard != "true" {
+                let check = per_column(&format!("ns_whole = ns_whole && ({guard});"), "#pragma unroll", false);
                 c.push_str(&format!(
-                    "#pragma unroll\nfor (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n  {} {y} = ns_row0 + ns_r;\n  ns_whole = ns_whole && ({guard});\n}}\n",
-                    row.decl_type
+                    "#pragma unroll\nfor (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n  {} {y} = ns_row0 + ns_r;\n  {}\n}}\n",
+                    row.decl_type,
+                    reindent(&check, "  ")
                 ));
             }
             let mut decls = String::new();
@@ -276,7 +340,7 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, rows: i64) -> Result<(Ch
                 }
             }
             let pragmas = ctx.pragmas_needed(&ws);
-            let fast_rest = ctx.rest_text(&rest_range, &edits, &pragmas)?;
+            let fast_rest = per_column(&ctx.rest_text(&rest_range, &edits, &pragmas)?, "#pragma unroll", false);
             let (how, fills_before, fills_in_step) = if up_front {
                 ("all of them before the first row, so their loads are in flight together", fills.trim_end(), "")
             } else {
@@ -290,10 +354,24 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, rows: i64) -> Result<(Ch
                 reindent(&decl_row, "    "),
                 reindent(fast_rest.trim_end(), "    "),
                 reindent(&decl_row, "    "),
-                reindent(plain_rest.trim_end(), "    "),
+                reindent(per_column(&plain_rest, "#pragma unroll 1", true).trim_end(), "    "),
             ));
             let list = summary(&ws, &y);
-            (c, format!("; rows read at several offsets shared in registers across the strip: {}", list.join(", ")))
+            let wide = ws.iter().filter(|w| w.vector_type().is_some() && !w.cols.is_empty()).count();
+            let cols_note = match (&col, wide) {
+                (None, _) => String::new(),
+                (Some(_), 0) => format!("; {cols} columns per thread, loaded one at a time"),
+                (Some(_), _) => format!(
+                    "; {cols} columns per thread, each window row's run of columns one 16-byte load where aligned"
+                ),
+            };
+            (
+                c,
+                format!(
+                    "; rows read at several offsets shared in registers across the strip: {}{cols_note}",
+                    list.join(", ")
+                ),
+            )
         }
         Err(why) => {
             let mut c = head.clone();
@@ -308,18 +386,135 @@ fn plan<'k>(src: &Source, facts: &Facts, k: &'k Kernel, rows: i64) -> Result<(Ch
     let mut change = Change::new(k);
     let span = row.decl.start_byte()..rest_range.end.max(row.decl.end_byte());
     change.edits.replace(span.clone(), reindent(&code, &indent_at(t, span.start)));
+    if let Some(c) = &col {
+        // The column is declared per column inside the strip now.
+        let r = c.decl.byte_range();
+        let line_start = t[..r.start].rfind('\n').map_or(r.start, |i| i + 1);
+        let whole_line = t[line_start..r.start].trim().is_empty() && t[r.end..].starts_with('\n');
+        change.edits.replace(if whole_line { line_start..r.end + 1 } else { r }, "");
+    }
+    let mut added = format!("unsigned int {GRID_Y}");
+    if col.is_some() {
+        added.push_str(&format!(", unsigned int {GRID_X}"));
+    }
     if k.params.is_empty() {
         // `()` or `(void)`
-        change.edits.replace(k.params_range.clone(), format!("(unsigned int {GRID_Y})"));
+        change.edits.replace(k.params_range.clone(), format!("({added})"));
     } else {
-        change.edits.insert(k.params_range.end - 1, format!(", unsigned int {GRID_Y}"));
+        change.edits.insert(k.params_range.end - 1, format!(", {added}"));
     }
     change.extra_args.push("{@grid.y}".to_string());
     change.grid_y = Some(Box::new(move |g: &str| format!("(({g}) + {s} - 1) / {s}")));
-    Ok((change, format!("`{}`: {s} rows per thread (grid y extent / {s}){note}", k.name)))
+    let mut what = format!("{s} rows per thread (grid y extent / {s})");
+    if col.is_some() {
+        change.extra_args.push("{@grid}".to_string());
+        change.grid = Some(Box::new(move |g: &str| format!("(({g}) + {cols} - 1) / {cols}")));
+        what = format!("{s} rows x {cols} columns per thread (grid y extent / {s}, x extent / {cols})");
+    }
+    Ok((change, format!("`{}`: {what}{note}", k.name)))
 }
 
-/// The file's device functions the kernel calls by name.
+/// The column index of column runs: a declaration of its own before the row's,
+/// `x = blockIdx.x * blockDim.x + threadIdx.x` (in any order), that nothing between the two
+/// reads.
+struct ColDecl<'a> {
+    decl: Node<'a>,
+    name: String,
+    decl_type: String,
+    value_type: String,
+    init: Node<'a>,
+}
+
+/// `blockIdx.x * blockDim.x + threadIdx.x` in any order, casts and parentheses allowed.
+fn col_form(t: &str, e: Node) -> bool {
+    let terms = syntax::flatten(t, strip(e), "+");
+    if terms.len() != 2 {
+        return false;
+    }
+    let is = |n: Node, o: &str| builtin(t, n) == Some((if o == "t" { "threadIdx" } else { "blockIdx" }, 'x'));
+    let product = match (is(terms[0], "t"), is(terms[1], "t")) {
+        (true, false) => terms[1],
+        (false, true) => terms[0],
+        _ => return false,
+    };
+    let factors = syntax::flatten(t, strip(product), "*");
+    factors.len() == 2
+        && factors.iter().any(|f| is(*f, "b"))
+        && factors.iter().any(|f| builtin(t, *f) == Some(("blockDim", 'x')))
+}
+
+fn col_decl<'a>(t: &str, k: &Kernel, stmts: &[Node<'a>], row: &RowDecl<'a>) -> Result<ColDecl<'a>, NotApplicable> {
+    let none = || {
+        decline(
+            k,
+            "declares no column index `x = blockIdx.x * blockDim.x + threadIdx.x` of its own before its row index: no columns to run",
+        )
+    };
+    let (at, decl, name, init) = stmts[..row.at]
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.kind() == "declaration")
+        .find_map(|(at, s)| match syntax::single_declarator(t, *s) {
+            Some((name, Some(init))) if col_form(t, init) => Some((at, *s, name, init)),
+            _ => None,
+        })
+        .ok_or_else(none)?;
+    for s in &stmts[at + 1..row.at] {
+        if syntax::mentions(t, *s, &name) {
+            return Err(decline(
+                k,
+                format!("reads its column `{name}` before its row index (`{}`)", syntax::one_line(text(t, *s), 60)),
+            ));
+        }
+    }
+    let decl_type = syntax::declaration_type(t, decl).unwrap_or_else(|| "int".into());
+    let value_type = syntax::unqualified(&decl_type);
+    if !matches!(value_type.as_str(), "int" | "unsigned" | "unsigned int" | "long" | "long long" | "size_t") {
+        return Err(decline(
+            k,
+            format!("declares its column `{name}` as `{decl_type}`, not an integer this recipe steps"),
+        ));
+    }
+    Ok(ColDecl { decl, name, decl_type, value_type, init })
+}
+
+/// The column index for column runs, where the kernel's x coordinates appear only in it.
+fn columns<'a>(
+    src: &Source,
+    k: &Kernel,
+    body: Node<'a>,
+    stmts: &[Node<'a>],
+    row: &RowDecl<'a>,
+) -> Result<ColDecl<'a>, NotApplicable> {
+    let t = src.text();
+    if k.param(GRID_X).is_some() {
+        return Err(decline(k, "computes a run of columns per thread already"));
+    }
+    let col = col_decl(t, k, stmts, row)?;
+    let init = col.init.byte_range();
+    for d in descendants(body) {
+        if let Some((o @ ("blockIdx" | "threadIdx" | "gridDim"), 'x')) = builtin(t, d) {
+            if !(init.start <= d.start_byte() && d.end_byte() <= init.end) {
+                return Err(decline(
+                    k,
+                    format!("reads `{o}.x` outside its column index, which columns per thread would change"),
+                ));
+            }
+        }
+    }
+    for f in called_device_functions(src, k) {
+        if let Some(b) = src.node(&f.body, "compound_statement") {
+            if descendants(b)
+                .into_iter()
+                .any(|d| matches!(builtin(t, d), Some(("blockIdx" | "threadIdx" | "gridDim", 'x'))))
+            {
+                return Err(decline(k, format!("calls `{}`, which reads the x coordinates", f.name)));
+            }
+        }
+    }
+    Ok(col)
+}
+
 fn called_device_functions(src: &Source, k: &Kernel) -> Vec<crate::source::HostFn> {
     let t = src.text();
     let Some(body) = src.node(&k.body, "compound_statement") else { return Vec::new() };
@@ -425,6 +620,8 @@ struct Offset {
 #[derive(Default)]
 struct Found {
     offsets: Vec<Offset>,
+    /// Column offsets, with column runs.
+    cols: Vec<Offset>,
     /// Loop variables named outside row sums.
     vars: BTreeSet<String>,
 }
@@ -448,6 +645,8 @@ struct Ctx<'a> {
     t: &'a str,
     k: &'a Kernel,
     y: String,
+    /// The column, with column runs: per column like the row is per row.
+    x: Option<String>,
     /// The row's type without qualifiers.
     row_type: String,
     rest: Vec<Node<'a>>,
@@ -479,6 +678,7 @@ impl<'a> Ctx<'a> {
         facts: &Facts,
         k: &'a Kernel,
         row: &RowDecl<'a>,
+        col: Option<&ColDecl<'a>>,
         stmts: &[Node<'a>],
         rest: &[Node<'a>],
     ) -> Result<Ctx<'a>, NotApplicable> {
@@ -487,6 +687,10 @@ impl<'a> Ctx<'a> {
         let mut outside: BTreeSet<String> = k.params.iter().map(|p| p.name.clone()).collect();
         for s in &stmts[..row.at] {
             outside.extend(syntax::declared_names(t, *s));
+        }
+        let x = col.map(|c| c.name.clone());
+        if let Some(x) = &x {
+            outside.remove(x);
         }
         for d in &row.before {
             outside.extend(declarator_name(t, *d));
@@ -523,6 +727,9 @@ impl<'a> Ctx<'a> {
         if declared.contains(&y) {
             return Err(decline(k, format!("declares another `{y}` in its per-row code")));
         }
+        if let Some(x) = x.as_ref().filter(|x| declared.contains(*x)) {
+            return Err(decline(k, format!("declares another `{x}` in its per-row code")));
+        }
         // Each row starts from the same state: the per-row code changes no variable
         // declared before it.
         let mut assigned: BTreeSet<String> = BTreeSet::new();
@@ -533,6 +740,12 @@ impl<'a> Ctx<'a> {
             for (name, d) in syntax::assigned(t, *s) {
                 if !matches!(d.kind(), "pointer_expression" | "call_expression") {
                     continue;
+                }
+                if x.as_deref() == Some(name.as_str()) {
+                    return Err(decline(
+                        k,
+                        format!("changes its column `{name}` (`{}`)", syntax::one_line(text(t, d), 60)),
+                    ));
                 }
                 if name == y {
                     return Err(decline(
@@ -582,6 +795,12 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
                 let name = text(t, base).to_string();
+                if x.as_deref() == Some(name.as_str()) {
+                    return Err(decline(
+                        k,
+                        format!("changes its column `{name}` (`{}`)", syntax::one_line(text(t, d), 60)),
+                    ));
+                }
                 if name == y {
                     return Err(decline(
                         k,
@@ -662,6 +881,7 @@ impl<'a> Ctx<'a> {
             t,
             k,
             y,
+            x,
             row_type: row.value_type.clone(),
             rest: rest.to_vec(),
             locals,
@@ -878,6 +1098,12 @@ impl<'a> Ctx<'a> {
         match n.kind() {
             "identifier" => {
                 let name = text(t, n);
+                if self.x.as_deref() == Some(name) {
+                    return match mode {
+                        Mode::Guard => Ok(name.to_string()),
+                        Mode::Tap { .. } => self.col_sum(n, mode, found, depth),
+                    };
+                }
                 if name == self.y {
                     return match (mode, &self.bound) {
                         (Mode::Guard, _) => Ok(name.to_string()),
@@ -965,6 +1191,9 @@ impl<'a> Ctx<'a> {
                 if matches!(op, "+" | "-") && self.is_row_sum(n) {
                     return self.row_sum(n, mode, found, depth);
                 }
+                if matches!(op, "+" | "-") && self.is_col_sum(n) {
+                    return self.col_sum(n, mode, found, depth);
+                }
                 self.render_children(n, mode, found, depth)
             }
             _ => self.render_children(n, mode, found, depth),
@@ -1050,6 +1279,52 @@ impl<'a> Ctx<'a> {
             return Err(format!("adds the row `{}` to itself", self.y));
         }
         Ok((offset, others))
+    }
+
+    /// `x`, or a sum with the column `x` as one of its terms.
+    fn is_col_sum(&self, n: Node) -> bool {
+        let Some(x) = &self.x else { return false };
+        let mut terms = Vec::new();
+        signed_terms(self.t, n, true, &mut terms);
+        terms.iter().any(|(_, e)| syntax::is_ident(self.t, *e, x) && strip_parens(*e).kind() == "identifier")
+    }
+
+    /// A column sum as the window column `ns_col0 + ns_i`: the column once with `+`,
+    /// constants, at most one loop variable, and other terms kept as they are.
+    fn col_sum(&self, n: Node, mode: Mode, found: &mut Found, depth: usize) -> Result<String, String> {
+        let t = self.t;
+        let x = self.x.as_deref().unwrap_or_default();
+        let mut terms = Vec::new();
+        signed_terms(t, n, true, &mut terms);
+        let mut seen = 0;
+        let mut offset = Offset { var: None, k: 0 };
+        let mut others = String::new();
+        for (plus, term) in terms {
+            let term = strip_parens(term);
+            if term.kind() == "identifier" && text(t, term) == x {
+                if !plus {
+                    return Err(format!("subtracts the column `{x}`"));
+                }
+                seen += 1;
+                continue;
+            }
+            if let Some(v) = self.constant(term) {
+                offset.k = if plus { offset.k.checked_add(v) } else { offset.k.checked_sub(v) }
+                    .ok_or_else(|| "overflows".to_string())?;
+                continue;
+            }
+            if term.kind() == "identifier" && self.loops.contains_key(text(t, term)) && offset.var.is_none() {
+                offset.var = Some((!plus, text(t, term).to_string()));
+                continue;
+            }
+            let r = self.render(term, mode, found, depth + 1)?;
+            others.push_str(&format!(" {} ({r})", if plus { "+" } else { "-" }));
+        }
+        if seen != 1 {
+            return Err(format!("adds the column `{x}` to itself"));
+        }
+        found.cols.push(offset);
+        Ok(format!("{WINDOW_COL}{others}"))
     }
 
     /// `min(max(ROW, 0), B - 1)` for a clamp of a row sum (either order, or one side) that
@@ -1145,7 +1420,7 @@ impl<'a> Ctx<'a> {
 
     /// The register windows: every read of a buffer the kernel only reads, at a row
     /// offset, grouped by what it reads; those read at two or more offsets.
-    fn windows(&self, s: i64, clamp: bool) -> Result<Vec<Window>, String> {
+    fn windows(&self, s: i64, v: i64, clamp: bool) -> Result<Vec<Window>, String> {
         let t = self.t;
         let clamp = clamp && self.clamped && self.bound.is_some();
         let mut groups: BTreeMap<WindowKey, Window> = BTreeMap::new();
@@ -1231,6 +1506,24 @@ impl<'a> Ctx<'a> {
                         continue;
                     }
                 }
+                let col = found.cols.first().cloned();
+                if found.cols.iter().any(|o| Some(o) != col.as_ref()) {
+                    first_why.get_or_insert(format!(
+                        "`{}` reads columns at two offsets at once",
+                        syntax::one_line(text(t, d), 60)
+                    ));
+                    continue;
+                }
+                if let Some((_, cv)) = col.as_ref().and_then(|c| c.var.as_ref()) {
+                    let row_var = offset.var.as_ref().map(|(_, rv)| rv);
+                    if found.vars.contains(cv) || row_var == Some(cv) {
+                        first_why.get_or_insert(format!(
+                            "`{}` uses `{cv}` for more than its column",
+                            syntax::one_line(text(t, d), 60)
+                        ));
+                        continue;
+                    }
+                }
                 let keys: Vec<(String, i64, i64)> = found
                     .vars
                     .iter()
@@ -1247,16 +1540,24 @@ impl<'a> Ctx<'a> {
                     buffer: p.to_string(),
                     elem: elem.clone(),
                     value,
+                    addr: format!("&{base}[{idx}]"),
+                    ldg: ldg.is_some(),
                     cond: tap.clone(),
                     keys,
                     key_types,
                     offsets: BTreeSet::new(),
+                    cols: BTreeSet::new(),
+                    run: v,
                     uses: Vec::new(),
                     sites: Vec::new(),
                     loops: Vec::new(),
                 });
                 w.offsets.extend(lo..=hi);
-                w.uses.push((site.byte_range(), offset));
+                if let Some(c) = &col {
+                    let (cl, ch) = self.offset_range(c);
+                    w.cols.extend(cl..=ch);
+                }
+                w.uses.push((site.byte_range(), offset, col));
                 w.loops.extend(self.enclosing_loops(site));
             }
         }
@@ -1271,13 +1572,21 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             let lo = offs[0];
-            for (r, o) in &w.uses {
+            let col_lo = w.col_lo();
+            for (r, o, c) in &w.uses {
                 let keys: String = w.keys.iter().map(|(v, l, _)| format!("[{v} - ({l})]")).collect();
                 let mut slot = format!("ns_r + {}", o.k - lo);
                 if let Some((neg, v)) = &o.var {
                     slot = format!("ns_r {} {v} + {}", if *neg { "-" } else { "+" }, o.k - lo);
                 }
-                w.sites.push((r.clone(), format!("{keys}[{slot}]")));
+                let column = match c {
+                    None => String::new(),
+                    Some(Offset { var: None, k }) => format!("[ns_c + {}]", k - col_lo),
+                    Some(Offset { var: Some((neg, v)), k }) => {
+                        format!("[ns_c {} {v} + {}]", if *neg { "-" } else { "+" }, k - col_lo)
+                    }
+                };
+                w.sites.push((r.clone(), format!("{keys}{column}[{slot}]")));
             }
             out.push(w);
         }
@@ -1421,13 +1730,20 @@ struct Window {
     elem: String,
     /// `in[(ns_row0 + ns_j) * W + (x + dx)]`
     value: String,
+    /// The address it reads, `&in[...]`, and whether through `__ldg`.
+    addr: String,
+    ldg: bool,
     /// The condition the original reads it under (empty: always).
     cond: String,
     keys: Vec<(String, i64, i64)>,
     key_types: Vec<String>,
     /// Row offsets read.
     offsets: BTreeSet<i64>,
-    uses: Vec<(Range<usize>, Offset)>,
+    /// Column offsets read, with column runs (none: the same for every column).
+    cols: BTreeSet<i64>,
+    /// Columns per thread.
+    run: i64,
+    uses: Vec<(Range<usize>, Offset, Option<Offset>)>,
     /// Each read and the window element it becomes.
     sites: Vec<(Range<usize>, String)>,
     /// The loops the reads sit in.
@@ -1443,10 +1759,26 @@ impl Window {
         self.offsets.last().copied().unwrap_or(0)
     }
 
+    fn col_lo(&self) -> i64 {
+        self.cols.first().copied().unwrap_or(0)
+    }
+
+    /// The window's columns: `ns_i` from the first to the last, or none where it holds one
+    /// value for every column.
+    fn col_span(&self) -> Option<(i64, i64)> {
+        let (lo, hi) = (self.cols.first()?, self.cols.last()?);
+        Some((*lo, self.run - 1 + hi))
+    }
+
     fn declaration(&self, n: usize, s: i64) -> String {
-        let dims: String = self.keys.iter().map(|(_, l, h)| format!("[{}]", h - l + 1)).collect();
+        let mut dims: String = self.keys.iter().map(|(_, l, h)| format!("[{}]", h - l + 1)).collect();
+        let mut at = String::new();
+        if let Some((cl, ch)) = self.col_span() {
+            dims.push_str(&format!("[{}]", ch - cl + 1));
+            at = format!(", columns ns_col0 + ({cl}) .. ns_col0 + {ch}");
+        }
         format!(
-            "{} ns_w{n}{dims}[{}];  // `{}` at rows ns_row0 + ({}) .. ns_row0 + {}\n",
+            "{} ns_w{n}{dims}[{}];  // `{}` at rows ns_row0 + ({}) .. ns_row0 + {}{at}\n",
             self.elem,
             s + self.hi() - self.lo(),
             self.buffer,
@@ -1481,13 +1813,66 @@ impl Window {
         )
     }
 
-    /// One window element's load, `ns_j` its row, inside the loops over its other keys.
+    /// The 16-byte type a run of 4 columns of this window loads as, where it has one.
+    fn vector_type(&self) -> Option<&'static str> {
+        if self.run != 4 || !self.keys.is_empty() {
+            return None;
+        }
+        match syntax::unqualified(&self.elem).as_str() {
+            "float" => Some("float4"),
+            "int" => Some("int4"),
+            "unsigned" | "unsigned int" => Some("uint4"),
+            _ => None,
+        }
+    }
+
+    /// One window row's loads, `ns_j` its row, inside the loops over its other keys and
+    /// its columns. With a run of 4 columns of a 4-byte type, the run's own columns are
+    /// one 16-byte load where, for this row, every one of them is read by the original
+    /// (its condition holds), they lie side by side and the first is 16-byte aligned; the
+    /// columns past either end, and every column of a row that fails any of that, are
+    /// loaded one at a time.
     fn store(&self, n: usize) -> String {
         let lo = self.lo();
         let keys: String = self.keys.iter().map(|(v, l, _)| format!("[{v} - ({l})]")).collect();
-        let mut store = format!("ns_w{n}{keys}[ns_j - ({lo})] = {};", self.value);
+        let (cols, column) = match self.col_span() {
+            Some((cl, ch)) => (Some((cl, ch)), format!("[ns_i - ({cl})]")),
+            None => (None, String::new()),
+        };
+        let slot = |col: &str| format!("ns_w{n}{keys}{col}[ns_j - ({lo})]");
+        let mut store = format!("{} = {};", slot(&column), self.value);
         if !self.cond.is_empty() {
             store = format!("if ({}) {store}", self.cond);
+        }
+        if let Some((cl, ch)) = cols {
+            let vector = self.vector_type();
+            let skip = if vector.is_some() {
+                format!("if (ns_vec{n} && ns_i >= 0 && ns_i < 4) continue;\n")
+            } else {
+                String::new()
+            };
+            store = format!(
+                "#pragma unroll\nfor (int ns_i = {cl}; ns_i <= {ch}; ++ns_i) {{\n  {}\n}}",
+                reindent(&format!("{skip}{store}"), "  ")
+            );
+            if let Some(vt) = vector {
+                let cond = if self.cond.is_empty() { "true".to_string() } else { self.cond.clone() };
+                let load = if self.ldg {
+                    format!("__ldg(reinterpret_cast<const {vt}*>(ns_p{n}))")
+                } else {
+                    format!("*reinterpret_cast<const {vt}*>(ns_p{n})")
+                };
+                let lanes: String = ["x", "y", "z", "w"]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| format!("  {} = ns_v{n}.{f};\n", slot(&format!("[{}]", i as i64 - cl))))
+                    .collect();
+                store = format!(
+                    "const {elem}* ns_p{n} = nullptr;\nbool ns_vec{n} = true;\n#pragma unroll\nfor (int ns_i = 0; ns_i < 4; ++ns_i) {{\n  if (ns_i == 0) ns_p{n} = {addr};\n  ns_vec{n} = ns_vec{n} && ({cond}) && {addr} == ns_p{n} + ns_i;\n}}\nns_vec{n} = ns_vec{n} && (reinterpret_cast<size_t>(ns_p{n}) & 15) == 0;\nif (ns_vec{n}) {{\n  const {vt} ns_v{n} = {load};\n{lanes}}}\n{store}",
+                    elem = syntax::unqualified(&self.elem),
+                    addr = self.addr,
+                );
+            }
         }
         for ((v, l, h), ty) in self.keys.iter().zip(&self.key_types).rev() {
             store =
@@ -1496,9 +1881,11 @@ impl Window {
         store
     }
 
-    /// How many windows of rows it is (one per value of its other loop variables).
+    /// How many windows of rows it is (one per value of its other loop variables and
+    /// column).
     fn count(&self) -> i64 {
-        self.keys.iter().map(|(_, l, h)| h - l + 1).product()
+        let cols = self.col_span().map_or(1, |(l, h)| h - l + 1);
+        self.keys.iter().map(|(_, l, h)| h - l + 1).product::<i64>() * cols
     }
 }
 
@@ -1951,6 +2338,119 @@ extern "C" void launch(const float* in, float* out, int W, int H, cudaStream_t s
         assert!(!window.contains("(expr int)"), "{window}");
         assert_eq!(syntax::unqualified("constexpr int"), "int");
         assert_eq!(syntax::unqualified("const unsigned  char"), "unsigned char");
+    }
+
+    fn columns_with(src: &str, rows: &str) -> Applied {
+        let params = Params::default().with("rows", rows).with("cols", "4");
+        apply(&Source::parse(src), &FactsBuilder::new("launch").build(), &params)
+    }
+
+    /// The stencil example's form: zero borders behind each tap's own checks.
+    const ZERO3: &str = r#"#include <cuda_runtime.h>
+__global__ void st3(const float* x, const float* w, float* y, int H, int W) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  const int row = blockIdx.y * blockDim.y + threadIdx.y;
+  if (col >= W || row >= H) return;
+  float acc = 0.0f;
+  for (int dy = -1; dy <= 1; ++dy) {
+    const int r = row + dy;
+    if (r < 0 || r >= H) continue;
+    for (int dx = -1; dx <= 1; ++dx) {
+      const int c = col + dx;
+      if (c < 0 || c >= W) continue;
+      acc += w[(dy + 1) * 3 + (dx + 1)] * x[(size_t)r * W + c];
+    }
+  }
+  y[(size_t)row * W + col] = acc;
+}
+extern "C" void launch(const float* x, const float* w, float* y, int H, int W, cudaStream_t s) {
+  const dim3 block(16, 16);
+  const dim3 grid((W + block.x - 1) / block.x, (H + block.y - 1) / block.y);
+  st3<<<grid, block, 0, s>>>(x, w, y, H, W);
+}
+"#;
+
+    #[test]
+    fn columns_per_thread_read_each_window_row_16_bytes_at_a_time_where_every_column_is_read() {
+        let r = columns_with(ZERO3, "8").unwrap();
+        let s = &r.source;
+        assert!(
+            r.description.contains("8 rows x 4 columns per thread (grid y extent / 8, x extent / 4)"),
+            "{}",
+            r.description
+        );
+        assert!(r.description.contains("one 16-byte load where aligned"), "{}", r.description);
+        // The launch divides both extents and passes the original ones.
+        assert!(
+            s.contains("st3<<<dim3(((grid.x) + 4 - 1) / 4, ((grid.y) + 8 - 1) / 8, grid.z), block, 0, s>>>(x, w, y, H, W, (grid.y), ((grid).x));"),
+            "{s}"
+        );
+        assert!(s.contains("int H, int W, unsigned int ns_grid_y, unsigned int ns_grid_x)"), "{s}");
+        assert!(s.contains("const int ns_col0 = (int)(blockIdx.x * blockDim.x + threadIdx.x) * 4;"), "{s}");
+        assert!(s.contains("const int ns_cols = (int)(ns_grid_x * blockDim.x);"), "{s}");
+        // The column is declared per column, once: the original declaration is gone.
+        assert_eq!(s.matches("const int col = ").count(), 3, "the check, the strip, the edges: {s}");
+        assert!(s.contains("bool ns_whole = ns_row0 + 8 <= ns_rows && ns_col0 + 4 <= ns_cols;"), "{s}");
+        // Taps at columns -1..+1 of a run of 4: six columns of ten rows, 60 registers,
+        // loaded before the first row.
+        assert!(s.contains("float ns_w0[6][10];"), "{s}");
+        assert!(s.contains("acc += w[(dy + 1) * 3 + (dx + 1)] * ns_w0[ns_c + dx + 1][ns_r + dy + 1];"), "{s}");
+        // The run's own four columns: one float4 where each is read by the original, they
+        // lie side by side and the first is aligned; the rest one at a time.
+        assert!(s.contains("const float4 ns_v0 = *reinterpret_cast<const float4*>(ns_p0);"), "{s}");
+        assert!(s.contains("ns_w0[4][ns_j - (-1)] = ns_v0.w;"), "{s}");
+        assert!(s.contains("ns_vec0 = ns_vec0 && (reinterpret_cast<size_t>(ns_p0) & 15) == 0;"), "{s}");
+        assert!(s.contains("== ns_p0 + ns_i;"), "{s}");
+        assert!(s.contains("if (ns_vec0 && ns_i >= 0 && ns_i < 4) continue;"), "{s}");
+        assert!(s.contains("for (int ns_i = -1; ns_i <= 4; ++ns_i) {"), "{s}");
+        // Each value, wide or not, is read under the tap's own conditions.
+        assert!(s.contains("(!((ns_row0 + ns_j) < 0 || (ns_row0 + ns_j) >= H) && !(((int)((ns_col0 + ns_i))) < 0 || ((int)((ns_col0 + ns_i))) >= W))"), "{s}");
+        // The edges run the original per column, up to the columns the grid launched.
+        assert!(s.contains("#pragma unroll 1\n      for (int ns_c = 0; ns_c < 4; ++ns_c) {\n        const int col = ns_col0 + ns_c;\n        if (col >= ns_cols) break;"), "{s}");
+        // One column per thread is the plain strip, as before.
+        let plain = strip_with(ZERO3, "8").unwrap();
+        assert!(!plain.source.contains("ns_col0") && plain.source.contains("float ns_w0[3][10];"), "{}", plain.source);
+    }
+
+    #[test]
+    fn clamped_columns_load_wide_only_where_they_lie_side_by_side_and_other_shapes_too() {
+        // A 5x5 box with clamped borders: columns -2..+5 over 12 rows is 96 registers, a
+        // row per step; the clamp is in the address, so the side-by-side check is what
+        // keeps a clamped edge off the wide load.
+        let r = columns_with(BOX5, "8").unwrap();
+        let s = &r.source;
+        assert!(s.contains("float ns_w0[8][12];"), "{s}");
+        assert!(s.contains("one new row per step"), "{s}");
+        assert!(s.contains("min(max((ns_col0 + ns_i), 0), W - 1)"), "{s}");
+        assert!(s.contains("== ns_p0 + ns_i;"), "{s}");
+        // A vertical window reads the run's own columns only.
+        let r = columns_with(BOX, "8").unwrap();
+        assert!(r.source.contains("float ns_w0[4][12];"), "{}", r.source);
+        assert!(r.source.contains("for (int ns_i = 0; ns_i <= 3; ++ns_i) {"), "{}", r.source);
+        // `double` has no 16-byte run of 4: the columns load one at a time.
+        let r = columns_with(&ZERO3.replace("float", "double"), "4").unwrap();
+        assert!(!r.source.contains("ns_vec0") && r.source.contains("double ns_w0[6][6];"), "{}", r.source);
+        assert!(r.description.contains("4 columns per thread, loaded one at a time"), "{}", r.description);
+    }
+
+    #[test]
+    fn columns_decline_with_the_reason_where_the_kernel_gives_no_run_of_columns() {
+        let why = |src: &str| columns_with(src, "8").unwrap_err().0;
+        // The x coordinates read outside the column.
+        let lane = ZERO3.replace("float acc = 0.0f;", "float acc = threadIdx.x == 0 ? 0.0f : 0.0f;");
+        assert!(why(&lane).contains("reads `threadIdx.x` outside its column index"), "{}", why(&lane));
+        // No column of its own before the row.
+        let late = ZERO3
+            .replace("  const int col = blockIdx.x * blockDim.x + threadIdx.x;\n", "")
+            .replace("  if (col >= W", "  const int col = blockIdx.x * blockDim.x + threadIdx.x;\n  if (col >= W");
+        assert!(why(&late).contains("declares no column index"), "{}", why(&late));
+        // Rows shared, but each read at one column the run does not move: nothing to load
+        // side by side.
+        let fixed = BOX.replace("s += in[yy * W + x];", "s += in[yy * W];");
+        assert!(why(&fixed).contains("reads no buffer at several columns"), "{}", why(&fixed));
+        // The column changed in the per-row code.
+        let moved = ZERO3.replace("float acc = 0.0f;", "float acc = 0.0f;\n  int* p = (int*)&col;");
+        assert!(why(&moved).contains("`col`"), "{}", why(&moved));
     }
 
     #[test]
