@@ -194,6 +194,7 @@ fn row_strip_then_register_table_on_the_stencil_example_compiles() {
             rewrite::apply(&a.parse().unwrap(), &s, &facts).unwrap_or_else(|e| panic!("{a}: {e}")).source
         });
     assert!(columns.contains("reinterpret_cast<const float4*>(ns_p0)"), "{columns}");
+    assert!(columns.contains("ns_store16(ns_sp[0], "), "{columns}");
     let failures = parallel(
         vec![("stencil--strip-table.cu".into(), source), ("stencil--strip-columns.cu".into(), columns)],
         &tc.nvcc,

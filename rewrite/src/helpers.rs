@@ -161,6 +161,25 @@ inline dim3 ns_coarse_grid3(dim3 grid, unsigned per) {
 }"#,
 };
 
+/// One 16-byte store of four 32-bit values (`row-strip`'s runs of columns). Written in
+/// PTX: where the same values are also stored one at a time on the other branch, nvcc
+/// 13.0 merges a `float4` assignment into the scalar stores.
+pub static STORE16: Helper = Helper {
+    mark: "NIGHTSHIFT_STORE16",
+    text: r#"
+// nightshift: four 32-bit values stored at a 16-byte aligned global address at once.
+__device__ __forceinline__ unsigned ns_bits32(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ unsigned ns_bits32(int v) { return (unsigned)v; }
+__device__ __forceinline__ unsigned ns_bits32(unsigned v) { return v; }
+template <typename T>
+__device__ __forceinline__ void ns_store16(T* dst, T a, T b, T c, T d) {
+  static_assert(sizeof(T) == 4, "four 32-bit values");
+  asm("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(ns_bits32(a)), "r"(ns_bits32(b)), "r"(ns_bits32(c)),
+      "r"(ns_bits32(d))
+      : "memory");
+}"#,
+};
+
 /// Fast approximations for transcendental functions without a hardware intrinsic.
 pub static FAST_MATH: Helper = Helper {
     mark: "NIGHTSHIFT_FAST_MATH",

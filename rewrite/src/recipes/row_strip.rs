@@ -277,13 +277,13 @@ fn plan<'k>(
     };
     // With columns, the per-row code runs once per column of the run, its column
     // declared where the original declared it.
-    let per_column = |code: &str, unroll: &str, bounded: bool| -> String {
+    let per_column = |code: &str, unroll: &str, bounded: bool, prologue: &str| -> String {
         match &col {
             None => code.to_string(),
             Some(c) => {
                 let bound = if bounded { format!("\n  if ({} >= ns_cols) break;", c.name) } else { String::new() };
                 format!(
-                    "{unroll}\nfor (int ns_c = 0; ns_c < {cols}; ++ns_c) {{\n  {} {} = ns_col0 + ns_c;{bound}\n  {}\n}}",
+                    "{prologue}{unroll}\nfor (int ns_c = 0; ns_c < {cols}; ++ns_c) {{\n  {} {} = ns_col0 + ns_c;{bound}\n  {}\n}}",
                     c.decl_type,
                     c.name,
                     reindent(code.trim_end(), "  ")
@@ -307,6 +307,7 @@ fn plan<'k>(
         Err(why) if col.is_some() => return Err(decline(k, format!("has no rows to share across the strip ({why}), so no columns to load side by side"))),
         w => w,
     };
+    let mut stores_wide = false;
     let (code, note) = match windows {
         Ok(ws) => {
             let guard = ctx.guard_text();
@@ -321,7 +322,7 @@ fn plan<'k>(
             if guard != "true" && !syntax::mentions_word(&guard, &y) && !mentions_col {
                 c.push_str(&format!("ns_whole = ns_whole && ({guard});\n"));
             } else if guard != "true" {
-                let check = per_column(&format!("ns_whole = ns_whole && ({guard});"), "#pragma unroll", false);
+                let check = per_column(&format!("ns_whole = ns_whole && ({guard});"), "#pragma unroll", false, "");
                 c.push_str(&format!(
                     "#pragma unroll\nfor (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n  {} {y} = ns_row0 + ns_r;\n  {}\n}}\n",
                     row.decl_type,
@@ -340,7 +341,20 @@ fn plan<'k>(
                 }
             }
             let pragmas = ctx.pragmas_needed(&ws);
-            let fast_rest = per_column(&ctx.rest_text(&rest_range, &edits, &pragmas)?, "#pragma unroll", false);
+            // An output the run's columns store side by side goes out 16 bytes at a time,
+            // unless a window read sits inside its statement.
+            let store = col
+                .as_ref()
+                .and(ctx.run_store())
+                .filter(|st| !edits.iter().any(|(r, _)| st.stmt.start <= r.start && r.end <= st.stmt.end));
+            let mut prologue = String::new();
+            if let Some(st) = &store {
+                stores_wide = true;
+                edits.push((st.stmt.clone(), reindent(&st.replacement(cols), &indent_at(t, st.stmt.start))));
+                prologue = st.declarations(cols);
+            }
+            let fast_rest =
+                per_column(&ctx.rest_text(&rest_range, &edits, &pragmas)?, "#pragma unroll", false, &prologue);
             let (how, fills_before, fills_in_step) = if up_front {
                 ("all of them before the first row, so their loads are in flight together", fills.trim_end(), "")
             } else {
@@ -354,17 +368,20 @@ fn plan<'k>(
                 reindent(&decl_row, "    "),
                 reindent(fast_rest.trim_end(), "    "),
                 reindent(&decl_row, "    "),
-                reindent(per_column(&plain_rest, "#pragma unroll 1", true).trim_end(), "    "),
+                reindent(per_column(&plain_rest, "#pragma unroll 1", true, "").trim_end(), "    "),
             ));
             let list = summary(&ws, &y);
             let wide = ws.iter().filter(|w| w.vector_type().is_some() && !w.cols.is_empty()).count();
-            let cols_note = match (&col, wide) {
+            let mut cols_note = match (&col, wide) {
                 (None, _) => String::new(),
                 (Some(_), 0) => format!("; {cols} columns per thread, loaded one at a time"),
                 (Some(_), _) => format!(
                     "; {cols} columns per thread, each window row's run of columns one 16-byte load where aligned"
                 ),
             };
+            if let Some(st) = &store {
+                cols_note.push_str(&format!(", `{}` stored 16 bytes at a time", st.buffer));
+            }
             (
                 c,
                 format!(
@@ -384,6 +401,9 @@ fn plan<'k>(
         }
     };
     let mut change = Change::new(k);
+    if stores_wide {
+        change.helpers.push(&crate::helpers::STORE16);
+    }
     let span = row.decl.start_byte()..rest_range.end.max(row.decl.end_byte());
     change.edits.replace(span.clone(), reindent(&code, &indent_at(t, span.start)));
     if let Some(c) = &col {
@@ -1712,10 +1732,100 @@ impl<'a> Ctx<'a> {
         out
     }
 
+    /// The output a run of columns stores 16 bytes at a time: a statement `P[I] = E;` of
+    /// the per-row code's own (not under a branch or loop), into a buffer of a 4-byte type
+    /// that the per-row code writes there only and never reads, with nothing before it
+    /// that may leave early but the checks every column of a whole strip passes. Every
+    /// column of a whole strip then reaches it, and the run's last column can store all
+    /// four.
+    fn run_store(&self) -> Option<RunStore> {
+        let t = self.t;
+        let mut found = None;
+        for st in self.rest.iter().filter(|s| s.kind() != "comment") {
+            if self.guard_stmts.contains(&st.id()) {
+                continue;
+            }
+            let assign = (st.kind() == "expression_statement")
+                .then(|| named_children(*st).into_iter().find(|c| c.kind() != "comment"))
+                .flatten()
+                .filter(|e| e.kind() == "assignment_expression")
+                .filter(|e| e.child_by_field_name("operator").is_some_and(|o| text(t, o) == "="));
+            if let Some(e) = assign {
+                let left = e.child_by_field_name("left").map(strip_parens)?;
+                let right = e.child_by_field_name("right")?;
+                if left.kind() == "subscript_expression" {
+                    let arg = left.child_by_field_name("argument").map(strip_parens)?;
+                    let name = text(t, arg);
+                    let index = pattern::subscript_index(left)?;
+                    let p = self.k.param(name).filter(|p| p.pointer && !p.is_const)?;
+                    let ty = syntax::unqualified(&p.base);
+                    if !matches!(ty.as_str(), "float" | "int" | "unsigned" | "unsigned int") {
+                        return None;
+                    }
+                    found = Some((st.byte_range(), name.to_string(), ty, index, right));
+                    break;
+                }
+            }
+            if !syntax::escapes(*st).is_empty() {
+                return None;
+            }
+        }
+        let (stmt, name, elem, index, value) = found?;
+        // Written there only, read nowhere.
+        let mentions = self
+            .rest
+            .iter()
+            .flat_map(|s| descendants(*s))
+            .filter(|d| d.kind() == "identifier" && text(t, *d) == name)
+            .count();
+        if mentions != 1 || !syntax::escapes(value).is_empty() {
+            return None;
+        }
+        Some(RunStore {
+            stmt,
+            elem,
+            index: text(t, index).to_string(),
+            value: text(t, value).to_string(),
+            buffer: name,
+        })
+    }
+
     /// Where `#pragma unroll` goes: the loops windows sit in that have none.
     fn pragmas_needed(&self, ws: &[Window]) -> Vec<&ConstLoop> {
         let names: BTreeSet<&String> = ws.iter().flat_map(|w| w.loops.iter()).collect();
         self.loops.values().filter(|l| l.needs_pragma && names.contains(&l.var)).collect()
+    }
+}
+
+/// An output the run's columns store together (see [`Ctx::run_store`]).
+struct RunStore {
+    stmt: Range<usize>,
+    buffer: String,
+    elem: String,
+    index: String,
+    value: String,
+}
+
+impl RunStore {
+    /// The registers the run's columns leave their values and addresses in.
+    fn declarations(&self, v: i64) -> String {
+        format!("{elem}* ns_sp[{v}];\n{elem} ns_sv[{v}];\n", elem = self.elem)
+    }
+
+    /// The statement in place of the store: each column leaves its value and address, and
+    /// the last stores the four in one 16-byte store where they lie side by side, aligned,
+    /// else one at a time (the wide store is [`helpers::STORE16`]'s).
+    fn replacement(&self, v: i64) -> String {
+        let last = v - 1;
+        let side_by_side: String = (1..v).map(|i| format!("ns_sp[{i}] == ns_sp[0] + {i} && ")).collect();
+        let values: Vec<String> = (0..v).map(|i| format!("ns_sv[{i}]")).collect();
+        format!(
+            "ns_sp[ns_c] = &{b}[{i}];\nns_sv[ns_c] = {e};\nif (ns_c == {last}) {{\n  // nightshift: the run's {v} columns stored together.\n  if ({side_by_side}(reinterpret_cast<size_t>(ns_sp[0]) & 15) == 0) {{\n    ns_store16(ns_sp[0], {vals});\n  }} else {{\n    #pragma unroll\n    for (int ns_k = 0; ns_k < {v}; ++ns_k) *ns_sp[ns_k] = ns_sv[ns_k];\n  }}\n}}",
+            b = self.buffer,
+            i = self.index,
+            e = self.value,
+            vals = values.join(", "),
+        )
     }
 }
 
@@ -2407,6 +2517,28 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
         assert!(s.contains("(!((ns_row0 + ns_j) < 0 || (ns_row0 + ns_j) >= H) && !(((int)((ns_col0 + ns_i))) < 0 || ((int)((ns_col0 + ns_i))) >= W))"), "{s}");
         // The edges run the original per column, up to the columns the grid launched.
         assert!(s.contains("#pragma unroll 1\n      for (int ns_c = 0; ns_c < 4; ++ns_c) {\n        const int col = ns_col0 + ns_c;\n        if (col >= ns_cols) break;"), "{s}");
+        // The output goes out 16 bytes at a time from the run's last column where the four
+        // addresses lie side by side and the first is aligned.
+        assert!(r.description.ends_with("`y` stored 16 bytes at a time"), "{}", r.description);
+        assert!(
+            s.contains(
+                "ns_sp[ns_c] = &y[(size_t)row * W + col];\n        ns_sv[ns_c] = acc;\n        if (ns_c == 3) {"
+            ),
+            "{s}"
+        );
+        assert!(s.contains("if (ns_sp[1] == ns_sp[0] + 1 && ns_sp[2] == ns_sp[0] + 2 && ns_sp[3] == ns_sp[0] + 3 && (reinterpret_cast<size_t>(ns_sp[0]) & 15) == 0) {"), "{s}");
+        assert!(s.contains("ns_store16(ns_sp[0], ns_sv[0], ns_sv[1], ns_sv[2], ns_sv[3]);"), "{s}");
+        assert!(s.contains("for (int ns_k = 0; ns_k < 4; ++ns_k) *ns_sp[ns_k] = ns_sv[ns_k];"), "{s}");
+        assert!(s.contains("#define NIGHTSHIFT_STORE16"), "{s}");
+        // An output the per-row code also reads (`+=`) is stored where it was.
+        let r =
+            columns_with(&ZERO3.replace("y[(size_t)row * W + col] = acc;", "y[(size_t)row * W + col] += acc;"), "8")
+                .unwrap();
+        assert!(
+            !r.source.contains("ns_store16(") && r.source.contains("y[(size_t)row * W + col] += acc;"),
+            "{}",
+            r.source
+        );
         // One column per thread is the plain strip, as before.
         let plain = strip_with(ZERO3, "8").unwrap();
         assert!(!plain.source.contains("ns_col0") && plain.source.contains("float ns_w0[3][10];"), "{}", plain.source);
@@ -2430,6 +2562,7 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
         // `double` has no 16-byte run of 4: the columns load one at a time.
         let r = columns_with(&ZERO3.replace("float", "double"), "4").unwrap();
         assert!(!r.source.contains("ns_vec0") && r.source.contains("double ns_w0[6][6];"), "{}", r.source);
+        assert!(!r.source.contains("ns_store16("), "{}", r.source);
         assert!(r.description.contains("4 columns per thread, loaded one at a time"), "{}", r.description);
     }
 
