@@ -261,9 +261,10 @@ fn plan<'k>(
         "// nightshift: a strip of {s} consecutive rows per thread down each column (the grid has 1/{s} of the rows of blocks); `{GRID_Y}` bounds the rows to those the original grid launched.\nconst {row0_type} ns_row0 = ({row0_type})({flat}) * {s};\nconst {row0_type} ns_rows = ({row0_type})({launched});\n"
     ));
     if let Some(c) = &col {
-        let ct = &c.value_type;
+        // In 64 bits: a thread past the launched columns, near the top of a 32-bit
+        // column's range, would wrap to a negative column that passes `col < ns_cols`.
         head.push_str(&format!(
-            "// nightshift: and a run of {cols} consecutive columns per thread (the grid has 1/{cols} of the columns of blocks); `{GRID_X}` bounds the columns to those the original grid launched.\nconst {ct} ns_col0 = ({ct})({}) * {cols};\nconst {ct} ns_cols = ({ct})({GRID_X} * blockDim.x);\n",
+            "// nightshift: and a run of {cols} consecutive columns per thread (the grid has 1/{cols} of the columns of blocks); `{GRID_X}` bounds the columns to those the original grid launched.\nconst long long ns_col0 = (long long)({}) * {cols};\nconst long long ns_cols = (long long){GRID_X} * blockDim.x;\n",
             text(t, c.init)
         ));
     }
@@ -441,7 +442,6 @@ struct ColDecl<'a> {
     decl: Node<'a>,
     name: String,
     decl_type: String,
-    value_type: String,
     init: Node<'a>,
 }
 
@@ -495,7 +495,7 @@ fn col_decl<'a>(t: &str, k: &Kernel, stmts: &[Node<'a>], row: &RowDecl<'a>) -> R
             format!("declares its column `{name}` as `{decl_type}`, not an integer this recipe steps"),
         ));
     }
-    Ok(ColDecl { decl, name, decl_type, value_type, init })
+    Ok(ColDecl { decl, name, decl_type, init })
 }
 
 /// The column index for column runs, where the kernel's x coordinates appear only in it.
@@ -2496,8 +2496,8 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
             "{s}"
         );
         assert!(s.contains("int H, int W, unsigned int ns_grid_y, unsigned int ns_grid_x)"), "{s}");
-        assert!(s.contains("const int ns_col0 = (int)(blockIdx.x * blockDim.x + threadIdx.x) * 4;"), "{s}");
-        assert!(s.contains("const int ns_cols = (int)(ns_grid_x * blockDim.x);"), "{s}");
+        assert!(s.contains("const long long ns_col0 = (long long)(blockIdx.x * blockDim.x + threadIdx.x) * 4;"), "{s}");
+        assert!(s.contains("const long long ns_cols = (long long)ns_grid_x * blockDim.x;"), "{s}");
         // The column is declared per column, once: the original declaration is gone.
         assert_eq!(s.matches("const int col = ").count(), 3, "the check, the strip, the edges: {s}");
         assert!(s.contains("bool ns_whole = ns_row0 + 8 <= ns_rows && ns_col0 + 4 <= ns_cols;"), "{s}");
