@@ -42,7 +42,10 @@ pub const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec {
         name: "cols",
-        values: &["1", "4"],
+        // 4 first: on an H200 a hand-made strip of 4 columns a thread took 0.0804 ms
+        // where the same strip of 1 took 0.0888 ms (stencil2d_3x3). Where the kernel has
+        // no run of columns to load side by side, 4 declines and 1 is the strip.
+        values: &["4", "1"],
         doc: "consecutive columns each thread computes (the grid's x extent is divided by it); windows read each row's columns 16 bytes at a time",
     },
 ];
@@ -51,8 +54,12 @@ pub const PARAMS: &[ParamSpec] = &[
 pub const GRID_Y: &str = "ns_grid_y";
 /// The kernel parameter that carries the original grid's x extent, with columns.
 pub const GRID_X: &str = "ns_grid_x";
-/// The column a window element holds, in the code that fills the window.
-const WINDOW_COL: &str = "(ns_col0 + ns_i)";
+/// The column a window element holds, in the code that fills the window, in the column's
+/// own type (`ns_col0` is 64-bit): an `unsigned` column's `x + dx` wraps where the
+/// original's does.
+fn window_col(ty: &str) -> String {
+    format!("(({ty})ns_col0 + ns_i)")
+}
 
 /// The row a window element holds, in the code that fills the window.
 const WINDOW_ROW: &str = "(ns_row0 + ns_j)";
@@ -225,6 +232,9 @@ fn plan<'k>(
             }
         }
     }
+    if let Some(m) = builtin_macro(src, k, 'y') {
+        return Err(decline(k, format!("names `{m}`, a macro that reads the y coordinates")));
+    }
     for f in called_device_functions(src, k) {
         if let Some(b) = src.node(&f.body, "compound_statement") {
             if let Some((o, _)) = descendants(b)
@@ -282,7 +292,8 @@ fn plan<'k>(
         match &col {
             None => code.to_string(),
             Some(c) => {
-                let bound = if bounded { format!("\n  if ({} >= ns_cols) break;", c.name) } else { String::new() };
+                let bound =
+                    if bounded { "\n  if (ns_col0 + ns_c >= ns_cols) break;".to_string() } else { String::new() };
                 format!(
                     "{prologue}{unroll}\nfor (int ns_c = 0; ns_c < {cols}; ++ns_c) {{\n  {} {} = ns_col0 + ns_c;{bound}\n  {}\n}}",
                     c.decl_type,
@@ -343,15 +354,17 @@ fn plan<'k>(
             }
             let pragmas = ctx.pragmas_needed(&ws);
             // An output the run's columns store side by side goes out 16 bytes at a time,
-            // unless a window read sits inside its statement.
+            // unless a window read sits inside its address.
             let store = col
                 .as_ref()
                 .and(ctx.run_store())
-                .filter(|st| !edits.iter().any(|(r, _)| st.stmt.start <= r.start && r.end <= st.stmt.end));
+                .filter(|st| !edits.iter().any(|(r, _)| r.start < st.head.end && st.head.start < r.end));
             let mut prologue = String::new();
             if let Some(st) = &store {
                 stores_wide = true;
-                edits.push((st.stmt.clone(), reindent(&st.replacement(cols), &indent_at(t, st.stmt.start))));
+                let ind = indent_at(t, st.head.start);
+                edits.push((st.head.clone(), reindent(&st.head(), &ind)));
+                edits.push((st.end..st.end, reindent(&st.commit(cols), &ind)));
                 prologue = st.declarations(cols);
             }
             let fast_rest =
@@ -442,6 +455,8 @@ struct ColDecl<'a> {
     decl: Node<'a>,
     name: String,
     decl_type: String,
+    /// The type without qualifiers (`int`, `unsigned`).
+    value_type: String,
     init: Node<'a>,
 }
 
@@ -495,7 +510,7 @@ fn col_decl<'a>(t: &str, k: &Kernel, stmts: &[Node<'a>], row: &RowDecl<'a>) -> R
             format!("declares its column `{name}` as `{decl_type}`, not an integer this recipe steps"),
         ));
     }
-    Ok(ColDecl { decl, name, decl_type, init })
+    Ok(ColDecl { decl, name, decl_type, value_type, init })
 }
 
 /// The column index for column runs, where the kernel's x coordinates appear only in it.
@@ -511,6 +526,16 @@ fn columns<'a>(
         return Err(decline(k, "computes a run of columns per thread already"));
     }
     let col = col_decl(t, k, stmts, row)?;
+    if let Some(d) = row.before.iter().chain(&row.after).find(|d| syntax::mentions(t, **d, &col.name)) {
+        return Err(decline(
+            k,
+            format!(
+                "declares `{}` beside its row from its column `{}`, which a run of columns declares per column",
+                syntax::one_line(text(t, *d), 60),
+                col.name
+            ),
+        ));
+    }
     let init = col.init.byte_range();
     for d in descendants(body) {
         if let Some((o @ ("blockIdx" | "threadIdx" | "gridDim"), 'x')) = builtin(t, d) {
@@ -521,6 +546,9 @@ fn columns<'a>(
                 ));
             }
         }
+    }
+    if let Some(m) = builtin_macro(src, k, 'x') {
+        return Err(decline(k, format!("names `{m}`, a macro that reads the x coordinates")));
     }
     for f in called_device_functions(src, k) {
         if let Some(b) = src.node(&f.body, "compound_statement") {
@@ -535,16 +563,49 @@ fn columns<'a>(
     Ok(col)
 }
 
+/// The file's device functions the kernel calls, directly or through one another.
 fn called_device_functions(src: &Source, k: &Kernel) -> Vec<crate::source::HostFn> {
     let t = src.text();
-    let Some(body) = src.node(&k.body, "compound_statement") else { return Vec::new() };
-    let called: BTreeSet<&str> = descendants(body)
-        .into_iter()
-        .filter(|d| d.kind() == "call_expression")
-        .filter_map(|d| d.child_by_field_name("function"))
-        .map(|f| text(t, f))
-        .collect();
-    src.host_functions().into_iter().filter(|h| h.is_device && called.contains(h.name.as_str())).collect()
+    let device: Vec<crate::source::HostFn> = src.host_functions().into_iter().filter(|h| h.is_device).collect();
+    let calls = |body: &Range<usize>| -> BTreeSet<String> {
+        src.node(body, "compound_statement")
+            .map(|b| {
+                descendants(b)
+                    .into_iter()
+                    .filter(|d| d.kind() == "call_expression")
+                    .filter_map(|d| d.child_by_field_name("function"))
+                    .map(|f| text(t, f).to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut todo: Vec<String> = calls(&k.body).into_iter().collect();
+    while let Some(name) = todo.pop() {
+        if let Some(f) = device.iter().find(|f| f.name == name) {
+            if seen.insert(name) {
+                todo.extend(calls(&f.body));
+            }
+        }
+    }
+    device.into_iter().filter(|f| seen.contains(&f.name)).collect()
+}
+
+/// A macro of the file that reads `blockIdx`, `threadIdx` or `gridDim` along `axis` and
+/// that the kernel names: the builtin is read where the tree shows only the macro's name.
+fn builtin_macro(src: &Source, k: &Kernel, axis: char) -> Option<String> {
+    let t = src.text();
+    let body = &t[k.body.clone()];
+    t.lines().filter_map(|l| l.trim_start().strip_prefix("#define")).find_map(|d| {
+        let d = d.trim_start();
+        let name: String = d.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        let reads = ["blockIdx", "threadIdx", "gridDim"].iter().any(|b| {
+            d.match_indices(b).any(|(i, _)| {
+                d[i + b.len()..].trim_start().strip_prefix('.').is_some_and(|r| r.trim_start().starts_with(axis))
+            })
+        });
+        (reads && !name.is_empty() && syntax::mentions_word(body, &name)).then_some(name)
+    })
 }
 
 fn check_launches(
@@ -665,8 +726,9 @@ struct Ctx<'a> {
     t: &'a str,
     k: &'a Kernel,
     y: String,
-    /// The column, with column runs: per column like the row is per row.
+    /// The column and its type, with column runs: per column like the row is per row.
     x: Option<String>,
+    x_type: String,
     /// The row's type without qualifiers.
     row_type: String,
     rest: Vec<Node<'a>>,
@@ -902,6 +964,7 @@ impl<'a> Ctx<'a> {
             k,
             y,
             x,
+            x_type: col.map(|c| c.value_type.clone()).unwrap_or_default(),
             row_type: row.value_type.clone(),
             rest: rest.to_vec(),
             locals,
@@ -1344,7 +1407,7 @@ impl<'a> Ctx<'a> {
             return Err(format!("adds the column `{x}` to itself"));
         }
         found.cols.push(offset);
-        Ok(format!("{WINDOW_COL}{others}"))
+        Ok(format!("{}{others}", window_col(&self.x_type)))
     }
 
     /// `min(max(ROW, 0), B - 1)` for a clamp of a row sum (either order, or one side) that
@@ -1465,9 +1528,14 @@ impl<'a> Ctx<'a> {
                         Some(l) => {
                             let mut at = Found::default();
                             match self.render(l.init, Mode::Tap { clamp }, &mut at, 0) {
-                                Ok(b) if at.offsets.is_empty() && at.vars.is_empty() => format!("({b})"),
+                                Ok(b) if at.offsets.is_empty() && at.cols.is_empty() && at.vars.is_empty() => {
+                                    format!("({b})")
+                                }
                                 Ok(_) => {
-                                    first_why.get_or_insert(format!("`{p}` points at a place that moves with the row"));
+                                    let with =
+                                        if at.offsets.is_empty() && at.vars.is_empty() { "column" } else { "row" };
+                                    first_why
+                                        .get_or_insert(format!("`{p}` points at a place that moves with the {with}"));
                                     continue;
                                 }
                                 Err(e) => {
@@ -1567,6 +1635,8 @@ impl<'a> Ctx<'a> {
                     key_types,
                     offsets: BTreeSet::new(),
                     cols: BTreeSet::new(),
+                    pairs: BTreeSet::new(),
+                    strip: s,
                     run: v,
                     uses: Vec::new(),
                     sites: Vec::new(),
@@ -1576,6 +1646,7 @@ impl<'a> Ctx<'a> {
                 if let Some(c) = &col {
                     let (cl, ch) = self.offset_range(c);
                     w.cols.extend(cl..=ch);
+                    w.pairs.extend((lo..=hi).flat_map(|a| (cl..=ch).map(move |b| (a, b))));
                 }
                 w.uses.push((site.byte_range(), offset, col));
                 w.loops.extend(self.enclosing_loops(site));
@@ -1589,6 +1660,10 @@ impl<'a> Ctx<'a> {
             let offs: Vec<i64> = w.offsets.iter().copied().collect();
             if offs.windows(2).any(|p| p[1] - p[0] > s) {
                 first_why.get_or_insert(format!("`{}` reads rows too far apart for a strip of {s}", w.buffer));
+                continue;
+            }
+            if w.col_span().is_some_and(|(l, h)| h - l + 1 > 64) {
+                first_why.get_or_insert(format!("`{}` reads columns too far apart for a run of {v}", w.buffer));
                 continue;
             }
             let lo = offs[0];
@@ -1733,44 +1808,27 @@ impl<'a> Ctx<'a> {
     }
 
     /// The output a run of columns stores 16 bytes at a time: a statement `P[I] = E;` of
-    /// the per-row code's own (not under a branch or loop), into a buffer of a 4-byte type
-    /// that the per-row code writes there only and never reads, with nothing before it
-    /// that may leave early but the checks every column of a whole strip passes. Every
-    /// column of a whole strip then reaches it, and the run's last column can store all
-    /// four.
+    /// the per-row code's own (not under a loop or a branch, but for the wrapping checks
+    /// every column of a whole strip passes), into a buffer of a 4-byte type that the
+    /// per-row code writes there only and never reads, with nothing before it that may
+    /// leave early but those checks. Every column of a whole strip then reaches it, and
+    /// the run's last column can store all four.
     fn run_store(&self) -> Option<RunStore> {
         let t = self.t;
-        let mut found = None;
-        for st in self.rest.iter().filter(|s| s.kind() != "comment") {
-            if self.guard_stmts.contains(&st.id()) {
-                continue;
-            }
-            let assign = (st.kind() == "expression_statement")
-                .then(|| named_children(*st).into_iter().find(|c| c.kind() != "comment"))
-                .flatten()
-                .filter(|e| e.kind() == "assignment_expression")
-                .filter(|e| e.child_by_field_name("operator").is_some_and(|o| text(t, o) == "="));
-            if let Some(e) = assign {
-                let left = e.child_by_field_name("left").map(strip_parens)?;
-                let right = e.child_by_field_name("right")?;
-                if left.kind() == "subscript_expression" {
-                    let arg = left.child_by_field_name("argument").map(strip_parens)?;
-                    let name = text(t, arg);
-                    let index = pattern::subscript_index(left)?;
-                    let p = self.k.param(name).filter(|p| p.pointer && !p.is_const)?;
-                    let ty = syntax::unqualified(&p.base);
-                    if !matches!(ty.as_str(), "float" | "int" | "unsigned" | "unsigned int") {
-                        return None;
-                    }
-                    found = Some((st.byte_range(), name.to_string(), ty, index, right));
-                    break;
-                }
-            }
-            if !syntax::escapes(*st).is_empty() {
-                return None;
-            }
+        let (stmt, assign) = self.store_in(&self.rest).ok()??;
+        let left = assign.child_by_field_name("left").map(strip_parens)?;
+        let value = assign.child_by_field_name("right")?;
+        if left.kind() != "subscript_expression" {
+            return None;
         }
-        let (stmt, name, elem, index, value) = found?;
+        let arg = left.child_by_field_name("argument").map(strip_parens)?;
+        let name = text(t, arg);
+        let index = pattern::subscript_index(left)?;
+        let p = self.k.param(name).filter(|p| p.pointer && !p.is_const)?;
+        let elem = syntax::unqualified(&p.base);
+        if !matches!(elem.as_str(), "float" | "int" | "unsigned" | "unsigned int") {
+            return None;
+        }
         // Written there only, read nowhere.
         let mentions = self
             .rest
@@ -1782,12 +1840,45 @@ impl<'a> Ctx<'a> {
             return None;
         }
         Some(RunStore {
-            stmt,
+            head: stmt.start_byte()..value.start_byte(),
+            end: stmt.end_byte(),
             elem,
             index: text(t, index).to_string(),
-            value: text(t, value).to_string(),
-            buffer: name,
+            buffer: name.to_string(),
         })
+    }
+
+    /// The first `P[I] = E;` among `stmts` and inside the wrapping checks among them, with
+    /// its assignment; `Err` where a statement before it may leave early.
+    fn store_in<'n>(&self, stmts: &[Node<'n>]) -> Result<Option<(Node<'n>, Node<'n>)>, ()> {
+        let t = self.t;
+        for st in stmts.iter().filter(|s| s.kind() != "comment") {
+            if self.guard_stmts.contains(&st.id()) {
+                let cons = st.child_by_field_name("consequence");
+                let inner: Vec<Node> = cons.map(pattern::block_statements).unwrap_or_default();
+                let returns = inner.iter().filter(|c| c.kind() != "comment").all(|c| c.kind() == "return_statement");
+                if returns {
+                    continue;
+                }
+                // A wrapping check: its body runs for every column of a whole strip.
+                return self.store_in(&inner);
+            }
+            let assign = (st.kind() == "expression_statement")
+                .then(|| named_children(*st).into_iter().find(|c| c.kind() != "comment"))
+                .flatten()
+                .filter(|e| e.kind() == "assignment_expression")
+                .filter(|e| e.child_by_field_name("operator").is_some_and(|o| text(t, o) == "="))
+                .filter(|e| {
+                    e.child_by_field_name("left").is_some_and(|l| strip_parens(l).kind() == "subscript_expression")
+                });
+            if let Some(e) = assign {
+                return Ok(Some((*st, e)));
+            }
+            if !syntax::escapes(*st).is_empty() {
+                return Err(());
+            }
+        }
+        Ok(None)
     }
 
     /// Where `#pragma unroll` goes: the loops windows sit in that have none.
@@ -1799,11 +1890,13 @@ impl<'a> Ctx<'a> {
 
 /// An output the run's columns store together (see [`Ctx::run_store`]).
 struct RunStore {
-    stmt: Range<usize>,
+    /// From the statement's start to its value's: `P[I] = `.
+    head: Range<usize>,
+    /// The statement's end.
+    end: usize,
     buffer: String,
     elem: String,
     index: String,
-    value: String,
 }
 
 impl RunStore {
@@ -1812,18 +1905,20 @@ impl RunStore {
         format!("{elem}* ns_sp[{v}];\n{elem} ns_sv[{v}];\n", elem = self.elem)
     }
 
-    /// The statement in place of the store: each column leaves its value and address, and
-    /// the last stores the four in one 16-byte store where they lie side by side, aligned,
-    /// else one at a time (the wide store is [`helpers::STORE16`]'s).
-    fn replacement(&self, v: i64) -> String {
+    /// What `P[I] = ` becomes: each column leaves its address and then its value.
+    fn head(&self) -> String {
+        format!("ns_sp[ns_c] = &{}[{}];\nns_sv[ns_c] = ", self.buffer, self.index)
+    }
+
+    /// What follows the statement: the last column stores the four in one 16-byte store
+    /// where they lie side by side, aligned, else one at a time (the wide store is
+    /// [`helpers::STORE16`]'s).
+    fn commit(&self, v: i64) -> String {
         let last = v - 1;
         let side_by_side: String = (1..v).map(|i| format!("ns_sp[{i}] == ns_sp[0] + {i} && ")).collect();
         let values: Vec<String> = (0..v).map(|i| format!("ns_sv[{i}]")).collect();
         format!(
-            "ns_sp[ns_c] = &{b}[{i}];\nns_sv[ns_c] = {e};\nif (ns_c == {last}) {{\n  // nightshift: the run's {v} columns stored together.\n  if ({side_by_side}(reinterpret_cast<size_t>(ns_sp[0]) & 15) == 0) {{\n    ns_store16(ns_sp[0], {vals});\n  }} else {{\n    #pragma unroll\n    for (int ns_k = 0; ns_k < {v}; ++ns_k) *ns_sp[ns_k] = ns_sv[ns_k];\n  }}\n}}",
-            b = self.buffer,
-            i = self.index,
-            e = self.value,
+            "\nif (ns_c == {last}) {{\n  // nightshift: the run's {v} columns stored together.\n  if ({side_by_side}(reinterpret_cast<size_t>(ns_sp[0]) & 15) == 0) {{\n    ns_store16(ns_sp[0], {vals});\n  }} else {{\n    #pragma unroll\n    for (int ns_k = 0; ns_k < {v}; ++ns_k) *ns_sp[ns_k] = ns_sv[ns_k];\n  }}\n}}",
             vals = values.join(", "),
         )
     }
@@ -1851,6 +1946,12 @@ struct Window {
     offsets: BTreeSet<i64>,
     /// Column offsets read, with column runs (none: the same for every column).
     cols: BTreeSet<i64>,
+    /// The (row, column) offsets read together: a window of rows by columns holds only
+    /// the elements some output of the strip reads (a plus-shaped stencil's corners are
+    /// not).
+    pairs: BTreeSet<(i64, i64)>,
+    /// Rows per thread.
+    strip: i64,
     /// Columns per thread.
     run: i64,
     uses: Vec<(Range<usize>, Offset, Option<Offset>)>,
@@ -1925,7 +2026,10 @@ impl Window {
 
     /// The 16-byte type a run of 4 columns of this window loads as, where it has one.
     fn vector_type(&self) -> Option<&'static str> {
-        if self.run != 4 || !self.keys.is_empty() {
+        let (cl, ch) = self.col_span()?;
+        // The run's own columns must be window columns (a tap reads the column itself or
+        // taps on both sides of it).
+        if self.run != 4 || !self.keys.is_empty() || cl > 0 || ch < self.run - 1 {
             return None;
         }
         match syntax::unqualified(&self.elem).as_str() {
@@ -1934,6 +2038,23 @@ impl Window {
             "unsigned" | "unsigned int" => Some("uint4"),
             _ => None,
         }
+    }
+
+    /// For each window row, the columns some output of the strip reads (bit `q - cl`), or
+    /// none where that is every column of every row.
+    fn needed(&self) -> Option<Vec<u64>> {
+        let (cl, ch) = self.col_span()?;
+        let (lo, hi) = (self.lo(), self.strip - 1 + self.hi());
+        let mut masks = vec![0u64; (hi - lo + 1) as usize];
+        for (a, b) in &self.pairs {
+            for r in 0..self.strip {
+                for c in 0..self.run {
+                    masks[(r + a - lo) as usize] |= 1u64 << (c + b - cl);
+                }
+            }
+        }
+        let full = if ch - cl + 1 >= 64 { u64::MAX } else { (1u64 << (ch - cl + 1)) - 1 };
+        masks.iter().any(|m| *m != full).then_some(masks)
     }
 
     /// One window row's loads, `ns_j` its row, inside the loops over its other keys and
@@ -1950,9 +2071,17 @@ impl Window {
             None => (None, String::new()),
         };
         let slot = |col: &str| format!("ns_w{n}{keys}{col}[ns_j - ({lo})]");
-        let mut store = format!("{} = {};", slot(&column), self.value);
+        let needed = self.needed();
+        let mut conds: Vec<String> = Vec::new();
+        if let (Some(_), Some((cl, _))) = (&needed, cols) {
+            conds.push(format!("((ns_need{n}[ns_j - ({lo})] >> (ns_i - ({cl}))) & 1ull)"));
+        }
         if !self.cond.is_empty() {
-            store = format!("if ({}) {store}", self.cond);
+            conds.push(if conds.is_empty() { self.cond.clone() } else { format!("({})", self.cond) });
+        }
+        let mut store = format!("{} = {};", slot(&column), self.value);
+        if !conds.is_empty() {
+            store = format!("if ({}) {store}", conds.join(" && "));
         }
         if let Some((cl, ch)) = cols {
             let vector = self.vector_type();
@@ -1977,12 +2106,24 @@ impl Window {
                     .enumerate()
                     .map(|(i, f)| format!("  {} = ns_v{n}.{f};\n", slot(&format!("[{}]", i as i64 - cl))))
                     .collect();
+                let all_needed = match &needed {
+                    Some(_) => format!("((ns_need{n}[ns_j - ({lo})] >> (0 - ({cl}))) & 0xFull) == 0xFull"),
+                    None => "true".to_string(),
+                };
                 store = format!(
-                    "const {elem}* ns_p{n} = nullptr;\nbool ns_vec{n} = true;\n#pragma unroll\nfor (int ns_i = 0; ns_i < 4; ++ns_i) {{\n  if (ns_i == 0) ns_p{n} = {addr};\n  ns_vec{n} = ns_vec{n} && ({cond}) && {addr} == ns_p{n} + ns_i;\n}}\nns_vec{n} = ns_vec{n} && (reinterpret_cast<size_t>(ns_p{n}) & 15) == 0;\nif (ns_vec{n}) {{\n  const {vt} ns_v{n} = {load};\n{lanes}}}\n{store}",
+                    "const {elem}* ns_p{n} = nullptr;\nbool ns_vec{n} = {all_needed};\n#pragma unroll\nfor (int ns_i = 0; ns_i < 4; ++ns_i) {{\n  if (ns_i == 0) ns_p{n} = {addr};\n  ns_vec{n} = ns_vec{n} && ({cond}) && {addr} == ns_p{n} + ns_i;\n}}\nns_vec{n} = ns_vec{n} && (reinterpret_cast<size_t>(ns_p{n}) & 15) == 0;\nif (ns_vec{n}) {{\n  const {vt} ns_v{n} = {load};\n{lanes}}}\n{store}",
                     elem = syntax::unqualified(&self.elem),
                     addr = self.addr,
                 );
             }
+        }
+        if let Some(masks) = &needed {
+            let list: Vec<String> = masks.iter().map(|m| format!("{m:#x}ull")).collect();
+            store = format!(
+                "// nightshift: the columns of each row some output of the strip reads.\nconstexpr unsigned long long ns_need{n}[{}] = {{{}}};\n{store}",
+                masks.len(),
+                list.join(", ")
+            );
         }
         for ((v, l, h), ty) in self.keys.iter().zip(&self.key_types).rev() {
             store =
@@ -2332,7 +2473,8 @@ mod tests {
     use crate::facts::FactsBuilder;
 
     fn strip_with(src: &str, rows: &str) -> Applied {
-        apply(&Source::parse(src), &FactsBuilder::new("launch").build(), &Params::default().with("rows", rows))
+        let params = Params::default().with("rows", rows).with("cols", "1");
+        apply(&Source::parse(src), &FactsBuilder::new("launch").build(), &params)
     }
 
     const BOX: &str = r#"#include <cuda_runtime.h>
@@ -2514,9 +2656,9 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
         assert!(s.contains("if (ns_vec0 && ns_i >= 0 && ns_i < 4) continue;"), "{s}");
         assert!(s.contains("for (int ns_i = -1; ns_i <= 4; ++ns_i) {"), "{s}");
         // Each value, wide or not, is read under the tap's own conditions.
-        assert!(s.contains("(!((ns_row0 + ns_j) < 0 || (ns_row0 + ns_j) >= H) && !(((int)((ns_col0 + ns_i))) < 0 || ((int)((ns_col0 + ns_i))) >= W))"), "{s}");
+        assert!(s.contains("(!((ns_row0 + ns_j) < 0 || (ns_row0 + ns_j) >= H) && !(((int)(((int)ns_col0 + ns_i))) < 0 || ((int)(((int)ns_col0 + ns_i))) >= W))"), "{s}");
         // The edges run the original per column, up to the columns the grid launched.
-        assert!(s.contains("#pragma unroll 1\n      for (int ns_c = 0; ns_c < 4; ++ns_c) {\n        const int col = ns_col0 + ns_c;\n        if (col >= ns_cols) break;"), "{s}");
+        assert!(s.contains("#pragma unroll 1\n      for (int ns_c = 0; ns_c < 4; ++ns_c) {\n        const int col = ns_col0 + ns_c;\n        if (ns_col0 + ns_c >= ns_cols) break;"), "{s}");
         // The output goes out 16 bytes at a time from the run's last column where the four
         // addresses lie side by side and the first is aligned.
         assert!(r.description.ends_with("`y` stored 16 bytes at a time"), "{}", r.description);
@@ -2553,7 +2695,7 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
         let s = &r.source;
         assert!(s.contains("float ns_w0[8][12];"), "{s}");
         assert!(s.contains("one new row per step"), "{s}");
-        assert!(s.contains("min(max((ns_col0 + ns_i), 0), W - 1)"), "{s}");
+        assert!(s.contains("min(max(((int)ns_col0 + ns_i), 0), W - 1)"), "{s}");
         assert!(s.contains("== ns_p0 + ns_i;"), "{s}");
         // A vertical window reads the run's own columns only.
         let r = columns_with(BOX, "8").unwrap();
@@ -2564,6 +2706,41 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
         assert!(!r.source.contains("ns_vec0") && r.source.contains("double ns_w0[6][6];"), "{}", r.source);
         assert!(!r.source.contains("ns_store16("), "{}", r.source);
         assert!(r.description.contains("4 columns per thread, loaded one at a time"), "{}", r.description);
+    }
+
+    #[test]
+    fn a_window_of_columns_loads_only_what_the_strip_reads_in_the_columns_own_type() {
+        // Up one row at the column, down one row a column to the right: rows -1 and +1
+        // of one window, but not every column of each.
+        let skew = ZERO3
+            .replace("  float acc = 0.0f;\n  for (int dy = -1; dy <= 1; ++dy) {\n    const int r = row + dy;\n    if (r < 0 || r >= H) continue;\n    for (int dx = -1; dx <= 1; ++dx) {\n      const int c = col + dx;\n      if (c < 0 || c >= W) continue;\n      acc += w[(dy + 1) * 3 + (dx + 1)] * x[(size_t)r * W + c];\n    }\n  }\n",
+                "  if (col >= W - 1 || row < 1 || row >= H - 1) return;\n  const float acc = x[(row - 1) * W + col] - x[(row + 1) * W + col + 1];\n");
+        let r = columns_with(&skew, "8").unwrap();
+        let s = &r.source;
+        assert!(s.contains("float ns_w0[5][10];"), "{s}");
+        // Row -1 is read at the run's 4 columns, rows 1..6 at those and one to the right,
+        // rows 7 and 8 only one to the right.
+        assert!(
+            s.contains("constexpr unsigned long long ns_need0[10] = {0xfull, 0xfull, 0x1full, 0x1full, 0x1full, 0x1full, 0x1full, 0x1full, 0x1eull, 0x1eull};"),
+            "{s}"
+        );
+        assert!(s.contains("bool ns_vec0 = ((ns_need0[ns_j - (-1)] >> (0 - (0))) & 0xFull) == 0xFull;"), "{s}");
+        assert!(
+            s.contains("if (((ns_need0[ns_j - (-1)] >> (ns_i - (0))) & 1ull)) ns_w0[ns_i - (0)][ns_j - (-1)] = "),
+            "{s}"
+        );
+        // Taps on one side only: the run's own columns are not window columns, so no wide
+        // load (its lanes would fall outside the window).
+        let right = skew.replace("x[(row - 1) * W + col] - ", "x[(row - 1) * W + col + 1] - ");
+        let r = columns_with(&right, "8").unwrap();
+        assert!(!r.source.contains("ns_vec0") && r.source.contains("float ns_w0[4][10];"), "{}", r.source);
+        // An `unsigned` column wraps where the original's does.
+        let unsigned = ZERO3.replace("const int col =", "const unsigned col =").replace(
+            "const int c = col + dx;\n      if (c < 0 || c >= W) continue;",
+            "if (col + dx >= (unsigned)W) continue;\n      const unsigned c = col + dx;",
+        );
+        let r = columns_with(&unsigned, "8").unwrap();
+        assert!(r.source.contains("((unsigned)ns_col0 + ns_i) >= (unsigned)W"), "{}", r.source);
     }
 
     #[test]
@@ -2583,7 +2760,38 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
         assert!(why(&fixed).contains("reads no buffer at several columns"), "{}", why(&fixed));
         // The column changed in the per-row code.
         let moved = ZERO3.replace("float acc = 0.0f;", "float acc = 0.0f;\n  int* p = (int*)&col;");
-        assert!(why(&moved).contains("`col`"), "{}", why(&moved));
+        assert!(why(&moved).contains("changes its column `col`"), "{}", why(&moved));
+        // Read through a device function that another one calls, or a macro.
+        let nested = ZERO3
+            .replace("__global__ void st3", "__device__ int lane() { return threadIdx.x & 31; }\n__device__ int twice() { return 2 * lane(); }\n__global__ void st3")
+            .replace("float acc = 0.0f;", "float acc = (float)twice();");
+        assert!(why(&nested).contains("calls `lane`, which reads the x coordinates"), "{}", why(&nested));
+        let macro_ = ZERO3
+            .replace("__global__ void st3", "#define LANE (threadIdx. x & 31)\n__global__ void st3")
+            .replace("float acc = 0.0f;", "float acc = (float)LANE;");
+        assert!(why(&macro_).contains("names `LANE`, a macro that reads the x coordinates"), "{}", why(&macro_));
+        // A declarator beside the row made from the column.
+        let beside = ZERO3.replace(
+            "const int row = blockIdx.y * blockDim.y + threadIdx.y;",
+            "const int row = blockIdx.y * blockDim.y + threadIdx.y, at = row * W + col;",
+        );
+        assert!(
+            why(&beside).contains("declares `at = row * W + col` beside its row from its column `col`"),
+            "{}",
+            why(&beside)
+        );
+        // A pointer the per-row code moves with the column shares no rows.
+        let alias = BOX
+            .replace("  float s = 0.f;", "  const float* p = in + x;\n  float s = 0.f;")
+            .replace("s += in[yy * W + x];", "s += p[yy * W];");
+        assert!(why(&alias).contains("`p` points at a place that moves with the column"), "{}", why(&alias));
+        // Something that may leave early before the store keeps the store where it was.
+        let early = ZERO3.replace(
+            "  y[(size_t)row * W + col] = acc;",
+            "  if (acc == 0.0f) return;\n  y[(size_t)row * W + col] = acc;",
+        );
+        let r = columns_with(&early, "8").unwrap();
+        assert!(!r.source.contains("ns_store16(") && r.source.contains("float4"), "{}", r.source);
     }
 
     #[test]

@@ -14,7 +14,7 @@
 // expect: declines shuffle-reduce
 // expect: declines unroll
 // expect: declines intrinsics
-// expect: applies row-strip
+// expect: declines row-strip
 #include <cuda_runtime.h>
 
 // 2-D launch: blockIdx.y picks the row, x-threads walk the columns.
