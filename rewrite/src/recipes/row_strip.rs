@@ -21,6 +21,18 @@
 //! load reaches where the original did not; strips at the edges take the plain loop. A
 //! window small enough for registers is loaded whole before the first row, so the strip's
 //! loads are in flight together rather than one row's per step.
+//!
+//! With `cols=4` a thread also computes 4 consecutive columns (its column
+//! `x = blockIdx.x * blockDim.x + threadIdx.x`, declared before the row, becomes
+//! `ns_col0 + ns_c` per column, and the grid's x extent is divided by 4). A window then
+//! holds each row's run of columns and the taps past either end (`x + dx` is
+//! `ns_col0 + ns_i`, as a row sum is `ns_row0 + ns_j`), only the elements some output of
+//! the strip reads. A run of a 4-byte type is one 16-byte load where, for that row, each
+//! of its four is read under its own condition, the four lie side by side and the first
+//! is aligned (checked at run time; otherwise one load each), and an output the per-row
+//! code writes by its last statement and never reads is stored 16 bytes at a time by the
+//! run's last column on the same checks: so an odd width or base costs speed, never a
+//! value.
 
 use crate::edit::Edits;
 use crate::facts::{Facts, Role};
@@ -1849,10 +1861,13 @@ impl<'a> Ctx<'a> {
     }
 
     /// The first `P[I] = E;` among `stmts` and inside the wrapping checks among them, with
-    /// its assignment; `Err` where a statement before it may leave early.
+    /// its assignment, where it is the last statement (a later read through a pointer
+    /// that aliases `P` would see the store the run defers); `Err` where a statement
+    /// before it may leave early.
     fn store_in<'n>(&self, stmts: &[Node<'n>]) -> Result<Option<(Node<'n>, Node<'n>)>, ()> {
         let t = self.t;
-        for st in stmts.iter().filter(|s| s.kind() != "comment") {
+        let stmts: Vec<Node<'n>> = stmts.iter().copied().filter(|s| s.kind() != "comment").collect();
+        for (i, st) in stmts.iter().enumerate() {
             if self.guard_stmts.contains(&st.id()) {
                 let cons = st.child_by_field_name("consequence");
                 let inner: Vec<Node> = cons.map(pattern::block_statements).unwrap_or_default();
@@ -1872,7 +1887,7 @@ impl<'a> Ctx<'a> {
                     e.child_by_field_name("left").is_some_and(|l| strip_parens(l).kind() == "subscript_expression")
                 });
             if let Some(e) = assign {
-                return Ok(Some((*st, e)));
+                return Ok((i + 1 == stmts.len()).then_some((*st, e)));
             }
             if !syntax::escapes(*st).is_empty() {
                 return Err(());
@@ -2791,6 +2806,12 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
             "  if (acc == 0.0f) return;\n  y[(size_t)row * W + col] = acc;",
         );
         let r = columns_with(&early, "8").unwrap();
+        assert!(!r.source.contains("ns_store16(") && r.source.contains("float4"), "{}", r.source);
+        // So does a statement after it (a read through a pointer that aliases the output
+        // would see the deferred store's old value).
+        let after =
+            ZERO3.replace("  y[(size_t)row * W + col] = acc;", "  y[(size_t)row * W + col] = acc;\n  acc = 0.0f;");
+        let r = columns_with(&after, "8").unwrap();
         assert!(!r.source.contains("ns_store16(") && r.source.contains("float4"), "{}", r.source);
     }
 
