@@ -341,3 +341,43 @@ fn every_served_shape_is_timed_with_its_own_interval() {
     let decode_share = served[0]["time_share"].as_f64().unwrap();
     assert!(decode_share < 0.8, "8 rows take less time than 8192: {decode_share}");
 }
+
+/// `row-strip`'s 4 columns a thread on the stencil example agree with the reference at
+/// every check size, and the sanitizers find nothing where whole strips run: a copy of
+/// the task whose only check sizes are an odd width (rows not 16-byte aligned, the edge
+/// path and the one-load-each fallback) and a width of 64 (every row aligned, the wide
+/// loads and stores), since `--sanitize` runs the smallest check size.
+#[test]
+#[ignore = "needs a GPU"]
+fn row_strip_columns_on_the_stencil_example_agree_and_pass_the_sanitizers() {
+    let example = common::root().join("examples/stencil2d_3x3");
+    let task = nightshift::task::Task::load(&example).unwrap();
+    let facts = nightshift::task::facts::rewrite_facts(&task);
+    let baseline = std::fs::read_to_string(&task.baseline).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for rows in ["8", "16"] {
+        let chain = ["index-width", &format!("row-strip:rows={rows},cols=4"), "register-table", "read-only"];
+        let source = chain.iter().fold(baseline.clone(), |s, a| {
+            rewrite::apply(&a.parse().unwrap(), &s, &facts).unwrap_or_else(|e| panic!("{a}: {e}")).source
+        });
+        assert!(source.contains("ns_store16(") && source.contains("float4"), "{source}");
+        let cu = dir.path().join(format!("columns-rows{rows}.cu"));
+        std::fs::write(&cu, &source).unwrap();
+        let cu = cu.display().to_string();
+        let (code, v, err) = eval(&[example.to_str().unwrap(), &cu, "--no-time"]);
+        assert_eq!(code, 0, "rows={rows}: {v}\n{err}");
+        let toml = std::fs::read_to_string(example.join("task.toml")).unwrap();
+        let (head, rest) = toml.split_once("check = [").unwrap();
+        let (_, tail) = rest.split_once(']').unwrap();
+        for (n, sizes) in ["{ N = 2, H = 19, W = 37 }", "{ N = 1, H = 16, W = 64 }"].iter().enumerate() {
+            let copy = dir.path().join(format!("task-rows{rows}-{n}"));
+            std::fs::create_dir_all(&copy).unwrap();
+            for f in ["baseline.cu", "reference.cu"] {
+                std::fs::copy(example.join(f), copy.join(f)).unwrap();
+            }
+            std::fs::write(copy.join("task.toml"), format!("{head}check = [{sizes}]{tail}")).unwrap();
+            let (code, v, err) = eval(&[copy.to_str().unwrap(), &cu, "--sanitize", "--no-time"]);
+            assert_eq!(code, 0, "rows={rows} at {sizes}: {v}\n{err}");
+        }
+    }
+}
