@@ -516,7 +516,17 @@ fn col_decl<'a>(t: &str, k: &Kernel, stmts: &[Node<'a>], row: &RowDecl<'a>) -> R
     }
     let decl_type = syntax::declaration_type(t, decl).unwrap_or_else(|| "int".into());
     let value_type = syntax::unqualified(&decl_type);
-    if !matches!(value_type.as_str(), "int" | "unsigned" | "unsigned int" | "long" | "long long" | "size_t") {
+    // A 32-bit unsigned column's `x - 1` wraps at 32 bits before a 64-bit row offset is
+    // added; the window adds the terms in another order, so the two would part at x = 0.
+    if matches!(value_type.as_str(), "unsigned" | "unsigned int") {
+        return Err(decline(
+            k,
+            format!(
+                "declares its column `{name}` as `{decl_type}`: a run's column offsets would wrap at 32 bits where the original's index may not"
+            ),
+        ));
+    }
+    if !matches!(value_type.as_str(), "int" | "long" | "long long" | "size_t") {
         return Err(decline(
             k,
             format!("declares its column `{name}` as `{decl_type}`, not an integer this recipe steps"),
@@ -575,10 +585,15 @@ fn columns<'a>(
     Ok(col)
 }
 
-/// The file's device functions the kernel calls, directly or through one another.
+/// The file's functions the kernel calls, directly or through one another (`lane<0>()`
+/// and `ns::lane()` call `lane`; `__host__ __device__` ones count).
 fn called_device_functions(src: &Source, k: &Kernel) -> Vec<crate::source::HostFn> {
     let t = src.text();
-    let device: Vec<crate::source::HostFn> = src.host_functions().into_iter().filter(|h| h.is_device).collect();
+    let device: Vec<crate::source::HostFn> = src.host_functions();
+    let bare = |f: &str| -> String {
+        let f = f.split('<').next().unwrap_or(f);
+        f.rsplit("::").next().unwrap_or(f).trim().to_string()
+    };
     let calls = |body: &Range<usize>| -> BTreeSet<String> {
         src.node(body, "compound_statement")
             .map(|b| {
@@ -586,7 +601,7 @@ fn called_device_functions(src: &Source, k: &Kernel) -> Vec<crate::source::HostF
                     .into_iter()
                     .filter(|d| d.kind() == "call_expression")
                     .filter_map(|d| d.child_by_field_name("function"))
-                    .map(|f| text(t, f).to_string())
+                    .map(|f| bare(text(t, f)))
                     .collect()
             })
             .unwrap_or_default()
@@ -603,21 +618,46 @@ fn called_device_functions(src: &Source, k: &Kernel) -> Vec<crate::source::HostF
     device.into_iter().filter(|f| seen.contains(&f.name)).collect()
 }
 
-/// A macro of the file that reads `blockIdx`, `threadIdx` or `gridDim` along `axis` and
-/// that the kernel names: the builtin is read where the tree shows only the macro's name.
+/// A macro of the file that reads `blockIdx`, `threadIdx` or `gridDim` along `axis`
+/// (itself or through another macro) and that the kernel or a function it calls names:
+/// the builtin is read where the tree shows only the macro's name.
 fn builtin_macro(src: &Source, k: &Kernel, axis: char) -> Option<String> {
     let t = src.text();
-    let body = &t[k.body.clone()];
-    t.lines().filter_map(|l| l.trim_start().strip_prefix("#define")).find_map(|d| {
-        let d = d.trim_start();
-        let name: String = d.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-        let reads = ["blockIdx", "threadIdx", "gridDim"].iter().any(|b| {
+    let joined = t.replace("\\\n", " ");
+    let macros: Vec<(String, String)> = joined
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix('#'))
+        .filter_map(|l| l.trim_start().strip_prefix("define"))
+        .filter_map(|d| {
+            let d = d.trim_start();
+            let name: String = d.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            (!name.is_empty()).then(|| (name.clone(), d[name.len()..].to_string()))
+        })
+        .collect();
+    let reads_axis = |d: &str| {
+        ["blockIdx", "threadIdx", "gridDim"].iter().any(|b| {
             d.match_indices(b).any(|(i, _)| {
                 d[i + b.len()..].trim_start().strip_prefix('.').is_some_and(|r| r.trim_start().starts_with(axis))
             })
-        });
-        (reads && !name.is_empty() && syntax::mentions_word(body, &name)).then_some(name)
-    })
+        })
+    };
+    let mut reading: BTreeSet<String> =
+        macros.iter().filter(|(_, body)| reads_axis(body)).map(|(n, _)| n.clone()).collect();
+    loop {
+        let more: Vec<String> = macros
+            .iter()
+            .filter(|(n, body)| !reading.contains(n) && reading.iter().any(|r| syntax::mentions_word(body, r)))
+            .map(|(n, _)| n.clone())
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        reading.extend(more);
+    }
+    let mut bodies = vec![&t[k.body.clone()]];
+    let called = called_device_functions(src, k);
+    bodies.extend(called.iter().map(|f| &t[f.body.clone()]));
+    reading.into_iter().find(|m| bodies.iter().any(|b| syntax::mentions_word(b, m)))
 }
 
 fn check_launches(
@@ -1403,14 +1443,24 @@ impl<'a> Ctx<'a> {
                 seen += 1;
                 continue;
             }
+            // The window adds offsets as `int`: one of an unsigned or wider type would
+            // change the type (and the wrap) of the original's column sum.
+            if term.kind() == "number_literal" && text(t, term).chars().any(|c| matches!(c, 'u' | 'U' | 'l' | 'L')) {
+                return Err(format!("adds `{}`, not an `int`, to the column `{x}`", text(t, term)));
+            }
             if let Some(v) = self.constant(term) {
                 offset.k = if plus { offset.k.checked_add(v) } else { offset.k.checked_sub(v) }
                     .ok_or_else(|| "overflows".to_string())?;
                 continue;
             }
-            if term.kind() == "identifier" && self.loops.contains_key(text(t, term)) && offset.var.is_none() {
-                offset.var = Some((!plus, text(t, term).to_string()));
-                continue;
+            if let Some(l) = self.loops.get(text(t, term)).filter(|_| term.kind() == "identifier") {
+                if syntax::unqualified(&l.ty) != "int" {
+                    return Err(format!("adds `{}`, a `{}`, to the column `{x}`", l.var, l.ty));
+                }
+                if offset.var.is_none() {
+                    offset.var = Some((!plus, l.var.clone()));
+                    continue;
+                }
             }
             let r = self.render(term, mode, found, depth + 1)?;
             others.push_str(&format!(" {} ({r})", if plus { "+" } else { "-" }));
@@ -1854,6 +1904,8 @@ impl<'a> Ctx<'a> {
         Some(RunStore {
             head: stmt.start_byte()..value.start_byte(),
             end: stmt.end_byte(),
+            // The body of an unbraced `if`: the statements that replace it need braces.
+            alone: stmt.parent().is_some_and(|p| p.kind() != "compound_statement"),
             elem,
             index: text(t, index).to_string(),
             buffer: name.to_string(),
@@ -1909,6 +1961,8 @@ struct RunStore {
     head: Range<usize>,
     /// The statement's end.
     end: usize,
+    /// Whether it is a statement's body on its own (no braces around it).
+    alone: bool,
     buffer: String,
     elem: String,
     index: String,
@@ -1922,7 +1976,8 @@ impl RunStore {
 
     /// What `P[I] = ` becomes: each column leaves its address and then its value.
     fn head(&self) -> String {
-        format!("ns_sp[ns_c] = &{}[{}];\nns_sv[ns_c] = ", self.buffer, self.index)
+        let open = if self.alone { "{ " } else { "" };
+        format!("{open}ns_sp[ns_c] = &{}[{}];\nns_sv[ns_c] = ", self.buffer, self.index)
     }
 
     /// What follows the statement: the last column stores the four in one 16-byte store
@@ -1932,8 +1987,9 @@ impl RunStore {
         let last = v - 1;
         let side_by_side: String = (1..v).map(|i| format!("ns_sp[{i}] == ns_sp[0] + {i} && ")).collect();
         let values: Vec<String> = (0..v).map(|i| format!("ns_sv[{i}]")).collect();
+        let close = if self.alone { "\n}" } else { "" };
         format!(
-            "\nif (ns_c == {last}) {{\n  // nightshift: the run's {v} columns stored together.\n  if ({side_by_side}(reinterpret_cast<size_t>(ns_sp[0]) & 15) == 0) {{\n    ns_store16(ns_sp[0], {vals});\n  }} else {{\n    #pragma unroll\n    for (int ns_k = 0; ns_k < {v}; ++ns_k) *ns_sp[ns_k] = ns_sv[ns_k];\n  }}\n}}",
+            "\nif (ns_c == {last}) {{\n  // nightshift: the run's {v} columns stored together.\n  if ({side_by_side}(reinterpret_cast<size_t>(ns_sp[0]) & 15) == 0) {{\n    ns_store16(ns_sp[0], {vals});\n  }} else {{\n    #pragma unroll\n    for (int ns_k = 0; ns_k < {v}; ++ns_k) *ns_sp[ns_k] = ns_sv[ns_k];\n  }}\n}}{close}",
             vals = values.join(", "),
         )
     }
@@ -2749,13 +2805,27 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
         let right = skew.replace("x[(row - 1) * W + col] - ", "x[(row - 1) * W + col + 1] - ");
         let r = columns_with(&right, "8").unwrap();
         assert!(!r.source.contains("ns_vec0") && r.source.contains("float ns_w0[4][10];"), "{}", r.source);
-        // An `unsigned` column wraps where the original's does.
-        let unsigned = ZERO3.replace("const int col =", "const unsigned col =").replace(
-            "const int c = col + dx;\n      if (c < 0 || c >= W) continue;",
-            "if (col + dx >= (unsigned)W) continue;\n      const unsigned c = col + dx;",
+        // A 64-bit column's window column is 64-bit.
+        let wide = ZERO3.replace("const int col =", "const long long col =");
+        let r = columns_with(&wide, "8").unwrap();
+        assert!(r.source.contains("((long long)ns_col0 + ns_i)"), "{}", r.source);
+        // An `unsigned` column, an unsigned tap loop or an unsigned offset would wrap
+        // differently in the window's order of terms: declined, or no window.
+        let unsigned = ZERO3.replace("const int col =", "const unsigned col =");
+        let why = columns_with(&unsigned, "8").unwrap_err().0;
+        assert!(
+            why.contains("declares its column `col` as `const unsigned`: a run's column offsets would wrap"),
+            "{why}"
         );
-        let r = columns_with(&unsigned, "8").unwrap();
-        assert!(r.source.contains("((unsigned)ns_col0 + ns_i) >= (unsigned)W"), "{}", r.source);
+        let loop_ = ZERO3.replace(
+            "for (int dx = -1; dx <= 1; ++dx) {\n      const int c = col + dx;",
+            "for (unsigned dx = 0; dx <= 2; ++dx) {\n      const int c = col + dx - 1;",
+        );
+        let why = columns_with(&loop_, "8").unwrap_err().0;
+        assert!(why.contains("adds `dx`, a `unsigned`, to the column `col`"), "{why}");
+        let literal = ZERO3.replace("const int c = col + dx;", "const int c = col + dx + 0u;");
+        let why = columns_with(&literal, "8").unwrap_err().0;
+        assert!(why.contains("adds `0u`, not an `int`, to the column `col`"), "{why}");
     }
 
     #[test]
@@ -2785,6 +2855,18 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
             .replace("__global__ void st3", "#define LANE (threadIdx. x & 31)\n__global__ void st3")
             .replace("float acc = 0.0f;", "float acc = (float)LANE;");
         assert!(why(&macro_).contains("names `LANE`, a macro that reads the x coordinates"), "{}", why(&macro_));
+        // Through another macro, over two lines, in a function the kernel calls.
+        let deep = ZERO3
+            .replace("__global__ void st3", "# define TX \\\n  threadIdx.x\n#define LANE (TX & 31)\n__device__ float lane() { return (float)LANE; }\n__global__ void st3")
+            .replace("float acc = 0.0f;", "float acc = lane();");
+        assert!(why(&deep).contains("names `LANE`, a macro that reads the x coordinates"), "{}", why(&deep));
+        let templated = ZERO3
+            .replace(
+                "__global__ void st3",
+                "template <int K> __device__ float lane() { return (float)(threadIdx.x + K); }\n__global__ void st3",
+            )
+            .replace("float acc = 0.0f;", "float acc = lane<0>();");
+        assert!(why(&templated).contains("calls `lane`, which reads the x coordinates"), "{}", why(&templated));
         // A declarator beside the row made from the column.
         let beside = ZERO3.replace(
             "const int row = blockIdx.y * blockDim.y + threadIdx.y;",
@@ -2807,6 +2889,16 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
         );
         let r = columns_with(&early, "8").unwrap();
         assert!(!r.source.contains("ns_store16(") && r.source.contains("float4"), "{}", r.source);
+        // An unbraced `if (check) out[i] = v;`: the statements in its place are braced.
+        let unbraced = ZERO3
+            .replace("  if (col >= W || row >= H) return;\n", "")
+            .replace("  y[(size_t)row * W + col] = acc;", "  if (col < W && row < H) y[(size_t)row * W + col] = acc;");
+        let r = columns_with(&unbraced, "8").unwrap();
+        assert!(
+            r.source.contains("if (col < W && row < H) { ns_sp[ns_c] = &y[(size_t)row * W + col];"),
+            "{}",
+            r.source
+        );
         // So does a statement after it (a read through a pointer that aliases the output
         // would see the deferred store's old value).
         let after =
