@@ -1383,35 +1383,62 @@ impl<'a> Ctx<'a> {
     }
 
     fn row_offset(&self, n: Node, mode: Mode, found: &mut Found, depth: usize) -> Result<(Offset, String), String> {
+        self.coordinate_sum(n, (&self.y, "row"), false, mode, found, depth)
+    }
+
+    /// The terms of a sum with the coordinate `name` once, with `+`: the constants and at
+    /// most one loop variable as its offset, the other terms rendered as they are. With
+    /// `int_offsets`, an offset of another type than `int` (an unsigned loop variable, a
+    /// `1u`) fails: the window adds the offsets as `int`, which would change the type and
+    /// the wrap of the original's sum.
+    fn coordinate_sum(
+        &self,
+        n: Node,
+        (name, what): (&str, &str),
+        int_offsets: bool,
+        mode: Mode,
+        found: &mut Found,
+        depth: usize,
+    ) -> Result<(Offset, String), String> {
         let t = self.t;
         let mut terms = Vec::new();
         signed_terms(t, n, true, &mut terms);
-        let mut row = 0;
+        let mut seen = 0;
         let mut offset = Offset { var: None, k: 0 };
         let mut others = String::new();
         for (plus, term) in terms {
             let term = strip_parens(term);
-            if term.kind() == "identifier" && text(t, term) == self.y {
+            if term.kind() == "identifier" && text(t, term) == name {
                 if !plus {
-                    return Err(format!("subtracts the row `{}`", self.y));
+                    return Err(format!("subtracts the {what} `{name}`"));
                 }
-                row += 1;
+                seen += 1;
                 continue;
+            }
+            let suffixed =
+                term.kind() == "number_literal" && text(t, term).chars().any(|c| matches!(c, 'u' | 'U' | 'l' | 'L'));
+            if int_offsets && suffixed {
+                return Err(format!("adds `{}`, not an `int`, to the {what} `{name}`", text(t, term)));
             }
             if let Some(v) = self.constant(term) {
                 offset.k = if plus { offset.k.checked_add(v) } else { offset.k.checked_sub(v) }
                     .ok_or_else(|| "overflows".to_string())?;
                 continue;
             }
-            if term.kind() == "identifier" && self.loops.contains_key(text(t, term)) && offset.var.is_none() {
-                offset.var = Some((!plus, text(t, term).to_string()));
-                continue;
+            if let Some(l) = self.loops.get(text(t, term)).filter(|_| term.kind() == "identifier") {
+                if int_offsets && syntax::unqualified(&l.ty) != "int" {
+                    return Err(format!("adds `{}`, a `{}`, to the {what} `{name}`", l.var, l.ty));
+                }
+                if offset.var.is_none() {
+                    offset.var = Some((!plus, l.var.clone()));
+                    continue;
+                }
             }
             let r = self.render(term, mode, found, depth + 1)?;
             others.push_str(&format!(" {} ({r})", if plus { "+" } else { "-" }));
         }
-        if row != 1 {
-            return Err(format!("adds the row `{}` to itself", self.y));
+        if seen != 1 {
+            return Err(format!("adds the {what} `{name}` to itself"));
         }
         Ok((offset, others))
     }
@@ -1427,47 +1454,8 @@ impl<'a> Ctx<'a> {
     /// A column sum as the window column `ns_col0 + ns_i`: the column once with `+`,
     /// constants, at most one loop variable, and other terms kept as they are.
     fn col_sum(&self, n: Node, mode: Mode, found: &mut Found, depth: usize) -> Result<String, String> {
-        let t = self.t;
         let x = self.x.as_deref().unwrap_or_default();
-        let mut terms = Vec::new();
-        signed_terms(t, n, true, &mut terms);
-        let mut seen = 0;
-        let mut offset = Offset { var: None, k: 0 };
-        let mut others = String::new();
-        for (plus, term) in terms {
-            let term = strip_parens(term);
-            if term.kind() == "identifier" && text(t, term) == x {
-                if !plus {
-                    return Err(format!("subtracts the column `{x}`"));
-                }
-                seen += 1;
-                continue;
-            }
-            // The window adds offsets as `int`: one of an unsigned or wider type would
-            // change the type (and the wrap) of the original's column sum.
-            if term.kind() == "number_literal" && text(t, term).chars().any(|c| matches!(c, 'u' | 'U' | 'l' | 'L')) {
-                return Err(format!("adds `{}`, not an `int`, to the column `{x}`", text(t, term)));
-            }
-            if let Some(v) = self.constant(term) {
-                offset.k = if plus { offset.k.checked_add(v) } else { offset.k.checked_sub(v) }
-                    .ok_or_else(|| "overflows".to_string())?;
-                continue;
-            }
-            if let Some(l) = self.loops.get(text(t, term)).filter(|_| term.kind() == "identifier") {
-                if syntax::unqualified(&l.ty) != "int" {
-                    return Err(format!("adds `{}`, a `{}`, to the column `{x}`", l.var, l.ty));
-                }
-                if offset.var.is_none() {
-                    offset.var = Some((!plus, l.var.clone()));
-                    continue;
-                }
-            }
-            let r = self.render(term, mode, found, depth + 1)?;
-            others.push_str(&format!(" {} ({r})", if plus { "+" } else { "-" }));
-        }
-        if seen != 1 {
-            return Err(format!("adds the column `{x}` to itself"));
-        }
+        let (offset, others) = self.coordinate_sum(n, (x, "column"), true, mode, found, depth)?;
         found.cols.push(offset);
         Ok(format!("{}{others}", window_col(&self.x_type)))
     }
