@@ -67,8 +67,8 @@ pub const GRID_Y: &str = "ns_grid_y";
 /// The kernel parameter that carries the original grid's x extent, with columns.
 pub const GRID_X: &str = "ns_grid_x";
 /// The column a window element holds, in the code that fills the window, in the column's
-/// own type (`ns_col0` is 64-bit): an `unsigned` column's `x + dx` wraps where the
-/// original's does.
+/// own type (`ns_col0` is 64-bit): an `int` column's `x + dx` is an `int` sum, as the
+/// original's is.
 fn window_col(ty: &str) -> String {
     format!("(({ty})ns_col0 + ns_i)")
 }
@@ -467,7 +467,7 @@ struct ColDecl<'a> {
     decl: Node<'a>,
     name: String,
     decl_type: String,
-    /// The type without qualifiers (`int`, `unsigned`).
+    /// The type without qualifiers (`int`, `size_t`).
     value_type: String,
     init: Node<'a>,
 }
