@@ -357,9 +357,7 @@ fn row_strip_columns_on_the_stencil_example_agree_and_pass_the_sanitizers() {
     let dir = tempfile::tempdir().unwrap();
     for rows in ["8", "16"] {
         let chain = ["index-width", &format!("row-strip:rows={rows},cols=4"), "register-table", "read-only"];
-        let source = chain.iter().fold(baseline.clone(), |s, a| {
-            rewrite::apply(&a.parse().unwrap(), &s, &facts).unwrap_or_else(|e| panic!("{a}: {e}")).source
-        });
+        let source = common::apply_path(&baseline, &chain, &facts);
         assert!(source.contains("ns_store16(") && source.contains("float4"), "{source}");
         let cu = dir.path().join(format!("columns-rows{rows}.cu"));
         std::fs::write(&cu, &source).unwrap();

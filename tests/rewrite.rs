@@ -174,26 +174,23 @@ fn row_strip_then_register_table_on_the_stencil_example_compiles() {
     let dir = tempfile::tempdir().unwrap();
     let task = nightshift::task::Task::load(&common::root().join("examples/stencil2d_3x3")).unwrap();
     let facts = nightshift::task::facts::rewrite_facts(&task);
-    let mut source = std::fs::read_to_string(&task.baseline).unwrap();
+    let baseline = std::fs::read_to_string(&task.baseline).unwrap();
     let declined =
-        rewrite::apply(&Application { recipe: RecipeId::RegisterTable, params: Params::default() }, &source, &facts)
+        rewrite::apply(&Application { recipe: RecipeId::RegisterTable, params: Params::default() }, &baseline, &facts)
             .unwrap_err();
     assert!(declined.0.contains("each thread reads each of its elements once"), "{declined}");
     // One column a thread here; 4 below.
-    for app in ["index-width", "row-strip:rows=8,cols=1", "register-table"] {
-        let out = rewrite::apply(&app.parse().unwrap(), &source, &facts).unwrap_or_else(|e| panic!("{app}: {e}"));
-        source = out.source;
-    }
+    let source = common::apply_path(&baseline, &["index-width", "row-strip:rows=8,cols=1", "register-table"], &facts);
     assert!(!source.contains("ns_col0"), "{source}");
     let fast = &source[source.find("stencil2d_3x3_kernel_fast(").unwrap()..];
     assert!(fast.contains("ns_tab_w[(dy + 1) * 3 + (dx + 1)]"), "{fast}");
     assert_eq!(fast.matches("= w[").count(), 1, "the weights are loaded once, by the fill: {fast}");
     // The hand rewrite's shape: 4 columns a thread, each row of the window one float4.
-    let baseline = std::fs::read_to_string(&task.baseline).unwrap();
-    let columns =
-        ["index-width", "row-strip:rows=8,cols=4", "register-table", "read-only"].iter().fold(baseline, |s, a| {
-            rewrite::apply(&a.parse().unwrap(), &s, &facts).unwrap_or_else(|e| panic!("{a}: {e}")).source
-        });
+    let columns = common::apply_path(
+        &baseline,
+        &["index-width", "row-strip:rows=8,cols=4", "register-table", "read-only"],
+        &facts,
+    );
     assert!(columns.contains("reinterpret_cast<const float4*>(ns_p0)"), "{columns}");
     assert!(columns.contains("ns_store16(ns_sp[0], "), "{columns}");
     let failures = parallel(
@@ -218,9 +215,7 @@ fn a_division_under_coarse_blocks_on_the_causal_example_compiles() {
     let path: Vec<String> = ["vectorize:width=16", "intrinsics:fn=div", "index-width:type=int", "coarsen:blocks=2"]
         .map(String::from)
         .to_vec();
-    let parent = path.iter().fold(baseline.clone(), |s, t| {
-        rewrite::apply(&t.parse().unwrap(), &s, &facts).unwrap_or_else(|e| panic!("{t}: {e}")).source
-    });
+    let parent = common::apply_path(&baseline, &path, &facts);
     let divmod = Application { recipe: RecipeId::FastDivmod, params: Params::default() };
     assert!(rewrite::apply(&divmod, &parent, &facts).is_err(), "fast-divmod applies to coarse blocks itself");
     let rebuilt = reorder::rebuild(&facts, &baseline, &path, &parent).expect("the path rebuilds the parent");

@@ -117,3 +117,12 @@ pub fn events(run: &Path) -> Vec<serde_json::Value> {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
+
+/// `source` rewritten by each recipe application of `path` in turn (`index-width`,
+/// `row-strip:rows=8,cols=4`); panics naming the one that declines.
+pub fn apply_path(source: &str, path: &[impl AsRef<str>], facts: &rewrite::Facts) -> String {
+    path.iter().fold(source.to_string(), |s, a| {
+        let a = a.as_ref();
+        rewrite::apply(&a.parse().unwrap(), &s, facts).unwrap_or_else(|e| panic!("{a}: {e}")).source
+    })
+}

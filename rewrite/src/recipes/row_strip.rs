@@ -122,18 +122,19 @@ struct RowDecl<'a> {
     after: Vec<Node<'a>>,
 }
 
-/// `blockIdx.y * B + threadIdx.y` in any order (B: `blockDim.y`, a name, a literal; casts
-/// and parentheses allowed), or `blockIdx.y`: the step B, or none for the second form.
-fn row_form<'a>(t: &str, e: Node<'a>) -> Option<Option<Node<'a>>> {
+/// `blockIdx.A * B + threadIdx.A` in any order along `axis` (B: `blockDim.A`, a name, a
+/// literal; casts and parentheses allowed), or `blockIdx.A`: the step B, or none for the
+/// second form.
+fn index_form<'a>(t: &str, e: Node<'a>, axis: char) -> Option<Option<Node<'a>>> {
     let e = strip(e);
-    if builtin(t, e) == Some(("blockIdx", 'y')) {
+    if builtin(t, e) == Some(("blockIdx", axis)) {
         return Some(None);
     }
     let terms = syntax::flatten(t, e, "+");
     if terms.len() != 2 {
         return None;
     }
-    let is_t = |n: Node| builtin(t, n) == Some(("threadIdx", 'y'));
+    let is_t = |n: Node| builtin(t, n) == Some(("threadIdx", axis));
     let product = if is_t(terms[0]) {
         terms[1]
     } else if is_t(terms[1]) {
@@ -145,7 +146,7 @@ fn row_form<'a>(t: &str, e: Node<'a>) -> Option<Option<Node<'a>>> {
     if factors.len() != 2 {
         return None;
     }
-    let is_b = |n: Node| builtin(t, n) == Some(("blockIdx", 'y'));
+    let is_b = |n: Node| builtin(t, n) == Some(("blockIdx", axis));
     let step = if is_b(factors[0]) {
         factors[1]
     } else if is_b(factors[1]) {
@@ -154,7 +155,7 @@ fn row_form<'a>(t: &str, e: Node<'a>) -> Option<Option<Node<'a>>> {
         return None;
     };
     let s = strip(step);
-    let ok = builtin(t, s) == Some(("blockDim", 'y')) || matches!(s.kind(), "identifier" | "number_literal");
+    let ok = builtin(t, s) == Some(("blockDim", axis)) || matches!(s.kind(), "identifier" | "number_literal");
     ok.then_some(Some(s))
 }
 
@@ -175,7 +176,7 @@ fn row_decl<'a>(t: &str, k: &Kernel, stmts: &[Node<'a>]) -> Result<RowDecl<'a>, 
             if name.kind() != "identifier" {
                 continue;
             }
-            let Some(step) = row_form(t, init) else { continue };
+            let Some(step) = index_form(t, init, 'y') else { continue };
             let decl_type = syntax::declaration_type(t, *s).unwrap_or_else(|| "int".into());
             let value_type = syntax::unqualified(&decl_type);
             if value_type.is_empty() {
@@ -228,36 +229,7 @@ fn plan<'k>(
     let stmts = syntax::statements(body);
     let row = row_decl(t, k, &stmts)?;
     let y = row.name.clone();
-    // The row's builtins appear only where the row is computed.
-    let init_range = row.init.byte_range();
-    for d in descendants(body) {
-        if let Some((o @ ("blockIdx" | "threadIdx" | "gridDim"), 'y')) = builtin(t, d) {
-            if !(init_range.start <= d.start_byte() && d.end_byte() <= init_range.end) {
-                let user = d.parent().map_or(d, |p| if p.kind() == "field_expression" { d } else { p });
-                return Err(decline(
-                    k,
-                    format!(
-                        "reads `{o}.y` outside its row index (in `{}`), which a strip would change",
-                        syntax::one_line(text(t, user), 60)
-                    ),
-                ));
-            }
-        }
-    }
-    if let Some(m) = builtin_macro(src, k, 'y') {
-        return Err(decline(k, format!("names `{m}`, a macro that reads the y coordinates")));
-    }
-    for f in called_device_functions(src, k) {
-        if let Some(b) = src.node(&f.body, "compound_statement") {
-            if let Some((o, _)) = descendants(b)
-                .into_iter()
-                .filter_map(|d| builtin(t, d))
-                .find(|(o, a)| *a == 'y' && matches!(*o, "blockIdx" | "threadIdx" | "gridDim"))
-            {
-                return Err(decline(k, format!("calls `{}`, which reads `{o}.y`", f.name)));
-            }
-        }
-    }
+    coordinates_only_in(src, k, body, (row.init, "row index"), 'y', "a strip would change")?;
     let rest: Vec<Node> = stmts[row.at + 1..].to_vec();
     if rest.iter().all(|s| s.kind() == "comment") && row.after.is_empty() {
         return Err(decline(k, format!("does nothing after computing its row index `{y}`")));
@@ -472,24 +444,6 @@ struct ColDecl<'a> {
     init: Node<'a>,
 }
 
-/// `blockIdx.x * blockDim.x + threadIdx.x` in any order, casts and parentheses allowed.
-fn col_form(t: &str, e: Node) -> bool {
-    let terms = syntax::flatten(t, strip(e), "+");
-    if terms.len() != 2 {
-        return false;
-    }
-    let is = |n: Node, o: &str| builtin(t, n) == Some((if o == "t" { "threadIdx" } else { "blockIdx" }, 'x'));
-    let product = match (is(terms[0], "t"), is(terms[1], "t")) {
-        (true, false) => terms[1],
-        (false, true) => terms[0],
-        _ => return false,
-    };
-    let factors = syntax::flatten(t, strip(product), "*");
-    factors.len() == 2
-        && factors.iter().any(|f| is(*f, "b"))
-        && factors.iter().any(|f| builtin(t, *f) == Some(("blockDim", 'x')))
-}
-
 fn col_decl<'a>(t: &str, k: &Kernel, stmts: &[Node<'a>], row: &RowDecl<'a>) -> Result<ColDecl<'a>, NotApplicable> {
     let none = || {
         decline(
@@ -502,7 +456,11 @@ fn col_decl<'a>(t: &str, k: &Kernel, stmts: &[Node<'a>], row: &RowDecl<'a>) -> R
         .enumerate()
         .filter(|(_, s)| s.kind() == "declaration")
         .find_map(|(at, s)| match syntax::single_declarator(t, *s) {
-            Some((name, Some(init))) if col_form(t, init) => Some((at, *s, name, init)),
+            Some((name, Some(init)))
+                if index_form(t, init, 'x').flatten().is_some_and(|b| builtin(t, b) == Some(("blockDim", 'x'))) =>
+            {
+                Some((at, *s, name, init))
+            }
             _ => None,
         })
         .ok_or_else(none)?;
@@ -558,31 +516,52 @@ fn columns<'a>(
             ),
         ));
     }
-    let init = col.init.byte_range();
+    coordinates_only_in(src, k, body, (col.init, "column index"), 'x', "columns per thread would change")?;
+    Ok(col)
+}
+
+/// The kernel reads its `axis` coordinates (`blockIdx`, `threadIdx`, `gridDim`) only in
+/// `index`'s initializer: not elsewhere in its body, through a macro, or in a function it
+/// calls, where a thread that computes several of them would change what they read.
+fn coordinates_only_in(
+    src: &Source,
+    k: &Kernel,
+    body: Node,
+    (init, index): (Node, &str),
+    axis: char,
+    effect: &str,
+) -> Result<(), NotApplicable> {
+    let t = src.text();
+    let init = init.byte_range();
+    let coordinate = |d: Node| match builtin(t, d) {
+        Some((o @ ("blockIdx" | "threadIdx" | "gridDim"), a)) if a == axis => Some(o),
+        _ => None,
+    };
     for d in descendants(body) {
-        if let Some((o @ ("blockIdx" | "threadIdx" | "gridDim"), 'x')) = builtin(t, d) {
+        if let Some(o) = coordinate(d) {
             if !(init.start <= d.start_byte() && d.end_byte() <= init.end) {
+                let user = d.parent().map_or(d, |p| if p.kind() == "field_expression" { d } else { p });
                 return Err(decline(
                     k,
-                    format!("reads `{o}.x` outside its column index, which columns per thread would change"),
+                    format!(
+                        "reads `{o}.{axis}` outside its {index} (in `{}`), which {effect}",
+                        syntax::one_line(text(t, user), 60)
+                    ),
                 ));
             }
         }
     }
-    if let Some(m) = builtin_macro(src, k, 'x') {
-        return Err(decline(k, format!("names `{m}`, a macro that reads the x coordinates")));
+    if let Some(m) = builtin_macro(src, k, axis) {
+        return Err(decline(k, format!("names `{m}`, a macro that reads the {axis} coordinates")));
     }
     for f in called_device_functions(src, k) {
-        if let Some(b) = src.node(&f.body, "compound_statement") {
-            if descendants(b)
-                .into_iter()
-                .any(|d| matches!(builtin(t, d), Some(("blockIdx" | "threadIdx" | "gridDim", 'x'))))
-            {
-                return Err(decline(k, format!("calls `{}`, which reads the x coordinates", f.name)));
-            }
+        if let Some(o) =
+            src.node(&f.body, "compound_statement").and_then(|b| descendants(b).into_iter().find_map(coordinate))
+        {
+            return Err(decline(k, format!("calls `{}`, which reads `{o}.{axis}`", f.name)));
         }
     }
-    Ok(col)
+    Ok(())
 }
 
 /// The file's functions the kernel calls, directly or through one another (`lane<0>()`
@@ -858,12 +837,20 @@ impl<'a> Ctx<'a> {
         for (n, _, _) in &decls {
             declared.insert(n.clone());
         }
-        if declared.contains(&y) {
-            return Err(decline(k, format!("declares another `{y}` in its per-row code")));
+        if let Some(c) = std::iter::once(&y).chain(&x).find(|c| declared.contains(*c)) {
+            return Err(decline(k, format!("declares another `{c}` in its per-row code")));
         }
-        if let Some(x) = x.as_ref().filter(|x| declared.contains(*x)) {
-            return Err(decline(k, format!("declares another `{x}` in its per-row code")));
-        }
+        // The per-row code changing its row or column: declined with what it changes.
+        let changes_coordinate = |name: &str, d: Node| {
+            let what = if name == y {
+                "row index"
+            } else if x.as_deref() == Some(name) {
+                "column"
+            } else {
+                return None;
+            };
+            Some(decline(k, format!("changes its {what} `{name}` (`{}`)", syntax::one_line(text(t, d), 60))))
+        };
         // Each row starts from the same state: the per-row code changes no variable
         // declared before it.
         let mut assigned: BTreeSet<String> = BTreeSet::new();
@@ -875,17 +862,8 @@ impl<'a> Ctx<'a> {
                 if !matches!(d.kind(), "pointer_expression" | "call_expression") {
                     continue;
                 }
-                if x.as_deref() == Some(name.as_str()) {
-                    return Err(decline(
-                        k,
-                        format!("changes its column `{name}` (`{}`)", syntax::one_line(text(t, d), 60)),
-                    ));
-                }
-                if name == y {
-                    return Err(decline(
-                        k,
-                        format!("changes its row index `{y}` (`{}`)", syntax::one_line(text(t, d), 60)),
-                    ));
+                if let Some(why) = changes_coordinate(&name, d) {
+                    return Err(why);
                 }
                 if outside.contains(&name) {
                     return Err(decline(
@@ -929,17 +907,8 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
                 let name = text(t, base).to_string();
-                if x.as_deref() == Some(name.as_str()) {
-                    return Err(decline(
-                        k,
-                        format!("changes its column `{name}` (`{}`)", syntax::one_line(text(t, d), 60)),
-                    ));
-                }
-                if name == y {
-                    return Err(decline(
-                        k,
-                        format!("changes its row index `{y}` (`{}`)", syntax::one_line(text(t, d), 60)),
-                    ));
+                if let Some(why) = changes_coordinate(&name, d) {
+                    return Err(why);
                 }
                 if through && pointers.contains(&name) {
                     continue;
@@ -1178,9 +1147,14 @@ impl<'a> Ctx<'a> {
 
     /// `y`, or a sum with `y` as one of its terms.
     fn is_row_sum(&self, n: Node) -> bool {
+        self.is_sum_of(n, &self.y)
+    }
+
+    /// `name`, or a sum with `name` as one of its terms.
+    fn is_sum_of(&self, n: Node, name: &str) -> bool {
         let mut terms = Vec::new();
         signed_terms(self.t, n, true, &mut terms);
-        terms.iter().any(|(_, x)| syntax::is_ident(self.t, *x, &self.y) && strip_parens(*x).kind() == "identifier")
+        terms.iter().any(|(_, e)| syntax::is_ident(self.t, *e, name) && strip_parens(*e).kind() == "identifier")
     }
 
     /// A value this file fixes at compile time (a literal, a macro, a file-scope constant,
@@ -1445,10 +1419,7 @@ impl<'a> Ctx<'a> {
 
     /// `x`, or a sum with the column `x` as one of its terms.
     fn is_col_sum(&self, n: Node) -> bool {
-        let Some(x) = &self.x else { return false };
-        let mut terms = Vec::new();
-        signed_terms(self.t, n, true, &mut terms);
-        terms.iter().any(|(_, e)| syntax::is_ident(self.t, *e, x) && strip_parens(*e).kind() == "identifier")
+        self.x.as_ref().is_some_and(|x| self.is_sum_of(n, x))
     }
 
     /// A column sum as the window column `ns_col0 + ns_i`: the column once with `+`,
@@ -2838,7 +2809,7 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
         let nested = ZERO3
             .replace("__global__ void st3", "__device__ int lane() { return threadIdx.x & 31; }\n__device__ int twice() { return 2 * lane(); }\n__global__ void st3")
             .replace("float acc = 0.0f;", "float acc = (float)twice();");
-        assert!(why(&nested).contains("calls `lane`, which reads the x coordinates"), "{}", why(&nested));
+        assert!(why(&nested).contains("calls `lane`, which reads `threadIdx.x`"), "{}", why(&nested));
         let macro_ = ZERO3
             .replace("__global__ void st3", "#define LANE (threadIdx. x & 31)\n__global__ void st3")
             .replace("float acc = 0.0f;", "float acc = (float)LANE;");
@@ -2854,7 +2825,7 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
                 "template <int K> __device__ float lane() { return (float)(threadIdx.x + K); }\n__global__ void st3",
             )
             .replace("float acc = 0.0f;", "float acc = lane<0>();");
-        assert!(why(&templated).contains("calls `lane`, which reads the x coordinates"), "{}", why(&templated));
+        assert!(why(&templated).contains("calls `lane`, which reads `threadIdx.x`"), "{}", why(&templated));
         // A declarator beside the row made from the column.
         let beside = ZERO3.replace(
             "const int row = blockIdx.y * blockDim.y + threadIdx.y;",
