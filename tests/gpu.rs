@@ -349,17 +349,23 @@ fn every_served_shape_is_timed_with_its_own_interval() {
 /// loads and stores), since `--sanitize` runs the smallest check size.
 #[test]
 #[ignore = "needs a GPU"]
-fn row_strip_columns_on_the_stencil_example_agree_and_pass_the_sanitizers() {
+fn row_strips_on_the_stencil_example_agree_inside_and_at_the_edges_and_pass_the_sanitizers() {
     let example = common::root().join("examples/stencil2d_3x3");
     let task = nightshift::task::Task::load(&example).unwrap();
     let facts = nightshift::task::facts::rewrite_facts(&task);
     let baseline = std::fs::read_to_string(&task.baseline).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    for rows in ["8", "16"] {
-        let chain = ["index-width", &format!("row-strip:rows={rows},cols=4"), "register-table", "read-only"];
+    // Strips inside the image (their taps' tests known), whole strips at the edges and
+    // the edges' plain loop, at one column a thread and at four.
+    for (rows, cols) in [("8", "1"), ("8", "4"), ("16", "4")] {
+        let chain = ["index-width", &format!("row-strip:rows={rows},cols={cols}"), "register-table", "read-only"];
         let source = common::apply_path(&baseline, &chain, &facts);
-        assert!(source.contains("ns_store16(") && source.contains("float4"), "{source}");
-        let cu = dir.path().join(format!("columns-rows{rows}.cu"));
+        assert!(source.contains("if (ns_inside) {") && source.contains("} else if (ns_whole) {"), "{source}");
+        if cols == "4" {
+            assert!(source.contains("ns_store16(") && source.contains("float4"), "{source}");
+        }
+        let rows = format!("{rows}x{cols}");
+        let cu = dir.path().join(format!("strip-{rows}.cu"));
         std::fs::write(&cu, &source).unwrap();
         let cu = cu.display().to_string();
         let (code, v, err) = eval(&[example.to_str().unwrap(), &cu, "--no-time"]);

@@ -18,7 +18,12 @@
 //! row, and the per-row code reads the window. The arithmetic per output is the same,
 //! only loads are shared, so the results are bit-identical. Each window value is one the
 //! original computes for some row of the strip (a tap's own conditions go with it), so no
-//! load reaches where the original did not; strips at the edges take the plain loop. A
+//! load reaches where the original did not; strips at the edges take the plain loop.
+//! In a whole strip the kernel's checks are known to pass, and in a strip where every
+//! window element's condition holds (checked once, for a stencil: no tap falls outside
+//! the image) so is each test those conditions are made of: the per-row code gets them
+//! as `true`/`false`, so a zero-border tap's FFMA is no longer predicated on two
+//! compares, and the window loads without them. A
 //! window small enough for registers is loaded whole before the first row, so the strip's
 //! loads are in flight together rather than one row's per step.
 //!
@@ -54,10 +59,11 @@ pub const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec {
         name: "cols",
-        // 4 first: on an H200 a hand-made strip of 4 columns a thread took 0.0804 ms
-        // where the same strip of 1 took 0.0888 ms (stencil2d_3x3). Where the kernel has
-        // no run of columns to load side by side, 4 declines and 1 is the strip.
-        values: &["4", "1"],
+        // 1 first: on an H200 (stencil2d_3x3, `index-width -> row-strip:rows=8 ->
+        // register-table -> read-only`) 4 columns took 0.1691 ms where 1 took 0.0863 ms,
+        // and as the search's first move 0.2698 ms against 0.1367 ms: its strip of 32
+        // outputs was issue-bound, each tap's zero-border test predicating its FFMA.
+        values: &["1", "4"],
         doc: "consecutive columns each thread computes (the grid's x extent is divided by it); windows read each row's columns 16 bytes at a time",
     },
 ];
@@ -351,23 +357,73 @@ fn plan<'k>(
                 edits.push((st.end..st.end, reindent(&st.commit(cols), &ind)));
                 prologue = st.declarations(cols);
             }
+            // In a whole strip the checks pass at every row and column: the per-row code's
+            // own tests of them are known, so the compiler drops them.
+            let guard_sites: Vec<KnownTest> = ctx.guard.iter().map(|(c, negated)| (c.byte_range(), *negated)).collect();
+            let whole_edits = with_known(&edits, &guard_sites);
             let fast_rest =
-                per_column(&ctx.rest_text(&rest_range, &edits, &pragmas)?, "#pragma unroll", false, &prologue);
-            let (how, fills_before, fills_in_step) = if up_front {
-                ("all of them before the first row, so their loads are in flight together", fills.trim_end(), "")
+                per_column(&ctx.rest_text(&rest_range, &whole_edits, &pragmas)?, "#pragma unroll", false, &prologue);
+            // A strip inside the image: where every window element's read condition holds
+            // (the zero borders' `r >= 0 && r < H` of a stencil), those tests are known too,
+            // and the window loads without them.
+            let checks: Vec<String> = ws.iter().enumerate().filter_map(|(n, w)| w.inside_check(n, s)).collect();
+            let inside = if checks.is_empty() {
+                None
             } else {
-                ("one new row per step", "", fills.trim_end())
+                let tap_sites: Vec<KnownTest> =
+                    ws.iter().flat_map(|w| w.cond_sites.iter().cloned()).chain(guard_sites.iter().cloned()).collect();
+                let inside_edits = with_known(&edits, &tap_sites);
+                let rest = per_column(
+                    &ctx.rest_text(&rest_range, &inside_edits, &pragmas)?,
+                    "#pragma unroll",
+                    false,
+                    &prologue,
+                );
+                let mut fills = String::new();
+                for (n, w) in ws.iter().enumerate() {
+                    let w = Window { cond: String::new(), ..w.clone() };
+                    fills.push_str(&if up_front { w.fill_all(n, s) } else { w.fill(n) });
+                }
+                Some((checks.concat(), fills, rest))
             };
-            c.push_str(&format!(
-                "if (ns_whole) {{\n  // nightshift: every row of the strip passes the checks: rows read at several offsets are loaded once into registers, {how}.\n  {}\n  {}#pragma unroll\n  for (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n    {}{}\n    {}\n  }}\n}} else {{\n  #pragma unroll 1\n  for (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n    {}\n    if ({y} >= ns_rows) break;\n    {}\n  }}\n}}",
-                reindent(decls.trim_end(), "  "),
-                lines_then(&reindent(fills_before, "  "), "  "),
-                lines_then(&reindent(fills_in_step, "    "), "    "),
-                reindent(&decl_row, "    "),
-                reindent(fast_rest.trim_end(), "    "),
-                reindent(&decl_row, "    "),
-                reindent(per_column(&plain_rest, "#pragma unroll 1", true, "").trim_end(), "    "),
-            ));
+            let how = if up_front {
+                "all of them before the first row, so their loads are in flight together"
+            } else {
+                "one new row per step"
+            };
+            let strip_code = |fills: &str, rest: &str| -> String {
+                let (before, in_step) = if up_front { (fills.trim_end(), "") } else { ("", fills.trim_end()) };
+                format!(
+                    "{}\n{}#pragma unroll\nfor (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n  {}{}\n  {}\n}}",
+                    decls.trim_end(),
+                    lines_then(before, ""),
+                    lines_then(&reindent(in_step, "  "), "  "),
+                    reindent(&decl_row, "  "),
+                    reindent(rest.trim_end(), "  "),
+                )
+            };
+            let whole = format!(
+                "// nightshift: every row of the strip passes the checks: rows read at several offsets are loaded once into registers, {how}.\n{}",
+                strip_code(&fills, &fast_rest)
+            );
+            let slow = format!(
+                "#pragma unroll 1\nfor (int ns_r = 0; ns_r < {s}; ++ns_r) {{\n  {}\n  if ({y} >= ns_rows) break;\n  {}\n}}",
+                reindent(&decl_row, "  "),
+                reindent(per_column(&plain_rest, "#pragma unroll 1", true, "").trim_end(), "  "),
+            );
+            match &inside {
+                None => c.push_str(&format!(
+                    "if (ns_whole) {{\n  {}\n}} else {{\n  {}\n}}",
+                    reindent(&whole, "  "),
+                    reindent(&slow, "  ")
+                )),
+                Some((checks, fills, rest)) => c.push_str(&format!(
+                    "// nightshift: whether the original reads every element of the strip's windows (no tap of the strip falls outside the image).\nbool ns_inside = ns_whole;\n{checks}if (ns_inside) {{\n  // nightshift: a strip inside: every read of the windows happens, so its conditions are known and the windows load without them.\n  {}\n}} else if (ns_whole) {{\n  {}\n}} else {{\n  {}\n}}",
+                    reindent(&strip_code(fills, rest), "  "),
+                    reindent(&whole, "  "),
+                    reindent(&slow, "  ")
+                )),
+            }
             let list = summary(&ws, &y);
             let wide = ws.iter().filter(|w| w.vector_type().is_some() && !w.cols.is_empty()).count();
             let mut cols_note = match (&col, wide) {
@@ -1591,7 +1647,7 @@ impl<'a> Ctx<'a> {
                 // `__ldg(&p[i])` (as `read-only` writes it) is one read.
                 let ldg = ldg_call(t, d);
                 let site = ldg.unwrap_or(d);
-                let tap = match self.tap(site, &mut found) {
+                let (tap, tap_conds) = match self.tap(site, &mut found) {
                     Ok(c) => c,
                     Err(e) => {
                         first_why.get_or_insert(format!("`{}` {e}", syntax::one_line(text(t, d), 60)));
@@ -1652,6 +1708,7 @@ impl<'a> Ctx<'a> {
                     addr: format!("&{base}[{idx}]"),
                     ldg: ldg.is_some(),
                     cond: tap.clone(),
+                    cond_sites: Vec::new(),
                     keys,
                     key_types,
                     offsets: BTreeSet::new(),
@@ -1669,6 +1726,7 @@ impl<'a> Ctx<'a> {
                     w.cols.extend(cl..=ch);
                     w.pairs.extend((lo..=hi).flat_map(|a| (cl..=ch).map(move |b| (a, b))));
                 }
+                w.cond_sites.extend(tap_conds);
                 w.uses.push((site.byte_range(), offset, col));
                 w.loops.extend(self.enclosing_loops(site));
             }
@@ -1730,7 +1788,10 @@ impl<'a> Ctx<'a> {
     /// The condition under which the original reads `site` (the checks every row passes
     /// left out), rendered for the window; fails where the read depends on more than its
     /// row, its loops' variables and values that hold still.
-    fn tap(&self, site: Node, found: &mut Found) -> Result<String, String> {
+    /// The condition a read happens under, rendered for its window element, and the
+    /// conditions it is made of in the per-row code (where each is, and whether the read
+    /// needs it false).
+    fn tap(&self, site: Node, found: &mut Found) -> Result<(String, Vec<KnownTest>), String> {
         let t = self.t;
         let mut conds: Vec<(Node, bool)> = Vec::new();
         let mut child = site;
@@ -1811,7 +1872,7 @@ impl<'a> Ctx<'a> {
             let s = self.render(*c, Mode::Tap { clamp: false }, found, 0)?;
             parts.push(if *negated { format!("!({s})") } else { format!("({s})") });
         }
-        Ok(parts.join(" && "))
+        Ok((parts.join(" && "), conds.iter().map(|(c, negated)| (c.byte_range(), *negated)).collect()))
     }
 
     fn enclosing_loops(&self, site: Node) -> Vec<String> {
@@ -1954,12 +2015,17 @@ impl RunStore {
     }
 }
 
+/// A test of the per-row code, where it is, whose value a path knows: `true` where it
+/// needs the test false.
+type KnownTest = (Range<usize>, bool);
+
 /// What makes two reads one window: the buffer, the value and condition rendered for
 /// the window, and the loop variables besides the row with their ranges.
 type WindowKey = (String, String, String, Vec<(String, i64, i64)>);
 
 /// A register window: what one read computes for each row (`ns_row0 + ns_j`) and each
 /// value of the loop variables it names besides its row.
+#[derive(Clone)]
 struct Window {
     buffer: String,
     elem: String,
@@ -1970,6 +2036,11 @@ struct Window {
     ldg: bool,
     /// The condition the original reads it under (empty: always).
     cond: String,
+    /// The conditions `cond` is made of where the per-row code tests them, and whether a
+    /// read needs each false: where `cond` holds at every element of the window, each of
+    /// them has that value wherever the per-row code tests it (every test of one is
+    /// followed by a read of some element).
+    cond_sites: Vec<KnownTest>,
     keys: Vec<(String, i64, i64)>,
     key_types: Vec<String>,
     /// Row offsets read.
@@ -2148,12 +2219,7 @@ impl Window {
             }
         }
         if let Some(masks) = &needed {
-            let list: Vec<String> = masks.iter().map(|m| format!("{m:#x}ull")).collect();
-            store = format!(
-                "// nightshift: the columns of each row some output of the strip reads.\nconstexpr unsigned long long ns_need{n}[{}] = {{{}}};\n{store}",
-                masks.len(),
-                list.join(", ")
-            );
+            store = format!("{}{store}", need_declaration(n, masks));
         }
         for ((v, l, h), ty) in self.keys.iter().zip(&self.key_types).rev() {
             store =
@@ -2162,12 +2228,72 @@ impl Window {
         store
     }
 
+    /// `ns_inside` kept only where the original reads every element of the window: for
+    /// each row and column some output of the strip reads, the reads' condition holds.
+    /// None where the reads have no condition.
+    fn inside_check(&self, n: usize, s: i64) -> Option<String> {
+        if self.cond.is_empty() {
+            return None;
+        }
+        let (lo, hi) = (self.lo(), s - 1 + self.hi());
+        let needed = self.needed();
+        let mut check = format!("ns_inside = ns_inside && ({});", self.cond);
+        if let Some((cl, ch)) = self.col_span() {
+            if needed.is_some() {
+                check = format!("if ((ns_need{n}[ns_j - ({lo})] >> (ns_i - ({cl}))) & 1ull) {check}");
+            }
+            check = format!(
+                "#pragma unroll\nfor (int ns_i = {cl}; ns_i <= {ch}; ++ns_i) {{\n  {}\n}}",
+                reindent(&check, "  ")
+            );
+        }
+        if let Some(masks) = &needed {
+            check = format!("{}{check}", need_declaration(n, masks));
+        }
+        for ((v, l, h), ty) in self.keys.iter().zip(&self.key_types).rev() {
+            check =
+                format!("#pragma unroll\nfor ({ty} {v} = {l}; {v} <= {h}; ++{v}) {{\n  {}\n}}", reindent(&check, "  "));
+        }
+        Some(format!(
+            "#pragma unroll\nfor (int ns_j = {lo}; ns_j <= {hi}; ++ns_j) {{\n  {}\n}}\n",
+            reindent(&check, "  ")
+        ))
+    }
+
     /// How many windows of rows it is (one per value of its other loop variables and
     /// column).
     fn count(&self) -> i64 {
         let cols = self.col_span().map_or(1, |(l, h)| h - l + 1);
         self.keys.iter().map(|(_, l, h)| h - l + 1).product::<i64>() * cols
     }
+}
+
+/// The edits, and each condition whose value is known put as that value (`false` where
+/// the code needs it false), but where it would touch an edit already there or another
+/// such condition: leaving a test in is always right, only slower.
+fn with_known(edits: &[(Range<usize>, String)], known: &[KnownTest]) -> Vec<(Range<usize>, String)> {
+    let overlaps = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
+    let mut sites: Vec<&KnownTest> = known.iter().collect();
+    // Outermost first, so a condition inside another one is covered by it.
+    sites.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
+    let mut out = edits.to_vec();
+    for (r, needs_false) in sites {
+        if out.iter().any(|(e, _)| overlaps(e, r) || (e.is_empty() && r.start < e.start && e.start < r.end)) {
+            continue;
+        }
+        out.push((r.clone(), if *needs_false { "false" } else { "true" }.to_string()));
+    }
+    out
+}
+
+/// The columns of each window row some output of the strip reads, as `ns_need{n}`.
+fn need_declaration(n: usize, masks: &[u64]) -> String {
+    let list: Vec<String> = masks.iter().map(|m| format!("{m:#x}ull")).collect();
+    format!(
+        "// nightshift: the columns of each row some output of the strip reads.\nconstexpr unsigned long long ns_need{n}[{}] = {{{}}};\n",
+        masks.len(),
+        list.join(", ")
+    )
 }
 
 /// `code` and a new line indented by `ind`, or nothing when `code` is empty.
@@ -2671,7 +2797,11 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
         assert!(s.contains("const long long ns_col0 = (long long)(blockIdx.x * blockDim.x + threadIdx.x) * 4;"), "{s}");
         assert!(s.contains("const long long ns_cols = (long long)ns_grid_x * blockDim.x;"), "{s}");
         // The column is declared per column, once: the original declaration is gone.
-        assert_eq!(s.matches("const int col = ").count(), 3, "the check, the strip, the edges: {s}");
+        assert_eq!(
+            s.matches("const int col = ").count(),
+            4,
+            "the check, the strip inside, the whole strip, the edges: {s}"
+        );
         assert!(s.contains("bool ns_whole = ns_row0 + 8 <= ns_rows && ns_col0 + 4 <= ns_cols;"), "{s}");
         // Taps at columns -1..+1 of a run of 4: six columns of ten rows, 60 registers,
         // loaded before the first row.
@@ -2853,11 +2983,7 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
             .replace("  if (col >= W || row >= H) return;\n", "")
             .replace("  y[(size_t)row * W + col] = acc;", "  if (col < W && row < H) y[(size_t)row * W + col] = acc;");
         let r = columns_with(&unbraced, "8").unwrap();
-        assert!(
-            r.source.contains("if (col < W && row < H) { ns_sp[ns_c] = &y[(size_t)row * W + col];"),
-            "{}",
-            r.source
-        );
+        assert!(r.source.contains("if (true) { ns_sp[ns_c] = &y[(size_t)row * W + col];"), "{}", r.source);
         // So does a statement after it (a read through a pointer that aliases the output
         // would see the deferred store's old value).
         let after =
@@ -2914,6 +3040,41 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
             "{s}"
         );
         assert!(s.contains("s += ns_w0[ns_r + k + 2];"), "{s}");
+        // A strip inside the image, every tap's row in 0..H-1 (checked once for the whole
+        // window), loads its window and runs its taps without the test.
+        let (inside, rest) = s.split_once("} else if (ns_whole) {").expect("a path for strips inside");
+        let (whole, edges) = rest.split_once("} else {").expect("a path for the edges");
+        assert!(
+            inside.contains("bool ns_inside = ns_whole;\n  #pragma unroll\n  for (int ns_j = -2; ns_j <= 5; ++ns_j) {\n    ns_inside = ns_inside && (!((ns_row0 + ns_j) < 0 || (ns_row0 + ns_j) >= H));"),
+            "{s}"
+        );
+        assert!(inside.contains("  ns_w0[ns_j - (-2)] = in[(ns_row0 + ns_j) * W + x];"), "{s}");
+        assert!(inside.contains("if (false) continue;") && !inside.contains("if (yy < 0 || yy >= H) continue;"), "{s}");
+        // A whole strip at the top or bottom edge keeps the taps' tests; the row's own
+        // check is known there.
+        assert!(whole.contains("if (yy < 0 || yy >= H) continue;") && whole.contains("if (false) continue;"), "{s}");
+        assert!(!whole.contains("if (x >= W || y >= H)"), "{s}");
+        assert!(
+            edges.contains("if (yy < 0 || yy >= H) continue;") && edges.contains("if (x >= W || y >= H) continue;"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn a_known_test_is_written_as_its_value_only_where_no_other_edit_touches_it() {
+        let edits = vec![(10..20, "ns_w0[1]".to_string()), (30..30, "#pragma unroll\n".to_string())];
+        let known = vec![(0..5, true), (2..4, false), (12..15, true), (25..35, false), (40..44, false)];
+        let out = with_known(&edits, &known);
+        assert_eq!(
+            out,
+            vec![
+                (10..20, "ns_w0[1]".to_string()),
+                (30..30, "#pragma unroll\n".to_string()),
+                (0..5, "false".to_string()),
+                (40..44, "true".to_string()),
+            ],
+            "a test a read needs false is `false`; the outer of two nested tests; none inside a read or around an insertion"
+        );
     }
 
     #[test]

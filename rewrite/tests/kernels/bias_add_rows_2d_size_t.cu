@@ -14,7 +14,7 @@
 // expect: declines shuffle-reduce
 // expect: declines unroll
 // expect: declines intrinsics
-// expect: declines row-strip
+// expect: applies row-strip
 #include <cuda_runtime.h>
 
 // 2-D launch: blockIdx.y picks the row, x-threads walk the columns.

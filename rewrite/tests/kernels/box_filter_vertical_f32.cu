@@ -4,7 +4,7 @@
 // arg: rows int 4096
 // arg: cols int 4096
 // tolerance: 0 0
-// expect: applies row-strip: `box_vertical_kernel`: 8 rows x 4 columns per thread (grid y extent / 8, x extent / 4); rows read at several offsets shared in registers across the strip: `src` at rows row-3..row+3 (4 windows); 4 columns per thread, each window row's run of columns one 16-byte load where aligned, `dst` stored 16 bytes at a time
+// expect: applies row-strip: `box_vertical_kernel`: 8 rows per thread (grid y extent / 8); rows read at several offsets shared in registers across the strip: `src` at rows row-3..row+3
 // expect: applies block-knob
 // expect: declines fast-divmod
 // expect: declines intrinsics

@@ -5,7 +5,7 @@
 // arg: H int 1080
 // arg: W int 1920
 // tolerance: 1e-5 1e-5
-// expect: applies row-strip: `gauss5_vertical_kernel`: 8 rows x 4 columns per thread (grid y extent / 8, x extent / 4); rows read at several offsets shared in registers across the strip: `plane_in` at rows row-2..row+2 (4 windows); 4 columns per thread, each window row's run of columns one 16-byte load where aligned, `y` stored 16 bytes at a time
+// expect: applies row-strip: `gauss5_vertical_kernel`: 8 rows per thread (grid y extent / 8); rows read at several offsets shared in registers across the strip: `plane_in` at rows row-2..row+2
 // expect: declines vectorize
 // expect: declines cooperative
 // A 5-tap vertical Gaussian over a batch of images, blockIdx.z picking the image, zero

@@ -8,7 +8,7 @@
 // expect: applies launch-bounds: `image_gain_kernel`: __launch_bounds__((16 * 16), 2)
 // expect: applies block-knob: `image_gain_kernel`: block x size 16 as `NS_BLOCK_X_IMAGE_GAIN_KERNEL`, block y size 16 as `NS_BLOCK_Y_IMAGE_GAIN_KERNEL`
 // expect: applies index-width: `image_gain_kernel`: `at` and 1 cast in 32-bit `int`
-// expect: declines row-strip: `image_gain_kernel` has no rows to share across the strip (no buffer it only reads is read at several row offsets), so no columns to load side by side
+// expect: applies row-strip: `image_gain_kernel`: 8 rows per thread (grid y extent / 8); no row reuse: no buffer it only reads is read at several row offsets
 // expect: applies coarsen
 #include <cuda_runtime.h>
 #include <stdint.h>

@@ -4,7 +4,7 @@
 // arg: width int 4096
 // arg: height int 4096
 // tolerance: 0 0
-// expect: applies row-strip: `laplacian5_kernel`: 8 rows x 4 columns per thread (grid y extent / 8, x extent / 4); rows read at several offsets shared in registers across the strip: `u` at rows y-1..y+1 (4 windows); 4 columns per thread, each window row's run of columns one 16-byte load where aligned, `lap` stored 16 bytes at a time
+// expect: applies row-strip: `laplacian5_kernel`: 8 rows per thread (grid y extent / 8); rows read at several offsets shared in registers across the strip: `u` at rows y-1..y+1
 // expect: applies read-only
 // expect: declines grid-stride
 // expect: declines unroll

@@ -5,7 +5,7 @@
 // arg: width int 4096
 // arg: height int 4096
 // tolerance: 0 0
-// expect: applies row-strip: `stencil3x3_kernel`: 8 rows x 4 columns per thread (grid y extent / 8, x extent / 4); rows read at several offsets shared in registers across the strip: `in` at rows y-1..y+1 (6 windows); 4 columns per thread, each window row's run of columns one 16-byte load where aligned, `out` stored 16 bytes at a time
+// expect: applies row-strip: `stencil3x3_kernel`: 8 rows per thread (grid y extent / 8); rows read at several offsets shared in registers across the strip: `in` at rows y-1..y+1 (3 windows)
 // expect: applies block-knob
 // expect: applies launch-bounds
 // expect: declines cooperative
