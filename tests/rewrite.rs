@@ -201,6 +201,110 @@ fn row_strip_then_register_table_on_the_stencil_example_compiles() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// CUDA's thread model, for a kernel that neither synchronizes nor shares memory between
+/// threads (a row strip's output): each thread of each block runs to its end in turn on
+/// the host, with `blockIdx`/`threadIdx` set; 16-byte types and stores are plain C++.
+const CPU_SHIM: &str = r#"#pragma once
+#include <cstddef>
+#include <cstring>
+struct uint3 { unsigned x, y, z; };
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+static uint3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim;
+typedef void* cudaStream_t;
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+struct alignas(16) float4 { float x, y, z, w; };
+template <typename T> T __ldg(const T* p) { return *p; }
+#define NIGHTSHIFT_STORE16
+template <typename T> void ns_store16(T* dst, T a, T b, T c, T d) {
+  static_assert(sizeof(T) == 4, "four 32-bit values");
+  dst[0] = a; dst[1] = b; dst[2] = c; dst[3] = d;
+}
+template <typename F> void ns_cpu_launch(dim3 g, dim3 b, F f) {
+  gridDim = g; blockDim = b;
+  for (unsigned z = 0; z < g.z; ++z) for (unsigned y = 0; y < g.y; ++y) for (unsigned x = 0; x < g.x; ++x)
+    for (unsigned tz = 0; tz < b.z; ++tz) for (unsigned ty = 0; ty < b.y; ++ty) for (unsigned tx = 0; tx < b.x; ++tx) {
+      blockIdx = {x, y, z}; threadIdx = {tx, ty, tz};
+      f();
+    }
+}
+"#;
+
+/// The stencil example's row strips compute the original's outputs bit for bit, inside
+/// the image, at its edges and at odd sizes: the rewritten file's fast kernel and its
+/// fallback (the original kernel) run on the host through [`CPU_SHIM`] on the same
+/// inputs, each launched as the rewritten launcher launches it. No GPU: the paths the
+/// strip chooses at run time (inside, whole, edge) are plain code.
+#[test]
+fn row_strips_compute_the_originals_outputs_on_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let cxx = which::which("g++").expect("g++ (nvcc's host compiler)");
+    let task = nightshift::task::Task::load(&common::root().join("examples/stencil2d_3x3")).unwrap();
+    let facts = nightshift::task::facts::rewrite_facts(&task);
+    let baseline = std::fs::read_to_string(&task.baseline).unwrap();
+    std::fs::write(dir.path().join("cuda_runtime.h"), CPU_SHIM).unwrap();
+    for (rows, cols) in [(8, 1), (8, 4), (16, 4), (4, 1)] {
+        let path = ["index-width", &format!("row-strip:rows={rows},cols={cols}"), "register-table", "read-only"];
+        let source = common::apply_path(&baseline, &path, &facts);
+        assert!(source.contains("if (ns_inside) {"), "{source}");
+        let kernels = &source[..source.find("extern \"C\"").expect("a launcher")];
+        let extra = if cols == 1 { "grid.y" } else { "grid.y, grid.x" };
+        let driver = format!(
+            r#"#include "cuda_runtime.h"
+#include <cstdio>
+#include <vector>
+{kernels}
+int main() {{
+  const int sizes[][3] = {{{{2, 19, 37}}, {{1, 16, 64}}, {{1, 33, 128}}, {{3, 8, 8}}, {{1, 1, 1}}, {{2, 40, 36}}, {{1, 17, 5}}, {{1, 64, 20}}}};
+  unsigned long long seed = 88172645463325252ull;
+  auto next = [&]() {{ seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17; return (float)((seed >> 40) % 2001) / 1000.0f - 1.0f; }};
+  int bad = 0;
+  for (const auto& s : sizes) {{
+    const int N = s[0], H = s[1], W = s[2];
+    std::vector<float> x((size_t)N * H * W), w(9), want(x.size(), -7.0f), got(x.size(), -7.0f);
+    for (auto& v : x) v = next();
+    for (auto& v : w) v = next();
+    const dim3 block(16, 16);
+    const dim3 grid((W + block.x - 1) / block.x, (H + block.y - 1) / block.y, N);
+    ns_cpu_launch(grid, block, [&] {{ stencil2d_3x3_kernel(x.data(), w.data(), want.data(), H, W); }});
+    const dim3 fast(({cols} == 1 ? grid.x : (grid.x + {cols} - 1) / {cols}), (grid.y + {rows} - 1) / {rows}, grid.z);
+    ns_cpu_launch(fast, block, [&] {{ stencil2d_3x3_kernel_fast(x.data(), w.data(), got.data(), H, W, {extra}); }});
+    for (size_t i = 0; i < x.size(); ++i)
+      if (std::memcmp(&want[i], &got[i], 4) != 0) {{
+        if (bad < 5) std::printf("N=%d H=%d W=%d at %zu: %.9g, want %.9g\n", N, H, W, i, got[i], want[i]);
+        ++bad;
+      }}
+  }}
+  std::printf("%d differences\n", bad);
+  return bad != 0;
+}}
+"#
+        );
+        let name = format!("strip-{rows}x{cols}");
+        let cpp = dir.path().join(format!("{name}.cpp"));
+        std::fs::write(&cpp, driver).unwrap();
+        let exe = dir.path().join(&name);
+        let built = Command::new(&cxx)
+            .args(["-std=c++17", "-O2", "-fno-strict-aliasing", "-ffp-contract=off", "-Wno-unknown-pragmas", "-I"])
+            .arg(dir.path())
+            .arg(&cpp)
+            .arg("-o")
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert!(built.status.success(), "{name}: {}", String::from_utf8_lossy(&built.stderr));
+        let ran = Command::new(&exe).output().unwrap();
+        let out = String::from_utf8_lossy(&ran.stdout);
+        assert!(ran.status.success() && out.contains("0 differences"), "{name}: {out}");
+    }
+}
+
 /// A recipe that declines on coarse blocks, offered under `coarsen` by the tuner: on the
 /// causal convolution's path to its best kernel, the faster division goes on before the
 /// coarse blocks and they are redone on top. The child compiles and divides by magic numbers.

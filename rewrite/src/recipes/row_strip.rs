@@ -1726,9 +1726,13 @@ impl<'a> Ctx<'a> {
                     w.cols.extend(cl..=ch);
                     w.pairs.extend((lo..=hi).flat_map(|a| (cl..=ch).map(move |b| (a, b))));
                 }
-                w.cond_sites.extend(tap_conds);
+                // A read in a loop that never runs is never the read that follows its tests.
+                let loops = self.enclosing_loops(site);
+                if loops.iter().all(|v| self.loops.get(v).is_some_and(|l| l.lo <= l.hi)) {
+                    w.cond_sites.extend(tap_conds);
+                }
                 w.uses.push((site.byte_range(), offset, col));
-                w.loops.extend(self.enclosing_loops(site));
+                w.loops.extend(loops);
             }
         }
         let mut out = Vec::new();
