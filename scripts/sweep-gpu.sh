@@ -9,8 +9,9 @@
 # Every GPU takes the next unclaimed TASK_DIR in the order given. A run killed at the
 # deadline (a device call's limit is 600 s, a 10-minute run is longer) is carried on with
 # `optimize --resume` by the next call (its search time so far counts against its budget).
-# Carrying between calls: the runs go to $OUT/sweep.tgz; copy that file to
-# .device/sweep.tgz here and carry .device again: it is unpacked before anything starts.
+# Carrying between calls: the runs go to $OUT/sweep.tgz (or, over 15 MiB, its parts
+# $OUT/sweep.tgz.part-*); copy that file (or the parts, and no sweep.tgz) to .device/
+# here and carry .device again: it is unpacked before anything starts.
 # A run already finished is not run again; one whose vs-torch figures exist is skipped.
 # $OUT gets table.md (scripts/runs-table.py), sweep-table.md (scripts/sweep-table.py: first
 # version, best, eager, torch.compile, the hand rewrite where the example has one, % of
@@ -32,6 +33,8 @@ if ! ns --version > /dev/null 2>&1; then
   exit 2
 fi
 [ -f .device/sweep.tgz ] && tar xzf .device/sweep.tgz
+# A carried state over a returned file's 16 MiB comes back in parts (below).
+ls .device/sweep.tgz.part-* > /dev/null 2>&1 && cat .device/sweep.tgz.part-* | tar xz
 rm -rf runs/.claims && mkdir -p runs/.claims
 
 task_of() {  # TASK_DIR as given -> the task directory optimize and vs-torch read
@@ -109,4 +112,9 @@ done_runs=(); for t in "$@"; do n="$(basename "$t")"; [ -f "runs/$n.vs.json" ] &
 [ ${#done_runs[@]} -gt 0 ] && tar czf "$out/done.tgz" --exclude='*/profile' --exclude='*.so' --exclude='sass.txt' "${done_runs[@]}"
 tar czf "$out/sweep.tgz" --exclude='*/profile' --exclude='*.so' --exclude='runs/.claims' \
   $(for d in "${done_runs[@]}"; do printf -- '--exclude=%s ' "$d"; done) runs
+# A file over 16 MiB does not come back from a device call (an 18 MB state was lost so):
+# parts of 15 MiB, to copy into .device/ as they are.
+if [ "$(stat -c %s "$out/sweep.tgz")" -gt $((15 * 1024 * 1024)) ]; then
+  split -b 15M "$out/sweep.tgz" "$out/sweep.tgz.part-" && rm "$out/sweep.tgz"
+fi
 ls -la "$out"
