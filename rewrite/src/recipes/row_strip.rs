@@ -982,6 +982,15 @@ impl<'a> Ctx<'a> {
                 assigned.insert(name);
             }
         }
+        let loop_vars: BTreeSet<String> = rest
+            .iter()
+            .flat_map(|s| descendants(*s))
+            .filter(|f| f.kind() == "for_statement")
+            .filter_map(|f| f.child_by_field_name("initializer"))
+            .flat_map(|i| descendants(i))
+            .filter(|d| d.kind() == "init_declarator")
+            .filter_map(|d| declarator_name(t, d))
+            .collect();
         for s in rest {
             for d in descendants(*s) {
                 match d.kind() {
@@ -996,6 +1005,33 @@ impl<'a> Ctx<'a> {
                     }
                     "lambda_expression" => {
                         return Err(decline(k, "defines a lambda in its per-row code"));
+                    }
+                    // A name changed through another name: a test rendered from a local's
+                    // initializer, a bound or a loop variable that holds still, would not
+                    // be what runs (and a strip's known tests would be wrong).
+                    "reference_declarator" if !const_declaration(t, d) => {
+                        return Err(decline(
+                            k,
+                            format!(
+                                "binds a reference in its per-row code (`{}`), through which what it reads could change unseen",
+                                syntax::one_line(text(t, d), 40)
+                            ),
+                        ));
+                    }
+                    "pointer_expression" if d.child(0).is_some_and(|o| text(t, o) == "&") => {
+                        let arg = d.child_by_field_name("argument").map(strip_parens);
+                        if let Some(a) = arg.filter(|a| a.kind() == "identifier") {
+                            let name = text(t, a);
+                            let own_local = counts.contains_key(name) && !loop_vars.contains(name);
+                            if !own_local {
+                                return Err(decline(
+                                    k,
+                                    format!(
+                                        "takes the address of `{name}` in its per-row code, through which it could change unseen"
+                                    ),
+                                ));
+                            }
+                        }
                     }
                     _ => {}
                 }
@@ -1389,10 +1425,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn pure_function(&self, f: &str) -> bool {
-        if matches!(
-            f,
-            "min" | "max" | "umin" | "umax" | "llmin" | "llmax" | "ullmin" | "ullmax" | "abs" | "labs" | "llabs"
-        ) {
+        if INTEGER_BUILTINS.contains(&f) {
             return true;
         }
         // A device function of this file that takes no pointer or reference.
@@ -1726,13 +1759,9 @@ impl<'a> Ctx<'a> {
                     w.cols.extend(cl..=ch);
                     w.pairs.extend((lo..=hi).flat_map(|a| (cl..=ch).map(move |b| (a, b))));
                 }
-                // A read in a loop that never runs is never the read that follows its tests.
-                let loops = self.enclosing_loops(site);
-                if loops.iter().all(|v| self.loops.get(v).is_some_and(|l| l.lo <= l.hi)) {
-                    w.cond_sites.extend(tap_conds);
-                }
+                w.cond_sites.extend(tap_conds);
                 w.uses.push((site.byte_range(), offset, col));
-                w.loops.extend(loops);
+                w.loops.extend(self.enclosing_loops(site));
             }
         }
         let mut out = Vec::new();
@@ -1876,7 +1905,16 @@ impl<'a> Ctx<'a> {
             let s = self.render(*c, Mode::Tap { clamp: false }, found, 0)?;
             parts.push(if *negated { format!("!({s})") } else { format!("({s})") });
         }
-        Ok((parts.join(" && "), conds.iter().map(|(c, negated)| (c.byte_range(), *negated)).collect()))
+        // A test that calls a function of the file is not made known: the function may
+        // count or print, and the known test would not call it.
+        let calls_own = |c: Node| {
+            descendants(c).into_iter().any(|x| {
+                x.kind() == "call_expression"
+                    && !x.child_by_field_name("function").is_some_and(|f| INTEGER_BUILTINS.contains(&text(t, f)))
+            })
+        };
+        let known = conds.iter().filter(|(c, _)| !calls_own(*c)).map(|(c, negated)| (c.byte_range(), *negated));
+        Ok((parts.join(" && "), known.collect()))
     }
 
     fn enclosing_loops(&self, site: Node) -> Vec<String> {
@@ -2018,6 +2056,10 @@ impl RunStore {
         )
     }
 }
+
+/// The integer functions of CUDA's headers a read's index or condition may call.
+const INTEGER_BUILTINS: &[&str] =
+    &["min", "max", "umin", "umax", "llmin", "llmax", "ullmin", "ullmax", "abs", "labs", "llabs"];
 
 /// A test of the per-row code, where it is, whose value a path knows: `true` where it
 /// needs the test false.
@@ -2298,6 +2340,18 @@ fn need_declaration(n: usize, masks: &[u64]) -> String {
         masks.len(),
         list.join(", ")
     )
+}
+
+/// Whether the declaration a declarator sits in is `const` (`const int& r = y;`).
+fn const_declaration(t: &str, d: Node) -> bool {
+    let mut p = d.parent();
+    while let Some(x) = p {
+        if matches!(x.kind(), "declaration" | "parameter_declaration" | "condition_clause") {
+            return named_children(x).iter().any(|c| c.kind() == "type_qualifier" && text(t, *c) == "const");
+        }
+        p = x.parent();
+    }
+    false
 }
 
 /// `code` and a new line indented by `ind`, or nothing when `code` is empty.
@@ -3062,6 +3116,34 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
             edges.contains("if (yy < 0 || yy >= H) continue;") && edges.contains("if (x >= W || y >= H) continue;"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn names_changed_through_other_names_decline_and_tests_that_call_the_files_functions_stay() {
+        let zero = BOX.replace(
+            "    int yy = min(max(y + k, 0), H - 1);\n    s += in[yy * W + x];",
+            "    int yy = y + k;\n    if (yy < 0 || yy >= H) continue;\n    s += in[(y + k) * W + x];",
+        );
+        let why = |src: &str| strip_with(src, "4").unwrap_err().0;
+        // `r` changes `yy`, whose test the window renders from its initializer.
+        let by_ref = zero.replace("    if (yy < 0", "    int& r = yy;\n    if (r < 0) r = H;\n    if (yy < 0");
+        assert!(why(&by_ref).contains("binds a reference in its per-row code (`& r`)"), "{}", why(&by_ref));
+        let by_address = zero.replace("    if (yy < 0", "    int* p = &k;\n    if (yy < 0");
+        assert!(why(&by_address).contains("takes the address of `k`"), "{}", why(&by_address));
+        let param = zero.replace("    if (yy < 0", "    int* p = &H;\n    if (yy < 0");
+        assert!(why(&param).contains("(`&H` hands it out)"), "{}", why(&param));
+        // A `const` reference and the address of a local of the row's own stay.
+        let fine = zero
+            .replace("    if (yy < 0", "    const int& r = yy;\n    float t = 0.f;\n    float* q = &t;\n    if (r < 0");
+        assert!(strip_with(&fine, "4").is_ok(), "{}", why(&fine));
+        // A test calling a device function of the file keeps its call on every path.
+        let counted = format!(
+            "__device__ unsigned long long g_taps;\n__device__ bool out_of(int r, int H) {{ atomicAdd(&g_taps, 1ull); return r < 0 || r >= H; }}\n{}",
+            zero.replace("if (yy < 0 || yy >= H) continue;", "if (out_of(yy, H)) continue;")
+        );
+        let r = strip_with(&counted, "4").unwrap();
+        let inside = &r.source[r.source.find("if (ns_inside) {").expect("a path for strips inside")..];
+        assert!(inside.contains("if (out_of(yy, H)) continue;"), "{}", r.source);
     }
 
     #[test]
