@@ -359,7 +359,12 @@ fn plan<'k>(
             }
             // In a whole strip the checks pass at every row and column: the per-row code's
             // own tests of them are known, so the compiler drops them.
-            let guard_sites: Vec<KnownTest> = ctx.guard.iter().map(|(c, negated)| (c.byte_range(), *negated)).collect();
+            let guard_sites: Vec<KnownTest> = ctx
+                .guard
+                .iter()
+                .filter(|(c, _)| !calls_own_function(t, *c))
+                .map(|(c, negated)| (c.byte_range(), *negated))
+                .collect();
             let whole_edits = with_known(&edits, &guard_sites);
             let fast_rest =
                 per_column(&ctx.rest_text(&rest_range, &whole_edits, &pragmas)?, "#pragma unroll", false, &prologue);
@@ -1905,15 +1910,8 @@ impl<'a> Ctx<'a> {
             let s = self.render(*c, Mode::Tap { clamp: false }, found, 0)?;
             parts.push(if *negated { format!("!({s})") } else { format!("({s})") });
         }
-        // A test that calls a function of the file is not made known: the function may
-        // count or print, and the known test would not call it.
-        let calls_own = |c: Node| {
-            descendants(c).into_iter().any(|x| {
-                x.kind() == "call_expression"
-                    && !x.child_by_field_name("function").is_some_and(|f| INTEGER_BUILTINS.contains(&text(t, f)))
-            })
-        };
-        let known = conds.iter().filter(|(c, _)| !calls_own(*c)).map(|(c, negated)| (c.byte_range(), *negated));
+        let known =
+            conds.iter().filter(|(c, _)| !calls_own_function(t, *c)).map(|(c, negated)| (c.byte_range(), *negated));
         Ok((parts.join(" && "), known.collect()))
     }
 
@@ -2340,6 +2338,15 @@ fn need_declaration(n: usize, masks: &[u64]) -> String {
         masks.len(),
         list.join(", ")
     )
+}
+
+/// Whether a test calls a function of the file: such a test is never made known, since
+/// the function may count or print and the known test would not call it.
+fn calls_own_function(t: &str, test: Node) -> bool {
+    descendants(test).into_iter().any(|x| {
+        x.kind() == "call_expression"
+            && !x.child_by_field_name("function").is_some_and(|f| INTEGER_BUILTINS.contains(&text(t, f)))
+    })
 }
 
 /// Whether the declaration a declarator sits in is `const` (`const int& r = y;`).
@@ -3144,6 +3151,12 @@ extern "C" void launch(const float* x, const float* w, float* y, int H, int W, c
         let r = strip_with(&counted, "4").unwrap();
         let inside = &r.source[r.source.find("if (ns_inside) {").expect("a path for strips inside")..];
         assert!(inside.contains("if (out_of(yy, H)) continue;"), "{}", r.source);
+        // So does the kernel's own check in a whole strip.
+        let checked = counted.replace("if (x >= W || y >= H) return;", "if (x >= W || out_of(y, H)) return;");
+        let r = strip_with(&checked, "4").unwrap();
+        let (_, rest) = r.source.split_once("} else if (ns_whole) {").expect("a path for whole strips");
+        let (whole, _) = rest.split_once("} else {").expect("a path for the edges");
+        assert!(whole.contains("if (x >= W || out_of(y, H)) continue;"), "{}", r.source);
     }
 
     #[test]
