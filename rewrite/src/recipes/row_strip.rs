@@ -335,9 +335,10 @@ fn plan<'k>(
             let mut fills = String::new();
             let mut edits: Vec<(Range<usize>, String)> = Vec::new();
             let up_front = window_registers(&ws, s) <= MAX_UP_FRONT;
+            let fill = |n: usize, w: &Window| if up_front { w.fill_all(n, s) } else { w.fill(n) };
             for (n, w) in ws.iter().enumerate() {
                 decls.push_str(&w.declaration(n, s));
-                fills.push_str(&if up_front { w.fill_all(n, s) } else { w.fill(n) });
+                fills.push_str(&fill(n, w));
                 for (r, index) in &w.sites {
                     edits.push((r.clone(), format!("ns_w{n}{index}")));
                 }
@@ -386,8 +387,7 @@ fn plan<'k>(
                 );
                 let mut fills = String::new();
                 for (n, w) in ws.iter().enumerate() {
-                    let w = Window { cond: String::new(), ..w.clone() };
-                    fills.push_str(&if up_front { w.fill_all(n, s) } else { w.fill(n) });
+                    fills.push_str(&fill(n, &Window { cond: String::new(), ..w.clone() }));
                 }
                 Some((checks.concat(), fills, rest))
             };
@@ -916,6 +916,16 @@ impl<'a> Ctx<'a> {
         // declared before it.
         let mut assigned: BTreeSet<String> = BTreeSet::new();
         let pointers: BTreeSet<String> = pattern::pointers(src, k).into_iter().map(|(n, _, _)| n).collect();
+        // The per-row code's own loop counters: their addresses are not a local's.
+        let loop_vars: BTreeSet<String> = rest
+            .iter()
+            .flat_map(|s| descendants(*s))
+            .filter(|f| f.kind() == "for_statement")
+            .filter_map(|f| f.child_by_field_name("initializer"))
+            .flat_map(|i| descendants(i))
+            .filter(|d| d.kind() == "init_declarator")
+            .filter_map(|d| declarator_name(t, d))
+            .collect();
         for s in rest {
             // A variable whose address the per-row code hands out, or that it binds to a
             // reference parameter, may change wherever that goes.
@@ -932,6 +942,17 @@ impl<'a> Ctx<'a> {
                         format!(
                             "changes `{name}` in its per-row code (`{}` hands it out) but declares it before its row index: a strip's next row would start from the last row's `{name}`",
                             syntax::one_line(text(t, d), 60)
+                        ),
+                    ));
+                }
+                // Only a local of the per-row code's own may have its address taken there
+                // (it is then never inlined into a test): a loop counter or a file-scope
+                // variable could change under a test made known.
+                if d.kind() == "pointer_expression" && (!declared.contains(&name) || loop_vars.contains(&name)) {
+                    return Err(decline(
+                        k,
+                        format!(
+                            "takes the address of `{name}` in its per-row code, through which it could change unseen"
                         ),
                     ));
                 }
@@ -987,15 +1008,6 @@ impl<'a> Ctx<'a> {
                 assigned.insert(name);
             }
         }
-        let loop_vars: BTreeSet<String> = rest
-            .iter()
-            .flat_map(|s| descendants(*s))
-            .filter(|f| f.kind() == "for_statement")
-            .filter_map(|f| f.child_by_field_name("initializer"))
-            .flat_map(|i| descendants(i))
-            .filter(|d| d.kind() == "init_declarator")
-            .filter_map(|d| declarator_name(t, d))
-            .collect();
         for s in rest {
             for d in descendants(*s) {
                 match d.kind() {
@@ -1022,21 +1034,6 @@ impl<'a> Ctx<'a> {
                                 syntax::one_line(text(t, d), 40)
                             ),
                         ));
-                    }
-                    "pointer_expression" if d.child(0).is_some_and(|o| text(t, o) == "&") => {
-                        let arg = d.child_by_field_name("argument").map(strip_parens);
-                        if let Some(a) = arg.filter(|a| a.kind() == "identifier") {
-                            let name = text(t, a);
-                            let own_local = counts.contains_key(name) && !loop_vars.contains(name);
-                            if !own_local {
-                                return Err(decline(
-                                    k,
-                                    format!(
-                                        "takes the address of `{name}` in its per-row code, through which it could change unseen"
-                                    ),
-                                ));
-                            }
-                        }
                     }
                     _ => {}
                 }
@@ -2217,10 +2214,7 @@ impl Window {
         };
         let slot = |col: &str| format!("ns_w{n}{keys}{col}[ns_j - ({lo})]");
         let needed = self.needed();
-        let mut conds: Vec<String> = Vec::new();
-        if let (Some(_), Some((cl, _))) = (&needed, cols) {
-            conds.push(format!("((ns_need{n}[ns_j - ({lo})] >> (ns_i - ({cl}))) & 1ull)"));
-        }
+        let mut conds: Vec<String> = self.need_bit(n).into_iter().collect();
         if !self.cond.is_empty() {
             conds.push(if conds.is_empty() { self.cond.clone() } else { format!("({})", self.cond) });
         }
@@ -2265,11 +2259,24 @@ impl Window {
         if let Some(masks) = &needed {
             store = format!("{}{store}", need_declaration(n, masks));
         }
+        self.in_key_loops(store)
+    }
+
+    /// Whether some output of the strip reads window element (`ns_j`, `ns_i`): its bit in
+    /// `ns_need{n}`, where the window has columns and not every one is read.
+    fn need_bit(&self, n: usize) -> Option<String> {
+        let (cl, _) = self.col_span()?;
+        self.needed()?;
+        Some(format!("((ns_need{n}[ns_j - ({})] >> (ns_i - ({cl}))) & 1ull)", self.lo()))
+    }
+
+    /// `code` inside the loops over the window's other keys (their whole ranges).
+    fn in_key_loops(&self, mut code: String) -> String {
         for ((v, l, h), ty) in self.keys.iter().zip(&self.key_types).rev() {
-            store =
-                format!("#pragma unroll\nfor ({ty} {v} = {l}; {v} <= {h}; ++{v}) {{\n  {}\n}}", reindent(&store, "  "));
+            code =
+                format!("#pragma unroll\nfor ({ty} {v} = {l}; {v} <= {h}; ++{v}) {{\n  {}\n}}", reindent(&code, "  "));
         }
-        store
+        code
     }
 
     /// `ns_inside` kept only where the original reads every element of the window: for
@@ -2282,10 +2289,10 @@ impl Window {
         let (lo, hi) = (self.lo(), s - 1 + self.hi());
         let needed = self.needed();
         let mut check = format!("ns_inside = ns_inside && ({});", self.cond);
+        if let Some(bit) = self.need_bit(n) {
+            check = format!("if ({bit}) {check}");
+        }
         if let Some((cl, ch)) = self.col_span() {
-            if needed.is_some() {
-                check = format!("if ((ns_need{n}[ns_j - ({lo})] >> (ns_i - ({cl}))) & 1ull) {check}");
-            }
             check = format!(
                 "#pragma unroll\nfor (int ns_i = {cl}; ns_i <= {ch}; ++ns_i) {{\n  {}\n}}",
                 reindent(&check, "  ")
@@ -2294,13 +2301,9 @@ impl Window {
         if let Some(masks) = &needed {
             check = format!("{}{check}", need_declaration(n, masks));
         }
-        for ((v, l, h), ty) in self.keys.iter().zip(&self.key_types).rev() {
-            check =
-                format!("#pragma unroll\nfor ({ty} {v} = {l}; {v} <= {h}; ++{v}) {{\n  {}\n}}", reindent(&check, "  "));
-        }
         Some(format!(
             "#pragma unroll\nfor (int ns_j = {lo}; ns_j <= {hi}; ++ns_j) {{\n  {}\n}}\n",
-            reindent(&check, "  ")
+            reindent(&self.in_key_loops(check), "  ")
         ))
     }
 
