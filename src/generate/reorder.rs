@@ -57,7 +57,7 @@ pub fn rebuild(facts: &Facts, baseline: &str, path: &[String], parent_source: &s
         .map(|t| match t.parse::<Family>() {
             Ok(Family::Recipe(_)) => t.parse::<Application>().ok().map(Some),
             // Knobs and flags leave the source alone.
-            Ok(Family::Knob(_) | Family::Flag(_)) => Some(None),
+            Ok(Family::Knob(_) | Family::Flag(_) | Family::Shape(_)) => Some(None),
             // A kernel written anew (an LLM's, the library-free start): no rebuild.
             Err(_) => None,
         })

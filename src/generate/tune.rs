@@ -21,6 +21,10 @@
 //! scalar memory access: larger blocks; special functions: fast math; a knob a recipe
 //! introduced, as that recipe). A knob's values that form a ladder (`16 32 64`) are
 //! followed up to two steps past the end its parent sits at, after the listed values.
+//! A block whose x and y sizes are two knobs is also reshaped at its thread count (x
+//! doubled and y halved, or the reverse): a family of its own, voted for the wider rows
+//! where a warp's accesses fall badly along them, since a single knob's step changes the
+//! occupancy as well as the shape.
 //! The search memory adds what each family of moves did elsewhere in this tree (its mean
 //! gain over its parents, how often it failed), and leaves out the families that went
 //! stale on the parent's lineage (their children kept landing within their parent's
@@ -85,6 +89,19 @@ enum Move {
     Knob { name: String, from: Option<String>, to: Option<String>, block_size: bool, past_the_range: bool },
     /// A compiler flag switched (a register cap to a value, or a switch on or off).
     Flag { kind: FlagKind, from: Option<String>, to: Option<String> },
+    /// A block's x and y sizes, two knobs, moved together at the block's thread count
+    /// ([`shapes`]).
+    Shape { x: Step, y: Step },
+}
+
+/// One knob of a [`Move::Shape`]: its name, value now and value in the child.
+#[derive(Debug, Clone)]
+struct Step {
+    name: String,
+    from: i64,
+    to: i64,
+    /// The value the source gives the knob when unset: set to it, the define goes.
+    default: Option<String>,
 }
 
 /// A compiler flag the tuner moves.
@@ -140,6 +157,7 @@ impl Move {
             Move::Recipe { app, .. } => app.to_string(),
             Move::Knob { name, to, .. } => format!("knob:{name}={}", to.as_deref().unwrap_or("default")),
             Move::Flag { kind, to, .. } => format!("flag:{}={}", kind.name(), to.as_deref().unwrap_or("off")),
+            Move::Shape { x, y } => format!("shape:{}={},{}={}", x.name, x.to, y.name, y.to),
         }
     }
 
@@ -148,18 +166,24 @@ impl Move {
             Move::Recipe { app, .. } => Family::Recipe(app.recipe),
             Move::Knob { name, .. } => Family::Knob(name.clone()),
             Move::Flag { kind, .. } => Family::Flag(*kind),
+            Move::Shape { x, y } => Family::Shape(format!("{},{}", x.name, y.name)),
         }
     }
 }
 
 /// A family of moves: every application of one recipe, every value of one knob or flag.
 /// What the search memory sums a move's history over, and what its lineage finds stale.
-/// Written as its techniques begin: the recipe id, `knob:NAME`, `flag:NAME`.
+/// Written as its techniques begin: the recipe id, `knob:NAME`, `flag:NAME`,
+/// `shape:X,Y`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Family {
     Recipe(RecipeId),
     Knob(String),
     Flag(FlagKind),
+    /// A block's shape, by its x and y knobs' names joined with `,`: a family of its own,
+    /// since what single steps of either knob did (each also changes the thread count)
+    /// says little of what a shape at the same count does.
+    Shape(String),
 }
 
 impl Family {
@@ -176,6 +200,7 @@ impl fmt::Display for Family {
             Family::Recipe(id) => write!(f, "{id}"),
             Family::Knob(name) => write!(f, "knob:{name}"),
             Family::Flag(kind) => write!(f, "flag:{}", kind.name()),
+            Family::Shape(names) => write!(f, "shape:{names}"),
         }
     }
 }
@@ -184,12 +209,20 @@ impl FromStr for Family {
     type Err = String;
 
     /// The family of a technique as the tuner names it (`vectorize:width=8`,
-    /// `knob:BLOCK=128`, `flag:maxrregcount=32`), or of a family's own name.
+    /// `knob:BLOCK=128`, `flag:maxrregcount=32`, `shape:BX=32,BY=8`), or of a family's
+    /// own name.
     fn from_str(technique: &str) -> Result<Family, String> {
         let (head, rest) = technique.split_once(':').unwrap_or((technique, ""));
         let name = rest.split('=').next().unwrap_or_default();
         match head {
             "knob" if !name.is_empty() => Ok(Family::Knob(name.to_string())),
+            "shape" => {
+                let names: Vec<&str> = rest.split(',').map(|s| s.split('=').next().unwrap_or_default()).collect();
+                if names.len() != 2 || names.iter().any(|n| n.is_empty()) {
+                    return Err(format!("`{technique}`: expected shape:X=VALUE,Y=VALUE"));
+                }
+                Ok(Family::Shape(names.join(",")))
+            }
             "flag" => FlagKind::ALL
                 .into_iter()
                 .find(|k| k.name() == name)
@@ -368,6 +401,7 @@ impl Tuner {
             let block = block_knobs.contains(&k.name);
             knobs.push((k.name, k.values, k.default, block));
         }
+        out.extend(shapes(parsed, parent, &knobs));
         for (name, mut values, default, block_size) in knobs {
             let current = parent.defines.get(&name).cloned().or(default.clone());
             // A block size's range is the hardware's (a task knob that sizes a block may
@@ -414,6 +448,16 @@ impl Tuner {
                     Some(v) => defines.insert(name.clone(), v.clone()),
                     None => defines.remove(name),
                 };
+                parent_source.to_string()
+            }
+            Move::Shape { x, y } => {
+                for step in [x, y] {
+                    if step.default.as_deref().and_then(|d| d.trim().parse::<i64>().ok()) == Some(step.to) {
+                        defines.remove(&step.name);
+                    } else {
+                        defines.insert(step.name.clone(), step.to.to_string());
+                    }
+                }
                 parent_source.to_string()
             }
             Move::Flag { kind, to, .. } => {
@@ -492,6 +536,14 @@ impl Tuner {
                     // Larger blocks put more loads in flight per SM; a weaker fix than the
                     // rewrites that answer these tools.
                     add(t, 0.5 * dir);
+                }
+            }
+            Move::Shape { x, .. } => {
+                // The thread count stays: only the tools of how a warp's accesses fall
+                // along a row vote, for the wider block.
+                let wider = (x.to - x.from).signum() as f64;
+                for t in [ToolId::UncoalescedGlobal, ToolId::RedundantL2Traffic, ToolId::RedundantDramTraffic] {
+                    add(t, 0.5 * wider);
                 }
             }
             Move::Flag { kind, from, to } => match kind {
@@ -576,7 +628,7 @@ impl Tuner {
                 };
                 kind + 0.002 * r.answers.len() as f64
             }
-            Move::Knob { .. } => 0.01,
+            Move::Knob { .. } | Move::Shape { .. } => 0.01,
             Move::Flag { .. } => 0.0,
         }
     }
@@ -673,7 +725,7 @@ impl Tuner {
                 // Defaults first: each parameter moved off its default costs a little.
                 let distance = match m {
                     Move::Knob { past_the_range: true, .. } => 0.005 + PAST_THE_RANGE_COST,
-                    Move::Knob { .. } | Move::Flag { .. } => 0.005,
+                    Move::Knob { .. } | Move::Flag { .. } | Move::Shape { .. } => 0.005,
                     Move::Recipe { app, .. } => {
                         let spec = rewrite::recipes::get(app.recipe).params;
                         let moved = spec
@@ -687,7 +739,7 @@ impl Tuner {
                     + 0.001 * rng.unit();
                 let rank = match m {
                     _ if idle.contains(&m.family()) => 0,
-                    Move::Knob { block_size: true, .. } if block_opened => 3,
+                    Move::Knob { block_size: true, .. } | Move::Shape { .. } if block_opened => 3,
                     _ if structure_first && m.family().structural() => 2,
                     _ => 1,
                 };
@@ -721,6 +773,52 @@ impl Tuner {
             search::memory::STALE_AFTER
         ))
     }
+}
+
+/// The block reshaped at its thread count, for each launch whose block's x and y sizes
+/// are two knobs, `#define`s of their own (what `block-knob` makes of `dim3 block(16,
+/// 16)`): x doubled and y halved, and the reverse, where both values are in their knobs'
+/// lists. A single knob's step changes the thread count too, and with it the occupancy,
+/// which hides what the shape does: in a 10-minute run on a 3x3 stencil the steps to
+/// 32 x 16 and 16 x 32 threads both lost (0.0958 and 0.0996 ms against 0.0859) and 32 x 8
+/// was never tried, where a hand variant of an earlier strip had gained 6% from it (0.0888
+/// -> 0.0831 ms). A warp of a wider block spans more of an image row, so fewer of the
+/// sectors it reads at a row's ends are its neighbours' (a stencil's halo, a misaligned
+/// row).
+fn shapes(parsed: &Source, parent: &Candidate, knobs: &[(String, Vec<String>, Option<String>, bool)]) -> Vec<Move> {
+    let value = |name: &str| -> Option<(i64, &[String], Option<String>)> {
+        let (_, values, default, _) = knobs.iter().find(|k| k.0 == name)?;
+        let now = parent.defines.get(name).or(default.as_ref())?.trim().parse().ok()?;
+        Some((now, values.as_slice(), default.clone()))
+    };
+    let listed = |values: &[String], v: i64| values.iter().any(|s| s.trim().parse::<i64>().ok() == Some(v));
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for l in parsed.launches() {
+        let Some(dims) = rewrite::launch::block(parsed, &l) else { continue };
+        let name = |axis| match dims.component(axis).map(|c| &c.size) {
+            Some(rewrite::launch::Size::Macro(m)) => Some(m.name.clone()),
+            _ => None,
+        };
+        let (Some(xn), Some(yn)) = (name(0), name(1)) else { continue };
+        if xn == yn || !seen.insert((xn.clone(), yn.clone())) {
+            continue;
+        }
+        let (Some((x, xs, xd)), Some((y, ys, yd))) = (value(&xn), value(&yn)) else { continue };
+        for (nx, ny) in
+            [(x.checked_mul(2), (y % 2 == 0).then_some(y / 2)), ((x % 2 == 0).then_some(x / 2), y.checked_mul(2))]
+        {
+            let (Some(nx), Some(ny)) = (nx, ny) else { continue };
+            if nx < 1 || ny < 1 || !listed(xs, nx) || !listed(ys, ny) {
+                continue;
+            }
+            out.push(Move::Shape {
+                x: Step { name: xn.clone(), from: x, to: nx, default: xd.clone() },
+                y: Step { name: yn.clone(), from: y, to: ny, default: yd.clone() },
+            });
+        }
+    }
+    out
 }
 
 /// How many parents a move must have lost on before it is not proposed again: failed to
@@ -1453,6 +1551,85 @@ mod tests {
         for k in ["vectorize", "grid-stride", "launch-bounds", "knob:BLOCK", "flag:maxrregcount"] {
             assert!(kinds.contains(k), "{k} never proposed: {kinds:?}");
         }
+    }
+
+    /// A 2-D kernel whose block is two knobs, `BX = 8 16 32 64` by `BY = 4 8 16 32 64`.
+    const TWO_KNOB_BLOCK: &str = "#ifndef BX\n#define BX 16\n#endif\n// nightshift: knob BX = 8 16 32 64\n\
+        #ifndef BY\n#define BY 16\n#endif\n// nightshift: knob BY = 4 8 16 32 64\n\
+        __global__ void copy2d(const float* a, float* b, int w, int h) {\n\
+        int x = blockIdx.x * blockDim.x + threadIdx.x; int y = blockIdx.y * blockDim.y + threadIdx.y;\n\
+        if (x < w && y < h) b[y * w + x] = a[y * w + x]; }\n\
+        extern \"C\" void run(const float* a, float* b, int w, int h, cudaStream_t s) {\n\
+        const dim3 block(BX, BY);\n\
+        const dim3 grid((w + BX - 1) / BX, (h + BY - 1) / BY);\n\
+        copy2d<<<grid, block, 0, s>>>(a, b, w, h); }\n";
+
+    fn shape_moves(tuner: &Tuner, src: &str, parent: &Candidate) -> Vec<String> {
+        let mut out: Vec<String> = tuner
+            .moves(&Source::parse(src), parent, &[])
+            .into_iter()
+            .filter(|m| matches!(m, Move::Shape { .. }))
+            .map(|m| m.technique())
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_block_of_two_knobs_is_reshaped_at_its_thread_count_within_both_lists() {
+        let t = task("vector_add");
+        let tuner = Tuner::new(&t, TWO_KNOB_BLOCK, 1, Guidance::None);
+        assert_eq!(shape_moves(&tuner, TWO_KNOB_BLOCK, &base()), ["shape:BX=32,BY=8", "shape:BX=8,BY=32"]);
+        // At 64 x 4 neither 128 nor 2 is listed: only the way back.
+        let wide =
+            Candidate { defines: [("BX", "64"), ("BY", "4")].map(|(k, v)| (k.into(), v.into())).into(), ..base() };
+        assert_eq!(shape_moves(&tuner, TWO_KNOB_BLOCK, &wide), ["shape:BX=32,BY=8"]);
+        // The child sets both knobs, and a knob back at its default goes from the defines.
+        let moves = tuner.moves(&Source::parse(TWO_KNOB_BLOCK), &base(), &[]);
+        let to_32x8 = moves.iter().find(|m| m.technique() == "shape:BX=32,BY=8").unwrap();
+        let (source, defines, _) = tuner.child(TWO_KNOB_BLOCK, &base(), to_32x8);
+        assert_eq!(source, TWO_KNOB_BLOCK);
+        assert_eq!(defines, [("BX", "32"), ("BY", "8")].map(|(k, v)| (k.to_string(), v.to_string())).into());
+        let at_32x8 = Candidate { defines, ..base() };
+        let back = tuner.moves(&Source::parse(TWO_KNOB_BLOCK), &at_32x8, &[]);
+        let to_16x16 = back.iter().find(|m| m.technique() == "shape:BX=16,BY=16").unwrap();
+        assert!(tuner.child(TWO_KNOB_BLOCK, &at_32x8, to_16x16).1.is_empty());
+        // One knob on both axes, or a block of literals: no shape to move.
+        let square = TWO_KNOB_BLOCK.replace("const dim3 block(BX, BY);", "const dim3 block(BX, BX);");
+        assert!(shape_moves(&tuner, &square, &base()).is_empty());
+        let literal = TWO_KNOB_BLOCK.replace("const dim3 block(BX, BY);", "const dim3 block(16, 16);");
+        assert!(shape_moves(&tuner, &literal, &base()).is_empty());
+    }
+
+    #[test]
+    fn block_knob_on_the_stencil_gives_shapes_and_they_go_first_after_it_wider_rows_first() {
+        let t = example("stencil2d_3x3");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let facts = crate::task::facts::rewrite_facts(&t);
+        let knobbed = rewrite::recipes::get(RecipeId::BlockKnob)
+            .run(&Source::parse(&src), &facts, &Default::default())
+            .unwrap()
+            .source;
+        // Re-reads through L2 (a stencil's halo sectors): the wider shape is voted for.
+        let mut req = request(&t, base(), &knobbed, Some(report(ToolId::RedundantL2Traffic, 0.3)), Guidance::Tools);
+        req.path = vec!["block-knob".into()];
+        let order = techniques(&src, &req);
+        let shapes: Vec<&String> = order.iter().filter(|t| t.starts_with("shape:")).collect();
+        assert_eq!(shapes.len(), 2, "{order:?}");
+        assert!(shapes[0].contains("_X_STENCIL2D_3X3_KERNEL=32,") && shapes[0].ends_with("=8"), "{shapes:?}");
+        let at = |t: &str| order.iter().position(|x| x == t).unwrap();
+        let first_recipe = order.iter().position(|t| structural(t)).unwrap();
+        assert!(at(shapes[1]) < first_recipe, "a shape after a rewrite: {order:?}");
+    }
+
+    #[test]
+    fn a_shape_is_a_family_of_its_own_that_tunes() {
+        assert_eq!("shape:BX=32,BY=8".parse(), Ok(Family::Shape("BX,BY".into())));
+        assert_eq!(Family::Shape("BX,BY".into()).to_string(), "shape:BX,BY");
+        assert_eq!("shape:BX,BY".parse(), Ok(Family::Shape("BX,BY".into())));
+        assert!("shape:BX=32".parse::<Family>().is_err());
+        let i = crate::generate::intent("shape:BX=32,BY=8".into(), None);
+        assert_eq!((i.family.as_str(), i.structural, i.rewrites), ("shape:BX,BY", false, false));
     }
 
     #[test]
