@@ -56,7 +56,7 @@ pub fn rebuild(facts: &Facts, baseline: &str, path: &[String], parent_source: &s
         .iter()
         .map(|t| match t.parse::<Family>() {
             Ok(Family::Recipe(_)) => t.parse::<Application>().ok().map(Some),
-            // Knobs and flags leave the source alone.
+            // Knobs, shapes and flags leave the source alone.
             Ok(Family::Knob(_) | Family::Flag(_) | Family::Shape(_)) => Some(None),
             // A kernel written anew (an LLM's, the library-free start): no rebuild.
             Err(_) => None,
@@ -131,9 +131,11 @@ mod tests {
     }
 
     fn chain(facts: &Facts, baseline: &str, path: &[&str]) -> String {
-        path.iter().filter(|t| !t.starts_with("flag:") && !t.starts_with("knob:")).fold(baseline.to_string(), |s, t| {
-            apply(facts, &s, &t.parse().unwrap()).unwrap_or_else(|| panic!("{t} does not apply"))
-        })
+        path.iter()
+            .filter(|t| !["flag:", "knob:", "shape:"].iter().any(|p| t.starts_with(p)))
+            .fold(baseline.to_string(), |s, t| {
+                apply(facts, &s, &t.parse().unwrap()).unwrap_or_else(|| panic!("{t} does not apply"))
+            })
     }
 
     #[test]

@@ -23,8 +23,8 @@
 //! followed up to two steps past the end its parent sits at, after the listed values.
 //! A block whose x and y sizes are two knobs is also reshaped at its thread count (x
 //! doubled and y halved, or the reverse): a family of its own, voted for the wider rows
-//! where a warp's accesses fall badly along them, since a single knob's step changes the
-//! occupancy as well as the shape.
+//! where a warp's accesses fall badly along them (uncoalesced access, re-reads through L2
+//! or DRAM), since a single knob's step changes the occupancy as well as the shape.
 //! The search memory adds what each family of moves did elsewhere in this tree (its mean
 //! gain over its parents, how often it failed), and leaves out the families that went
 //! stale on the parent's lineage (their children kept landing within their parent's
@@ -171,7 +171,8 @@ impl Move {
     }
 }
 
-/// A family of moves: every application of one recipe, every value of one knob or flag.
+/// A family of moves: every application of one recipe, every value of one knob or flag,
+/// every shape of one block of two knobs.
 /// What the search memory sums a move's history over, and what its lineage finds stale.
 /// Written as its techniques begin: the recipe id, `knob:NAME`, `flag:NAME`,
 /// `shape:X,Y`.
@@ -763,11 +764,11 @@ impl Tuner {
             });
         }
         if stale.is_empty() {
-            return Proposal::Nothing("every recipe, knob and flag move from this kernel has been tried".into());
+            return Proposal::Nothing("every recipe, knob, shape and flag move from this kernel has been tried".into());
         }
         let stale: Vec<String> = stale.iter().map(Family::to_string).collect();
         Proposal::Nothing(format!(
-            "every recipe, knob and flag move from this kernel has been tried, but for those of {}: {} or more of \
+            "every recipe, knob, shape and flag move from this kernel has been tried, but for those of {}: {} or more of \
              each one's children landed within their parent's interval on this kernel's lineage",
             stale.join(", "),
             search::memory::STALE_AFTER
@@ -776,9 +777,9 @@ impl Tuner {
 }
 
 /// The block reshaped at its thread count, for each launch whose block's x and y sizes
-/// are two knobs, `#define`s of their own (what `block-knob` makes of `dim3 block(16,
-/// 16)`): x doubled and y halved, and the reverse, where both values are in their knobs'
-/// lists. A single knob's step changes the thread count too, and with it the occupancy,
+/// are two knobs, `#define`s of their own written directly or through a constant (what
+/// `block-knob` makes of `dim3 block(16, 16)`): x doubled and y halved, and the reverse,
+/// where both values are in their knobs' lists. A single knob's step changes the thread count too, and with it the occupancy,
 /// which hides what the shape does: in a 10-minute run on a 3x3 stencil the steps to
 /// 32 x 16 and 16 x 32 threads both lost (0.0958 and 0.0996 ms against 0.0859) and 32 x 8
 /// was never tried, where a hand variant of an earlier strip had gained 6% from it (0.0888
@@ -796,12 +797,13 @@ fn shapes(parsed: &Source, parent: &Candidate, knobs: &[(String, Vec<String>, Op
     let mut seen = HashSet::new();
     for l in parsed.launches() {
         let Some(dims) = rewrite::launch::block(parsed, &l) else { continue };
-        let name = |axis| match dims.component(axis).map(|c| &c.size) {
-            Some(rewrite::launch::Size::Macro(m)) => Some(m.name.clone()),
-            _ => None,
-        };
+        // A component written as the macro, or as a constant that is one
+        // (`const int bx = NS_BLOCK_X;`, what `block-knob` makes of `const int bx = 16;`).
+        let name =
+            |axis| dims.component(axis).and_then(|c| rewrite::knobs::block_macro(&c.size)).map(|m| m.name.clone());
         let (Some(xn), Some(yn)) = (name(0), name(1)) else { continue };
-        if xn == yn || !seen.insert((xn.clone(), yn.clone())) {
+        // One pair one family, whichever axis a launch gives each knob.
+        if xn == yn || !seen.insert((xn.clone().min(yn.clone()), xn.clone().max(yn.clone()))) {
             continue;
         }
         let (Some((x, xs, xd)), Some((y, ys, yd))) = (value(&xn), value(&yn)) else { continue };
@@ -1599,6 +1601,20 @@ mod tests {
         assert!(shape_moves(&tuner, &square, &base()).is_empty());
         let literal = TWO_KNOB_BLOCK.replace("const dim3 block(BX, BY);", "const dim3 block(16, 16);");
         assert!(shape_moves(&tuner, &literal, &base()).is_empty());
+        // Through `const int` constants, as `block-knob` leaves them.
+        let constants = TWO_KNOB_BLOCK
+            .replace("const dim3 block(BX, BY);", "const int bx = BX;\nconst int by = BY;\nconst dim3 block(bx, by);");
+        assert_eq!(shape_moves(&tuner, &constants, &base()), ["shape:BX=32,BY=8", "shape:BX=8,BY=32"]);
+        // A second launch with the axes swapped is the same family's moves, not a second family.
+        let swapped = TWO_KNOB_BLOCK.replace(
+            "copy2d<<<grid, block, 0, s>>>(a, b, w, h); }",
+            "copy2d<<<grid, block, 0, s>>>(a, b, w, h);\ncopy2d<<<grid, dim3(BY, BX), 0, s>>>(a, b, w, h); }",
+        );
+        assert_eq!(shape_moves(&tuner, &swapped, &base()).len(), 2);
+        // What the memory sums a move under is the family its technique names.
+        for m in tuner.moves(&Source::parse(TWO_KNOB_BLOCK), &base(), &[]) {
+            assert_eq!(m.technique().parse::<Family>(), Ok(m.family()), "{}", m.technique());
+        }
     }
 
     #[test]
