@@ -482,15 +482,18 @@ pub(super) fn redundant_l2_traffic(k: &Kernel, _: &Roofline) -> ToolResult {
             .ev("reads_per_dram_read", ratio)
             .ev("l2_pct", l2_pct)
             .analysis(format!(
-                "L2 serves {ratio:.1}x as many sectors as DRAM supplies ({} against {}): the kernel reads the same \
-                    data several times and L2, {l2_pct:.0}% busy, absorbs the re-reads.",
+                "L2 serves {ratio:.1}x as many sectors as DRAM supplies ({} against {}): the kernel's threads or \
+                    blocks read the same data several times and L2, {l2_pct:.0}% busy, absorbs the re-reads.",
                 count(l2_read),
                 count(dram_read)
             ))
             .prescription(
-                "Read each element once: keep the row or tile in registers (or shared memory) across passes \
-                (max, sum, normalize in one sweep), or fuse the passes with an online algorithm (running max and \
-                rescaled sum).",
+                "Read each element once per block. Passes over the same row (max, sum, normalize): keep the row or \
+                tile in registers (or shared memory) across them, or fuse them with an online algorithm (running max \
+                and rescaled sum). Overlapping windows (stencils, convolutions, sliding windows): give a block a wider \
+                tile along the contiguous axis, so fewer of the sectors it reads are its neighbours' halo, and share \
+                neighbouring values through warp shuffles or a shared-memory tile with its halo instead of reading \
+                them again.",
             )
             .at(&lines),
     )
