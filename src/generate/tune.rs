@@ -779,13 +779,13 @@ impl Tuner {
 /// The block reshaped at its thread count, for each launch whose block's x and y sizes
 /// are two knobs, `#define`s of their own written directly or through a constant (what
 /// `block-knob` makes of `dim3 block(16, 16)`): x doubled and y halved, and the reverse,
-/// where both values are in their knobs' lists. A single knob's step changes the thread count too, and with it the occupancy,
-/// which hides what the shape does: in a 10-minute run on a 3x3 stencil the steps to
-/// 32 x 16 and 16 x 32 threads both lost (0.0958 and 0.0996 ms against 0.0859) and 32 x 8
-/// was never tried, where a hand variant of an earlier strip had gained 6% from it (0.0888
-/// -> 0.0831 ms). A warp of a wider block spans more of an image row, so fewer of the
-/// sectors it reads at a row's ends are its neighbours' (a stencil's halo, a misaligned
-/// row).
+/// where both values are in their knobs' lists. A single knob's step changes the thread
+/// count too, and with it the occupancy, which hides what the shape does: in a 10-minute
+/// run on a 3x3 stencil the steps to 32 x 16 and 16 x 32 threads both lost (0.0958 and
+/// 0.0996 ms against 0.0859) and 32 x 8 was never tried, where a hand variant of an
+/// earlier strip had gained 6% from it (0.0888 -> 0.0831 ms). A warp of a wider block
+/// spans more of an image row, so fewer of the sectors it reads at a row's ends are its
+/// neighbours' (a stencil's halo, a misaligned row).
 fn shapes(parsed: &Source, parent: &Candidate, knobs: &[(String, Vec<String>, Option<String>, bool)]) -> Vec<Move> {
     let value = |name: &str| -> Option<(i64, &[String], Option<String>)> {
         let (_, values, default, _) = knobs.iter().find(|k| k.0 == name)?;
