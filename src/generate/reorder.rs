@@ -131,11 +131,10 @@ mod tests {
     }
 
     fn chain(facts: &Facts, baseline: &str, path: &[&str]) -> String {
-        path.iter()
-            .filter(|t| !["flag:", "knob:", "shape:"].iter().any(|p| t.starts_with(p)))
-            .fold(baseline.to_string(), |s, t| {
-                apply(facts, &s, &t.parse().unwrap()).unwrap_or_else(|| panic!("{t} does not apply"))
-            })
+        let path: Vec<String> = path.iter().map(|t| t.to_string()).collect();
+        crate::generate::tune::recipes_on_path(&path).iter().fold(baseline.to_string(), |s, t| {
+            apply(facts, &s, &t.parse().unwrap()).unwrap_or_else(|| panic!("{t} does not apply"))
+        })
     }
 
     #[test]

@@ -363,7 +363,7 @@ fn plan<'k>(
             let guard_sites: Vec<KnownTest> = ctx
                 .guard
                 .iter()
-                .filter(|(c, _)| !calls_own_function(t, *c))
+                .filter(|(c, _)| !calls_a_function(t, *c))
                 .map(|(c, negated)| (c.byte_range(), *negated))
                 .collect();
             let whole_edits = with_known(&edits, &guard_sites);
@@ -1821,11 +1821,9 @@ impl<'a> Ctx<'a> {
     }
 
     /// The condition under which the original reads `site` (the checks every row passes
-    /// left out), rendered for the window; fails where the read depends on more than its
-    /// row, its loops' variables and values that hold still.
-    /// The condition a read happens under, rendered for its window element, and the
-    /// conditions it is made of in the per-row code (where each is, and whether the read
-    /// needs it false).
+    /// left out), rendered for the window, and the conditions it is made of in the per-row
+    /// code (where each is, and whether the read needs it false); fails where the read
+    /// depends on more than its row, its loops' variables and values that hold still.
     fn tap(&self, site: Node, found: &mut Found) -> Result<(String, Vec<KnownTest>), String> {
         let t = self.t;
         let mut conds: Vec<(Node, bool)> = Vec::new();
@@ -1908,7 +1906,7 @@ impl<'a> Ctx<'a> {
             parts.push(if *negated { format!("!({s})") } else { format!("({s})") });
         }
         let known =
-            conds.iter().filter(|(c, _)| !calls_own_function(t, *c)).map(|(c, negated)| (c.byte_range(), *negated));
+            conds.iter().filter(|(c, _)| !calls_a_function(t, *c)).map(|(c, negated)| (c.byte_range(), *negated));
         Ok((parts.join(" && "), known.collect()))
     }
 
@@ -2343,9 +2341,10 @@ fn need_declaration(n: usize, masks: &[u64]) -> String {
     )
 }
 
-/// Whether a test calls a function of the file: such a test is never made known, since
-/// the function may count or print and the known test would not call it.
-fn calls_own_function(t: &str, test: Node) -> bool {
+/// Whether a test calls a function other than CUDA's integer builtins (one of the file's,
+/// or an intrinsic): such a test is never made known, since the function may count or
+/// print and the known value would not call it.
+fn calls_a_function(t: &str, test: Node) -> bool {
     descendants(test).into_iter().any(|x| {
         x.kind() == "call_expression"
             && !x.child_by_field_name("function").is_some_and(|f| INTEGER_BUILTINS.contains(&text(t, f)))
