@@ -18,6 +18,8 @@
 # floor, nodes within the parent's interval),
 # vs-torch.md (every vs-torch table), sweep.tgz (runs to carry on) and done.tgz (runs finished
 # in this call's TASK_DIRs, without their SASS dumps).
+# WAIT_GPU=G WAIT_FILE=F holds GPU G's slot until the file F exists (the GPU is busy with
+# other work of the same call first).
 # examples/bias_gelu_residual is made a task with `init` first, as its README does.
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out" runs
@@ -87,6 +89,10 @@ one() {  # one TASK_DIR on GPU $1, to its end: optimize (new or resumed), then v
 
 slot() {  # GPU $1 takes TASK_DIRs until none is left unclaimed
   local gpu=$1 t; shift
+  # A GPU lent to other work first (WAIT_GPU=1 WAIT_FILE=F): its slot starts once F exists.
+  if [ "$gpu" = "${WAIT_GPU:-}" ]; then
+    while [ ! -e "${WAIT_FILE:?WAIT_GPU needs WAIT_FILE}" ] && [ $((SECONDS - started)) -lt "$deadline" ]; do sleep 2; done
+  fi
   for t in "$@"; do
     mkdir "runs/.claims/$(basename "$t")" 2>/dev/null || continue
     one "$gpu" "$t"
