@@ -492,3 +492,209 @@ fn the_rewrite_command_refuses_bad_input_clearly() {
     assert_eq!(code, 2);
     assert!(stderr.contains("task.toml"), "{stderr}");
 }
+
+/// CUDA's thread model with barriers and warps, for a kernel whose threads share memory:
+/// every thread of a block is a host thread (`__shared__` arrays are the function's
+/// statics, `__syncthreads` a barrier over the block), blocks run one after another. The
+/// TF32 primitives of `tensor-tile` are emulated from PTX's definition of `cvt.rna.tf32`
+/// and of `mma.m16n8k8`'s fragments (the layouts the GPU test's 3xTF32 GEMM uses): the
+/// lanes of a warp meet at a barrier, each computes its four outputs from all 32 lanes'
+/// fragments.
+const THREADED_SHIM: &str = r#"#pragma once
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+using std::min;
+using std::max;
+struct uint3 { unsigned x, y, z; };
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+inline thread_local uint3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
+typedef struct CUstream_st* cudaStream_t;
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+struct NsWarp {
+  std::barrier<> meet{32};
+  uint32_t a[32][4], b[32][2];
+  float c[32][4];
+};
+inline std::barrier<>* ns_block;
+inline std::vector<std::unique_ptr<NsWarp>> ns_warps;
+inline std::mutex ns_atomic;
+inline std::atomic<long> ns_mmas{0};
+inline void __syncthreads() { ns_block->arrive_and_wait(); }
+inline float atomicAdd(float* p, float v) { std::lock_guard<std::mutex> l(ns_atomic); float o = *p; *p = o + v; return o; }
+inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t ns_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+#define NIGHTSHIFT_TENSOR_ISA
+// cvt.rna.tf32.f32: round the 13 low mantissa bits to nearest, ties away from zero.
+inline uint32_t ns_rna(float x) { return (ns_bits(x) + 0x1000u) & 0xffffe000u; }
+template <bool Lo> inline void ns_tt_split(float x, uint32_t& hi, uint32_t& lo) {
+  hi = ns_rna(x);
+  lo = Lo ? ns_rna(x - __uint_as_float(hi)) : 0u;
+}
+inline void ns_tt_mma(float* c, const uint32_t* a, const uint32_t* b) {
+  const unsigned lin = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  NsWarp& w = *ns_warps[lin / 32];
+  const unsigned lane = lin % 32;
+  ++ns_mmas;
+  std::memcpy(w.a[lane], a, 16); std::memcpy(w.b[lane], b, 8); std::memcpy(w.c[lane], c, 16);
+  w.meet.arrive_and_wait();
+  float A[16][8], B[8][8], C[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l >> 2, t = l & 3;
+    A[g][t] = __uint_as_float(w.a[l][0]); A[g + 8][t] = __uint_as_float(w.a[l][1]);
+    A[g][t + 4] = __uint_as_float(w.a[l][2]); A[g + 8][t + 4] = __uint_as_float(w.a[l][3]);
+    B[t][g] = __uint_as_float(w.b[l][0]); B[t + 4][g] = __uint_as_float(w.b[l][1]);
+    C[g][2 * t] = w.c[l][0]; C[g][2 * t + 1] = w.c[l][1]; C[g + 8][2 * t] = w.c[l][2]; C[g + 8][2 * t + 1] = w.c[l][3];
+  }
+  const int g = lane >> 2, t = lane & 3;
+  const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+  for (int e = 0; e < 4; ++e) {
+    float s = C[rows[e]][cols[e]];
+    for (int k = 0; k < 8; ++k) s += A[rows[e]][k] * B[k][cols[e]];
+    c[e] = s;
+  }
+  w.meet.arrive_and_wait();
+}
+template <typename F> void ns_cpu_launch(dim3 g, dim3 b, F f) {
+  gridDim = g; blockDim = b;
+  const unsigned n = b.x * b.y * b.z;
+  for (unsigned z = 0; z < g.z; ++z) for (unsigned y = 0; y < g.y; ++y) for (unsigned x = 0; x < g.x; ++x) {
+    std::barrier<> block(n);
+    ns_block = &block;
+    ns_warps.clear();
+    for (unsigned i = 0; i < (n + 31) / 32; ++i) ns_warps.push_back(std::make_unique<NsWarp>());
+    std::vector<std::thread> threads;
+    for (unsigned i = 0; i < n; ++i)
+      threads.emplace_back([=] {
+        blockIdx = {x, y, z};
+        threadIdx = {i % b.x, (i / b.x) % b.y, i / (b.x * b.y)};
+        f();
+      });
+    for (auto& t : threads) t.join();
+  }
+}
+"#;
+
+/// `tensor-tile` on two GEMMs of different shapes computes what the original computes:
+/// the split-K linear layer (k-contiguous operands, a register tile of outputs a thread,
+/// the k loop outermost in its nest) at three tile sizes, and the one-output-a-thread
+/// GEMM (B indexed `Bs[k][n]` with a padded row, a scalar accumulator) at both of its
+/// tiles, on odd sizes. The rewritten kernel and the original run on the host through
+/// [`THREADED_SHIM`]; the outputs agree to the 3xTF32 rounding (the tensor-core path ran:
+/// the count of MMAs is checked non-zero).
+#[test]
+fn tensor_tiles_compute_the_originals_products_on_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let cxx = which::which("g++").expect("g++ (nvcc's host compiler)");
+    std::fs::write(dir.path().join("cuda_runtime.h"), THREADED_SHIM).unwrap();
+    // (task, kernel, -D sets, the driver's body: sizes, inputs, both launches, compare)
+    let cases = [
+        (
+            "examples/linear_splitk_f32",
+            "linear_splitk_kernel",
+            vec!["", "-DBN=128 -DBT=64 -DSPLIT_K=1", "-DBN=64 -DBT=32 -DSPLIT_K=2"],
+            r#"  const int sizes[][3] = {{3, 33, 65}, {17, 129, 100}, {65, 64, 40}, {1, 1, 1}};
+  for (const auto& s : sizes) {
+    const int T = s[0], N = s[1], K = s[2];
+    std::vector<float> x((size_t)T * K), W((size_t)N * K), b(N), want((size_t)T * N, 0.f), got(want);
+    for (auto& v : x) v = next();
+    for (auto& v : W) v = next();
+    for (auto& v : b) v = next();
+    int chunk = (K + SPLIT_K - 1) / SPLIT_K;
+    chunk = (chunk + BK - 1) / BK * BK;
+    const int splits = (K + chunk - 1) / chunk;
+    const dim3 grid((N + BN - 1) / BN, (T + BT - 1) / BT, splits), block(16, 16);
+    ns_cpu_launch(grid, block, [&] { ORIGINAL(x.data(), W.data(), b.data(), want.data(), T, N, K, chunk); });
+    ns_cpu_launch(grid, block, [&] { KERNEL(x.data(), W.data(), b.data(), got.data(), T, N, K, chunk); });
+    compare(want, got, T, N, K);
+  }"#,
+        ),
+        (
+            "tasks/gemm_f32",
+            "gemm_tiled",
+            vec!["", "-DTILE=32"],
+            r#"  const int sizes[][3] = {{17, 33, 65}, {1, 257, 31}, {40, 24, 48}};
+  for (const auto& s : sizes) {
+    const int M = s[0], N = s[1], K = s[2];
+    std::vector<float> A((size_t)M * K), B((size_t)K * N), want((size_t)M * N, 0.f), got(want);
+    for (auto& v : A) v = next();
+    for (auto& v : B) v = next();
+    const dim3 grid((N + TILE - 1) / TILE, (M + TILE - 1) / TILE), block(TILE, TILE);
+    ns_cpu_launch(grid, block, [&] { ORIGINAL(A.data(), B.data(), want.data(), M, N, K); });
+    ns_cpu_launch(grid, block, [&] { KERNEL(A.data(), B.data(), got.data(), M, N, K); });
+    compare(want, got, M, N, K);
+  }"#,
+        ),
+    ];
+    for (task_dir, kernel, defines, body) in cases {
+        let task = nightshift::task::Task::load(&common::root().join(task_dir)).unwrap();
+        let facts = nightshift::task::facts::rewrite_facts(&task);
+        let baseline = std::fs::read_to_string(&task.baseline).unwrap();
+        let source = common::apply_path(&baseline, &["tensor-tile"], &facts);
+        assert!(source.contains("ns_tt_step<ns_tt0"), "{source}");
+        let rewritten = &source[..source.find("extern \"C\"").expect("a launcher")];
+        let original = &baseline[baseline.find("__global__").unwrap()..baseline.find("extern \"C\"").unwrap()];
+        let original = original.replace(kernel, "ns_original_kernel");
+        let driver = format!(
+            r#"#include "cuda_runtime.h"
+#include <cmath>
+#include <cstdio>
+{rewritten}
+{original}
+#define KERNEL {kernel}
+#define ORIGINAL ns_original_kernel
+static int bad = 0;
+static void compare(const std::vector<float>& want, const std::vector<float>& got, int a, int b, int k) {{
+  for (size_t i = 0; i < want.size(); ++i)
+    if (!(std::fabs(want[i] - got[i]) <= 1e-5f * std::sqrt((float)k) + 1e-5f * std::fabs(want[i]))) {{
+      if (bad < 5) std::printf("%d x %d x %d at %zu: %.9g, want %.9g\n", a, b, k, i, got[i], want[i]);
+      ++bad;
+    }}
+}}
+int main() {{
+  unsigned long long seed = 88172645463325252ull;
+  auto next = [&]() {{ seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17; return (float)((seed >> 40) % 2001) / 1000.0f - 1.0f; }};
+{body}
+  std::printf("%d differences, %ld MMAs\n", bad, ns_mmas.load());
+  return bad != 0 || ns_mmas.load() == 0;
+}}
+"#
+        );
+        for d in defines {
+            let name = format!("{kernel}{}", d.replace(['-', '=', ' '], "_"));
+            let cpp = dir.path().join(format!("{name}.cpp"));
+            std::fs::write(&cpp, &driver).unwrap();
+            let exe = dir.path().join(&name);
+            let built = Command::new(&cxx)
+                .args(["-std=c++20", "-O1", "-pthread", "-fsanitize=address", "-fno-omit-frame-pointer"])
+                .args(["-ffp-contract=off", "-Wno-unknown-pragmas", "-I"])
+                .arg(dir.path())
+                .args(d.split_whitespace())
+                .arg(&cpp)
+                .arg("-o")
+                .arg(&exe)
+                .output()
+                .unwrap();
+            assert!(built.status.success(), "{name}: {}", String::from_utf8_lossy(&built.stderr));
+            let ran = Command::new(&exe).output().unwrap();
+            let out = String::from_utf8_lossy(&ran.stdout);
+            let err = String::from_utf8_lossy(&ran.stderr);
+            assert!(ran.status.success() && out.contains("0 differences"), "{name}: {out}{err}");
+        }
+    }
+}

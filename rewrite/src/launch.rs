@@ -593,7 +593,13 @@ impl<'s> Resolver<'s> {
     fn name_size(&self, name: &str, at: usize, depth: usize) -> Size {
         match self.named(name, at) {
             Named::Macro(def, definitions) => {
-                let value_text = def.child_by_field_name("value").map(|v| text(self.t, v).trim()).unwrap_or("");
+                // A comment after the value (`#define BT 16  // tokens per block`) is no
+                // part of it.
+                let value_text = def
+                    .child_by_field_name("value")
+                    .map(|v| syntax::blank_comments(text(self.t, v)).trim().to_string())
+                    .unwrap_or_default();
+                let value_text = value_text.as_str();
                 match self.macro_value(value_text, depth + 1) {
                     Some(value) => Size::Macro(Macro {
                         name: name.to_string(),

@@ -23,6 +23,7 @@ pub enum RecipeId {
     GridStride,
     RowStrip,
     RegisterTable,
+    TensorTile,
     ReadOnly,
     Intrinsics,
     Reciprocal,
@@ -32,7 +33,7 @@ pub enum RecipeId {
 }
 
 impl RecipeId {
-    pub const ALL: [RecipeId; 16] = [
+    pub const ALL: [RecipeId; 17] = [
         RecipeId::IndexWidth,
         RecipeId::FastDivmod,
         RecipeId::Vectorize,
@@ -43,6 +44,7 @@ impl RecipeId {
         RecipeId::GridStride,
         RecipeId::RowStrip,
         RecipeId::RegisterTable,
+        RecipeId::TensorTile,
         RecipeId::ReadOnly,
         RecipeId::Intrinsics,
         RecipeId::Reciprocal,
@@ -63,6 +65,7 @@ impl RecipeId {
             RecipeId::GridStride => "grid-stride",
             RecipeId::RowStrip => "row-strip",
             RecipeId::RegisterTable => "register-table",
+            RecipeId::TensorTile => "tensor-tile",
             RecipeId::ReadOnly => "read-only",
             RecipeId::Intrinsics => "intrinsics",
             RecipeId::Reciprocal => "reciprocal",

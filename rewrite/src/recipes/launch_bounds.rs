@@ -54,7 +54,12 @@ fn largest(bounds: Vec<(String, Option<i64>)>) -> Option<String> {
     bounds.into_iter().map(|(e, _)| e).reduce(|a, b| format!("(({a}) > ({b}) ? ({a}) : ({b}))"))
 }
 
-/// The block's thread count as an expression the kernel's definition can see.
+/// The block's thread count as an expression the kernel's definition can see (a recipe
+/// that tiles warps over the block needs it at compile time too).
+pub(crate) fn thread_count(src: &Source, k: &Kernel, block: &Dims) -> Result<String, NotApplicable> {
+    bound(src, k, block)
+}
+
 fn bound(src: &Source, k: &Kernel, block: &Dims) -> Result<String, NotApplicable> {
     let t = src.text();
     let not_constant = |why: String| {

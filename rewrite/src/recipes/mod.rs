@@ -21,6 +21,7 @@ pub mod row_cache;
 pub mod row_strip;
 pub mod shuffle_reduce;
 mod speculate;
+pub mod tensor_tile;
 mod uniform;
 pub mod unroll;
 pub mod vectorize;
@@ -162,6 +163,16 @@ pub const ALL: &[Recipe] = &[
         params: register_table::PARAMS,
         knobs: &[],
         apply: register_table::apply,
+    },
+    Recipe {
+        id: RecipeId::TensorTile,
+        summary: "the multiply-accumulate loop of a shared-memory tiled fp32 GEMM on tensor cores (mma.sync m16n8k8; 3xTF32 by default, fp32-level accuracy), the block's warps over the whole tile, the sums added to the original's accumulators after the k loop",
+        kind: RecipeKind::Structural,
+        answers: &[ToolId::NoTensorCores, ToolId::RegisterTiling, ToolId::SharedMemoryBound],
+        versioned: false,
+        params: tensor_tile::PARAMS,
+        knobs: &[],
+        apply: tensor_tile::apply,
     },
     Recipe {
         id: RecipeId::ReadOnly,

@@ -4,6 +4,7 @@
 // arg: out inout double 1
 // arg: n int 2097152
 // tolerance: 1e-9 1e-9
+// expect: declines tensor-tile
 // expect: applies shuffle-reduce
 // expect: applies launch-bounds
 // expect: applies block-knob

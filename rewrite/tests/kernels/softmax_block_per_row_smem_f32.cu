@@ -4,6 +4,7 @@
 // arg: rows int 4096
 // arg: cols int 4096
 // tolerance: 1e-5 1e-6
+// expect: declines tensor-tile
 // expect: applies shuffle-reduce
 // expect: applies block-knob
 // expect: applies launch-bounds

@@ -4,6 +4,7 @@
 // arg: rows int 4096
 // arg: cols int 4096
 // tolerance: 0 0
+// expect: declines tensor-tile
 // expect: applies unroll
 // expect: applies read-only
 // expect: declines vectorize
