@@ -37,25 +37,29 @@ pub const PARAMS: &[ParamSpec] = &[ParamSpec {
 pub static TENSOR_ISA: Helper = Helper {
     mark: "NIGHTSHIFT_TENSOR_ISA",
     text: r#"
-// nightshift: TF32 tensor-core primitives (sm_80 and later).
+// nightshift: TF32 tensor-core primitives (sm_80 and later; earlier targets never call
+// them, see NS_TT_ARCH_OK).
 #include <cstdint>
 // cvt leaves the 13 low bits of a TF32 value unspecified (the MMA ignores them): they are
 // cleared before the remainder is taken, or it would inherit them.
 template <bool Lo>
 __device__ __forceinline__ void ns_tt_split(float x, uint32_t& hi, uint32_t& lo) {
+  hi = lo = 0u;
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
   hi &= 0xffffe000u;
   if constexpr (Lo) {
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
-  } else {
-    lo = 0u;
   }
+#endif
 }
 __device__ __forceinline__ void ns_tt_mma(float* c, const uint32_t* a, const uint32_t* b) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }"#,
 };
 
@@ -67,6 +71,12 @@ pub static TENSOR_TILE: Helper = Helper {
 // each holding rm x rn MMA tiles: the grid that keeps the most warps busy, then the one
 // with the fewest fragment loads per MMA. `fits` is false where the shape does not divide
 // (the caller keeps its own loop then) or a warp's tiles would take over 64 registers.
+// Before sm_80 there is no TF32 MMA: the caller's own loop runs.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define NS_TT_ARCH_OK false
+#else
+#define NS_TT_ARCH_OK true
+#endif
 template <int M, int N, int Threads>
 struct ns_tt_shape {
   static constexpr int warps = Threads / 32, tm = M / 16, tn = N / 8;
@@ -85,7 +95,7 @@ struct ns_tt_shape {
   static constexpr bool divides = Threads > 0 && Threads % 32 == 0 && M > 0 && M % 16 == 0 && N > 0 && N % 8 == 0;
   static constexpr int wm = divides ? pick() / 4096 : 1, wn = divides ? pick() % 4096 : 1;
   static constexpr int rm = divides ? tm / wm : 1, rn = divides ? tn / wn : 1;
-  static constexpr bool fits = divides && rm * rn <= 16;
+  static constexpr bool fits = NS_TT_ARCH_OK && divides && rm * rn <= 16;
   static constexpr int m = M, n = N;
 };
 
@@ -285,7 +295,9 @@ fn plan<'k>(src: &Source, k: &'k Kernel, lo: bool) -> Planned<'k> {
         kv = loop_var(t, p.k_loop),
         path = if lo { "3xTF32" } else { "TF32" },
     );
-    change.edits.insert(stage.start_byte(), format!("{}\n{ind}", reindent(&before, &ind)));
+    // Before any `#pragma` of the staging loop, which must stay on the loop.
+    let stage_start = pragma_start(t, stage);
+    change.edits.insert(stage_start, format!("{}\n{ind}", reindent(&before, &ind)));
     // The nest: the MMAs where the shape fits, the original loop where it does not.
     let nest_ind = indent_at(t, p.nest.start_byte());
     let nest_start = pragma_start(t, p.nest);
@@ -316,8 +328,12 @@ fn plan<'k>(src: &Source, k: &'k Kernel, lo: bool) -> Planned<'k> {
         cb = p.b.coord,
         acc = text(t, p.acc),
     );
+    // An operand array holds the stage only where no code after the loop reads it.
+    let after_loop = &t[stage.end_byte()..k.body.end];
+    let free = |a: &str| !syntax::mentions_word(after_loop, a);
+    let (free_a, free_b) = (free(&p.a.array), free(&p.b.array));
     let after = format!(
-        "\nif constexpr ({fits}) {{\n  // The sums into `{acc}`, 16 rows of the tile at a time through shared memory: the operands' own\n  // arrays where they hold 16 x N, else a stage of its own.\n  constexpr bool ns_in_a = sizeof({aa}) >= sizeof(float) * 16 * ({n});\n  constexpr bool ns_in_b = sizeof({ba}) >= sizeof(float) * 16 * ({n});\n  __shared__ float ns_own[ns_in_a || ns_in_b ? 1 : 16 * ({n})];\n  float* ns_stage = ns_in_a ? &{aa}[0][0] : ns_in_b ? &{ba}[0][0] : ns_own;\n  __syncthreads();\n  for (int ns_band = 0; ns_band < ({m}) / 16; ++ns_band) {{\n    ns_tt_put_band<{site}, ({n})>({site}_sum, ns_stage, ns_band);\n    __syncthreads();\n{nest}\n    __syncthreads();\n  }}\n}}",
+        "\nif constexpr ({fits}) {{\n  // The sums into `{acc}`, 16 rows of the tile at a time through shared memory: the operands' own\n  // arrays where they hold 16 x N, else a stage of its own.\n  constexpr bool ns_in_a = {free_a} && sizeof({aa}) >= sizeof(float) * 16 * ({n});\n  constexpr bool ns_in_b = {free_b} && sizeof({ba}) >= sizeof(float) * 16 * ({n});\n  __shared__ float ns_own[ns_in_a || ns_in_b ? 1 : 16 * ({n})];\n  float* ns_stage = ns_in_a ? &{aa}[0][0] : ns_in_b ? &{ba}[0][0] : ns_own;\n  __syncthreads();\n  for (int ns_band = 0; ns_band < ({m}) / 16; ++ns_band) {{\n    ns_tt_put_band<{site}, ({n})>({site}_sum, ns_stage, ns_band);\n    __syncthreads();\n{nest}\n    __syncthreads();\n  }}\n}}",
         acc = p.acc_name,
         aa = p.a.array,
         ba = p.b.array,
@@ -433,6 +449,15 @@ fn staging_loop<'t>(src: &Source, k: &Kernel, body: Node<'t>, stage: Node<'t>) -
     if !stmts.iter().any(|s| text(t, *s).replace(' ', "") == "__syncthreads();") {
         return Err(format!("the loop at byte {} has no `__syncthreads();` of its own", stage.start_byte()));
     }
+    // Every thread runs every trip to its end: the MMAs are warp-wide and the staging
+    // after the loop has barriers.
+    if let Some(e) = syntax::escapes(lbody).first() {
+        return Err(format!(
+            "the loop at byte {} has `{}`: its threads may skip a trip, and a warp-wide MMA needs every lane",
+            stage.start_byte(),
+            text(t, *e).trim_end_matches(';').trim()
+        ));
+    }
     // Every thread must reach the loop: nothing before it leaves the kernel.
     if descendants(body).iter().any(|d| d.kind() == "return_statement" && d.start_byte() < stage.start_byte()) {
         return Err("a `return` comes before the staging loop".into());
@@ -445,7 +470,7 @@ fn staging_loop<'t>(src: &Source, k: &Kernel, body: Node<'t>, stage: Node<'t>) -
         if s.start_byte() < inside {
             continue;
         }
-        match product(src, k, body, stage, *s) {
+        match product(src, k, body, stage, *s).and_then(|p| fenced(t, &stmts, &p).map(|_| p)) {
             Ok(p) => return Ok(p),
             Err(e) => {
                 inside = nest_end(t, *s);
@@ -456,6 +481,39 @@ fn staging_loop<'t>(src: &Source, k: &Kernel, body: Node<'t>, stage: Node<'t>) -
     Err(first.unwrap_or_else(|| {
         format!("the loop at byte {} multiplies no two shared arrays into an accumulator", stage.start_byte())
     }))
+}
+
+/// The MMAs read every row of both tiles, where the original's threads may read only rows
+/// they or their warp wrote: a block-wide barrier must stand between the loop body's
+/// writes of the tiles and the nest, and between the nest and the next trip's writes.
+fn fenced(t: &str, stmts: &[Node], p: &Product) -> Result<(), String> {
+    let barrier = |n: &Node| text(t, *n).replace(' ', "") == "__syncthreads();";
+    let writes = |n: &Node| {
+        let w = written_arrays(t, *n);
+        w.contains(&p.a.array) || w.contains(&p.b.array)
+    };
+    let at = stmts.iter().position(|n| n.id() == p.nest.id()).ok_or("the nest is not a statement of the loop")?;
+    let (before, after) = (&stmts[..at], &stmts[at + 1..]);
+    let last_write = before.iter().rposition(writes);
+    let last_barrier = before.iter().rposition(barrier);
+    if last_write.is_some_and(|w| last_barrier.is_none_or(|b| b < w)) {
+        return Err(format!(
+            "no `__syncthreads();` between the writes of `{}` or `{}` and the multiply loop",
+            p.a.array, p.b.array
+        ));
+    }
+    // After the nest, the next writes are later in this trip or early in the next one: a
+    // barrier must come first, going round the loop.
+    let round: Vec<&Node> = after.iter().chain(before.iter()).collect();
+    let first_write = round.iter().position(|n| writes(n));
+    let first_barrier = round.iter().position(|n| barrier(n));
+    if first_write.is_some_and(|w| first_barrier.is_none_or(|b| b > w)) {
+        return Err(format!(
+            "no `__syncthreads();` between the multiply loop and the next writes of `{}` or `{}`",
+            p.a.array, p.b.array
+        ));
+    }
+    Ok(())
 }
 
 /// `nest` as a chain of `for`s around one `ACC += X * Y;`.
@@ -521,12 +579,12 @@ fn product<'t>(
         return Err("no loop counter is the bare k subscript of both factors".into());
     };
     let shared_float = |name: &str| -> bool {
-        descendants(body).iter().any(|d| {
+        // Declared at the kernel's top level: the code before and after the loop names it.
+        named_children(body).iter().any(|d| {
             d.kind() == "declaration"
                 && text(t, *d).contains("__shared__")
                 && syntax::declaration_type(t, *d).is_some_and(|ty| is_float(&ty))
-                && syntax::declared_names(t, *d).iter().any(|n| n == name)
-                && text(t, *d).matches('[').count() == 2
+                && array_rank(t, *d, name) == Some(2)
         })
     };
     for a in [&xa, &ya] {
@@ -543,9 +601,9 @@ fn product<'t>(
         return Err(format!("the loop over `{kvar}` has no compile-time bound"));
     };
     let kt = text(t, h.bound).to_string();
-    let k_tile = if h.inclusive { format!("{kt} + 1") } else { kt };
-    if kt_value < 8 {
-        return Err(format!("the k tile over `{kvar}` is {kt_value} deep, less than one MMA's 8"));
+    let (k_tile, depth) = if h.inclusive { (format!("{kt} + 1"), kt_value + 1) } else { (kt, kt_value) };
+    if depth < 8 {
+        return Err(format!("the k tile over `{kvar}` is {depth} deep, less than one MMA's 8"));
     }
     // The other loops unroll: the accumulator is a register array indexed by constants.
     let others: Vec<Node> = loops.iter().copied().filter(|l| l.id() != k_loop.id()).collect();
@@ -569,8 +627,7 @@ fn product<'t>(
     if !declared_before {
         return Err(format!("`{acc_name}` is not a `float` local declared before the staging loop"));
     }
-    let stage_body = stage.child_by_field_name("body").ok_or("?")?;
-    if descendants(stage_body).iter().any(|d| {
+    if descendants(stage).iter().any(|d| {
         d.kind() == "identifier"
             && text(t, *d) == acc_name
             && !(d.start_byte() >= acc.start_byte() && d.end_byte() <= acc.end_byte())
@@ -580,6 +637,7 @@ fn product<'t>(
     // The staging loop's own counter (its initializer and update) as well as its body's.
     let mut moving: Vec<String> = syntax::declared_names(t, stage);
     moving.extend(syntax::assigned(t, stage).into_iter().map(|(n, _)| n));
+    moving.extend(written_arrays(t, stage));
     let inner: Vec<String> = others.iter().map(|l| loop_var(t, *l)).collect();
     moving.retain(|n| !inner.contains(n) && *n != acc_name);
     let (xc, yc) = (xi[1 - sx], yi[1 - sy]);
@@ -604,7 +662,36 @@ fn product<'t>(
 
 /// `float` under its qualifiers (`__shared__`, `const`...).
 fn is_float(ty: &str) -> bool {
-    ty.split_whitespace().filter(|w| !matches!(*w, "const" | "volatile" | "__shared__" | "static")).eq(["float"])
+    ty.split_whitespace().filter(|w| !matches!(*w, "const" | "__shared__" | "static")).eq(["float"])
+}
+
+/// How many `[...]` the declarator of `name` in declaration `d` has (`float a[2][3], b[4]`:
+/// 2 for `a`, 1 for `b`).
+fn array_rank(t: &str, d: Node, name: &str) -> Option<usize> {
+    let mut c = d.walk();
+    for decl in d.children_by_field_name("declarator", &mut c) {
+        let mut x = decl;
+        let mut rank = 0;
+        while x.kind() == "array_declarator" || x.kind() == "init_declarator" {
+            rank += usize::from(x.kind() == "array_declarator");
+            x = x.child_by_field_name("declarator")?;
+        }
+        if x.kind() == "identifier" && text(t, x) == name {
+            return Some(rank);
+        }
+    }
+    None
+}
+
+/// The arrays an assignment under `n` writes an element of (`rows[ty] = ...`).
+fn written_arrays(t: &str, n: Node) -> Vec<String> {
+    descendants(n)
+        .into_iter()
+        .filter(|d| d.kind() == "assignment_expression" || d.kind() == "update_expression")
+        .filter_map(|d| d.child_by_field_name("left").or_else(|| d.child_by_field_name("argument")))
+        .filter(|l| strip_parens(*l).kind() == "subscript_expression")
+        .filter_map(|l| base_name(t, l))
+        .collect()
 }
 
 /// `s[e0][e1]`: the array's name and the two subscripts.
@@ -736,5 +823,84 @@ mod tests {
         assert!(r.source.contains("ns_tt_step<ns_tt0, (T), false>"), "{}", r.source);
         // 3xTF32 is admitted where fp32 accumulation is.
         assert!(run(&src, Params::default(), 1e-5).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod review {
+    use super::*;
+    use crate::facts::FactsBuilder;
+
+    fn run(src: &str) -> Applied {
+        apply(&Source::parse(src), &FactsBuilder::new("launch").tolerance(1e-4, 1e-4).build(), &Params::default())
+    }
+
+    /// A review's cases: a trip some threads skip, and operand tiles read after the loop.
+    #[test]
+    fn skipped_trips_decline_and_tiles_read_after_the_loop_are_not_the_stage() {
+        let kernel = |mid: &str, tail: &str| {
+            format!("#define T 16\n__global__ void g(const float* A, float* C, int n) {{\n  __shared__ float As[T][T];\n  __shared__ float Bs[T][T];\n  float acc = 0.f;\n  for (int k0 = 0; k0 < n; k0 += T) {{\n    As[threadIdx.y][threadIdx.x] = A[k0];\n    Bs[threadIdx.y][threadIdx.x] = A[k0 + 1];\n    __syncthreads();\n{mid}    for (int k = 0; k < T; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];\n    __syncthreads();\n  }}\n{tail}  C[threadIdx.x] = acc;\n}}\nextern \"C\" void launch(const float* A, float* C, int n, cudaStream_t s) {{ g<<<1, dim3(T, T), 0, s>>>(A, C, n); }}\n")
+        };
+        let e = run(&kernel("    if (threadIdx.x >= n) continue;\n", "")).unwrap_err().0;
+        assert!(e.contains("has `continue`: its threads may skip a trip"), "{e}");
+        let r = run(&kernel("", "  acc += As[0][0];\n")).unwrap();
+        assert!(r.source.contains("constexpr bool ns_in_a = false && sizeof(As)"), "{}", r.source);
+        assert!(r.source.contains("constexpr bool ns_in_b = true && sizeof(Bs)"), "{}", r.source);
+    }
+
+    /// A kernel whose loop body is `body` (the product `acc += As[ty][k] * Bs[k][tx]` in it
+    /// as `PRODUCT`) after the tile declarations `tiles`, the loop preceded by `pragma`.
+    fn tiled(tiles: &str, pragma: &str, body: &str) -> String {
+        let body =
+            body.replace("PRODUCT", "for (int k = 0; k < T; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];");
+        format!("#define T 16\n__global__ void g(const float* A, float* C, const int* perm, int n) {{\n  {tiles}\n  float acc = 0.f;\n{pragma}  for (int k0 = 0; k0 < n; k0 += T) {{\n{body}\n  }}\n  C[threadIdx.x] = acc;\n}}\nextern \"C\" void launch(const float* A, float* C, const int* perm, int n, cudaStream_t s) {{ g<<<1, dim3(T, T), 0, s>>>(A, C, perm, n); }}\n")
+    }
+
+    const LOAD: &str = "    As[threadIdx.y][threadIdx.x] = A[k0];\n    Bs[threadIdx.y][threadIdx.x] = A[k0 + 1];\n";
+    const TILES: &str = "__shared__ float As[T][T];\n  __shared__ float Bs[T][T];";
+
+    #[test]
+    fn the_tiles_must_be_fenced_by_block_barriers_around_the_product() {
+        let ok =
+            run(&tiled(TILES, "", &format!("{LOAD}    __syncthreads();\n    PRODUCT\n    __syncthreads();"))).is_ok();
+        assert!(ok);
+        // A barrier at the top of the next trip fences the product as well as one after it.
+        let top = format!("    __syncthreads();\n{LOAD}    __syncthreads();\n    PRODUCT");
+        assert!(run(&tiled(TILES, "", &top)).is_ok());
+        let warp_only = format!("{LOAD}    __syncwarp();\n    PRODUCT\n    __syncthreads();");
+        assert_eq!(
+            run(&tiled(TILES, "", &warp_only)).unwrap_err().0,
+            "`g`: no `__syncthreads();` between the writes of `As` or `Bs` and the multiply loop"
+        );
+        let no_after = format!("{LOAD}    __syncthreads();\n    PRODUCT");
+        assert_eq!(
+            run(&tiled(TILES, "", &no_after)).unwrap_err().0,
+            "`g`: no `__syncthreads();` between the multiply loop and the next writes of `As` or `Bs`"
+        );
+    }
+
+    #[test]
+    fn declarations_bounds_and_pragmas_read_as_written() {
+        let body = format!("{LOAD}    __syncthreads();\n    PRODUCT\n    __syncthreads();");
+        // Two tiles in one declaration, a k loop written `<= T - 1`, a pragma on the loop.
+        let both =
+            tiled("__shared__ float As[T][T], Bs[T][T];", "#pragma unroll 1\n", &body).replace("k < T", "k <= T - 1");
+        let r = run(&both).unwrap();
+        assert!(r.source.contains("(T - 1 + 1) % 8 == 0"), "{}", r.source);
+        let (sums, pragma) =
+            (r.source.find("float ns_tt0_sum").unwrap(), r.source.find("#pragma unroll 1\n  for (int k0").unwrap());
+        assert!(sums < pragma, "{}", r.source);
+        let eight = tiled(TILES, "", &body).replace("k < T", "k <= 7");
+        assert!(run(&eight).is_ok(), "a k loop `<= 7` runs 8 times");
+        let volatile = tiled("volatile __shared__ float As[T][T];\n  __shared__ float Bs[T][T];", "", &body);
+        assert_eq!(run(&volatile).unwrap_err().0, "`g`: `As` is not a 2-D `__shared__ float` array of the kernel");
+        // A row index the loop writes an array element of moves with it.
+        let perm = tiled(&format!("{TILES}\n  __shared__ int rows[T];"), "", &body)
+            .replace("As[threadIdx.y][k]", "As[rows[threadIdx.y]][k]")
+            .replacen("    As[", "    rows[threadIdx.y] = perm[k0];\n    As[", 1);
+        assert_eq!(
+            run(&perm).unwrap_err().0,
+            "`g`: `rows[threadIdx.y]` depends on `rows`, which the staging loop sets"
+        );
     }
 }
