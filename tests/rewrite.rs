@@ -594,9 +594,10 @@ template <typename F> void ns_cpu_launch(dim3 g, dim3 b, F f) {
 /// the split-K linear layer (k-contiguous operands, a register tile of outputs a thread,
 /// the k loop outermost in its nest) at three tile sizes, and the one-output-a-thread
 /// GEMM (B indexed `Bs[k][n]` with a padded row, a scalar accumulator) at both of its
-/// tiles, on odd sizes. The rewritten kernel and the original run on the host through
-/// [`THREADED_SHIM`]; the outputs agree to the 3xTF32 rounding (the tensor-core path ran:
-/// the count of MMAs is checked non-zero).
+/// tiles, on odd sizes; each with the tiles' rows padded for the banks and as declared.
+/// The rewritten kernel and the original run on the host through [`THREADED_SHIM`]; the
+/// outputs agree to the 3xTF32 rounding (the tensor-core path ran: the count of MMAs is
+/// checked non-zero).
 #[test]
 fn tensor_tiles_compute_the_originals_products_on_the_host() {
     let dir = tempfile::tempdir().unwrap();
@@ -645,13 +646,20 @@ fn tensor_tiles_compute_the_originals_products_on_the_host() {
         let task = nightshift::task::Task::load(&common::root().join(task_dir)).unwrap();
         let facts = nightshift::task::facts::rewrite_facts(&task);
         let baseline = std::fs::read_to_string(&task.baseline).unwrap();
-        let source = common::apply_path(&baseline, &["tensor-tile"], &facts);
-        assert!(source.contains("ns_tt_step<ns_tt0"), "{source}");
-        let rewritten = &source[..source.find("extern \"C\"").expect("a launcher")];
         let original = &baseline[baseline.find("__global__").unwrap()..baseline.find("extern \"C\"").unwrap()];
         let original = original.replace(kernel, "ns_original_kernel");
-        let driver = format!(
-            r#"#include "cuda_runtime.h"
+        // The tiles' rows padded for the banks (the default) and as declared.
+        for (pad, application) in [("banks", "tensor-tile"), ("keep", "tensor-tile:pad=keep")] {
+            let source = common::apply_path(&baseline, &[application], &facts);
+            assert!(source.contains("ns_tt_step<ns_tt0"), "{source}");
+            assert_eq!(
+                source.contains("/ 8 * 8 + 4]") || source.contains("/ 16 * 16 + 8]"),
+                pad == "banks",
+                "{source}"
+            );
+            let rewritten = &source[..source.find("extern \"C\"").expect("a launcher")];
+            let driver = format!(
+                r#"#include "cuda_runtime.h"
 #include <cmath>
 #include <cstdio>
 {rewritten}
@@ -674,27 +682,28 @@ int main() {{
   return bad != 0 || ns_mmas.load() == 0;
 }}
 "#
-        );
-        for d in defines {
-            let name = format!("{kernel}{}", d.replace(['-', '=', ' '], "_"));
-            let cpp = dir.path().join(format!("{name}.cpp"));
-            std::fs::write(&cpp, &driver).unwrap();
-            let exe = dir.path().join(&name);
-            let built = Command::new(&cxx)
-                .args(["-std=c++20", "-O1", "-pthread", "-fsanitize=address", "-fno-omit-frame-pointer"])
-                .args(["-ffp-contract=off", "-Wno-unknown-pragmas", "-I"])
-                .arg(dir.path())
-                .args(d.split_whitespace())
-                .arg(&cpp)
-                .arg("-o")
-                .arg(&exe)
-                .output()
-                .unwrap();
-            assert!(built.status.success(), "{name}: {}", String::from_utf8_lossy(&built.stderr));
-            let ran = Command::new(&exe).output().unwrap();
-            let out = String::from_utf8_lossy(&ran.stdout);
-            let err = String::from_utf8_lossy(&ran.stderr);
-            assert!(ran.status.success() && out.contains("0 differences"), "{name}: {out}{err}");
+            );
+            for d in &defines {
+                let name = format!("{kernel}-{pad}{}", d.replace(['-', '=', ' '], "_"));
+                let cpp = dir.path().join(format!("{name}.cpp"));
+                std::fs::write(&cpp, &driver).unwrap();
+                let exe = dir.path().join(&name);
+                let built = Command::new(&cxx)
+                    .args(["-std=c++20", "-O1", "-pthread", "-fsanitize=address", "-fno-omit-frame-pointer"])
+                    .args(["-ffp-contract=off", "-Wno-unknown-pragmas", "-I"])
+                    .arg(dir.path())
+                    .args(d.split_whitespace())
+                    .arg(&cpp)
+                    .arg("-o")
+                    .arg(&exe)
+                    .output()
+                    .unwrap();
+                assert!(built.status.success(), "{name}: {}", String::from_utf8_lossy(&built.stderr));
+                let ran = Command::new(&exe).output().unwrap();
+                let out = String::from_utf8_lossy(&ran.stdout);
+                let err = String::from_utf8_lossy(&ran.stderr);
+                assert!(ran.status.success() && out.contains("0 differences"), "{name}: {out}{err}");
+            }
         }
     }
 }

@@ -1639,6 +1639,23 @@ mod tests {
     }
 
     #[test]
+    fn a_gemm_without_tensor_cores_gets_its_product_moved_onto_them_first() {
+        // The linear layer's tiles at fp32 tolerance: with `no-tensor-cores` found, the first
+        // children are `tensor-tile` (3xTF32, which the tolerance admits; plain TF32 is not offered).
+        let t = example("linear_splitk_f32");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let req = request(&t, base(), &src, Some(report(ToolId::NoTensorCores, 0.5)), Guidance::Tools);
+        let order = techniques(&src, &req);
+        // Both row layouts, the padded one first, before any other move.
+        assert_eq!(
+            order[..2],
+            ["tensor-tile:pad=banks,precision=3xtf32", "tensor-tile:pad=keep,precision=3xtf32"],
+            "{order:?}"
+        );
+        assert!(!order.iter().any(|t| t.contains("precision=tf32")), "{order:?}");
+    }
+
+    #[test]
     fn a_shape_is_a_family_of_its_own_that_tunes() {
         assert_eq!("shape:BX=32,BY=8".parse(), Ok(Family::Shape("BX,BY".into())));
         assert_eq!(Family::Shape("BX,BY".into()).to_string(), "shape:BX,BY");

@@ -26,11 +26,18 @@ use crate::version::{Change, Helper};
 use heuristics::precision::MathPath;
 use tree_sitter::Node;
 
-pub const PARAMS: &[ParamSpec] = &[ParamSpec {
-    name: "precision",
-    values: &["3xtf32", "tf32"],
-    doc: "3xtf32: fp32-level accuracy at a third of the TF32 rate; tf32: 10-bit mantissas, where every output's tolerance admits it",
-}];
+pub const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "precision",
+        values: &["3xtf32", "tf32"],
+        doc: "3xtf32: fp32-level accuracy at a third of the TF32 rate; tf32: 10-bit mantissas, where every output's tolerance admits it",
+    },
+    ParamSpec {
+        name: "pad",
+        values: &["banks", "keep"],
+        doc: "banks: the tiles' rows padded so a fragment's 32 loads fall on 32 banks; keep: the rows as declared",
+    },
+];
 
 /// The MMA instructions and the operand split; a host test supplies its own under the
 /// same mark.
@@ -189,15 +196,15 @@ struct Operand {
     k_slot: usize,
     /// The other subscript: the operand's row of the product tile.
     coord: String,
+    /// The declared extent of the dimension `coord` indexes (as written, so padding the
+    /// rows for the banks does not widen the tile).
+    extent: String,
 }
 
 impl Operand {
-    /// The array's extent along the product tile, as the compiler counts it.
+    /// The array's extent along the product tile.
     fn extent(&self) -> String {
-        match self.k_slot {
-            1 => format!("(int)(sizeof({a}) / sizeof({a}[0]))", a = self.array),
-            _ => format!("(int)(sizeof({a}[0]) / sizeof({a}[0][0]))", a = self.array),
-        }
+        format!("(int)({})", self.extent)
     }
 
     fn access(&self, row: &str, k: &str) -> String {
@@ -244,10 +251,15 @@ pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
             r.why
         )));
     }
-    super::per_kernel(src, params, |k| plan(src, k, lo))
+    let pad = match params.get(PARAMS, "pad") {
+        "banks" => true,
+        "keep" => false,
+        other => return Err(NotApplicable::new(format!("`pad={other}`: expected banks or keep"))),
+    };
+    super::per_kernel(src, params, |k| plan(src, k, lo, pad))
 }
 
-fn plan<'k>(src: &Source, k: &'k Kernel, lo: bool) -> Planned<'k> {
+fn plan<'k>(src: &Source, k: &'k Kernel, lo: bool, pad: bool) -> Planned<'k> {
     let t = src.text();
     let body = src.node(&k.body, "compound_statement").ok_or_else(|| NotApplicable::new("no body"))?;
     if text(t, body).contains("ns_tt_step") {
@@ -278,6 +290,18 @@ fn plan<'k>(src: &Source, k: &'k Kernel, lo: bool) -> Planned<'k> {
     let mut change = Change::new(k);
     change.helpers.push(&TENSOR_ISA);
     change.helpers.push(&TENSOR_TILE);
+    let mut padded = Vec::new();
+    if pad {
+        for o in [&p.a, &p.b] {
+            if padded.iter().any(|(a, _)| *a == o.array) {
+                continue;
+            }
+            if let Some((range, row)) = padding(t, body, o) {
+                change.edits.replace(range, row.clone());
+                padded.push((o.array.clone(), row));
+            }
+        }
+    }
     let site = "ns_tt0";
     let ind = indent_at(t, stage.start_byte());
     let (ea, eb) = (p.a.extent(), p.b.extent());
@@ -340,7 +364,7 @@ fn plan<'k>(src: &Source, k: &'k Kernel, lo: bool) -> Planned<'k> {
         nest = reindent(&format!("{loops}{add}"), "    "),
     );
     change.edits.insert(stage.end_byte(), reindent(&after, &ind));
-    let note = format!(
+    let mut note = format!(
         "`{}`: `{}` x `{}` over `{}` on tensor cores ({}), the sums added to `{}` after the loop",
         k.name,
         p.a.array,
@@ -349,6 +373,9 @@ fn plan<'k>(src: &Source, k: &'k Kernel, lo: bool) -> Planned<'k> {
         if lo { "3xTF32" } else { "TF32" },
         p.acc_name
     );
+    for (a, row) in &padded {
+        note.push_str(&format!("; `{a}`'s rows padded to {row}"));
+    }
     Ok((change, note))
 }
 
@@ -654,8 +681,8 @@ fn product<'t>(
         others,
         acc,
         acc_name,
-        a: Operand { array: xa, k_slot: sx, coord: text(t, xc).to_string() },
-        b: Operand { array: ya, k_slot: sy, coord: text(t, yc).to_string() },
+        a: Operand { k_slot: sx, coord: text(t, xc).to_string(), extent: extent_of(t, body, &xa, 1 - sx)?, array: xa },
+        b: Operand { k_slot: sy, coord: text(t, yc).to_string(), extent: extent_of(t, body, &ya, 1 - sy)?, array: ya },
         k_tile,
     })
 }
@@ -663,6 +690,79 @@ fn product<'t>(
 /// `float` under its qualifiers (`__shared__`, `const`...).
 fn is_float(ty: &str) -> bool {
     ty.split_whitespace().filter(|w| !matches!(*w, "const" | "__shared__" | "static")).eq(["float"])
+}
+
+/// The row length that puts a fragment's 32 loads on 32 banks, and where the declaration
+/// writes the row length; None where the array is used other than as `a[i][j]` (a flat
+/// pointer into it, `&a[i][j]` or a row `a[i]`, would see the new rows) or is declared in
+/// another form.
+///
+/// A fragment load reads rows g = 0..7 at columns t = 0..3 (k along the row) or rows t at
+/// columns g (k down the column): a row of S floats puts element (g, t) on bank
+/// (g S + t) mod 32, all distinct when S = 4 (mod 8), and (t S + g) on distinct banks when
+/// S = 8 (mod 16). Either keeps a row a multiple of 16 bytes.
+fn padding(t: &str, body: Node, o: &Operand) -> Option<(std::ops::Range<usize>, String)> {
+    let uses_flat = descendants(body).into_iter().any(|d| {
+        d.kind() == "identifier" && text(t, d) == o.array && {
+            let outer = d.parent().filter(|p| p.kind() == "subscript_expression");
+            let outer = outer.and_then(|p| p.parent()).filter(|p| p.kind() == "subscript_expression");
+            let in_sizeof =
+                std::iter::successors(d.parent(), |p| p.parent()).take(4).any(|p| p.kind() == "sizeof_expression");
+            let declared = std::iter::successors(d.parent(), |p| p.parent())
+                .take(3)
+                .any(|p| p.kind() == "declaration" || p.kind() == "array_declarator");
+            let address = outer
+                .and_then(|o| o.parent())
+                .is_some_and(|p| p.kind() == "pointer_expression" && text(t, p).trim_start().starts_with('&'));
+            (outer.is_none() || address) && !in_sizeof && !declared
+        }
+    });
+    if uses_flat {
+        return None;
+    }
+    let decl = named_children(body).into_iter().find(|d| {
+        d.kind() == "declaration" && text(t, *d).contains("__shared__") && array_rank(t, *d, &o.array) == Some(2)
+    })?;
+    let mut c = decl.walk();
+    let row = decl.children_by_field_name("declarator", &mut c).find(|x| {
+        x.kind() == "array_declarator"
+            && x.child_by_field_name("declarator")
+                .and_then(|i| i.child_by_field_name("declarator"))
+                .is_some_and(|n| text(t, n) == o.array)
+    })?;
+    let size = row.child_by_field_name("size")?;
+    let e = text(t, size);
+    // The shortest such row at least as long as the declared one.
+    let padded = match o.k_slot {
+        1 => format!("(({e}) + 3) / 8 * 8 + 4"),
+        _ => format!("(({e}) + 7) / 16 * 16 + 8"),
+    };
+    Some((size.byte_range(), padded))
+}
+
+/// The size written for dimension `dim` (0 or 1) of the 2-D `__shared__` array `name`
+/// declared at the top of `body`.
+fn extent_of(t: &str, body: Node, name: &str, dim: usize) -> Result<String, String> {
+    let missing = || format!("`{name}`'s extents are not written as `{name}[R][C]`");
+    let decl = named_children(body)
+        .into_iter()
+        .find(|d| d.kind() == "declaration" && array_rank(t, *d, name) == Some(2))
+        .ok_or_else(missing)?;
+    let mut c = decl.walk();
+    let outer = decl
+        .children_by_field_name("declarator", &mut c)
+        .find(|x| {
+            x.kind() == "array_declarator"
+                && x.child_by_field_name("declarator")
+                    .and_then(|i| i.child_by_field_name("declarator"))
+                    .is_some_and(|n| text(t, n) == name)
+        })
+        .ok_or_else(missing)?;
+    let size = match dim {
+        1 => outer.child_by_field_name("size"),
+        _ => outer.child_by_field_name("declarator").and_then(|i| i.child_by_field_name("size")),
+    };
+    size.map(|n| text(t, n).to_string()).ok_or_else(missing)
 }
 
 /// How many `[...]` the declarator of `name` in declaration `d` has (`float a[2][3], b[4]`:
@@ -752,8 +852,23 @@ mod tests {
             "{}",
             r.source
         );
-        // B is read `Bs[k][n]`: its extent along the tile is its second, padded, dimension.
-        assert!(r.source.contains("ns_tt0_eb = (int)(sizeof(Bs[0]) / sizeof(Bs[0][0]))"), "{}", r.source);
+        // B is read `Bs[k][n]`: its extent along the tile is its second dimension as declared
+        // (padding included, not the padding for the banks).
+        assert!(r.source.contains("constexpr int ns_tt0_ea = (int)(T), ns_tt0_eb = (int)(T + 1);"), "{}", r.source);
+        // Rows padded for the banks: along k, 4 mod 8 floats; across k, 8 mod 16.
+        assert!(r.source.contains("__shared__ float As[T][((T) + 3) / 8 * 8 + 4];"), "{}", r.source);
+        assert!(r.source.contains("__shared__ float Bs[T][((T + 1) + 7) / 16 * 16 + 8];"), "{}", r.source);
+        let kept = run(&gemm(TILES, PRODUCT, "dim3(T, T)"), Params::default().with("pad", "keep"), 1e-4).unwrap();
+        assert!(kept.source.contains("__shared__ float Bs[T][T + 1];"), "{}", kept.source);
+        // A flat pointer into a tile would see the new rows: that tile keeps its rows.
+        let flat = gemm(TILES, PRODUCT, "dim3(T, T)")
+            .replace("  float acc = 0.f;", "  float acc = 0.f;\n  float* flat = &Bs[0][0];");
+        let r2 = run(&flat, Params::default(), 1e-4).unwrap();
+        assert!(
+            r2.source.contains("__shared__ float Bs[T][T + 1];") && r2.source.contains("As[T][((T) + 3)"),
+            "{}",
+            r2.source
+        );
         assert!(r.source.contains("ns_tt_step<ns_tt0, (T), true>(ns_tt0_sum, [&](int m, int k) { return As[ns_tt_clamp<ns_tt0_ea, ns_tt0::m>(m)][k]; }, [&](int n, int k) { return Bs[k][ns_tt_clamp<ns_tt0_eb, ns_tt0::n>(n)]; });"), "{}", r.source);
         // The original loop stays behind `if constexpr` for tiles the MMA shape does not divide.
         assert!(r.source.contains(&format!("}} else {{\n      {PRODUCT}\n    }}")), "{}", r.source);
