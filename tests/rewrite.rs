@@ -310,27 +310,40 @@ int main() {{
 }}
 "#
         );
+        // AddressSanitizer: a window load past the image fails the run even where its value
+        // goes unused.
         let name = format!("{shape}-strip-{rows}x{cols}");
-        let cpp = dir.path().join(format!("{name}.cpp"));
-        std::fs::write(&cpp, driver).unwrap();
-        let exe = dir.path().join(&name);
-        let built = Command::new(&cxx)
-            // AddressSanitizer: a window load past the image fails the run even where its
-            // value goes unused.
-            .args(["-std=c++17", "-O1", "-fsanitize=address", "-fno-omit-frame-pointer", "-fno-strict-aliasing"])
-            .args(["-ffp-contract=off", "-Wno-unknown-pragmas", "-I"])
-            .arg(dir.path())
-            .arg(&cpp)
-            .arg("-o")
-            .arg(&exe)
-            .output()
-            .unwrap();
-        assert!(built.status.success(), "{name}: {}", String::from_utf8_lossy(&built.stderr));
-        let ran = Command::new(&exe).output().unwrap();
-        let out = String::from_utf8_lossy(&ran.stdout);
-        let err = String::from_utf8_lossy(&ran.stderr);
-        assert!(ran.status.success() && out.contains("0 differences"), "{name}: {out}{err}");
+        run_on_host(&cxx, dir.path(), &name, &driver, &["-std=c++17", "-fno-strict-aliasing"]);
     }
+}
+
+/// Builds `driver` with g++ and AddressSanitizer (`dir` holds its `cuda_runtime.h`), runs
+/// it, and asserts it exits 0 and prints "0 differences".
+fn run_on_host(cxx: &Path, dir: &Path, name: &str, driver: &str, flags: &[&str]) {
+    let cpp = dir.join(format!("{name}.cpp"));
+    std::fs::write(&cpp, driver).unwrap();
+    let exe = dir.join(name);
+    let built = Command::new(cxx)
+        .args(flags)
+        .args([
+            "-O1",
+            "-fsanitize=address",
+            "-fno-omit-frame-pointer",
+            "-ffp-contract=off",
+            "-Wno-unknown-pragmas",
+            "-I",
+        ])
+        .arg(dir)
+        .arg(&cpp)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{name}: {}", String::from_utf8_lossy(&built.stderr));
+    let ran = Command::new(&exe).output().unwrap();
+    let out = String::from_utf8_lossy(&ran.stdout);
+    let err = String::from_utf8_lossy(&ran.stderr);
+    assert!(ran.status.success() && out.contains("0 differences"), "{name}: {out}{err}");
 }
 
 /// A recipe that declines on coarse blocks, offered under `coarsen` by the tuner: on the
@@ -685,24 +698,9 @@ int main() {{
             );
             for d in &defines {
                 let name = format!("{kernel}-{pad}{}", d.replace(['-', '=', ' '], "_"));
-                let cpp = dir.path().join(format!("{name}.cpp"));
-                std::fs::write(&cpp, &driver).unwrap();
-                let exe = dir.path().join(&name);
-                let built = Command::new(&cxx)
-                    .args(["-std=c++20", "-O1", "-pthread", "-fsanitize=address", "-fno-omit-frame-pointer"])
-                    .args(["-ffp-contract=off", "-Wno-unknown-pragmas", "-I"])
-                    .arg(dir.path())
-                    .args(d.split_whitespace())
-                    .arg(&cpp)
-                    .arg("-o")
-                    .arg(&exe)
-                    .output()
-                    .unwrap();
-                assert!(built.status.success(), "{name}: {}", String::from_utf8_lossy(&built.stderr));
-                let ran = Command::new(&exe).output().unwrap();
-                let out = String::from_utf8_lossy(&ran.stdout);
-                let err = String::from_utf8_lossy(&ran.stderr);
-                assert!(ran.status.success() && out.contains("0 differences"), "{name}: {out}{err}");
+                let mut flags = vec!["-std=c++20", "-pthread"];
+                flags.extend(d.split_whitespace());
+                run_on_host(&cxx, dir.path(), &name, &driver, &flags);
             }
         }
     }
