@@ -491,21 +491,27 @@ fn staging_loop<'t>(src: &Source, k: &Kernel, body: Node<'t>, stage: Node<'t>) -
     }
     // The first nest's reason: a loop that is the body of the one before it (after a
     // `#pragma`) is no nest of its own.
-    let mut first = None;
+    let (mut first, mut shape) = (None, None);
     let mut inside = 0;
     for s in stmts.iter().filter(|s| s.kind() == "for_statement") {
         if s.start_byte() < inside {
             continue;
         }
-        match product(src, k, body, stage, *s).and_then(|p| fenced(t, &stmts, &p).map(|_| p)) {
-            Ok(p) => return Ok(p),
+        inside = nest_end(t, *s);
+        // A multiply nest's reason outranks a loop that is no such nest (a loader).
+        match multiply_nest(t, *s) {
             Err(e) => {
-                inside = nest_end(t, *s);
-                first.get_or_insert(e);
+                shape.get_or_insert(e);
             }
+            Ok(m) => match product(src, k, body, stage, m).and_then(|p| fenced(t, &stmts, &p).map(|_| p)) {
+                Ok(p) => return Ok(p),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            },
         }
     }
-    Err(first.unwrap_or_else(|| {
+    Err(first.or(shape).unwrap_or_else(|| {
         format!("the loop at byte {} multiplies no two shared arrays into an accumulator", stage.start_byte())
     }))
 }
@@ -543,15 +549,17 @@ fn fenced(t: &str, stmts: &[Node], p: &Product) -> Result<(), String> {
     Ok(())
 }
 
-/// `nest` as a chain of `for`s around one `ACC += X * Y;`.
-fn product<'t>(
-    src: &Source,
-    k: &Kernel,
-    body: Node<'t>,
-    stage: Node<'t>,
-    nest: Node<'t>,
-) -> Result<Product<'t>, String> {
-    let t = src.text();
+/// A nest of `for`s around one `ACC += X * Y;`: its loops, outermost first, and the
+/// accumulator and the two factors; the reason where `nest` is not of that shape.
+struct MultiplyNest<'t> {
+    loops: Vec<Node<'t>>,
+    end: usize,
+    acc: Node<'t>,
+    x: Node<'t>,
+    y: Node<'t>,
+}
+
+fn multiply_nest<'t>(t: &str, nest: Node<'t>) -> Result<MultiplyNest<'t>, String> {
     let mut loops = Vec::new();
     let mut cur = nest;
     let stmt = loop {
@@ -582,6 +590,20 @@ fn product<'t>(
     if op != "+=" {
         return Err("the innermost statement is not `acc += x * y;`".into());
     }
+    Ok(MultiplyNest { loops, end, acc, x, y })
+}
+
+/// The product `nest` computes, or why the recipe cannot take it.
+fn product<'t>(
+    src: &Source,
+    k: &Kernel,
+    body: Node<'t>,
+    stage: Node<'t>,
+    nest: MultiplyNest<'t>,
+) -> Result<Product<'t>, String> {
+    let t = src.text();
+    let MultiplyNest { loops, end, acc, x, y } = nest;
+    let nest = loops[0];
     // The k loop: the counter that indexes both operands.
     let counters: Vec<(String, Node)> =
         loops.iter().filter_map(|l| syntax::unit_step_loop(t, *l).map(|h| (h.var, *l))).collect();
@@ -661,8 +683,18 @@ fn product<'t>(
     }) {
         return Err(format!("`{acc_name}` is used in the staging loop beyond the product"));
     }
-    // The staging loop's own counter (its initializer and update) as well as its body's.
-    let mut moving: Vec<String> = syntax::declared_names(t, stage);
+    // What the nest sees change over the loop: the loop's counter, the names its body
+    // declares at its top level (one a loader's inner block declares is out of sight),
+    // and whatever the loop assigns.
+    let mut moving: Vec<String> = stage.child_by_field_name("initializer").map_or_else(Vec::new, |i| {
+        let mut v = syntax::declared_names(t, i);
+        v.extend(syntax::single_declarator(t, i).map(|(n, _)| n));
+        v
+    });
+    let stage_body = stage.child_by_field_name("body").ok_or("a loop without a body")?;
+    for d in named_children(stage_body).into_iter().filter(|d| d.kind() == "declaration") {
+        moving.extend(syntax::declared_names(t, d));
+    }
     moving.extend(syntax::assigned(t, stage).into_iter().map(|(n, _)| n));
     moving.extend(written_arrays(t, stage));
     let inner: Vec<String> = others.iter().map(|l| loop_var(t, *l)).collect();
@@ -1017,5 +1049,22 @@ mod review {
             run(&perm).unwrap_err().0,
             "`g`: `rows[threadIdx.y]` depends on `rows`, which the staging loop sets"
         );
+        // A loader's own `row`, declared in its inner block, is not the kernel's `row` the
+        // product reads at; a `row` the loop's body declares at its top level is.
+        let kernel_row = body.replacen(
+            "    As[",
+            "    for (int i = 0; i < 1; ++i) {\n      const int row = i;\n      As[row][threadIdx.x] = 0.f;\n    }\n    As[",
+            1,
+        );
+        let src = tiled(TILES, "", &kernel_row)
+            .replace("As[threadIdx.y][k]", "As[row][k]")
+            .replace("  float acc = 0.f;", "  const int row = threadIdx.y;\n  float acc = 0.f;");
+        assert!(run(&src).is_ok(), "{:?}", run(&src).err());
+        let shadowed = src.replacen(
+            "    for (int i = 0; i < 1; ++i) {",
+            "    const int row = 0;\n    for (int i = 0; i < 1; ++i) {",
+            1,
+        );
+        assert_eq!(run(&shadowed).unwrap_err().0, "`g`: `row` depends on `row`, which the staging loop sets");
     }
 }
