@@ -603,11 +603,13 @@ template <typename F> void ns_cpu_launch(dim3 g, dim3 b, F f) {
 }
 "#;
 
-/// `tensor-tile` on two GEMMs of different shapes computes what the original computes:
+/// `tensor-tile` on four GEMMs of different shapes computes what the original computes:
 /// the split-K linear layer (k-contiguous operands, a register tile of outputs a thread,
-/// the k loop outermost in its nest) at three tile sizes, and the one-output-a-thread
-/// GEMM (B indexed `Bs[k][n]` with a padded row, a scalar accumulator) at both of its
-/// tiles, on odd sizes; each with the tiles' rows padded for the banks and as declared.
+/// the k loop outermost in its nest) at three tile sizes, the one-output-a-thread GEMM (B
+/// indexed `Bs[k][n]` with a padded row, a scalar accumulator) at both of its tiles, the
+/// corpus's attention scores (the k loop innermost, a 4 x 4 tile a thread, a 64 x 64 tile
+/// on 256 threads) and batched GEMM (32 x 8 blocks, four rows a thread), on odd sizes;
+/// each with the tiles' rows padded for the banks and as declared.
 /// The rewritten kernel and the original run on the host through [`THREADED_SHIM`]; the
 /// outputs agree to the 3xTF32 rounding (the tensor-core path ran: the count of MMAs is
 /// checked non-zero).
@@ -654,11 +656,50 @@ fn tensor_tiles_compute_the_originals_products_on_the_host() {
     compare(want, got, M, N, K);
   }"#,
         ),
+        (
+            "rewrite/tests/kernels/attention_scores_tile_f32.cu",
+            "scores_tile",
+            vec![""],
+            r#"  const int sizes[][3] = {{2, 37, 40}, {1, 64, 32}, {1, 5, 8}};
+  for (const auto& sz : sizes) {
+    const int heads = sz[0], L = sz[1], D = sz[2];
+    std::vector<float> q((size_t)heads * L * D), k(q.size()), want((size_t)heads * L * L, 0.f), got(want);
+    for (auto& v : q) v = next();
+    for (auto& v : k) v = next();
+    const dim3 grid((L + 63) / 64, (L + 63) / 64, heads), block(16, 16);
+    ns_cpu_launch(grid, block, [&] { ORIGINAL(q.data(), k.data(), want.data(), 0.125f, L, D); });
+    ns_cpu_launch(grid, block, [&] { KERNEL(q.data(), k.data(), got.data(), 0.125f, L, D); });
+    compare(want, got, heads, L, D);
+  }"#,
+        ),
+        (
+            "rewrite/tests/kernels/bmm_rows_per_thread_f32.cu",
+            "bmm_tile",
+            vec![""],
+            r#"  const int sizes[][4] = {{2, 33, 40, 70}, {1, 32, 32, 32}, {3, 1, 5, 9}};
+  for (const auto& sz : sizes) {
+    const int batch = sz[0], M = sz[1], N = sz[2], K = sz[3];
+    std::vector<float> A((size_t)batch * M * K), B((size_t)batch * K * N), want((size_t)batch * M * N, 0.f), got(want);
+    for (auto& v : A) v = next();
+    for (auto& v : B) v = next();
+    const dim3 grid((N + TS - 1) / TS, (M + TS - 1) / TS, batch), block(TS, ROWS);
+    ns_cpu_launch(grid, block, [&] { ORIGINAL(A.data(), B.data(), want.data(), M, N, K); });
+    ns_cpu_launch(grid, block, [&] { KERNEL(A.data(), B.data(), got.data(), M, N, K); });
+    compare(want, got, M, N, K);
+  }"#,
+        ),
     ];
-    for (task_dir, kernel, defines, body) in cases {
-        let task = nightshift::task::Task::load(&common::root().join(task_dir)).unwrap();
-        let facts = nightshift::task::facts::rewrite_facts(&task);
-        let baseline = std::fs::read_to_string(&task.baseline).unwrap();
+    for (source_path, kernel, defines, body) in cases {
+        // A task's baseline with its facts, or an annotated kernel of the corpus with its own.
+        let path = common::root().join(source_path);
+        let (baseline, facts) = if path.is_dir() {
+            let task = nightshift::task::Task::load(&path).unwrap();
+            (std::fs::read_to_string(&task.baseline).unwrap(), nightshift::task::facts::rewrite_facts(&task))
+        } else {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let facts = corpus::parse(&text).unwrap().facts;
+            (text, facts)
+        };
         let original = &baseline[baseline.find("__global__").unwrap()..baseline.find("extern \"C\"").unwrap()];
         let original = original.replace(kernel, "ns_original_kernel");
         // The tiles' rows padded for the banks (the default) and as declared.
