@@ -92,6 +92,8 @@ slot() {  # GPU $1 takes TASK_DIRs until none is left unclaimed
   # A GPU lent to other work first (WAIT_GPU=1 WAIT_FILE=F): its slot starts once F exists.
   if [ "$gpu" = "${WAIT_GPU:-}" ]; then
     while [ ! -e "${WAIT_FILE:?WAIT_GPU needs WAIT_FILE}" ] && [ $((SECONDS - started)) -lt "$deadline" ]; do sleep 2; done
+    # Still busy at the deadline: claim nothing, so no run starts only to be killed.
+    [ -e "$WAIT_FILE" ] || return 0
   fi
   for t in "$@"; do
     mkdir "runs/.claims/$(basename "$t")" 2>/dev/null || continue

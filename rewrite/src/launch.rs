@@ -1118,6 +1118,15 @@ mod tests {
     }
 
     #[test]
+    fn a_comment_after_a_macros_value_is_no_part_of_it() {
+        let src = "#ifndef BT\n#define BT 16  // tokens per block: BT / 16 each\n#endif\n#define BK 32 /* deep */\n__global__ void k(float* y) { y[0] = 0; }\n";
+        let s = Source::parse(src);
+        let at = s.kernels()[0].range.start;
+        assert_eq!(file_scope_size(&s, "BT", at).value(), Some(16));
+        assert_eq!(file_scope_size(&s, "BK", at).value(), Some(32));
+    }
+
+    #[test]
     fn macros_that_loop_or_are_not_numbers_end() {
         let (b, _) = shape(&format!("#define A (B + 1)\n#define B (A + 1)\n{}", launcher("k<<<n, A>>>(y);")));
         let why = scalar(&b).run_time().map(|r| r.why());

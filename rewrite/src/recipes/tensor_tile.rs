@@ -10,10 +10,14 @@
 //! not round to nearest, and over a long K its error drifts one way). After the k loop the
 //! sums pass through shared memory, 16 rows at a time, into the accumulators the original
 //! declared, each element taking the product-tile position its operands' indices name, so
-//! the code after the loop is unchanged. Where the block, the tile or the k tile does not
-//! fit the MMA shape (a thread count not a multiple of 32, M not a multiple of 16, N of 8,
-//! the k tile of 8), `if constexpr` keeps the original loop: knobs that move the tile stay
-//! correct at every value.
+//! the code after the loop is unchanged. M and N are rounded up to the MMA's 16 and 8 (rows
+//! past an extent read its last: their products are never taken). Where the block or the k
+//! tile does not fit (a thread count not a multiple of 32, a k tile not of 8), a warp would
+//! hold over 16 MMA tiles, or the target is older than sm_80, `if constexpr` keeps the
+//! original loop: knobs that move the tile stay correct at every value. With `pad=banks`
+//! the tiles' rows get the shortest length at least their own that spreads a fragment's
+//! loads over all 32 banks, unless code sees the row length (a pointer into a tile, a row,
+//! its size); the original loop, where it runs, reads the padded rows too.
 
 use super::row_strip::{const_loop, const_value};
 use super::Planned;
@@ -262,7 +266,10 @@ pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
 fn plan<'k>(src: &Source, k: &'k Kernel, lo: bool, pad: bool) -> Planned<'k> {
     let t = src.text();
     let body = src.node(&k.body, "compound_statement").ok_or_else(|| NotApplicable::new("no body"))?;
-    if text(t, body).contains("ns_tt_step") {
+    if descendants(body).iter().any(|d| {
+        d.kind() == "call_expression"
+            && d.child_by_field_name("function").is_some_and(|f| text(t, f).starts_with("ns_tt_step"))
+    }) {
         return Err(NotApplicable::new(format!("`{}` runs its product on tensor cores already", k.name)));
     }
     if k.is_template {
@@ -398,6 +405,16 @@ fn pragma_start(t: &str, f: Node) -> usize {
     start
 }
 
+/// A statement that is a block barrier, `__syncthreads();`, however it is spaced.
+fn is_barrier(t: &str, n: Node) -> bool {
+    n.kind() == "expression_statement"
+        && n.named_child(0).is_some_and(|c| {
+            c.kind() == "call_expression"
+                && c.child_by_field_name("function").is_some_and(|f| text(t, f) == "__syncthreads")
+                && c.child_by_field_name("arguments").is_some_and(|a| a.named_child_count() == 0)
+        })
+}
+
 fn is_pragma(t: &str, n: Node) -> bool {
     n.kind() == "preproc_call" && text(t, n).trim_start().starts_with("#pragma")
 }
@@ -473,7 +490,7 @@ fn staging_loop<'t>(src: &Source, k: &Kernel, body: Node<'t>, stage: Node<'t>) -
     let t = src.text();
     let lbody = stage.child_by_field_name("body").ok_or("a loop without a body")?;
     let stmts = crate::pattern::block_statements(lbody);
-    if !stmts.iter().any(|s| text(t, *s).replace(' ', "") == "__syncthreads();") {
+    if !stmts.iter().any(|s| is_barrier(t, *s)) {
         return Err(format!("the loop at byte {} has no `__syncthreads();` of its own", stage.start_byte()));
     }
     // Every thread runs every trip to its end: the MMAs are warp-wide and the staging
@@ -520,7 +537,7 @@ fn staging_loop<'t>(src: &Source, k: &Kernel, body: Node<'t>, stage: Node<'t>) -
 /// they or their warp wrote: a block-wide barrier must stand between the loop body's
 /// writes of the tiles and the nest, and between the nest and the next trip's writes.
 fn fenced(t: &str, stmts: &[Node], p: &Product) -> Result<(), String> {
-    let barrier = |n: &Node| text(t, *n).replace(' ', "") == "__syncthreads();";
+    let barrier = |n: &Node| is_barrier(t, *n);
     let writes = |n: &Node| {
         let w = written_arrays(t, *n);
         w.contains(&p.a.array) || w.contains(&p.b.array)
@@ -583,7 +600,9 @@ fn multiply_nest<'t>(t: &str, nest: Node<'t>) -> Result<MultiplyNest<'t>, String
         return Err("the innermost statement is not `acc += x * y;`".into());
     };
     let op = e.child_by_field_name("operator").map(|o| text(t, o)).unwrap_or("");
-    let (acc, right) = (e.child_by_field_name("left").ok_or("?")?, e.child_by_field_name("right").ok_or("?")?);
+    let incomplete = "the innermost statement is not a complete `acc += x * y;`";
+    let (acc, right) =
+        (e.child_by_field_name("left").ok_or(incomplete)?, e.child_by_field_name("right").ok_or(incomplete)?);
     let Some(("*", x, y)) = binary(t, strip_parens(right)) else {
         return Err("the innermost statement is not `acc += x * y;`".into());
     };
@@ -642,7 +661,8 @@ fn product<'t>(
         }
     }
     // The k tile: `for (int kk = 0; kk < KT; ++kk)` with KT a compile-time constant.
-    let h = syntax::unit_step_loop(t, k_loop).ok_or("?")?;
+    let h =
+        syntax::unit_step_loop(t, k_loop).ok_or_else(|| format!("the loop over `{kvar}` does not count up by one"))?;
     if const_value(src, k, h.start) != Some(0) {
         return Err(format!("the loop over `{kvar}` does not start at 0"));
     }
@@ -734,21 +754,29 @@ fn is_float(ty: &str) -> bool {
 /// (g S + t) mod 32, all distinct when S = 4 (mod 8), and (t S + g) on distinct banks when
 /// S = 8 (mod 16). Either keeps a row a multiple of 16 bytes.
 fn padding(t: &str, body: Node, o: &Operand) -> Option<(std::ops::Range<usize>, String)> {
-    let uses_flat = descendants(body).into_iter().any(|d| {
-        d.kind() == "identifier" && text(t, d) == o.array && {
-            let outer = d.parent().filter(|p| p.kind() == "subscript_expression");
-            let outer = outer.and_then(|p| p.parent()).filter(|p| p.kind() == "subscript_expression");
-            let in_sizeof =
-                std::iter::successors(d.parent(), |p| p.parent()).take(4).any(|p| p.kind() == "sizeof_expression");
-            let declared = std::iter::successors(d.parent(), |p| p.parent())
-                .take(3)
-                .any(|p| p.kind() == "declaration" || p.kind() == "array_declarator");
-            let address = outer
-                .and_then(|o| o.parent())
-                .is_some_and(|p| p.kind() == "pointer_expression" && text(t, p).trim_start().starts_with('&'));
-            (outer.is_none() || address) && !in_sizeof && !declared
+    // Every use must be the declaration itself or an element `a[i][j]` read or written
+    // (not its address): `a`, a row `a[i]`, `&a[i][j]` or `sizeof(a)` see the row length.
+    let element_use = |d: Node| -> bool {
+        let declarator = d.parent().is_some_and(|p| {
+            p.kind() == "array_declarator" && p.child_by_field_name("declarator").is_some_and(|x| x.id() == d.id())
+        });
+        if declarator {
+            return true;
         }
-    });
+        let element = d
+            .parent()
+            .filter(|p| p.kind() == "subscript_expression")
+            .and_then(|p| p.parent())
+            .filter(|p| p.kind() == "subscript_expression");
+        let Some(element) = element else { return false };
+        let mut up = element.parent();
+        while let Some(p) = up.filter(|p| p.kind() == "parenthesized_expression") {
+            up = p.parent();
+        }
+        !up.is_some_and(|p| p.kind() == "pointer_expression" && text(t, p).trim_start().starts_with('&'))
+    };
+    let uses_flat =
+        descendants(body).into_iter().any(|d| d.kind() == "identifier" && text(t, d) == o.array && !element_use(d));
     if uses_flat {
         return None;
     }
@@ -892,15 +920,26 @@ mod tests {
         assert!(r.source.contains("__shared__ float Bs[T][((T + 1) + 7) / 16 * 16 + 8];"), "{}", r.source);
         let kept = run(&gemm(TILES, PRODUCT, "dim3(T, T)"), Params::default().with("pad", "keep"), 1e-4).unwrap();
         assert!(kept.source.contains("__shared__ float Bs[T][T + 1];"), "{}", kept.source);
-        // A flat pointer into a tile would see the new rows: that tile keeps its rows.
-        let flat = gemm(TILES, PRODUCT, "dim3(T, T)")
-            .replace("  float acc = 0.f;", "  float acc = 0.f;\n  float* flat = &Bs[0][0];");
-        let r2 = run(&flat, Params::default(), 1e-4).unwrap();
-        assert!(
-            r2.source.contains("__shared__ float Bs[T][T + 1];") && r2.source.contains("As[T][((T) + 3)"),
-            "{}",
-            r2.source
-        );
+        // Code that sees a tile's row length (a pointer into it, a row, its size) keeps
+        // that tile's rows; an element's size does not count.
+        for flat in [
+            "float* flat = &Bs[0][0];",
+            "float* flat = &(Bs[0][1]);",
+            "float* flat = Bs[1];",
+            "const int flat = sizeof(Bs) / sizeof(float);",
+        ] {
+            let src = gemm(TILES, PRODUCT, "dim3(T, T)")
+                .replace("  float acc = 0.f;", &format!("  float acc = 0.f;\n  {flat}"));
+            let r2 = run(&src, Params::default(), 1e-4).unwrap();
+            assert!(
+                r2.source.contains("__shared__ float Bs[T][T + 1];") && r2.source.contains("As[T][((T) + 3)"),
+                "{flat}: {}",
+                r2.source
+            );
+        }
+        let src =
+            gemm(TILES, PRODUCT, "dim3(T, T)").replace("  float acc = 0.f;", "  float acc = 0.f * sizeof(Bs[0][0]);");
+        assert!(run(&src, Params::default(), 1e-4).unwrap().source.contains("Bs[T][((T + 1) + 7) / 16 * 16 + 8]"));
         assert!(r.source.contains("ns_tt_step<ns_tt0, (T), true>(ns_tt0_sum, [&](int m, int k) { return As[ns_tt_clamp<ns_tt0_ea, ns_tt0::m>(m)][k]; }, [&](int n, int k) { return Bs[k][ns_tt_clamp<ns_tt0_eb, ns_tt0::n>(n)]; });"), "{}", r.source);
         // The original loop stays behind `if constexpr` for tiles the MMA shape does not divide.
         assert!(r.source.contains(&format!("}} else {{\n      {PRODUCT}\n    }}")), "{}", r.source);
@@ -974,7 +1013,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod review {
+mod declines_and_fences {
     use super::*;
     use crate::facts::FactsBuilder;
 
