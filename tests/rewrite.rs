@@ -751,3 +751,38 @@ int main() {{
         }
     }
 }
+
+/// `tensor-tile`'s fast path is what nvcc builds for Hopper and its fallback what it builds
+/// before sm_80: the linear layer's rewrite, compiled by the wheel nvcc, holds 3 HMMAs per
+/// MMA tile per 8 of k (the k tile of 32 unrolled: 4 steps) on sm_90a, 12 at the default
+/// 16 x 32 tile (one MMA tile on each of 4 warps) and 96 at 64 x 128 (8 a warp), and none on
+/// sm_75, where the original loop runs.
+#[test]
+fn tensor_tiles_build_to_hmma_on_hopper_and_to_the_original_loop_before_sm80() {
+    let tc = common::require_toolchain();
+    let Some(cuobjdump) = tc.cuobjdump.clone() else { panic!("cuobjdump (the CUDA wheels) is needed") };
+    let dir = tempfile::tempdir().unwrap();
+    let task = nightshift::task::Task::load(&common::root().join("examples/linear_splitk_f32")).unwrap();
+    let facts = nightshift::task::facts::rewrite_facts(&task);
+    let baseline = std::fs::read_to_string(&task.baseline).unwrap();
+    let cu = dir.path().join("tensor-tile.cu");
+    std::fs::write(&cu, common::apply_path(&baseline, &["tensor-tile"], &facts)).unwrap();
+    for (arch, defines, hmma) in
+        [("sm_90a", vec![], 12), ("sm_90a", vec!["-DBN=128", "-DBT=64"], 96), ("sm_75", vec!["-DBN=128", "-DBT=64"], 0)]
+    {
+        let cubin = dir.path().join(format!("{arch}-{}.cubin", defines.len()));
+        let built = Command::new(&tc.nvcc)
+            .arg(format!("-arch={arch}"))
+            .arg("-cubin")
+            .args(&defines)
+            .arg("-o")
+            .arg(&cubin)
+            .arg(&cu)
+            .output()
+            .unwrap();
+        assert!(built.status.success(), "{arch} {defines:?}: {}", String::from_utf8_lossy(&built.stderr));
+        let sass = Command::new(&cuobjdump).arg("-sass").arg(&cubin).output().unwrap();
+        let count = String::from_utf8_lossy(&sass.stdout).lines().filter(|l| l.contains("HMMA")).count();
+        assert_eq!(count, hmma, "{arch} {defines:?}");
+    }
+}
