@@ -30,7 +30,7 @@ pub fn apply(src: &Source, _facts: &Facts, params: &Params) -> Applied {
             let Some(block) = launch::block(src, &l) else {
                 return Err(NotApplicable::new(format!("`{}` has a launch with no block size", k.name)));
             };
-            let b = (bound(src, k, &block)?, block.threads());
+            let b = (thread_count(src, k, &block)?, block.threads());
             if !bounds.contains(&b) {
                 bounds.push(b);
             }
@@ -57,10 +57,6 @@ fn largest(bounds: Vec<(String, Option<i64>)>) -> Option<String> {
 /// The block's thread count as an expression the kernel's definition can see (a recipe
 /// that tiles warps over the block needs it at compile time too).
 pub(crate) fn thread_count(src: &Source, k: &Kernel, block: &Dims) -> Result<String, NotApplicable> {
-    bound(src, k, block)
-}
-
-fn bound(src: &Source, k: &Kernel, block: &Dims) -> Result<String, NotApplicable> {
     let t = src.text();
     let not_constant = |why: String| {
         NotApplicable::new(format!("the block size of `{}` is not a compile-time constant: {why}", k.name))

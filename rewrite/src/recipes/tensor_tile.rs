@@ -395,7 +395,7 @@ fn pragma_start(t: &str, f: Node) -> usize {
     let mut start = f.start_byte();
     let mut prev = f.prev_sibling();
     while let Some(p) = prev {
-        if p.kind() == "preproc_call" && text(t, p).trim_start().starts_with("#pragma") {
+        if is_pragma(t, p) {
             start = p.start_byte();
             prev = p.prev_sibling();
         } else {
@@ -437,12 +437,23 @@ fn loop_body(f: Node) -> Option<Node> {
     None
 }
 
-/// Where a nest of `for`s ends: its innermost body's end.
-fn nest_end(t: &str, f: Node) -> usize {
+/// A chain of `for`s, each the only statement of the one around it (pragmas and comments
+/// aside): the loops, outermost first; the statement inside the last, or why there is no
+/// one; and where the chain ends (past a body the parser set beside its `for`).
+struct Chain<'t> {
+    loops: Vec<Node<'t>>,
+    innermost: Result<Node<'t>, &'static str>,
+    end: usize,
+}
+
+fn chain<'t>(t: &str, f: Node<'t>) -> Chain<'t> {
+    let mut loops = Vec::new();
     let mut end = f.end_byte();
     let mut cur = f;
     while cur.kind() == "for_statement" {
-        let Some(b) = loop_body(cur) else { break };
+        loops.push(cur);
+        end = end.max(cur.end_byte());
+        let Some(b) = loop_body(cur) else { return Chain { loops, innermost: Err("a loop without a body"), end } };
         end = end.max(b.end_byte());
         let inner: Vec<Node> = crate::pattern::block_statements(b)
             .into_iter()
@@ -450,10 +461,13 @@ fn nest_end(t: &str, f: Node) -> usize {
             .collect();
         match inner.as_slice() {
             [one] => cur = *one,
-            _ => break,
+            _ => {
+                let several = "the multiply loop's body holds more than one statement";
+                return Chain { loops, innermost: Err(several), end };
+            }
         }
     }
-    end
+    Chain { loops, innermost: Ok(cur), end: end.max(cur.end_byte()) }
 }
 
 /// `for (...)`, through its closing parenthesis.
@@ -514,7 +528,7 @@ fn staging_loop<'t>(src: &Source, k: &Kernel, body: Node<'t>, stage: Node<'t>) -
         if s.start_byte() < inside {
             continue;
         }
-        inside = nest_end(t, *s);
+        inside = chain(t, *s).end;
         // A multiply nest's reason outranks a loop that is no such nest (a loader).
         match multiply_nest(t, *s) {
             Err(e) => {
@@ -577,24 +591,8 @@ struct MultiplyNest<'t> {
 }
 
 fn multiply_nest<'t>(t: &str, nest: Node<'t>) -> Result<MultiplyNest<'t>, String> {
-    let mut loops = Vec::new();
-    let mut cur = nest;
-    let stmt = loop {
-        if cur.kind() != "for_statement" {
-            break cur;
-        }
-        loops.push(cur);
-        let b = loop_body(cur).ok_or("a loop without a body")?;
-        let inner: Vec<Node> = crate::pattern::block_statements(b)
-            .into_iter()
-            .filter(|n| n.kind() != "comment" && !is_pragma(t, *n))
-            .collect();
-        if inner.len() != 1 {
-            return Err("the multiply loop's body holds more than one statement".into());
-        }
-        cur = inner[0];
-    };
-    let end = loops.iter().map(|l| l.end_byte()).chain([stmt.end_byte()]).max().unwrap_or(stmt.end_byte());
+    let Chain { loops, innermost, end } = chain(t, nest);
+    let stmt = innermost?;
     let e = (stmt.kind() == "expression_statement").then(|| stmt.named_child(0)).flatten().map(strip_parens);
     let Some(e) = e.filter(|e| e.kind() == "assignment_expression") else {
         return Err("the innermost statement is not `acc += x * y;`".into());
@@ -647,12 +645,8 @@ fn product<'t>(
         return Err("no loop counter is the bare k subscript of both factors".into());
     };
     let shared_float = |name: &str| -> bool {
-        // Declared at the kernel's top level: the code before and after the loop names it.
-        named_children(body).iter().any(|d| {
-            d.kind() == "declaration"
-                && text(t, *d).contains("__shared__")
-                && syntax::declaration_type(t, *d).is_some_and(|ty| is_float(&ty))
-                && array_rank(t, *d, name) == Some(2)
+        tile_declarator(t, body, name).is_some_and(|(d, _)| {
+            text(t, d).contains("__shared__") && syntax::declaration_type(t, d).is_some_and(|ty| is_float(&ty))
         })
     };
     for a in [&xa, &ya] {
@@ -780,16 +774,7 @@ fn padding(t: &str, body: Node, o: &Operand) -> Option<(std::ops::Range<usize>, 
     if uses_flat {
         return None;
     }
-    let decl = named_children(body).into_iter().find(|d| {
-        d.kind() == "declaration" && text(t, *d).contains("__shared__") && array_rank(t, *d, &o.array) == Some(2)
-    })?;
-    let mut c = decl.walk();
-    let row = decl.children_by_field_name("declarator", &mut c).find(|x| {
-        x.kind() == "array_declarator"
-            && x.child_by_field_name("declarator")
-                .and_then(|i| i.child_by_field_name("declarator"))
-                .is_some_and(|n| text(t, n) == o.array)
-    })?;
+    let (_, row) = tile_declarator(t, body, &o.array)?;
     let size = row.child_by_field_name("size")?;
     let e = text(t, size);
     // The shortest such row at least as long as the declared one.
@@ -804,20 +789,7 @@ fn padding(t: &str, body: Node, o: &Operand) -> Option<(std::ops::Range<usize>, 
 /// declared at the top of `body`.
 fn extent_of(t: &str, body: Node, name: &str, dim: usize) -> Result<String, String> {
     let missing = || format!("`{name}`'s extents are not written as `{name}[R][C]`");
-    let decl = named_children(body)
-        .into_iter()
-        .find(|d| d.kind() == "declaration" && array_rank(t, *d, name) == Some(2))
-        .ok_or_else(missing)?;
-    let mut c = decl.walk();
-    let outer = decl
-        .children_by_field_name("declarator", &mut c)
-        .find(|x| {
-            x.kind() == "array_declarator"
-                && x.child_by_field_name("declarator")
-                    .and_then(|i| i.child_by_field_name("declarator"))
-                    .is_some_and(|n| text(t, n) == name)
-        })
-        .ok_or_else(missing)?;
+    let (_, outer) = tile_declarator(t, body, name).ok_or_else(missing)?;
     let size = match dim {
         1 => outer.child_by_field_name("size"),
         _ => outer.child_by_field_name("declarator").and_then(|i| i.child_by_field_name("size")),
@@ -825,22 +797,22 @@ fn extent_of(t: &str, body: Node, name: &str, dim: usize) -> Result<String, Stri
     size.map(|n| text(t, n).to_string()).ok_or_else(missing)
 }
 
-/// How many `[...]` the declarator of `name` in declaration `d` has (`float a[2][3], b[4]`:
-/// 2 for `a`, 1 for `b`).
-fn array_rank(t: &str, d: Node, name: &str) -> Option<usize> {
-    let mut c = d.walk();
-    for decl in d.children_by_field_name("declarator", &mut c) {
-        let mut x = decl;
-        let mut rank = 0;
-        while x.kind() == "array_declarator" || x.kind() == "init_declarator" {
-            rank += usize::from(x.kind() == "array_declarator");
-            x = x.child_by_field_name("declarator")?;
-        }
-        if x.kind() == "identifier" && text(t, x) == name {
-            return Some(rank);
-        }
-    }
-    None
+/// The declaration at the top of `body` that declares `name` as a 2-D array, and its
+/// declarator `name[R][C]` (the outer one, whose size is C); the code before and after the
+/// staging loop names a tile declared there. `float a[2][3], b[4]` has one for `a`, none
+/// for `b`.
+fn tile_declarator<'t>(t: &str, body: Node<'t>, name: &str) -> Option<(Node<'t>, Node<'t>)> {
+    named_children(body).into_iter().filter(|d| d.kind() == "declaration").find_map(|d| {
+        let mut c = d.walk();
+        let outer = d.children_by_field_name("declarator", &mut c).find(|x| {
+            x.kind() == "array_declarator"
+                && x.child_by_field_name("declarator")
+                    .filter(|i| i.kind() == "array_declarator")
+                    .and_then(|i| i.child_by_field_name("declarator"))
+                    .is_some_and(|n| n.kind() == "identifier" && text(t, n) == name)
+        });
+        outer.map(|o| (d, o))
+    })
 }
 
 /// The arrays an assignment under `n` writes an element of (`rows[ty] = ...`).
