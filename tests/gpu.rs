@@ -386,46 +386,56 @@ fn row_strips_on_the_stencil_example_agree_inside_and_at_the_edges_and_pass_the_
     }
 }
 
-/// `tensor-tile` passes the wall on the GPU: the split-K linear layer at three tile sizes
-/// (split K and not, rows padded for the banks and not) and the tiled GEMM at both tiles,
-/// all check sizes, then the sanitizers on two of them. The speed is for the bench command
+/// `tensor-tile` and `prefetch`, alone and chained both ways, pass the wall on the GPU: the
+/// split-K linear layer at three tile sizes (split K and not, rows padded for the banks and
+/// not) and the tiled GEMM at both tiles, all check sizes, then the sanitizers on three. The speed is for the bench command
 /// (`scripts/vs-torch.py`), not this test.
 #[test]
 #[ignore = "needs a GPU"]
-fn tensor_tiles_pass_the_wall_and_the_sanitizers() {
+fn tensor_tiles_and_prefetch_pass_the_wall_and_the_sanitizers() {
     let dir = tempfile::tempdir().unwrap();
-    // (task, applications, knob settings each is evaluated at)
-    type Case<'a> = (&'a str, &'a [&'a str], &'a [&'a [&'a str]]);
+    // (task, chains of applications, knob settings each is evaluated at); the sanitizers
+    // run at the last setting of the chains marked `true`.
+    type Case<'a> = (&'a str, &'a [(&'a [&'a str], bool)], &'a [&'a [&'a str]]);
     let cases: [Case; 2] = [
         (
             "examples/linear_splitk_f32",
-            &["tensor-tile", "tensor-tile:pad=keep"],
+            &[
+                (&["tensor-tile"], true),
+                (&["tensor-tile:pad=keep"], false),
+                (&["tensor-tile", "prefetch"], true),
+                (&["prefetch"], false),
+            ],
             &[
                 &[],
                 &["-D", "BN=128", "-D", "BT=64", "-D", "SPLIT_K=1"],
                 &["-D", "BN=64", "-D", "BT=32", "-D", "SPLIT_K=2"],
             ],
         ),
-        ("tasks/gemm_f32", &["tensor-tile"], &[&[], &["-D", "TILE=32"]]),
+        (
+            "tasks/gemm_f32",
+            &[(&["tensor-tile"], false), (&["prefetch", "tensor-tile"], true)],
+            &[&[], &["-D", "TILE=32"]],
+        ),
     ];
-    for (task_dir, applications, knobs) in cases {
+    for (task_dir, chains, knobs) in cases {
         let root = common::root().join(task_dir);
         let task = nightshift::task::Task::load(&root).unwrap();
         let facts = nightshift::task::facts::rewrite_facts(&task);
         let baseline = std::fs::read_to_string(&task.baseline).unwrap();
-        for (i, application) in applications.iter().enumerate() {
-            let source = common::apply_path(&baseline, &[application], &facts);
+        for (i, (chain, sanitize)) in chains.iter().enumerate() {
+            let source = common::apply_path(&baseline, chain, &facts);
             let cu = dir.path().join(format!("{}-{i}.cu", task.name));
             std::fs::write(&cu, &source).unwrap();
             let cu = cu.display().to_string();
             for (j, d) in knobs.iter().enumerate() {
                 let mut args = vec![root.to_str().unwrap(), cu.as_str(), "--no-time"];
                 args.extend_from_slice(d);
-                if i == 0 && j + 1 == knobs.len() {
+                if *sanitize && j + 1 == knobs.len() {
                     args.push("--sanitize");
                 }
                 let (code, v, err) = eval(&args);
-                assert_eq!(code, 0, "{application} {d:?}: {v}\n{err}");
+                assert_eq!(code, 0, "{chain:?} {d:?}: {v}\n{err}");
             }
         }
     }

@@ -603,18 +603,19 @@ template <typename F> void ns_cpu_launch(dim3 g, dim3 b, F f) {
 }
 "#;
 
-/// `tensor-tile` on four GEMMs of different shapes computes what the original computes:
+/// `tensor-tile` and `prefetch` (alone, and chained both ways) on four GEMMs of different
+/// shapes compute what the original computes:
 /// the split-K linear layer (k-contiguous operands, a register tile of outputs a thread,
 /// the k loop outermost in its nest) at three tile sizes, the one-output-a-thread GEMM (B
 /// indexed `Bs[k][n]` with a padded row, a scalar accumulator) at both of its tiles, the
 /// corpus's attention scores (the k loop innermost, a 4 x 4 tile a thread, a 64 x 64 tile
 /// on 256 threads) and batched GEMM (32 x 8 blocks, four rows a thread), on odd sizes;
-/// each with the tiles' rows padded for the banks and as declared.
-/// The rewritten kernel and the original run on the host through [`THREADED_SHIM`]; the
+/// each with the tiles' rows padded for the banks and as declared, and with the next k
+/// tile's loads prefetched into registers. The rewritten kernel and the original run on the host through [`THREADED_SHIM`]; the
 /// outputs agree to the 3xTF32 rounding, and the tensor-core path ran (MMAs counted), except
-/// at a tile no MMA shape fits, where the original loop must run instead.
+/// at a tile no MMA shape fits (or with no tensor tiles), where the original loop must run.
 #[test]
-fn tensor_tiles_compute_the_originals_products_on_the_host() {
+fn tensor_tiles_and_prefetched_loads_compute_the_originals_products_on_the_host() {
     let dir = tempfile::tempdir().unwrap();
     let cxx = which::which("g++").expect("g++ (nvcc's host compiler)");
     std::fs::write(dir.path().join("cuda_runtime.h"), THREADED_SHIM).unwrap();
@@ -704,13 +705,23 @@ fn tensor_tiles_compute_the_originals_products_on_the_host() {
         };
         let original = &baseline[baseline.find("__global__").unwrap()..baseline.find("extern \"C\"").unwrap()];
         let original = original.replace(kernel, "ns_original_kernel");
-        // The tiles' rows padded for the banks (the default) and as declared.
-        for (pad, application) in [("banks", "tensor-tile"), ("keep", "tensor-tile:pad=keep")] {
-            let source = common::apply_path(&baseline, &[application], &facts);
-            assert!(source.contains("ns_tt_step<ns_tt0"), "{source}");
+        // The tiles' rows padded for the banks (the default) and as declared; the loads
+        // prefetched alone, and before and after the tensor tiles.
+        let chains: [(&str, &[&str]); 5] = [
+            ("banks", &["tensor-tile"]),
+            ("keep", &["tensor-tile:pad=keep"]),
+            ("pf", &["prefetch"]),
+            ("tt-pf", &["tensor-tile", "prefetch"]),
+            ("pf-tt", &["prefetch", "tensor-tile"]),
+        ];
+        for (label, chain) in chains {
+            let source = common::apply_path(&baseline, chain, &facts);
+            let tensor = chain.iter().any(|a| a.starts_with("tensor-tile"));
+            assert_eq!(source.contains("ns_tt_step<ns_tt0"), tensor, "{source}");
+            assert_eq!(source.contains("ns_pf0"), chain.contains(&"prefetch"), "{source}");
             assert_eq!(
                 source.contains("/ 8 * 8 + 4]") || source.contains("/ 16 * 16 + 8]"),
-                pad == "banks",
+                tensor && label != "keep",
                 "{source}"
             );
             let rewritten = &source[..source.find("extern \"C\"").expect("a launcher")];
@@ -743,9 +754,12 @@ int main() {{
 "#
             );
             for d in &defines {
-                let name = format!("{kernel}-{pad}{}", d.replace(['-', '=', ' '], "_"));
+                let name = format!("{kernel}-{label}{}", d.replace(['-', '=', ' '], "_"));
                 let mut flags = vec!["-std=c++20", "-pthread"];
                 flags.extend(d.split_whitespace());
+                if !tensor {
+                    flags.push("-DNS_EXPECT_MMAS=0");
+                }
                 run_on_host(&cxx, dir.path(), &name, &driver, &flags);
             }
         }

@@ -24,6 +24,7 @@ pub enum RecipeId {
     RowStrip,
     RegisterTable,
     TensorTile,
+    Prefetch,
     ReadOnly,
     Intrinsics,
     Reciprocal,
@@ -33,7 +34,7 @@ pub enum RecipeId {
 }
 
 impl RecipeId {
-    pub const ALL: [RecipeId; 17] = [
+    pub const ALL: [RecipeId; 18] = [
         RecipeId::IndexWidth,
         RecipeId::FastDivmod,
         RecipeId::Vectorize,
@@ -45,6 +46,7 @@ impl RecipeId {
         RecipeId::RowStrip,
         RecipeId::RegisterTable,
         RecipeId::TensorTile,
+        RecipeId::Prefetch,
         RecipeId::ReadOnly,
         RecipeId::Intrinsics,
         RecipeId::Reciprocal,
@@ -66,6 +68,7 @@ impl RecipeId {
             RecipeId::RowStrip => "row-strip",
             RecipeId::RegisterTable => "register-table",
             RecipeId::TensorTile => "tensor-tile",
+            RecipeId::Prefetch => "prefetch",
             RecipeId::ReadOnly => "read-only",
             RecipeId::Intrinsics => "intrinsics",
             RecipeId::Reciprocal => "reciprocal",

@@ -14,6 +14,7 @@ pub mod index_width;
 pub mod intrinsics;
 mod jam;
 pub mod launch_bounds;
+pub mod prefetch;
 pub mod read_only;
 pub mod reciprocal;
 pub mod register_table;
@@ -173,6 +174,16 @@ pub const ALL: &[Recipe] = &[
         params: tensor_tile::PARAMS,
         knobs: &[],
         apply: tensor_tile::apply,
+    },
+    Recipe {
+        id: RecipeId::Prefetch,
+        summary: "a k loop that stages tiles in shared memory loads the next trip's values into registers after its first barrier, so this trip's work hides their latency; the next trip stores them",
+        kind: RecipeKind::Structural,
+        answers: &[ToolId::MemoryLatencyBound, ToolId::AsyncCopyOpportunity, ToolId::BarrierStalls, ToolId::LowOccupancy],
+        versioned: false,
+        params: prefetch::PARAMS,
+        knobs: &[],
+        apply: prefetch::apply,
     },
     Recipe {
         id: RecipeId::ReadOnly,

@@ -51,18 +51,17 @@ pub static TENSOR_ISA: Helper = Helper {
 // nightshift: TF32 tensor-core primitives (sm_80 and later; earlier targets never call
 // them, see NS_TT_ARCH_OK).
 #include <cstdint>
-// cvt leaves the 13 low bits of a TF32 value unspecified (the MMA ignores them): they are
-// cleared before the remainder is taken, or it would inherit them.
+// Round to the nearest TF32 value, ties away from zero (cvt.rna's rounding), in integer
+// arithmetic with the 13 low bits cleared: sm_90 has no native cvt.rna.tf32.f32 and emulates
+// it with a test for infinity per value, which made the split the ALU pipe's main load.
+// Infinities stay infinite; a NaN stays NaN where its payload reaches the kept bits.
+__device__ __forceinline__ uint32_t ns_tt_round(float x) {
+  return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+}
 template <bool Lo>
 __device__ __forceinline__ void ns_tt_split(float x, uint32_t& hi, uint32_t& lo) {
-  hi = lo = 0u;
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-  hi &= 0xffffe000u;
-  if constexpr (Lo) {
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
-  }
-#endif
+  hi = ns_tt_round(x);
+  lo = Lo ? ns_tt_round(x - __uint_as_float(hi)) : 0u;
 }
 __device__ __forceinline__ void ns_tt_mma(float* c, const uint32_t* a, const uint32_t* b) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
@@ -391,7 +390,7 @@ fn loop_var(t: &str, f: Node) -> String {
 }
 
 /// `#pragma unroll` lines written just before a loop, kept with it.
-fn pragma_start(t: &str, f: Node) -> usize {
+pub(crate) fn pragma_start(t: &str, f: Node) -> usize {
     let mut start = f.start_byte();
     let mut prev = f.prev_sibling();
     while let Some(p) = prev {
@@ -406,7 +405,7 @@ fn pragma_start(t: &str, f: Node) -> usize {
 }
 
 /// A statement that is a block barrier, `__syncthreads();`, however it is spaced.
-fn is_barrier(t: &str, n: Node) -> bool {
+pub(crate) fn is_barrier(t: &str, n: Node) -> bool {
     n.kind() == "expression_statement"
         && n.named_child(0).is_some_and(|c| {
             c.kind() == "call_expression"
@@ -415,7 +414,7 @@ fn is_barrier(t: &str, n: Node) -> bool {
         })
 }
 
-fn is_pragma(t: &str, n: Node) -> bool {
+pub(crate) fn is_pragma(t: &str, n: Node) -> bool {
     n.kind() == "preproc_call" && text(t, n).trim_start().starts_with("#pragma")
 }
 

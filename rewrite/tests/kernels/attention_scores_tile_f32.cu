@@ -7,6 +7,7 @@
 // arg: L int 1024
 // arg: D int 128
 // tolerance: 1e-4 1e-4
+// expect: applies prefetch
 // expect: applies tensor-tile: `scores_tile`: `qs` x `ks` over `d` on tensor cores (3xTF32), the sums added to `acc` after the loop; `qs`'s rows padded to ((33) + 3) / 8 * 8 + 4; `ks`'s rows padded to ((33) + 3) / 8 * 8 + 4
 #include <cuda_runtime.h>
 

@@ -3,6 +3,7 @@
 // arg: partial out float (n + 255) / 256
 // arg: n int 1048576
 // tolerance: 1e-4 1e-5
+// expect: declines prefetch: `block_sum_kernel`: the loop at line 29: its update `s >>= 1` is not a step
 // expect: declines tensor-tile
 // expect: applies shuffle-reduce
 // expect: applies block-knob

@@ -7,6 +7,7 @@
 // arg: N int 512
 // arg: K int 512
 // tolerance: 1e-4 1e-4
+// expect: applies prefetch
 // expect: applies tensor-tile: `bmm_tile`: `As` x `Bs` over `kk` on tensor cores (3xTF32), the sums added to `acc` after the loop; `As`'s rows padded to ((TS + 1) + 3) / 8 * 8 + 4; `Bs`'s rows padded to ((TS + 1) + 7) / 16 * 16 + 8
 #include <cuda_runtime.h>
 

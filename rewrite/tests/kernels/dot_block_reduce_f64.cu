@@ -4,6 +4,7 @@
 // arg: out inout double 1
 // arg: n int 2097152
 // tolerance: 1e-9 1e-9
+// expect: declines prefetch: `ddot_kernel`: the loop at line 28: its body is not braced; the loop at line 34: its update `stride >>= 1` is not a step
 // expect: declines tensor-tile
 // expect: applies shuffle-reduce
 // expect: applies launch-bounds

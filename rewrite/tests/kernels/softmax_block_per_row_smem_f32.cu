@@ -4,6 +4,7 @@
 // arg: rows int 4096
 // arg: cols int 4096
 // tolerance: 1e-5 1e-6
+// expect: declines prefetch: `softmax_block_kernel`: the loop at line 29: its body is not braced; the loop at line 32: its update `s >>= 1` is not a step; the loop at line 40: its body is not braced; the loop at line 43: its update `s >>= 1` is not a step; the loop at line 49: its body is not braced
 // expect: declines tensor-tile
 // expect: applies shuffle-reduce
 // expect: applies block-knob

@@ -4,6 +4,7 @@
 // arg: rows int 4096
 // arg: cols int 4096
 // tolerance: 0 0
+// expect: declines prefetch: `transpose_tiled`: the loop at line 33: no `__syncthreads();` of its own; the loop at line 41: no `__syncthreads();` of its own
 // expect: declines tensor-tile
 // expect: applies unroll
 // expect: applies read-only

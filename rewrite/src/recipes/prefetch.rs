@@ -1,0 +1,1094 @@
+//! Prefetch: a k loop that stages tiles in shared memory (`tile[..] = global;` statements,
+//! or loops of them, then a barrier, the work on the tiles, a last barrier) loads the next
+//! trip's values into registers right after its first barrier, so their latency hides behind
+//! this trip's work; the next trip stores those registers to the tiles where it loaded
+//! them before. One shared buffer and the original's two barriers: nothing else moves.
+//!
+//! Each staged value is read one trip early, so the rewrite holds only where nothing the
+//! loop does can change it. What the loop may write is allowed, not recognised: locals of
+//! arithmetic types (no pointer, reference, class or deduced type) and `__shared__` arrays
+//! of them, through builtin operators, arithmetic calls, macros whose text is arithmetic,
+//! and nightshift's tensor-tile helpers (which write only what they are handed); no inline
+//! assembly. The staging reads parameters, constants of the file, pointers the kernel
+//! derives from a pointer parameter by an offset (global memory, which the loop cannot
+//! write), its own declarations, and plain locals the loop does not write: no shared array,
+//! no other pointer. A staging loop `for (e = START; e < END; e += STEP)` becomes a fully
+//! unrolled loop over `(END + STEP - 1) / STEP` register slots, its trip count where END
+//! and STEP are integer constants of the file and START lies in [0, what an `int` holds]
+//! on every thread (bounded from thread indices, block sizes and constants). The first
+//! trip's values are loaded before the loop where the loop's start passes its condition,
+//! each later trip's where the next counter passes it: no load the original does not make.
+
+use super::tensor_tile::{is_barrier, is_pragma, pragma_start};
+use super::Planned;
+use crate::facts::Facts;
+use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
+use crate::source::{Kernel, Source};
+use crate::syntax::{self, binary, descendants, indent_at, named_children, reindent, strip_parens, text};
+use crate::version::Change;
+use tree_sitter::Node;
+
+pub const PARAMS: &[ParamSpec] = &[];
+
+/// Calls the staging and the work may make: barriers, arithmetic that writes nothing, and
+/// the helpers nightshift's own recipes emit (`ns_`), which write only what they are handed.
+const PURE_CALLS: &[&str] = &[
+    "__syncthreads",
+    "min",
+    "max",
+    "fminf",
+    "fmaxf",
+    "fabsf",
+    "fmaf",
+    "__fmaf_rn",
+    "__fmul_rn",
+    "__fadd_rn",
+    "sqrtf",
+    "rsqrtf",
+    "expf",
+    "__expf",
+    "__ldg",
+    "__float_as_uint",
+    "__uint_as_float",
+    "__float_as_int",
+    "__int_as_float",
+];
+
+pub fn apply(src: &Source, _facts: &Facts, params: &Params) -> Applied {
+    super::per_kernel(src, params, |k| plan(src, k))
+}
+
+fn plan<'k>(src: &Source, k: &'k Kernel) -> Planned<'k> {
+    let t = src.text();
+    let body = src.node(&k.body, "compound_statement").ok_or_else(|| NotApplicable::new("no body"))?;
+    if syntax::mentions_word(&t[k.body.clone()], "ns_pf0") {
+        return Err(NotApplicable::new(format!("`{}` prefetches its tiles already", k.name)));
+    }
+    // The names the rewrite declares must not capture the kernel's own.
+    let ids = syntax::identifiers(t, body);
+    if let Some(taken) = ids.iter().find(|i| i.starts_with("ns_pf") || **i == "ns_i") {
+        return Err(NotApplicable::new(format!(
+            "`{}` has a name of its own, `{taken}`, that the rewrite would shadow",
+            k.name
+        )));
+    }
+    let mut why = Vec::new();
+    for f in named_children(body).into_iter().filter(|n| n.kind() == "for_statement") {
+        match staged_loop(src, k, body, f) {
+            Ok(s) => return Ok(emit(t, k, f, &s)),
+            Err(e) => why.push(format!("the loop at line {}: {e}", f.start_position().row + 1)),
+        }
+    }
+    Err(NotApplicable::new(if why.is_empty() {
+        format!("`{}` has no loop at its top level", k.name)
+    } else {
+        format!("`{}`: {}", k.name, why.join("; "))
+    }))
+}
+
+/// The k loop: its counter, the counter's type, its start, its condition and the next
+/// counter as an expression of the current one.
+struct Counter<'t> {
+    var: String,
+    ty: String,
+    start: Node<'t>,
+    cond: Node<'t>,
+    /// The step's amount (`BK` of `k0 += BK`), where it is not 1.
+    step: Option<Node<'t>>,
+    next: String,
+}
+
+/// One store of a staging statement: `lhs = value;`, the tile its `lhs` writes and the
+/// tile's element type.
+struct Store<'t> {
+    lhs: Node<'t>,
+    value: Node<'t>,
+    ty: String,
+}
+
+/// A staging statement: one store, or a loop `for (e = start; e < end; e += step)` of
+/// declarations and stores.
+enum Staging<'t> {
+    Single(Store<'t>),
+    Loop {
+        var: String,
+        ty: String,
+        start: Node<'t>,
+        end: Node<'t>,
+        step: Node<'t>,
+        decls: Vec<Node<'t>>,
+        stores: Vec<Store<'t>>,
+    },
+}
+
+/// What the rewrite needs of a staged loop.
+struct Staged<'t> {
+    counter: Counter<'t>,
+    staging: Vec<Staging<'t>>,
+    /// From the first staging statement's `#pragma` to the last one's end.
+    staging_range: std::ops::Range<usize>,
+    /// The first barrier, after which the next trip's loads go.
+    barrier: Node<'t>,
+}
+
+fn staged_loop<'t>(src: &'t Source, k: &Kernel, kbody: Node<'t>, f: Node<'t>) -> Result<Staged<'t>, String> {
+    let t = src.text();
+    let names = Names::of(src, k, kbody);
+    let counter = counter(t, f)?;
+    let lbody =
+        f.child_by_field_name("body").filter(|b| b.kind() == "compound_statement").ok_or("its body is not braced")?;
+    let stmts: Vec<Node> = named_children(lbody).into_iter().filter(|n| n.kind() != "comment").collect();
+    let first = stmts.iter().position(|s| is_barrier(t, *s)).ok_or("no `__syncthreads();` of its own")?;
+    if !stmts.last().is_some_and(|s| is_barrier(t, *s)) || stmts.len() - 1 == first {
+        return Err("its body does not end in a second `__syncthreads();`: the next trip's stores could overtake this trip's reads".into());
+    }
+    let staged: Vec<Node> = stmts[..first].iter().copied().filter(|s| !is_pragma(t, *s)).collect();
+    if staged.is_empty() {
+        return Err("nothing before its first barrier stages a tile".into());
+    }
+    // A lambda's `return` ends the lambda, not the trip.
+    let in_lambda = |e: &Node| {
+        let mut up = e.parent();
+        while let Some(p) = up.filter(|p| p.id() != lbody.id()) {
+            if p.kind() == "lambda_expression" {
+                return true;
+            }
+            up = p.parent();
+        }
+        false
+    };
+    if let Some(e) = syntax::escapes(lbody).iter().find(|e| !in_lambda(e)) {
+        return Err(format!("`{}` may end a trip early", text(t, *e).trim_end_matches(';').trim()));
+    }
+    let loop_text = syntax::blank_comments(&t[f.start_byte()..f.end_byte()]);
+    if ["asm", "__asm__", "__asm"].iter().any(|w| syntax::mentions_word(&loop_text, w)) {
+        return Err("it holds inline assembly, which may write anything".into());
+    }
+    // The recipe reads the source as written: a macro the loop names must be arithmetic.
+    if let Some((name, effect)) = macro_effects(t, src.root(), f).into_iter().next() {
+        return Err(format!("it names the macro `{name}`, whose text holds {effect}"));
+    }
+    // Everything the loop writes: only plain locals and tiles, through builtin operators and
+    // helpers that write only what they are handed.
+    let mut written = Vec::new();
+    for d in descendants(lbody) {
+        let target = match d.kind() {
+            "assignment_expression" => d.child_by_field_name("left"),
+            "update_expression" => d.child_by_field_name("argument"),
+            "pointer_expression" if d.child_by_field_name("operator").is_some_and(|o| text(t, o) == "&") => {
+                d.child_by_field_name("argument")
+            }
+            "call_expression" => {
+                let callee = d.child_by_field_name("function").map(|c| text(t, c)).unwrap_or_default();
+                match names.call(callee) {
+                    Call::Arithmetic => {}
+                    Call::Helper => written.extend(syntax::passed_bare(t, d)),
+                    Call::Other => {
+                        return Err(format!("it calls `{callee}`, which could write what the next trip loads"))
+                    }
+                }
+                None
+            }
+            "declaration" => {
+                let ty = syntax::declaration_type(t, d).unwrap_or_default();
+                if !is_arithmetic(&ty) {
+                    return Err(format!(
+                        "it declares `{}`, of a type whose construction could write anything",
+                        syntax::one_line(text(t, d), 60)
+                    ));
+                }
+                None
+            }
+            _ => None,
+        };
+        let Some(target) = target else { continue };
+        let root = write_root(t, target).ok_or_else(|| format!("`{}` writes through a pointer", text(t, d)))?;
+        if !matches!(names.kind(&root), Some(Kind::Scalar | Kind::Tile(_))) {
+            return Err(format!(
+                "`{}` writes `{root}`, which is not a local or a `__shared__` array of the kernel",
+                syntax::one_line(text(t, d), 60)
+            ));
+        }
+        written.push(root);
+    }
+    written.extend(syntax::declared_names(t, lbody));
+    if written.contains(&counter.var) {
+        return Err(format!("its body changes the counter `{}`", counter.var));
+    }
+    let mut staging = Vec::new();
+    for s in &staged {
+        staging.push(staging_statement(t, *s, &names)?);
+    }
+    // The staging's reads hold over the loop: each name a parameter, a constant of the
+    // file, the counter, a name the statement itself declares, or a plain local the loop
+    // does not write; no tile, no pointer of the kernel's own.
+    let mut reads: Vec<(Node, Vec<(String, usize)>)> = vec![(counter.cond, Vec::new())];
+    reads.extend(counter.step.map(|s| (s, Vec::new())));
+    // A name a staging statement declares is its own from its declarator on (before it,
+    // the name is an outer one).
+    let declared_at = |n: Node| -> Vec<(String, usize)> {
+        descendants(n)
+            .into_iter()
+            .filter(|d| {
+                d.kind() == "init_declarator"
+                    || (d.kind() == "identifier" && d.parent().is_some_and(|p| p.kind() == "declaration"))
+            })
+            .filter_map(|d| {
+                let name = if d.kind() == "init_declarator" { d.child_by_field_name("declarator")? } else { d };
+                (name.kind() == "identifier").then(|| (text(t, name).to_string(), name.end_byte()))
+            })
+            .collect()
+    };
+    for (s, node) in staging.iter().zip(&staged) {
+        let own = declared_at(*node);
+        match s {
+            Staging::Single(st) => reads.push((st.value, own)),
+            Staging::Loop { start, end, step, decls, stores, .. } => {
+                // The loop's header reads names from outside it.
+                reads.extend([*start, *end, *step].map(|n| (n, Vec::new())));
+                reads.extend(decls.iter().map(|d| (*d, own.clone())));
+                reads.extend(stores.iter().map(|s| (s.value, own.clone())));
+            }
+        }
+    }
+    for (r, own) in &reads {
+        // Its own names from their declarators on (a declarator itself is no read).
+        let mine =
+            |d: &Node| own.iter().any(|(n, at)| n == text(t, *d) && (*at <= d.start_byte() || *at == d.end_byte()));
+        let mut read: Vec<String> = descendants(*r)
+            .into_iter()
+            .filter(|d| d.kind() == "identifier" && !mine(d))
+            .map(|d| text(t, d).to_string())
+            .collect();
+        read.extend(macro_names(t, src.root(), *r));
+        for name in &read {
+            if *name == counter.var {
+                continue;
+            }
+            match names.kind(name) {
+                Some(Kind::Tile(_)) => {
+                    return Err(format!("its staging reads the shared array `{name}`, which the loop changes"))
+                }
+                Some(Kind::Scalar) if written.contains(name) => {
+                    return Err(format!("its staging reads `{name}`, which the loop changes"))
+                }
+                Some(Kind::Scalar) => {}
+                Some(Kind::Other) => {
+                    return Err(format!("its staging reads `{name}`, which could point anywhere or be changed unseen"))
+                }
+                Some(Kind::Param { volatile: true }) => {
+                    return Err(format!(
+                        "its staging reads the `volatile` parameter `{name}`: reading it early changes what it sees"
+                    ))
+                }
+                Some(Kind::Param { .. } | Kind::Global) | None => {}
+            }
+        }
+        if let Some(c) = impure(t, *r, &names) {
+            return Err(format!("its staging or condition has `{c}`, which must not run twice"));
+        }
+    }
+    if let Some(c) = impure(t, counter.start, &names) {
+        return Err(format!("its start has `{c}`, which must not run twice"));
+    }
+    for s in &staging {
+        if let Staging::Loop { start, end, step, .. } = s {
+            let constant = |n: Node| {
+                let local = syntax::identifiers(t, n).into_iter().find(|v| names.kind(v).is_some());
+                if local.is_some() {
+                    None
+                } else {
+                    super::row_strip::const_value(src, k, n)
+                }
+            };
+            let (Some(end_v), Some(step_v)) = (constant(*end), constant(*step)) else {
+                return Err(format!(
+                    "a staging loop's bound `{}` or step `{}` is not an integer constant of the file",
+                    text(t, *end),
+                    text(t, *step)
+                ));
+            };
+            if end_v < 1 || step_v < 1 {
+                return Err(format!("a staging loop's bound {end_v} or step {step_v} is below 1"));
+            }
+            let slots = (end_v + step_v - 1) / step_v;
+            // START + ns_i * STEP must stay inside `int` for every slot.
+            let fits = upper_bound(t, kbody, &names, src, k, *start, 3)
+                .and_then(|b| b.checked_add(slots.checked_mul(step_v)?))
+                .is_some_and(|b| b <= i64::from(i32::MAX));
+            if !fits {
+                return Err(format!(
+                    "a staging loop starts at `{}`, not shown to be between 0 and what an `int` holds: its trips per thread have no bound",
+                    text(t, *start)
+                ));
+            }
+        }
+    }
+    let from = pragma_start(t, staged[0]);
+    let to = staged.last().map_or(from, |s| s.end_byte());
+    Ok(Staged { counter, staging, staging_range: from..to, barrier: stmts[first] })
+}
+
+fn counter<'t>(t: &str, f: Node<'t>) -> Result<Counter<'t>, String> {
+    let init = f.child_by_field_name("initializer").ok_or("no counter declared in its header")?;
+    let (var, start) = syntax::single_declarator(t, init).ok_or("no single counter declared in its header")?;
+    let start = start.ok_or("its counter has no start")?;
+    let ty = syntax::unqualified(&syntax::declaration_type(t, init).ok_or("its counter has no type")?);
+    if ty.contains(['*', '&']) || ty == "auto" {
+        return Err(format!("its counter's type `{ty}` is not an integer's"));
+    }
+    let cond = f.child_by_field_name("condition").ok_or("no condition")?;
+    let update = f.child_by_field_name("update").ok_or("no update")?;
+    let mut step = None;
+    let next = match update.kind() {
+        "update_expression" if update.child_by_field_name("argument").is_some_and(|a| syntax::is_ident(t, a, &var)) => {
+            if text(t, update).contains("++") {
+                format!("{var} + 1")
+            } else {
+                format!("{var} - 1")
+            }
+        }
+        "assignment_expression" if update.child_by_field_name("left").is_some_and(|a| syntax::is_ident(t, a, &var)) => {
+            let op = update.child_by_field_name("operator").map(|o| text(t, o)).unwrap_or_default();
+            let right = update.child_by_field_name("right").ok_or("an update without a value")?;
+            if syntax::mentions(t, right, &var) {
+                return Err("its step depends on the counter".into());
+            }
+            step = Some(right);
+            match op {
+                "+=" => format!("{var} + ({})", text(t, right)),
+                "-=" => format!("{var} - ({})", text(t, right)),
+                _ => return Err(format!("its update `{}` is not a step", text(t, update))),
+            }
+        }
+        _ => return Err(format!("its update `{}` is not a step of its counter", text(t, update))),
+    };
+    Ok(Counter { var, ty, start, cond, step, next })
+}
+
+fn staging_statement<'t>(t: &str, s: Node<'t>, names: &Names) -> Result<Staging<'t>, String> {
+    if s.kind() == "expression_statement" {
+        return store(t, s, names).map(Staging::Single);
+    }
+    if s.kind() != "for_statement" {
+        return Err(format!("`{}` before its first barrier is no store to a tile", syntax::one_line(text(t, s), 60)));
+    }
+    let init = s.child_by_field_name("initializer").ok_or("a staging loop without a counter")?;
+    let (var, start) = syntax::single_declarator(t, init).ok_or("a staging loop without a single counter")?;
+    let start = start.ok_or("a staging loop's counter without a start")?;
+    let ty = syntax::unqualified(&syntax::declaration_type(t, init).unwrap_or_default());
+    let (op, l, end) =
+        s.child_by_field_name("condition").and_then(|c| binary(t, c)).ok_or("a staging loop without a bound")?;
+    if op != "<" || !syntax::is_ident(t, l, &var) {
+        return Err(format!("a staging loop's condition is not `{var} < END`"));
+    }
+    let step = s
+        .child_by_field_name("update")
+        .filter(|u| u.kind() == "assignment_expression")
+        .filter(|u| u.child_by_field_name("left").is_some_and(|a| syntax::is_ident(t, a, &var)))
+        .filter(|u| u.child_by_field_name("operator").is_some_and(|o| text(t, o) == "+="))
+        .and_then(|u| u.child_by_field_name("right"))
+        .ok_or_else(|| format!("a staging loop's update is not `{var} += STEP`"))?;
+    let body =
+        s.child_by_field_name("body").filter(|b| b.kind() == "compound_statement" && b.end_byte() > b.start_byte());
+    let Some(body) = body else {
+        return Err("a staging loop's body is not braced".into());
+    };
+    let (mut decls, mut stores) = (Vec::new(), Vec::new());
+    for c in named_children(body).into_iter().filter(|c| c.kind() != "comment") {
+        if c.kind() == "declaration" {
+            decls.push(c);
+        } else {
+            stores.push(store(t, c, names)?);
+        }
+    }
+    if stores.is_empty() {
+        return Err("a staging loop stores nothing".into());
+    }
+    if syntax::assigned(t, body).iter().any(|(n, _)| *n == var) {
+        return Err(format!("a staging loop's body changes its counter `{var}`"));
+    }
+    Ok(Staging::Loop { var, ty, start, end, step, decls, stores })
+}
+
+/// `tile[..] = value;`, tile a `__shared__` array.
+fn store<'t>(t: &str, s: Node<'t>, names: &Names) -> Result<Store<'t>, String> {
+    let e = s.named_child(0).filter(|e| s.kind() == "expression_statement" && e.kind() == "assignment_expression");
+    let not = || format!("`{}` before its first barrier is no store to a tile", syntax::one_line(text(t, s), 60));
+    let e = e.ok_or_else(not)?;
+    if e.child_by_field_name("operator").is_none_or(|o| text(t, o) != "=") {
+        return Err(not());
+    }
+    let (lhs, value) =
+        (e.child_by_field_name("left").ok_or_else(not)?, e.child_by_field_name("right").ok_or_else(not)?);
+    if strip_parens(lhs).kind() != "subscript_expression" {
+        return Err(not());
+    }
+    let root = write_root(t, lhs).ok_or_else(not)?;
+    let Some(Kind::Tile(ty)) = names.kind(&root) else { return Err(not()) };
+    Ok(Store { lhs, value, ty })
+}
+
+/// The variable an assignment's target writes (`acc` of `acc[i][j]`, `v` of `v.x`); `None`
+/// where it writes through a pointer (`*p`, `p->x`).
+fn write_root(t: &str, n: Node) -> Option<String> {
+    let mut n = strip_parens(n);
+    loop {
+        match n.kind() {
+            "subscript_expression" => n = strip_parens(n.child_by_field_name("argument")?),
+            "field_expression" if n.child_by_field_name("operator").is_some_and(|o| text(t, o) == ".") => {
+                n = strip_parens(n.child_by_field_name("argument")?)
+            }
+            "identifier" => return Some(text(t, n).to_string()),
+            _ => return None,
+        }
+    }
+}
+
+/// The macros code under `n` names, directly or through other macros, whose replacement
+/// text could write, jump or call something that might: each with what it holds.
+fn macro_effects(t: &str, root: Node, n: Node) -> Vec<(String, &'static str)> {
+    let all = syntax::macro_definitions(t, root);
+    let mut seen: Vec<&str> = Vec::new();
+    let mut todo: Vec<&str> = syntax::macros_used_in(t, root, n)
+        .iter()
+        .filter_map(|(name, _)| all.iter().find(|(m, _)| m == name).map(|(m, _)| *m))
+        .collect();
+    let mut out = Vec::new();
+    while let Some(name) = todo.pop() {
+        if seen.contains(&name) {
+            continue;
+        }
+        seen.push(name);
+        let value = all.iter().filter(|(m, _)| *m == name).map(|(_, v)| *v).collect::<Vec<_>>().join("\n");
+        if let Some(effect) = macro_effect(&value, |callee| all.iter().any(|(m, _)| *m == callee)) {
+            out.push((name.to_string(), effect));
+        }
+        for (m, _) in &all {
+            if syntax::mentions_word(&value, m) {
+                todo.push(m);
+            }
+        }
+    }
+    out
+}
+
+/// What in a macro's text could write memory, jump or call something that might.
+fn macro_effect(value: &str, is_macro: impl Fn(&str) -> bool) -> Option<&'static str> {
+    let v = syntax::blank_comments(value);
+    let chars: Vec<char> = v.chars().collect();
+    for (i, c) in chars.iter().enumerate() {
+        let prev = |k: usize| if i >= k { chars.get(i - k).copied() } else { None };
+        if *c == '=' && chars.get(i + 1) != Some(&'=') {
+            let comparison = match prev(1) {
+                Some('=' | '!') => true,
+                // `<=` and `>=` compare; `<<=` and `>>=` assign.
+                Some(p @ ('<' | '>')) => prev(2) != Some(p),
+                _ => false,
+            };
+            if !comparison {
+                return Some("an assignment");
+            }
+        }
+    }
+    if v.contains("++") || v.contains("--") {
+        return Some("an increment");
+    }
+    let is_id = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let words: Vec<&str> = v.split(|c: char| !is_id(c)).filter(|w| !w.is_empty()).collect();
+    if let Some(kw) = ["return", "break", "continue", "goto", "asm"].into_iter().find(|kw| words.contains(kw)) {
+        return Some(match kw {
+            "asm" => "inline assembly",
+            _ => "a jump",
+        });
+    }
+    // A name called in the text: arithmetic, nightshift's helpers or another macro (whose
+    // own text is checked in turn).
+    let mut rest = v.as_str();
+    while let Some(open) = rest.find('(') {
+        let callee = rest[..open].trim_end();
+        let start = callee.rfind(|c: char| !is_id(c)).map_or(0, |p| p + 1);
+        let callee = &callee[start..];
+        let keyword = matches!(callee, "" | "if" | "for" | "while" | "switch" | "sizeof" | "return");
+        if !keyword && !PURE_CALLS.contains(&callee) && !callee.starts_with("ns_") && !is_macro(callee) {
+            return Some("a call");
+        }
+        rest = &rest[open + 1..];
+    }
+    None
+}
+
+/// Element types a write or a construction of cannot reach other memory.
+const ARITHMETIC: &[&str] = &[
+    "float",
+    "double",
+    "int",
+    "unsigned",
+    "unsigned int",
+    "signed",
+    "long",
+    "unsigned long",
+    "long long",
+    "unsigned long long",
+    "short",
+    "unsigned short",
+    "char",
+    "signed char",
+    "unsigned char",
+    "bool",
+    "size_t",
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+    "half",
+    "__half",
+    "__nv_bfloat16",
+    "float2",
+    "float4",
+    "double2",
+    "int2",
+    "int4",
+    "uint2",
+    "uint4",
+];
+
+/// A declaration's type (qualifiers aside) is one of [`ARITHMETIC`].
+fn is_arithmetic(ty: &str) -> bool {
+    let bare: Vec<&str> =
+        ty.split_whitespace().filter(|w| !matches!(*w, "const" | "__shared__" | "static" | "register")).collect();
+    ARITHMETIC.contains(&bare.join(" ").as_str())
+}
+
+/// What a name of the kernel is, as far as the recipe may rely on it.
+#[derive(Debug, Clone, PartialEq)]
+enum Kind {
+    /// Declared once in the body, of an arithmetic type, no pointer or reference.
+    Scalar,
+    /// A `__shared__` array declared once, arithmetic elements (the type given).
+    Tile(String),
+    /// A kernel parameter.
+    Param { volatile: bool },
+    /// A pointer declared once at the kernel's top level as a pointer parameter (or another
+    /// such pointer) plus an offset: it points into global memory, which the loop cannot
+    /// write.
+    Global,
+    /// Any other name the kernel declares: a pointer, a reference, a deduced or class
+    /// type, a name declared twice.
+    Other,
+}
+
+/// How a call may touch memory.
+enum Call {
+    /// Writes nothing: arithmetic, or a macro whose text was checked.
+    Arithmetic,
+    /// One of nightshift's own helpers, which write only what they are handed.
+    Helper,
+    Other,
+}
+
+/// The kernel's names: its parameters and what its body declares.
+struct Names {
+    params: Vec<(String, bool)>,
+    /// Each declaration of the body (for-loop counters among them): its name, type and
+    /// declarator.
+    decls: Vec<(String, String, &'static str)>,
+    macros: Vec<String>,
+    pointer_params: Vec<String>,
+    /// The pointers of [`Kind::Global`].
+    globals: Vec<String>,
+    /// The tensor-tile helpers are nightshift's where the file holds them under their mark.
+    helpers: bool,
+}
+
+impl Names {
+    fn of(src: &Source, k: &Kernel, kbody: Node) -> Names {
+        let t = src.text();
+        let params = k.params.iter().map(|p| (p.name.clone(), syntax::mentions_word(&p.decl, "volatile"))).collect();
+        let mut decls = Vec::new();
+        for d in descendants(kbody).into_iter().filter(|d| d.kind() == "declaration") {
+            let ty = syntax::declaration_type(t, d).unwrap_or_default();
+            let mut c = d.walk();
+            for decl in d.children_by_field_name("declarator", &mut c) {
+                // The innermost name and the outermost shape that is not plain.
+                let (mut x, mut shape) = (decl, "plain");
+                loop {
+                    match x.kind() {
+                        "identifier" => {
+                            decls.push((text(t, x).to_string(), ty.clone(), shape));
+                            break;
+                        }
+                        "pointer_declarator" | "reference_declarator" | "function_declarator" => {
+                            shape = "indirect";
+                            match x.child_by_field_name("declarator") {
+                                Some(inner) => x = inner,
+                                None => break,
+                            }
+                        }
+                        "array_declarator" => {
+                            if shape == "plain" {
+                                shape = "array";
+                            }
+                            match x.child_by_field_name("declarator") {
+                                Some(inner) => x = inner,
+                                None => break,
+                            }
+                        }
+                        _ => match x.child_by_field_name("declarator") {
+                            Some(inner) => x = inner,
+                            None => break,
+                        },
+                    }
+                }
+            }
+        }
+        let macros = syntax::macro_definitions(t, src.root()).into_iter().map(|(m, _)| m.to_string()).collect();
+        let helpers = t.contains("#ifndef NIGHTSHIFT_TENSOR_TILE");
+        let pointer_params = k.params.iter().filter(|p| p.pointer).map(|p| p.name.clone()).collect();
+        let mut names = Names { params, decls, macros, pointer_params, globals: Vec::new(), helpers };
+        for d in named_children(kbody).into_iter().filter(|d| d.kind() == "declaration") {
+            let mut c = d.walk();
+            for decl in d.children_by_field_name("declarator", &mut c) {
+                let (Some(p), Some(value)) =
+                    (decl.child_by_field_name("declarator"), decl.child_by_field_name("value"))
+                else {
+                    continue;
+                };
+                let name = p.child_by_field_name("declarator").filter(|n| n.kind() == "identifier");
+                let (true, Some(name)) = (p.kind() == "pointer_declarator", name) else { continue };
+                let name = text(t, name).to_string();
+                let root = names.pointer_root(t, value);
+                if names.declarations(&name) == 1
+                    && root.is_some_and(|r| names.pointer_params.contains(&r) || names.globals.contains(&r))
+                {
+                    names.globals.push(name);
+                }
+            }
+        }
+        names
+    }
+
+    /// The pointer `P` of `P`, `P + i`, `P - i`, `&P[i]` or a cast of one of those, where
+    /// the offsets name no pointer of the kernel's own.
+    fn pointer_root(&self, t: &str, n: Node) -> Option<String> {
+        let n = strip_parens(n);
+        match n.kind() {
+            "identifier" => Some(text(t, n).to_string()),
+            "cast_expression" => self.pointer_root(t, n.child_by_field_name("value")?),
+            "binary_expression" => {
+                let (op, l, r) = binary(t, n)?;
+                let offset = |i: &str| match self.kind(i) {
+                    None | Some(Kind::Scalar) => true,
+                    Some(Kind::Param { .. }) => !self.pointer_params.iter().any(|p| p == i),
+                    _ => false,
+                };
+                (matches!(op, "+" | "-") && syntax::identifiers(t, r).into_iter().all(offset))
+                    .then(|| self.pointer_root(t, l))?
+            }
+            "pointer_expression" if n.child_by_field_name("operator").is_some_and(|o| text(t, o) == "&") => {
+                let a = strip_parens(n.child_by_field_name("argument")?);
+                (a.kind() == "subscript_expression")
+                    .then(|| self.pointer_root(t, a.child_by_field_name("argument")?))?
+            }
+            _ => None,
+        }
+    }
+
+    fn declarations(&self, name: &str) -> usize {
+        self.decls.iter().filter(|(n, _, _)| n == name).count()
+    }
+
+    /// `None`: not the kernel's (a constant, a global or a function of the file).
+    fn kind(&self, name: &str) -> Option<Kind> {
+        let mine: Vec<&(String, String, &str)> = self.decls.iter().filter(|(n, _, _)| n == name).collect();
+        if let Some((_, volatile)) = self.params.iter().find(|(p, _)| p == name) {
+            return Some(if mine.is_empty() { Kind::Param { volatile: *volatile } } else { Kind::Other });
+        }
+        if self.globals.iter().any(|g| g == name) {
+            return Some(Kind::Global);
+        }
+        let kinds: Vec<Kind> = mine
+            .iter()
+            .map(|(_, ty, shape)| {
+                let words: Vec<&str> = ty.split_whitespace().collect();
+                let odd = words.iter().any(|w| matches!(*w, "extern" | "volatile"));
+                match (*shape, words.contains(&"__shared__")) {
+                    ("array", true) if is_arithmetic(ty) && !odd => Kind::Tile(
+                        words
+                            .iter()
+                            .filter(|w| !matches!(**w, "__shared__" | "static" | "const"))
+                            .copied()
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                    ),
+                    ("plain" | "array", false) if is_arithmetic(ty) && !odd => Kind::Scalar,
+                    _ => Kind::Other,
+                }
+            })
+            .collect();
+        // Several declarations of one name (loop counters) are one kind only where all are
+        // plain locals: whichever a use names, writing it reaches nothing else.
+        match kinds.as_slice() {
+            [] => None,
+            [one] => Some(one.clone()),
+            many if many.iter().all(|k| *k == Kind::Scalar) => Some(Kind::Scalar),
+            _ => Some(Kind::Other),
+        }
+    }
+
+    fn call(&self, callee: &str) -> Call {
+        if self.macros.iter().any(|m| m == callee) {
+            return Call::Arithmetic;
+        }
+        // A name the kernel declares (a lambda called `min`) is not the function it names.
+        if PURE_CALLS.contains(&callee) && self.kind(callee).is_none() {
+            return Call::Arithmetic;
+        }
+        let base = callee.split('<').next().unwrap_or_default().trim();
+        if self.helpers && matches!(base, "ns_tt_step" | "ns_tt_clamp") {
+            return Call::Helper;
+        }
+        Call::Other
+    }
+}
+
+/// The names in the text of the macros code under `n` names, through other macros too:
+/// what the code reads that its own text does not show.
+fn macro_names(t: &str, root: Node, n: Node) -> Vec<String> {
+    let all = syntax::macro_definitions(t, root);
+    let mut out: Vec<String> = Vec::new();
+    let mut todo: Vec<String> = syntax::macros_used_in(t, root, n).into_iter().map(|(m, _)| m).collect();
+    let mut seen = Vec::new();
+    while let Some(m) = todo.pop() {
+        if seen.contains(&m) {
+            continue;
+        }
+        for (_, value) in all.iter().filter(|(name, _)| *name == m) {
+            for w in crate::pattern::names_in(value) {
+                if all.iter().any(|(name, _)| *name == w) {
+                    todo.push(w);
+                } else {
+                    out.push(w);
+                }
+            }
+        }
+        seen.push(m);
+    }
+    out
+}
+
+/// An assignment, an update or a call that may write under `n`: what must not run once
+/// more (or earlier) than the original runs it.
+fn impure<'s>(t: &'s str, n: Node, names: &Names) -> Option<&'s str> {
+    descendants(n).into_iter().find_map(|d| match d.kind() {
+        "assignment_expression" | "update_expression" => Some(text(t, d)),
+        "call_expression" => {
+            let callee = d.child_by_field_name("function").map(|c| text(t, c)).unwrap_or_default();
+            (!matches!(names.call(callee), Call::Arithmetic) || callee == "__syncthreads").then(|| text(t, d))
+        }
+        _ => None,
+    })
+}
+
+/// The largest value `e` takes on any thread, where it is at least 0 on every one: thread
+/// indices and block sizes (at most 1024), non-negative constants of the file, `const`
+/// scalars the kernel declares once from such expressions (followed `depth` deep), under
+/// `+`, `*`, `>>`, `&`, and `/` or `%` by a constant of at least 1. `None`: no such bound.
+fn upper_bound(t: &str, kbody: Node, names: &Names, src: &Source, k: &Kernel, e: Node, depth: u32) -> Option<i64> {
+    let e = strip_parens(e);
+    let bound = |n: Node| upper_bound(t, kbody, names, src, k, n, depth);
+    let value = match e.kind() {
+        "number_literal" => crate::pattern::int_literal(text(t, e))?,
+        "field_expression" => {
+            let whole = text(t, e).replace(char::is_whitespace, "");
+            if ["threadIdx.x", "threadIdx.y", "threadIdx.z"].contains(&whole.as_str()) {
+                1023
+            } else if ["blockDim.x", "blockDim.y", "blockDim.z"].contains(&whole.as_str()) {
+                1024
+            } else {
+                return None;
+            }
+        }
+        "binary_expression" => {
+            let (op, l, r) = binary(t, e)?;
+            match op {
+                "+" => bound(l)?.checked_add(bound(r)?)?,
+                "*" => bound(l)?.checked_mul(bound(r)?)?,
+                ">>" => bound(l).filter(|_| bound(r).is_some())?,
+                "&" => bound(l)?.min(bound(r)?),
+                "/" | "%" => {
+                    let divisor = super::row_strip::const_value(src, k, r).filter(|d| *d >= 1)?;
+                    let left = bound(l)?;
+                    if op == "/" {
+                        left / divisor
+                    } else {
+                        left.min(divisor - 1)
+                    }
+                }
+                _ => return None,
+            }
+        }
+        "identifier" => {
+            let name = text(t, e);
+            match names.kind(name) {
+                None => super::row_strip::const_value(src, k, e)?,
+                Some(Kind::Scalar) if depth > 0 && names.declarations(name) == 1 => {
+                    // Its one declaration, `const` and at the kernel's top level.
+                    let init = named_children(kbody)
+                        .into_iter()
+                        .filter(|d| d.kind() == "declaration")
+                        .filter(|d| {
+                            syntax::declaration_type(t, *d)
+                                .is_some_and(|ty| ty.split_whitespace().any(|w| w == "const"))
+                        })
+                        .find_map(|d| {
+                            let mut c = d.walk();
+                            let found = d.children_by_field_name("declarator", &mut c).find(|x| {
+                                x.kind() == "init_declarator"
+                                    && x.child_by_field_name("declarator").is_some_and(|n| syntax::is_ident(t, n, name))
+                            });
+                            found.and_then(|x| x.child_by_field_name("value"))
+                        })?;
+                    upper_bound(t, kbody, names, src, k, init, depth - 1)?
+                }
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    (value >= 0).then_some(value)
+}
+
+fn emit<'k>(t: &str, k: &'k Kernel, f: Node, s: &Staged) -> (Change<'k>, String) {
+    let c = &s.counter;
+    let mut change = Change::new(k);
+    let ind = indent_at(t, f.start_byte());
+    // One register array a store, sized for its statement's trips.
+    let mut decl = String::new();
+    let mut load = String::new();
+    let mut put = String::new();
+    let mut slot = 0;
+    for st in &s.staging {
+        match st {
+            Staging::Single(one) => {
+                decl.push_str(&format!("{} ns_pf{slot}[1];\n", one.ty));
+                load.push_str(&format!("ns_pf{slot}[0] = {};\n", text(t, one.value)));
+                put.push_str(&format!("{} = ns_pf{slot}[0];\n", text(t, one.lhs)));
+                slot += 1;
+            }
+            Staging::Loop { var, ty, start, end, step, decls, stores } => {
+                let n = format!("ns_pf{slot}_n");
+                decl.push_str(&format!(
+                    "constexpr int {n} = (({end}) + ({step}) - 1) / ({step});\n",
+                    end = text(t, *end),
+                    step = text(t, *step)
+                ));
+                let ds: String = decls.iter().map(|d| format!("    {}\n", text(t, *d))).collect();
+                let (mut l, mut p) = (String::new(), String::new());
+                for one in stores {
+                    decl.push_str(&format!("{} ns_pf{slot}[{n}];\n", one.ty));
+                    l.push_str(&format!("    ns_pf{slot}[ns_i] = {};\n", text(t, one.value)));
+                    p.push_str(&format!("    {} = ns_pf{slot}[ns_i];\n", text(t, one.lhs)));
+                    slot += 1;
+                }
+                let head = format!(
+                    "#pragma unroll\nfor (int ns_i = 0; ns_i < {n}; ++ns_i) {{\n  const {ty} {var} = {start} + ns_i * ({step});\n  if ({var} < {end}) {{\n",
+                    start = text(t, *start),
+                    step = text(t, *step),
+                    end = text(t, *end),
+                );
+                load.push_str(&format!("{head}{ds}{l}  }}\n}}\n"));
+                put.push_str(&format!("{head}{ds}{p}  }}\n}}\n"));
+            }
+        }
+    }
+    let (var, ty, cond) = (&c.var, &c.ty, text(t, c.cond));
+    let guarded =
+        |at: &str| format!("{{\n  const {ty} {var} = {at};\n  if ({cond}) {{\n{}  }}\n}}", indent_lines(&load, "    "));
+    // Before the loop: the registers and the first trip's loads.
+    let before = format!(
+        "// nightshift: prefetch: each trip of the `{var}` loop loads the next trip's tile values into registers\n\
+         // after its first barrier, where this trip's work hides their latency.\n{decl}{}\n",
+        guarded(text(t, c.start))
+    );
+    change.edits.insert(pragma_start(t, f), reindent(&before, &ind) + "\n" + &ind);
+    // The staging: the registers into the tiles.
+    let sind = indent_at(t, s.staging_range.start);
+    change.edits.replace(s.staging_range.clone(), reindent(put.trim_end(), &sind));
+    // After the first barrier: the next trip's loads (its counter shadows this trip's).
+    let next = format!("\n{{\n  const {ty} ns_pf_next = {};\n  {}\n}}", c.next, reindent(&guarded("ns_pf_next"), "  "));
+    let bind = indent_at(t, s.barrier.start_byte());
+    change.edits.insert(s.barrier.end_byte(), reindent(&next, &bind));
+    let note = format!(
+        "`{}`: the `{var}` loop loads the next trip's {} staged value{} into registers during this trip's work",
+        k.name,
+        slot,
+        if slot == 1 { "" } else { "s" }
+    );
+    (change, note)
+}
+
+fn indent_lines(block: &str, indent: &str) -> String {
+    block.lines().map(|l| if l.is_empty() { "\n".to_string() } else { format!("{indent}{l}\n") }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::FactsBuilder;
+
+    /// A tiled GEMM whose k loop stages `stage`, then multiplies and runs `tail` before its
+    /// last barrier.
+    fn gemm(stage: &str, tail: &str) -> String {
+        format!(
+            "#define T 16\n__global__ void g(const float* A, const float* B, float* C, int n) {{\n  __shared__ float As[T][T];\n  __shared__ float Bs[T][T];\n  const int tid = threadIdx.y * T + threadIdx.x;\n  float acc = 0.f;\n  for (int k0 = 0; k0 < n; k0 += T) {{\n{stage}\n    __syncthreads();\n    for (int k = 0; k < T; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];\n{tail}    __syncthreads();\n  }}\n  C[tid] = acc;\n}}\nextern \"C\" void launch(const float* A, const float* B, float* C, int n, cudaStream_t s) {{\n  g<<<1, dim3(T, T), 0, s>>>(A, B, C, n);\n}}\n"
+        )
+    }
+
+    const STORES: &str =
+        "    As[threadIdx.y][threadIdx.x] = A[k0 + tid];\n    Bs[threadIdx.y][threadIdx.x] = B[k0 + tid];";
+    const LOOP: &str = "    for (int e = tid; e < T * T; e += 128) {\n      const int r = e / T, c = e % T;\n      As[r][c] = A[(k0 + r) * T + c];\n    }\n    Bs[threadIdx.y][threadIdx.x] = B[k0 + tid];";
+
+    fn run(src: &str) -> Applied {
+        apply(&Source::parse(src), &FactsBuilder::new("launch").build(), &Params::default())
+    }
+
+    fn declines(src: &str) -> String {
+        run(src).err().map(|e| e.0).unwrap_or_else(|| panic!("applied to\n{src}"))
+    }
+
+    #[test]
+    fn stores_are_loaded_a_trip_ahead_and_stored_from_registers() {
+        let r = run(&gemm(STORES, "")).unwrap();
+        let s = &r.source;
+        // The first trip's loads before the loop, under the loop's own start and condition.
+        assert!(s.contains("float ns_pf0[1];\n  float ns_pf1[1];\n  {\n    const int k0 = 0;\n    if (k0 < n) {\n      ns_pf0[0] = A[k0 + tid];"), "{s}");
+        // The trip stores the registers where it loaded the tiles before...
+        assert!(s.contains("  for (int k0 = 0; k0 < n; k0 += T) {\n    As[threadIdx.y][threadIdx.x] = ns_pf0[0];\n    Bs[threadIdx.y][threadIdx.x] = ns_pf1[0];\n    __syncthreads();\n"), "{s}");
+        // ...and loads the next trip's after its first barrier, the counter shadowed.
+        assert!(s.contains("const int ns_pf_next = k0 + (T);\n      {\n        const int k0 = ns_pf_next;\n        if (k0 < n) {\n          ns_pf0[0] = A[k0 + tid];\n          ns_pf1[0] = B[k0 + tid];"), "{s}");
+        assert_eq!(s.matches("A[k0 + tid]").count(), 2, "{s}");
+        assert!(declines(s).contains("prefetches its tiles already"));
+        assert_eq!(
+            r.description,
+            "`g`: the `k0` loop loads the next trip's 2 staged values into registers during this trip's work"
+        );
+    }
+
+    #[test]
+    fn a_staging_loop_gets_one_register_a_trip() {
+        let r = run(&gemm(LOOP, "")).unwrap();
+        let s = &r.source;
+        assert!(
+            s.contains("constexpr int ns_pf0_n = ((T * T) + (128) - 1) / (128);\n  float ns_pf0[ns_pf0_n];"),
+            "{s}"
+        );
+        assert!(s.contains("for (int ns_i = 0; ns_i < ns_pf0_n; ++ns_i) {\n      const int e = tid + ns_i * (128);\n      if (e < T * T) {\n        const int r = e / T, c = e % T;\n        As[r][c] = ns_pf0[ns_i];"), "{s}");
+        assert!(s.contains("ns_pf0[ns_i] = A[(k0 + r) * T + c];"), "{s}");
+        assert!(!s.contains("for (int e = tid"), "{s}");
+    }
+
+    #[test]
+    fn it_declines_where_a_value_could_change_before_its_trip_or_the_trips_are_unbounded() {
+        let cases = [
+            // The work writes global memory the staging may read.
+            (gemm(STORES, "    C[tid] = acc;\n"), "writes `C`, which is not a local"),
+            (gemm(STORES, "    *C = acc;\n"), "writes through a pointer"),
+            (gemm(STORES, "    atomicAdd(C, acc);\n"), "calls `atomicAdd`"),
+            // The staging reads a shared array or a variable the loop changes.
+            (gemm("    As[threadIdx.y][threadIdx.x] = Bs[0][tid];", ""), "reads the shared array `Bs`"),
+            (gemm("    As[threadIdx.y][threadIdx.x] = A[k0 + (int)acc];", ""), "reads `acc`, which the loop changes"),
+            // A loop without a bound on its trips per thread.
+            (gemm(&LOOP.replace("e = tid;", "e = tid - 1;"), ""), "not shown to be between 0 and what an `int` holds"),
+            (gemm(&LOOP.replace("e = tid;", "e = tid + 4294967295u;"), ""), "not shown to be between 0"),
+            (gemm(&LOOP.replace("e = tid;", "e = tid + blockIdx.x;"), ""), "not shown to be between 0"),
+            (gemm(&LOOP.replace("e < T * T", "e < n"), ""), "bound `n` or step `128` is not an integer constant"),
+            (gemm(&LOOP.replace("e += 128", "e += blockDim.x * blockDim.y"), ""), "is not an integer constant"),
+            (gemm(&LOOP.replace("e < T * T", "e < 200.5"), ""), "is not an integer constant"),
+            // Writes the recipe cannot follow: through a struct, a typedef'd pointer, a
+            // shared pointer, a constructor, inline assembly; reads through a local pointer.
+            (
+                gemm(STORES, "")
+                    .replace("float acc = 0.f;", "float acc = 0.f;\n  struct O { float* p; } o = {C};")
+                    .replace("    __syncthreads();\n  }", "    o.p[tid] = acc;\n    __syncthreads();\n  }"),
+                "writes `o`, which is not a local",
+            ),
+            (
+                format!("typedef float* fptr;\n{}", gemm(STORES, ""))
+                    .replace("float acc = 0.f;", "float acc = 0.f;\n  fptr o = C;")
+                    .replace("    __syncthreads();\n  }", "    o[tid] = acc;\n    __syncthreads();\n  }"),
+                "writes `o`, which is not a local",
+            ),
+            (
+                gemm(STORES, "")
+                    .replace("float acc = 0.f;", "float acc = 0.f;\n  __shared__ float* sp;")
+                    .replace("    __syncthreads();\n  }", "    sp[tid] = acc;\n    __syncthreads();\n  }"),
+                "writes `sp`",
+            ),
+            (gemm(STORES, "    Writer w(C, acc);\n"), "of a type whose construction could write"),
+            (
+                gemm(STORES, "    asm volatile(\"st.global.f32 [%0], %1;\" :: \"l\"(C), \"f\"(acc));\n"),
+                "inline assembly",
+            ),
+            (
+                gemm("    As[threadIdx.y][threadIdx.x] = q[tid];", "")
+                    .replace("float acc = 0.f;", "float acc = 0.f;\n  const float* q = &Bs[0][0];"),
+                "reads `q`, which could point anywhere",
+            ),
+            // A staging's own names count from their declarators on; names the rewrite declares
+            // are free.
+            (
+                gemm(&LOOP.replace("const int r = e / T", "const int r = e / T + (int)acc, acc = 0"), ""),
+                "reads `acc`, which the loop changes",
+            ),
+            (
+                gemm("    As[threadIdx.y][threadIdx.x] = A[k0 + ns_i];", "")
+                    .replace("float acc = 0.f;", "float acc = 0.f;\n  const int ns_i = 3;"),
+                "a name of its own, `ns_i`",
+            ),
+            (gemm(STORES, "").replace("const float* A,", "const volatile float* A,"), "the `volatile` parameter `A`"),
+            (
+                gemm(STORES, "")
+                    .replace(
+                        "float acc = 0.f;",
+                        "float acc = 0.f;\n  auto min = [&](int a, int b) { acc += 1.f; return a; };",
+                    )
+                    .replace("    __syncthreads();\n  }", "    acc += min(1, 2);\n    __syncthreads();\n  }"),
+                "it calls `min`",
+            ),
+            // Trips that may end early, a staging that is no store.
+            (gemm(STORES, "    if (acc > 1.f) break;\n"), "`break` may end a trip early"),
+            (gemm("    if (tid < T) As[0][tid] = A[k0 + tid];", ""), "is no store to a tile"),
+            (gemm(STORES, "").replace("int k0 = 0", "int k0 = n--"), "its start has `n--`"),
+            (gemm("    As[threadIdx.y][threadIdx.x] = A[k0++];", ""), "changes the counter `k0`"),
+        ];
+        for (src, want) in cases {
+            let why = declines(&src);
+            assert!(why.contains(want), "want `{want}`, got: {why}");
+        }
+        // Macros the loop names are read as the code they stand for.
+        let macros = [
+            ("#define OUT C[tid] = acc\n", "    OUT;\n", "`OUT`, whose text holds an assignment"),
+            ("#define HALVE(v) (v >>= 1)\n", "    HALVE(acc);\n", "`HALVE`, whose text holds an assignment"),
+            ("#define BUMP (acc++)\n#define STEP (BUMP + 1)\n", "    STEP;\n", "`BUMP`, whose text holds an increment"),
+            ("#define DONE if (acc > 1.f) break\n", "    DONE;\n", "`DONE`, whose text holds a jump"),
+            ("#define ADD(p, v) atomicAdd(p, v)\n", "    ADD(C, acc);\n", "`ADD`, whose text holds a call"),
+        ];
+        for (def, tail, want) in macros {
+            let why = declines(&format!("{def}{}", gemm(STORES, tail)));
+            assert!(why.contains(want), "want `{want}`, got: {why}");
+        }
+        // Comparisons and arithmetic in a macro are fine.
+        let fine = format!(
+            "#define IDX(r, c) ((r) * T + (c) >= 0 && (c) <= T ? (r) * T + (c) : 0)\n{}",
+            gemm(STORES.replace("k0 + tid", "IDX(k0, tid)").as_str(), "")
+        );
+        assert!(run(&fine).is_ok(), "{}", declines(&fine));
+        let one_barrier = gemm(STORES, "").replacen("    __syncthreads();\n  }", "  }", 1);
+        assert!(declines(&one_barrier).contains("does not end in a second `__syncthreads();`"));
+    }
+}
