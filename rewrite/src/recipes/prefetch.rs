@@ -30,6 +30,9 @@ use tree_sitter::Node;
 
 pub const PARAMS: &[ParamSpec] = &[];
 
+/// The most register slots one staging loop may take.
+const MAX_SLOTS: i64 = 64;
+
 /// Calls the staging and the work may make: barriers, arithmetic that writes nothing, and
 /// the helpers nightshift's own recipes emit (`ns_`), which write only what they are handed.
 const PURE_CALLS: &[&str] = &[
@@ -69,6 +72,12 @@ fn plan<'k>(src: &Source, k: &'k Kernel) -> Planned<'k> {
     if let Some(taken) = ids.iter().find(|i| i.starts_with("ns_pf") || **i == "ns_i") {
         return Err(NotApplicable::new(format!(
             "`{}` has a name of its own, `{taken}`, that the rewrite would shadow",
+            k.name
+        )));
+    }
+    if k.is_template {
+        return Err(NotApplicable::new(format!(
+            "`{}` is a template: its parameters may shadow the constants the bounds are read from",
             k.name
         )));
     }
@@ -159,6 +168,16 @@ fn staged_loop<'t>(src: &'t Source, k: &Kernel, kbody: Node<'t>, f: Node<'t>) ->
     };
     if let Some(e) = syntax::escapes(lbody).iter().find(|e| !in_lambda(e)) {
         return Err(format!("`{}` may end a trip early", text(t, *e).trim_end_matches(';').trim()));
+    }
+    // Names bound other than by a declaration (a range-for's variable, a lambda's
+    // reference or pointer parameter) may alias anything.
+    for d in descendants(lbody) {
+        let aliasing = d.kind() == "for_range_loop"
+            || (d.kind() == "parameter_declaration"
+                && descendants(d).iter().any(|x| matches!(x.kind(), "reference_declarator" | "pointer_declarator")));
+        if aliasing {
+            return Err(format!("`{}` binds a name that may alias anything", syntax::one_line(text(t, d), 60)));
+        }
     }
     let loop_text = syntax::blank_comments(&t[f.start_byte()..f.end_byte()]);
     if ["asm", "__asm__", "__asm"].iter().any(|w| syntax::mentions_word(&loop_text, w)) {
@@ -251,6 +270,9 @@ fn staged_loop<'t>(src: &'t Source, k: &Kernel, kbody: Node<'t>, f: Node<'t>) ->
             }
         }
     }
+    // A parameter or derived pointer is global memory only as long as nothing points it
+    // elsewhere.
+    let reassigned: Vec<String> = syntax::assigned(t, kbody).into_iter().map(|(n, _)| n).collect();
     for (r, own) in &reads {
         // Its own names from their declarators on (a declarator itself is no read).
         let mine =
@@ -280,6 +302,9 @@ fn staged_loop<'t>(src: &'t Source, k: &Kernel, kbody: Node<'t>, f: Node<'t>) ->
                     return Err(format!(
                         "its staging reads the `volatile` parameter `{name}`: reading it early changes what it sees"
                     ))
+                }
+                Some(Kind::Param { .. } | Kind::Global) if reassigned.contains(name) => {
+                    return Err(format!("its staging reads `{name}`, which the kernel reassigns"))
                 }
                 Some(Kind::Param { .. } | Kind::Global) | None => {}
             }
@@ -311,7 +336,12 @@ fn staged_loop<'t>(src: &'t Source, k: &Kernel, kbody: Node<'t>, f: Node<'t>) ->
             if end_v < 1 || step_v < 1 {
                 return Err(format!("a staging loop's bound {end_v} or step {step_v} is below 1"));
             }
-            let slots = (end_v + step_v - 1) / step_v;
+            let slots = end_v.checked_add(step_v - 1).map_or(i64::MAX, |n| n / step_v);
+            if slots > MAX_SLOTS {
+                return Err(format!(
+                    "a staging loop of {slots} trips a thread would hold as many registers (at most {MAX_SLOTS})"
+                ));
+            }
             // START + ns_i * STEP must stay inside `int` for every slot.
             let fits = upper_bound(t, kbody, &names, src, k, *start, 3)
                 .and_then(|b| b.checked_add(slots.checked_mul(step_v)?))
@@ -377,6 +407,9 @@ fn staging_statement<'t>(t: &str, s: Node<'t>, names: &Names) -> Result<Staging<
     let (var, start) = syntax::single_declarator(t, init).ok_or("a staging loop without a single counter")?;
     let start = start.ok_or("a staging loop's counter without a start")?;
     let ty = syntax::unqualified(&syntax::declaration_type(t, init).unwrap_or_default());
+    if !WIDE_INTEGERS.contains(&ty.as_str()) {
+        return Err(format!("a staging loop's counter is a `{ty}`, not an integer of 32 bits or more"));
+    }
     let (op, l, end) =
         s.child_by_field_name("condition").and_then(|c| binary(t, c)).ok_or("a staging loop without a bound")?;
     if op != "<" || !syntax::is_ident(t, l, &var) {
@@ -397,6 +430,11 @@ fn staging_statement<'t>(t: &str, s: Node<'t>, names: &Names) -> Result<Staging<
     let (mut decls, mut stores) = (Vec::new(), Vec::new());
     for c in named_children(body).into_iter().filter(|c| c.kind() != "comment") {
         if c.kind() == "declaration" {
+            // The rewrite puts the declarations first: a store before one could name an
+            // outer variable the declaration would then shadow.
+            if !stores.is_empty() {
+                return Err("a staging loop declares after it stores".into());
+            }
             decls.push(c);
         } else {
             stores.push(store(t, c, names)?);
@@ -502,21 +540,55 @@ fn macro_effect(value: &str, is_macro: impl Fn(&str) -> bool) -> Option<&'static
             _ => "a jump",
         });
     }
-    // A name called in the text: arithmetic, nightshift's helpers or another macro (whose
-    // own text is checked in turn).
-    let mut rest = v.as_str();
-    while let Some(open) = rest.find('(') {
-        let callee = rest[..open].trim_end();
-        let start = callee.rfind(|c: char| !is_id(c)).map_or(0, |p| p + 1);
-        let callee = &callee[start..];
-        let keyword = matches!(callee, "" | "if" | "for" | "while" | "switch" | "sizeof" | "return");
-        if !keyword && !PURE_CALLS.contains(&callee) && !callee.starts_with("ns_") && !is_macro(callee) {
+    if v.contains("##") {
+        return Some("token pasting");
+    }
+    // Each `(` that calls: after a name, which must be arithmetic or another macro (whose
+    // own text is checked in turn), or after `)`, `]` or `>` (a callee expression).
+    let cs: Vec<char> = v.chars().collect();
+    for (i, c) in cs.iter().enumerate() {
+        if *c != '(' {
+            continue;
+        }
+        let mut j = i;
+        while j > 0 && cs[j - 1].is_whitespace() {
+            j -= 1;
+        }
+        let end = j;
+        while j > 0 && is_id(cs[j - 1]) {
+            j -= 1;
+        }
+        let callee: String = cs[j..end].iter().collect();
+        if callee.is_empty() {
+            if end > 0 && matches!(cs[end - 1], ')' | ']' | '>') {
+                return Some("a call");
+            }
+            continue;
+        }
+        let keyword = matches!(callee.as_str(), "if" | "for" | "while" | "switch" | "sizeof" | "return");
+        let number = callee.starts_with(|c: char| c.is_ascii_digit());
+        if !keyword && !number && !PURE_CALLS.contains(&callee.as_str()) && !is_macro(&callee) {
             return Some("a call");
         }
-        rest = &rest[open + 1..];
     }
     None
 }
+
+/// Integer types whose values the slots' bound (`int`'s range) fits in.
+const WIDE_INTEGERS: &[&str] = &[
+    "int",
+    "unsigned",
+    "unsigned int",
+    "long",
+    "unsigned long",
+    "long long",
+    "unsigned long long",
+    "size_t",
+    "int32_t",
+    "uint32_t",
+    "int64_t",
+    "uint64_t",
+];
 
 /// Element types a write or a construction of cannot reach other memory.
 const ARITHMETIC: &[&str] = &[
@@ -597,7 +669,10 @@ struct Names {
     /// Each declaration of the body (for-loop counters among them): its name, type and
     /// declarator.
     decls: Vec<(String, String, &'static str)>,
+    /// Function-like macros (an object-like one may name any function).
     macros: Vec<String>,
+    /// The functions the file defines.
+    functions: Vec<String>,
     pointer_params: Vec<String>,
     /// The pointers of [`Kind::Global`].
     globals: Vec<String>,
@@ -646,10 +721,23 @@ impl Names {
                 }
             }
         }
-        let macros = syntax::macro_definitions(t, src.root()).into_iter().map(|(m, _)| m.to_string()).collect();
-        let helpers = t.contains("#ifndef NIGHTSHIFT_TENSOR_TILE");
+        let macros = descendants(src.root())
+            .into_iter()
+            .filter(|d| d.kind() == "preproc_function_def")
+            .filter_map(|d| d.child_by_field_name("name").map(|n| text(t, n).to_string()))
+            .collect();
+        let functions = descendants(src.root())
+            .into_iter()
+            .filter(|d| d.kind() == "function_declarator")
+            .filter_map(|d| d.child_by_field_name("declarator").map(|n| text(t, n).to_string()))
+            .collect();
+        // The helpers are nightshift's where the file holds them under its guard.
+        let helpers = descendants(src.root()).into_iter().any(|d| {
+            d.kind() == "preproc_ifdef"
+                && d.child_by_field_name("name").is_some_and(|n| text(t, n) == "NIGHTSHIFT_TENSOR_TILE")
+        });
         let pointer_params = k.params.iter().filter(|p| p.pointer).map(|p| p.name.clone()).collect();
-        let mut names = Names { params, decls, macros, pointer_params, globals: Vec::new(), helpers };
+        let mut names = Names { params, decls, macros, functions, pointer_params, globals: Vec::new(), helpers };
         for d in named_children(kbody).into_iter().filter(|d| d.kind() == "declaration") {
             let mut c = d.walk();
             for decl in d.children_by_field_name("declarator", &mut c) {
@@ -661,6 +749,9 @@ impl Names {
                 let name = p.child_by_field_name("declarator").filter(|n| n.kind() == "identifier");
                 let (true, Some(name)) = (p.kind() == "pointer_declarator", name) else { continue };
                 let name = text(t, name).to_string();
+                if syntax::declaration_type(t, d).is_some_and(|ty| syntax::mentions_word(&ty, "volatile")) {
+                    continue;
+                }
                 let root = names.pointer_root(t, value);
                 if names.declarations(&name) == 1
                     && root.is_some_and(|r| names.pointer_params.contains(&r) || names.globals.contains(&r))
@@ -744,8 +835,9 @@ impl Names {
         if self.macros.iter().any(|m| m == callee) {
             return Call::Arithmetic;
         }
-        // A name the kernel declares (a lambda called `min`) is not the function it names.
-        if PURE_CALLS.contains(&callee) && self.kind(callee).is_none() {
+        // A name the kernel declares (a lambda called `min`) or the file defines is not the
+        // function it names.
+        if PURE_CALLS.contains(&callee) && self.kind(callee).is_none() && !self.functions.iter().any(|f| f == callee) {
             return Call::Arithmetic;
         }
         let base = callee.split('<').next().unwrap_or_default().trim();
@@ -797,10 +889,13 @@ fn impure<'s>(t: &'s str, n: Node, names: &Names) -> Option<&'s str> {
 /// The largest value `e` takes on any thread, where it is at least 0 on every one: thread
 /// indices and block sizes (at most 1024), non-negative constants of the file, `const`
 /// scalars the kernel declares once from such expressions (followed `depth` deep), under
-/// `+`, `*`, `>>`, `&`, and `/` or `%` by a constant of at least 1. `None`: no such bound.
+/// `+`, `*`, `>>`, `&`, and `/` or `%` by a constant of at least 1 (a local only where
+/// declared before `e`, of an integer type of 32 bits or more). `None`: no such bound.
 fn upper_bound(t: &str, kbody: Node, names: &Names, src: &Source, k: &Kernel, e: Node, depth: u32) -> Option<i64> {
     let e = strip_parens(e);
     let bound = |n: Node| upper_bound(t, kbody, names, src, k, n, depth);
+    // Locals are followed only where declared before the expression that reads them.
+    let before = e.start_byte();
     let value = match e.kind() {
         "number_literal" => crate::pattern::int_literal(text(t, e))?,
         "field_expression" => {
@@ -841,14 +936,18 @@ fn upper_bound(t: &str, kbody: Node, names: &Names, src: &Source, k: &Kernel, e:
                     let init = named_children(kbody)
                         .into_iter()
                         .filter(|d| d.kind() == "declaration")
+                        .filter(|d| d.start_byte() < before)
                         .filter(|d| {
-                            syntax::declaration_type(t, *d)
-                                .is_some_and(|ty| ty.split_whitespace().any(|w| w == "const"))
+                            syntax::declaration_type(t, *d).is_some_and(|ty| {
+                                ty.split_whitespace().any(|w| w == "const")
+                                    && WIDE_INTEGERS.contains(&syntax::unqualified(&ty).as_str())
+                            })
                         })
                         .find_map(|d| {
                             let mut c = d.walk();
                             let found = d.children_by_field_name("declarator", &mut c).find(|x| {
                                 x.kind() == "init_declarator"
+                                    && x.end_byte() <= before
                                     && x.child_by_field_name("declarator").is_some_and(|n| syntax::is_ident(t, n, name))
                             });
                             found.and_then(|x| x.child_by_field_name("value"))
@@ -896,7 +995,7 @@ fn emit<'k>(t: &str, k: &'k Kernel, f: Node, s: &Staged) -> (Change<'k>, String)
                     slot += 1;
                 }
                 let head = format!(
-                    "#pragma unroll\nfor (int ns_i = 0; ns_i < {n}; ++ns_i) {{\n  const {ty} {var} = {start} + ns_i * ({step});\n  if ({var} < {end}) {{\n",
+                    "#pragma unroll\nfor (int ns_i = 0; ns_i < {n}; ++ns_i) {{\n  const {ty} {var} = ({start}) + ns_i * ({step});\n  if ({var} < ({end})) {{\n",
                     start = text(t, *start),
                     step = text(t, *step),
                     end = text(t, *end),
@@ -980,6 +1079,13 @@ mod tests {
     }
 
     #[test]
+    fn a_start_of_looser_operators_is_kept_whole() {
+        let shifted = "    for (int r = tid >> 4; r < T; r += 16) {\n      As[r][tid & 15] = A[(k0 + r) * T + (tid & 15)];\n    }\n    Bs[threadIdx.y][threadIdx.x] = B[k0 + tid];";
+        let s = run(&gemm(shifted, "")).unwrap().source;
+        assert!(s.contains("const int r = (tid >> 4) + ns_i * (16);\n      if (r < (T)) {"), "{s}");
+    }
+
+    #[test]
     fn a_staging_loop_gets_one_register_a_trip() {
         let r = run(&gemm(LOOP, "")).unwrap();
         let s = &r.source;
@@ -987,7 +1093,7 @@ mod tests {
             s.contains("constexpr int ns_pf0_n = ((T * T) + (128) - 1) / (128);\n  float ns_pf0[ns_pf0_n];"),
             "{s}"
         );
-        assert!(s.contains("for (int ns_i = 0; ns_i < ns_pf0_n; ++ns_i) {\n      const int e = tid + ns_i * (128);\n      if (e < T * T) {\n        const int r = e / T, c = e % T;\n        As[r][c] = ns_pf0[ns_i];"), "{s}");
+        assert!(s.contains("for (int ns_i = 0; ns_i < ns_pf0_n; ++ns_i) {\n      const int e = (tid) + ns_i * (128);\n      if (e < (T * T)) {\n        const int r = e / T, c = e % T;\n        As[r][c] = ns_pf0[ns_i];"), "{s}");
         assert!(s.contains("ns_pf0[ns_i] = A[(k0 + r) * T + c];"), "{s}");
         assert!(!s.contains("for (int e = tid"), "{s}");
     }
@@ -1063,13 +1169,71 @@ mod tests {
             // Trips that may end early, a staging that is no store.
             (gemm(STORES, "    if (acc > 1.f) break;\n"), "`break` may end a trip early"),
             (gemm("    if (tid < T) As[0][tid] = A[k0 + tid];", ""), "is no store to a tile"),
-            (gemm(STORES, "").replace("int k0 = 0", "int k0 = n--"), "its start has `n--`"),
+            (
+                gemm(STORES, "").replace("int k0 = 0", "int k0 = (int)atomicAdd(C, 1.f)"),
+                "its start has `atomicAdd(C, 1.f)`",
+            ),
+            (gemm(STORES, "").replace("int k0 = 0", "int k0 = n--"), "reads `n`, which the kernel reassigns"),
             (gemm("    As[threadIdx.y][threadIdx.x] = A[k0++];", ""), "changes the counter `k0`"),
         ];
         for (src, want) in cases {
             let why = declines(&src);
             assert!(why.contains(want), "want `{want}`, got: {why}");
         }
+        // After the second review: aliases and bindings the names do not show, macros that
+        // name or build a callee, narrow or late-declared bounds, register-hungry loops.
+        let more = [
+            (
+                gemm(STORES, "").replace("float acc = 0.f;", "float acc = 0.f;\n  A += 1;"),
+                "reads `A`, which the kernel reassigns",
+            ),
+            (
+                gemm(
+                    &LOOP.replace(
+                        "const int r = e / T, c = e % T;\n      As[r][c] = A[(k0 + r) * T + c];",
+                        "As[e / T][e % T] = A[k0 + e];\n      const int r = e / T;",
+                    ),
+                    "",
+                ),
+                "declares after it stores",
+            ),
+            (
+                format!(
+                    "__device__ float fmaxf(float* p, float v) {{ *p = v; return v; }}\n{}",
+                    gemm(STORES, "    acc = fmaxf(C, acc);\n")
+                ),
+                "it calls `fmaxf`",
+            ),
+            (gemm(&LOOP.replace("int e = tid", "short e = tid"), ""), "a `short`, not an integer of 32 bits"),
+            (
+                gemm(STORES, "    for (float& v : acc4) v = 0.f;\n")
+                    .replace("float acc = 0.f;", "float acc = 0.f, acc4[4];"),
+                "binds a name that may alias anything",
+            ),
+            (gemm(&LOOP.replace("e < T * T", "e < 100000"), ""), "would hold as many registers"),
+            (
+                gemm(STORES, "")
+                    .replace("__global__ void g(", "template <int U>\n__global__ void g(")
+                    .replace("g<<<", "g<1><<<"),
+                "is a template",
+            ),
+            (format!("#define WR atomicAdd\n{}", gemm(STORES, "    WR(C, acc);\n")), "it calls `WR`"),
+            (
+                format!("#define WR(p, v) put<float>(p, v)\n{}", gemm(STORES, "    WR(C, acc);\n")),
+                "`WR`, whose text holds a call",
+            ),
+            (
+                format!("#define WR(p, v) (put)(p, v)\n{}", gemm(STORES, "    WR(C, acc);\n")),
+                "`WR`, whose text holds a call",
+            ),
+            (format!("#define CAT(a, b) a##b\n{}", gemm(STORES, "    CAT(atomic, Add)(C, acc);\n")), "token pasting"),
+        ];
+        for (src, want) in more {
+            let why = declines(&src);
+            assert!(why.contains(want), "want `{want}`, got: {why}");
+        }
+        // A macro whose text holds a character outside ASCII is read, not sliced inside it.
+        let _ = run(&format!("#define TAG(x) (x + sizeof(\"\u{b5}(\"))\n{}", gemm(STORES, "    acc += TAG(1);\n")));
         // Macros the loop names are read as the code they stand for.
         let macros = [
             ("#define OUT C[tid] = acc\n", "    OUT;\n", "`OUT`, whose text holds an assignment"),
