@@ -986,7 +986,9 @@ fn emit<'k>(t: &str, k: &'k Kernel, f: Node, s: &Staged) -> (Change<'k>, String)
                     end = text(t, *end),
                     step = text(t, *step)
                 ));
-                let ds: String = decls.iter().map(|d| format!("    {}\n", text(t, *d))).collect();
+                let values: Vec<Node> = stores.iter().map(|s| s.value).collect();
+                let lhs: Vec<Node> = stores.iter().map(|s| s.lhs).collect();
+                let (ds_load, ds_put) = (needed_decls(t, decls, &values), needed_decls(t, decls, &lhs));
                 let (mut l, mut p) = (String::new(), String::new());
                 for one in stores {
                     decl.push_str(&format!("{} ns_pf{slot}[{n}];\n", one.ty));
@@ -1000,8 +1002,8 @@ fn emit<'k>(t: &str, k: &'k Kernel, f: Node, s: &Staged) -> (Change<'k>, String)
                     step = text(t, *step),
                     end = text(t, *end),
                 );
-                load.push_str(&format!("{head}{ds}{l}  }}\n}}\n"));
-                put.push_str(&format!("{head}{ds}{p}  }}\n}}\n"));
+                load.push_str(&format!("{head}{ds_load}{l}  }}\n}}\n"));
+                put.push_str(&format!("{head}{ds_put}{p}  }}\n}}\n"));
             }
         }
     }
@@ -1029,6 +1031,45 @@ fn emit<'k>(t: &str, k: &'k Kernel, f: Node, s: &Staged) -> (Change<'k>, String)
         if slot == 1 { "" } else { "s" }
     );
     (change, note)
+}
+
+/// A staging loop's declarations that the expressions `uses` need, directly or through one
+/// another, each line indented for the slot loop: the loads need the values' names and the
+/// stores the targets', so neither copy declares what it never reads (nvcc warns of each).
+/// A declaration kept whole stays as written; one kept in part becomes a declaration a name.
+fn needed_decls(t: &str, decls: &[Node], uses: &[Node]) -> String {
+    let mut needed: Vec<String> = uses.iter().flat_map(|u| syntax::identifiers(t, *u)).map(str::to_string).collect();
+    let mut keep: Vec<Vec<bool>> = Vec::new();
+    for d in decls.iter().rev() {
+        let mut c = d.walk();
+        let parts: Vec<Node> = d.children_by_field_name("declarator", &mut c).collect();
+        let mut kept = vec![false; parts.len()];
+        for (i, p) in parts.iter().enumerate().rev() {
+            let name = p.child_by_field_name("declarator").filter(|_| p.kind() == "init_declarator").unwrap_or(*p);
+            // Only `name = value` declarators are left out; anything else stays.
+            if p.kind() != "init_declarator" || needed.iter().any(|n| n == text(t, name)) {
+                kept[i] = true;
+                needed.extend(syntax::identifiers(t, *p).into_iter().map(str::to_string));
+            }
+        }
+        keep.push(kept);
+    }
+    keep.reverse();
+    let mut out = String::new();
+    for (d, kept) in decls.iter().zip(&keep) {
+        if kept.iter().all(|k| *k) {
+            out.push_str(&format!("    {}\n", text(t, *d)));
+            continue;
+        }
+        let ty = syntax::declaration_type(t, *d).unwrap_or_default();
+        let mut c = d.walk();
+        for (p, k) in d.children_by_field_name("declarator", &mut c).zip(kept) {
+            if *k {
+                out.push_str(&format!("    {ty} {};\n", text(t, p)));
+            }
+        }
+    }
+    out
 }
 
 fn indent_lines(block: &str, indent: &str) -> String {
@@ -1096,6 +1137,17 @@ mod tests {
         assert!(s.contains("for (int ns_i = 0; ns_i < ns_pf0_n; ++ns_i) {\n      const int e = (tid) + ns_i * (128);\n      if (e < (T * T)) {\n        const int r = e / T, c = e % T;\n        As[r][c] = ns_pf0[ns_i];"), "{s}");
         assert!(s.contains("ns_pf0[ns_i] = A[(k0 + r) * T + c];"), "{s}");
         assert!(!s.contains("for (int e = tid"), "{s}");
+        // Each copy declares only what it reads: the stores need no source index, the loads
+        // no unused name.
+        let split = LOOP
+            .replace("const int r = e / T, c = e % T;", "const int r = e / T, c = e % T, src = (k0 + r) * T + c;")
+            .replace("A[(k0 + r) * T + c]", "A[src]");
+        let s = run(&gemm(&split, "")).unwrap().source;
+        assert_eq!(s.matches("const int r = e / T, c = e % T, src = (k0 + r) * T + c;").count(), 2, "{s}");
+        assert!(
+            s.contains("        const int r = e / T;\n        const int c = e % T;\n        As[r][c] = ns_pf0[ns_i];"),
+            "{s}"
+        );
     }
 
     #[test]
