@@ -64,11 +64,11 @@ pub fn apply(src: &Source, _facts: &Facts, params: &Params) -> Applied {
 fn plan<'k>(src: &Source, k: &'k Kernel) -> Planned<'k> {
     let t = src.text();
     let body = src.node(&k.body, "compound_statement").ok_or_else(|| NotApplicable::new("no body"))?;
-    if syntax::mentions_word(&t[k.body.clone()], "ns_pf0") {
-        return Err(NotApplicable::new(format!("`{}` prefetches its tiles already", k.name)));
-    }
     // The names the rewrite declares must not capture the kernel's own.
     let ids = syntax::identifiers(t, body);
+    if ids.contains(&"ns_pf0") {
+        return Err(NotApplicable::new(format!("`{}` prefetches its tiles already", k.name)));
+    }
     if let Some(taken) = ids.iter().find(|i| i.starts_with("ns_pf") || **i == "ns_i") {
         return Err(NotApplicable::new(format!(
             "`{}` has a name of its own, `{taken}`, that the rewrite would shadow",
@@ -81,9 +81,10 @@ fn plan<'k>(src: &Source, k: &'k Kernel) -> Planned<'k> {
             k.name
         )));
     }
+    let names = Names::of(src, k, body);
     let mut why = Vec::new();
     for f in named_children(body).into_iter().filter(|n| n.kind() == "for_statement") {
-        match staged_loop(src, k, body, f) {
+        match staged_loop(src, k, &names, body, f) {
             Ok(s) => return Ok(emit(t, k, f, &s)),
             Err(e) => why.push(format!("the loop at line {}: {e}", f.start_position().row + 1)),
         }
@@ -140,9 +141,14 @@ struct Staged<'t> {
     barrier: Node<'t>,
 }
 
-fn staged_loop<'t>(src: &'t Source, k: &Kernel, kbody: Node<'t>, f: Node<'t>) -> Result<Staged<'t>, String> {
+fn staged_loop<'t>(
+    src: &'t Source,
+    k: &Kernel,
+    names: &Names,
+    kbody: Node<'t>,
+    f: Node<'t>,
+) -> Result<Staged<'t>, String> {
     let t = src.text();
-    let names = Names::of(src, k, kbody);
     let counter = counter(t, f)?;
     let lbody =
         f.child_by_field_name("body").filter(|b| b.kind() == "compound_statement").ok_or("its body is not braced")?;
@@ -236,7 +242,7 @@ fn staged_loop<'t>(src: &'t Source, k: &Kernel, kbody: Node<'t>, f: Node<'t>) ->
     }
     let mut staging = Vec::new();
     for s in &staged {
-        staging.push(staging_statement(t, *s, &names)?);
+        staging.push(staging_statement(t, *s, names)?);
     }
     // The staging's reads hold over the loop: each name a parameter, a constant of the
     // file, the counter, a name the statement itself declares, or a plain local the loop
@@ -270,9 +276,6 @@ fn staged_loop<'t>(src: &'t Source, k: &Kernel, kbody: Node<'t>, f: Node<'t>) ->
             }
         }
     }
-    // A parameter or derived pointer is global memory only as long as nothing points it
-    // elsewhere.
-    let reassigned: Vec<String> = syntax::assigned(t, kbody).into_iter().map(|(n, _)| n).collect();
     for (r, own) in &reads {
         // Its own names from their declarators on (a declarator itself is no read).
         let mine =
@@ -303,17 +306,17 @@ fn staged_loop<'t>(src: &'t Source, k: &Kernel, kbody: Node<'t>, f: Node<'t>) ->
                         "its staging reads the `volatile` parameter `{name}`: reading it early changes what it sees"
                     ))
                 }
-                Some(Kind::Param { .. } | Kind::Global) if reassigned.contains(name) => {
+                Some(Kind::Param { .. } | Kind::Global) if names.reassigned.contains(name) => {
                     return Err(format!("its staging reads `{name}`, which the kernel reassigns"))
                 }
                 Some(Kind::Param { .. } | Kind::Global) | None => {}
             }
         }
-        if let Some(c) = impure(t, *r, &names) {
+        if let Some(c) = impure(t, *r, names) {
             return Err(format!("its staging or condition has `{c}`, which must not run twice"));
         }
     }
-    if let Some(c) = impure(t, counter.start, &names) {
+    if let Some(c) = impure(t, counter.start, names) {
         return Err(format!("its start has `{c}`, which must not run twice"));
     }
     for s in &staging {
@@ -343,7 +346,7 @@ fn staged_loop<'t>(src: &'t Source, k: &Kernel, kbody: Node<'t>, f: Node<'t>) ->
                 ));
             }
             // START + ns_i * STEP must stay inside `int` for every slot.
-            let fits = upper_bound(t, kbody, &names, src, k, *start, 3)
+            let fits = upper_bound(t, kbody, names, src, k, *start, 3)
                 .and_then(|b| b.checked_add(slots.checked_mul(step_v)?))
                 .is_some_and(|b| b <= i64::from(i32::MAX));
             if !fits {
@@ -483,32 +486,35 @@ fn write_root(t: &str, n: Node) -> Option<String> {
     }
 }
 
-/// The macros code under `n` names, directly or through other macros, whose replacement
-/// text could write, jump or call something that might: each with what it holds.
-fn macro_effects(t: &str, root: Node, n: Node) -> Vec<(String, &'static str)> {
+/// The macros code under `n` names, directly or through the text of other macros, each
+/// with its replacement text: what the code runs that its own text does not show.
+fn macros_reached<'s>(t: &'s str, root: Node, n: Node) -> Vec<(&'s str, String)> {
     let all = syntax::macro_definitions(t, root);
-    let mut seen: Vec<&str> = Vec::new();
-    let mut todo: Vec<&str> = syntax::macros_used_in(t, root, n)
-        .iter()
-        .filter_map(|(name, _)| all.iter().find(|(m, _)| m == name).map(|(m, _)| *m))
-        .collect();
-    let mut out = Vec::new();
-    while let Some(name) = todo.pop() {
-        if seen.contains(&name) {
+    let mut todo: Vec<String> = syntax::macros_used_in(t, root, n).into_iter().map(|(m, _)| m).collect();
+    let mut out: Vec<(&str, String)> = Vec::new();
+    while let Some(m) = todo.pop() {
+        let Some((name, _)) = all.iter().find(|(name, _)| *name == m) else { continue };
+        if out.iter().any(|(seen, _)| seen == name) {
             continue;
         }
-        seen.push(name);
-        let value = all.iter().filter(|(m, _)| *m == name).map(|(_, v)| *v).collect::<Vec<_>>().join("\n");
-        if let Some(effect) = macro_effect(&value, |callee| all.iter().any(|(m, _)| *m == callee)) {
-            out.push((name.to_string(), effect));
-        }
-        for (m, _) in &all {
-            if syntax::mentions_word(&value, m) {
-                todo.push(m);
-            }
-        }
+        let value = all.iter().filter(|(n, _)| *n == m).map(|(_, v)| *v).collect::<Vec<_>>().join("\n");
+        // By the words of the text, which need not parse as code.
+        todo.extend(all.iter().filter(|(n, _)| syntax::mentions_word(&value, n)).map(|(n, _)| n.to_string()));
+        out.push((name, value));
     }
     out
+}
+
+/// The macros code under `n` reaches whose text could write, jump or call something that
+/// might: each with what it holds.
+fn macro_effects(t: &str, root: Node, n: Node) -> Vec<(String, &'static str)> {
+    let all = syntax::macro_definitions(t, root);
+    macros_reached(t, root, n)
+        .into_iter()
+        .filter_map(|(name, value)| {
+            macro_effect(&value, |callee| all.iter().any(|(m, _)| *m == callee)).map(|e| (name.to_string(), e))
+        })
+        .collect()
 }
 
 /// What in a macro's text could write memory, jump or call something that might.
@@ -545,7 +551,7 @@ fn macro_effect(value: &str, is_macro: impl Fn(&str) -> bool) -> Option<&'static
     }
     // Each `(` that calls: after a name, which must be arithmetic or another macro (whose
     // own text is checked in turn), or after `)`, `]` or `>` (a callee expression).
-    let cs: Vec<char> = v.chars().collect();
+    let cs = &chars;
     for (i, c) in cs.iter().enumerate() {
         if *c != '(' {
             continue;
@@ -664,8 +670,8 @@ enum Call {
 }
 
 /// The kernel's names: its parameters and what its body declares.
-struct Names {
-    params: Vec<(String, bool)>,
+struct Names<'k> {
+    params: &'k [crate::source::Param],
     /// Each declaration of the body (for-loop counters among them): its name, type and
     /// declarator.
     decls: Vec<(String, String, &'static str)>,
@@ -673,17 +679,18 @@ struct Names {
     macros: Vec<String>,
     /// The functions the file defines.
     functions: Vec<String>,
-    pointer_params: Vec<String>,
+    /// The names the kernel assigns anywhere: a parameter or derived pointer is global
+    /// memory only as long as nothing points it elsewhere.
+    reassigned: Vec<String>,
     /// The pointers of [`Kind::Global`].
     globals: Vec<String>,
     /// The tensor-tile helpers are nightshift's where the file holds them under their mark.
     helpers: bool,
 }
 
-impl Names {
-    fn of(src: &Source, k: &Kernel, kbody: Node) -> Names {
+impl<'k> Names<'k> {
+    fn of(src: &Source, k: &'k Kernel, kbody: Node) -> Names<'k> {
         let t = src.text();
-        let params = k.params.iter().map(|p| (p.name.clone(), syntax::mentions_word(&p.decl, "volatile"))).collect();
         let mut decls = Vec::new();
         for d in descendants(kbody).into_iter().filter(|d| d.kind() == "declaration") {
             let ty = syntax::declaration_type(t, d).unwrap_or_default();
@@ -736,8 +743,8 @@ impl Names {
             d.kind() == "preproc_ifdef"
                 && d.child_by_field_name("name").is_some_and(|n| text(t, n) == "NIGHTSHIFT_TENSOR_TILE")
         });
-        let pointer_params = k.params.iter().filter(|p| p.pointer).map(|p| p.name.clone()).collect();
-        let mut names = Names { params, decls, macros, functions, pointer_params, globals: Vec::new(), helpers };
+        let reassigned = syntax::assigned(t, kbody).into_iter().map(|(n, _)| n).collect();
+        let mut names = Names { params: &k.params, decls, macros, functions, reassigned, globals: Vec::new(), helpers };
         for d in named_children(kbody).into_iter().filter(|d| d.kind() == "declaration") {
             let mut c = d.walk();
             for decl in d.children_by_field_name("declarator", &mut c) {
@@ -754,7 +761,7 @@ impl Names {
                 }
                 let root = names.pointer_root(t, value);
                 if names.declarations(&name) == 1
-                    && root.is_some_and(|r| names.pointer_params.contains(&r) || names.globals.contains(&r))
+                    && root.is_some_and(|r| names.is_pointer_param(&r) || names.globals.contains(&r))
                 {
                     names.globals.push(name);
                 }
@@ -774,7 +781,7 @@ impl Names {
                 let (op, l, r) = binary(t, n)?;
                 let offset = |i: &str| match self.kind(i) {
                     None | Some(Kind::Scalar) => true,
-                    Some(Kind::Param { .. }) => !self.pointer_params.iter().any(|p| p == i),
+                    Some(Kind::Param { .. }) => !self.is_pointer_param(i),
                     _ => false,
                 };
                 (matches!(op, "+" | "-") && syntax::identifiers(t, r).into_iter().all(offset))
@@ -789,6 +796,10 @@ impl Names {
         }
     }
 
+    fn is_pointer_param(&self, name: &str) -> bool {
+        self.params.iter().any(|p| p.name == name && p.pointer)
+    }
+
     fn declarations(&self, name: &str) -> usize {
         self.decls.iter().filter(|(n, _, _)| n == name).count()
     }
@@ -796,8 +807,9 @@ impl Names {
     /// `None`: not the kernel's (a constant, a global or a function of the file).
     fn kind(&self, name: &str) -> Option<Kind> {
         let mine: Vec<&(String, String, &str)> = self.decls.iter().filter(|(n, _, _)| n == name).collect();
-        if let Some((_, volatile)) = self.params.iter().find(|(p, _)| p == name) {
-            return Some(if mine.is_empty() { Kind::Param { volatile: *volatile } } else { Kind::Other });
+        if let Some(p) = self.params.iter().find(|p| p.name == name) {
+            let volatile = syntax::mentions_word(&p.decl, "volatile");
+            return Some(if mine.is_empty() { Kind::Param { volatile } } else { Kind::Other });
         }
         if self.globals.iter().any(|g| g == name) {
             return Some(Kind::Global);
@@ -848,29 +860,15 @@ impl Names {
     }
 }
 
-/// The names in the text of the macros code under `n` names, through other macros too:
-/// what the code reads that its own text does not show.
+/// The names in the text of the macros code under `n` reaches, macros aside: what the code
+/// reads that its own text does not show.
 fn macro_names(t: &str, root: Node, n: Node) -> Vec<String> {
-    let all = syntax::macro_definitions(t, root);
-    let mut out: Vec<String> = Vec::new();
-    let mut todo: Vec<String> = syntax::macros_used_in(t, root, n).into_iter().map(|(m, _)| m).collect();
-    let mut seen = Vec::new();
-    while let Some(m) = todo.pop() {
-        if seen.contains(&m) {
-            continue;
-        }
-        for (_, value) in all.iter().filter(|(name, _)| *name == m) {
-            for w in crate::pattern::names_in(value) {
-                if all.iter().any(|(name, _)| *name == w) {
-                    todo.push(w);
-                } else {
-                    out.push(w);
-                }
-            }
-        }
-        seen.push(m);
-    }
-    out
+    let reached = macros_reached(t, root, n);
+    reached
+        .iter()
+        .flat_map(|(_, value)| crate::pattern::names_in(value))
+        .filter(|w| !reached.iter().any(|(m, _)| m == w))
+        .collect()
 }
 
 /// An assignment, an update or a call that may write under `n`: what must not run once
