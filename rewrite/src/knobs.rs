@@ -5,7 +5,8 @@
 //! compiler warns and keeps the file's value), and moving it would build the same kernel.
 
 use crate::launch::{self, Size};
-use crate::source::Source;
+use crate::recipe::NotApplicable;
+use crate::source::{Kernel, Source};
 use crate::syntax::{blank_comments, descendants, text};
 
 /// Block sizes worth trying for a kernel whose block size is a macro.
@@ -13,6 +14,44 @@ pub const BLOCK_SIZES: [&str; 5] = ["64", "128", "256", "512", "1024"];
 
 /// The comment that declares a knob.
 pub const KNOB_MARK: &str = "// nightshift: knob ";
+
+/// A file-wide knob a recipe declares above the first kernel it rewrites: one value for
+/// every kernel of the file, set by `-D` (the mark lists the values the tuner tries).
+pub(crate) struct RecipeKnob {
+    pub name: &'static str,
+    pub values: &'static str,
+    /// What the value counts, for the `static_assert` that it is at least 1.
+    pub counts: &'static str,
+}
+
+impl RecipeKnob {
+    /// The declaration, defaulting to `value`.
+    pub fn declaration(&self, value: &str) -> String {
+        let RecipeKnob { name, values, counts } = self;
+        format!(
+            "{KNOB_MARK}{name} = {values}\n#ifndef {name}\n#define {name} {value}\n#endif\n\
+             static_assert({name} >= 1, \"{name} counts {counts}: at least 1\");"
+        )
+    }
+
+    /// Whether `k` may use the knob: a file that defines it already must define it as the
+    /// recipe does, above the kernel (else the kernel would name it before its definition).
+    /// `all` says what to do instead, as in "coarsen every kernel of the file".
+    pub fn usable_at(&self, src: &Source, k: &Kernel, all: &str) -> Result<(), NotApplicable> {
+        let name = self.name;
+        if !src.defines(name) {
+            return Ok(());
+        }
+        match src.text().find(&format!("{KNOB_MARK}{name} =")) {
+            Some(at) if at < k.range.start => Ok(()),
+            Some(_) => Err(NotApplicable::new(format!(
+                "`{}` sits above the file's `{name}` knob: {all} in one application",
+                k.name
+            ))),
+            None => Err(NotApplicable::new(format!("the file defines `{name}` itself, not as this recipe's knob"))),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Knob {

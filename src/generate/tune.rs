@@ -15,9 +15,12 @@
 //! near its floor, where what is left is polish and the two kinds compete on their scores.
 //! One exception: on the child of `block-knob`, which only offers the block size as a
 //! knob, the block sizes go first (they are that step's point).
+//! A structural rewrite's child drops the parent's register budget (its `-maxrregcount`,
+//! its `NS_MIN_BLOCKS` bound): the budget fit the parent's code, not the new one.
 //! Within each group the parent's diagnoses order the moves: each recipe answers a list of
 //! diagnosis tools and is weighted by the time they say their fix saves; knob and flag
-//! moves are voted as an expert would (low occupancy: smaller blocks, a register cap;
+//! moves are voted as an expert would (low occupancy: smaller blocks, a register cap or
+//! more resident blocks per SM; spilled registers: a looser cap or fewer blocks;
 //! scalar memory access: larger blocks; special functions: fast math; a knob a recipe
 //! introduced, as that recipe). A knob's values that form a ladder (`16 32 64`) are
 //! followed up to two steps past the end its parent sits at, after the listed values.
@@ -77,6 +80,36 @@ pub fn fast_math_allowed(task: &Task) -> bool {
 
 fn numeric(v: &str) -> Option<f64> {
     v.parse::<f64>().ok()
+}
+
+/// A structural rewrite is a new kernel: its registers are ptxas's choice again until a
+/// move caps them anew, so its child drops the parent's register cap and loosens the
+/// file's blocks-per-SM bound to one. A budget found for the parent's code starves code
+/// that holds more in registers: on an H200 a linear layer's `prefetch` under the
+/// `-maxrregcount=64` and two blocks of 256 threads its parent ran best with had 128
+/// registers, spilled 1232 bytes and took 2.157 ms; at one block, 245 registers, 0.9705 ms.
+fn loosen_register_budget(source: &str, defines: &mut BTreeMap<String, String>, flags: &mut Vec<String>) {
+    flags.retain(|f| !FlagKind::RegisterCap.is_mine(f));
+    let name = rewrite::recipes::launch_bounds::KNOB;
+    if !source.contains(name) {
+        return;
+    }
+    // Only the recipe's own knob: a macro of that name the file defines itself is left be.
+    if let Some(knob) = rewrite::knobs::knobs(&Source::parse(source)).into_iter().find(|k| k.name == name) {
+        match knob.default.as_deref() {
+            Some("1") => defines.remove(name),
+            _ => defines.insert(name.to_string(), "1".to_string()),
+        };
+    }
+}
+
+/// A move that tightens the register budget (`tighter` > 0) answers register pressure and
+/// low occupancy and costs where registers spill; one that loosens it, the reverse.
+fn register_budget_vote(tighter: f64, add: &mut impl FnMut(ToolId, f64)) {
+    for t in [ToolId::RegisterPressure, ToolId::LowOccupancy] {
+        add(t, tighter);
+    }
+    add(ToolId::LocalMemory, -tighter);
 }
 
 /// One way to make a child.
@@ -443,6 +476,10 @@ impl Tuner {
         let mut defines = parent.defines.clone();
         let mut flags = parent.flags.clone();
         let source = match m {
+            Move::Recipe { app, source } if rewrite::recipes::get(app.recipe).kind == RecipeKind::Structural => {
+                loosen_register_budget(source, &mut defines, &mut flags);
+                source.clone()
+            }
             Move::Recipe { source, .. } => source.clone(),
             Move::Knob { name, to, .. } => {
                 match to {
@@ -488,12 +525,30 @@ impl Tuner {
             }
         };
         match m {
+            Move::Recipe { app, .. } if app.recipe == RecipeId::LaunchBounds => {
+                // Two or more blocks per SM cap the registers; one frees them to the
+                // block's share (the bound overrides `-maxrregcount`) and never caps
+                // below what the launch needs.
+                let tighter = match app.params.0.get("min_blocks").and_then(|v| numeric(v)) {
+                    Some(b) if b <= 1.0 => -1.0,
+                    _ => 1.0,
+                };
+                register_budget_vote(tighter, &mut add);
+            }
             Move::Recipe { app, .. } => {
                 let r = rewrite::recipes::get(app.recipe);
                 // The first two tools are what the recipe is for; the rest it helps with.
                 for (i, tool) in r.answers.iter().enumerate() {
                     add(*tool, if i < 2 { 1.0 } else { 0.6 });
                 }
+            }
+            Move::Knob { name, from, to, .. } if name == rewrite::recipes::launch_bounds::KNOB => {
+                // More resident blocks per SM: a tighter register budget.
+                let tighter = match (from.as_deref().and_then(numeric), to.as_deref().and_then(numeric)) {
+                    (Some(a), Some(b)) => (b - a).signum(),
+                    _ => 0.0,
+                };
+                register_budget_vote(tighter, &mut add);
             }
             Move::Knob { name, from, to, block_size, .. } => {
                 // A recipe's knob is voted as the recipe (`NS_COARSEN` as `coarsen`), a
@@ -556,10 +611,7 @@ impl Tuner {
                         (Some(a), Some(b)) => (a - b).signum(),
                         _ => 0.0,
                     };
-                    for t in [ToolId::RegisterPressure, ToolId::LowOccupancy] {
-                        add(t, tighter);
-                    }
-                    add(ToolId::LocalMemory, -tighter);
+                    register_budget_vote(tighter, &mut add);
                 }
                 FlagKind::Vectorize => {
                     let on = if to.is_some() { 1.0 } else { -1.0 };
@@ -1263,6 +1315,67 @@ mod tests {
         judged(&mut tree, 0, level, slower());
         let now = offered(&tree.memory, 0);
         assert!(now.contains(big) && now.contains(level), "{now:?}");
+    }
+
+    /// Where in `offered` the first kernel `pick` accepts sits.
+    fn first(offered: &[Kernel], pick: impl Fn(&Kernel) -> bool) -> usize {
+        offered.iter().position(pick).unwrap_or_else(|| panic!("never offered: {offered:?}"))
+    }
+
+    #[test]
+    fn register_budget_moves_are_voted_by_their_direction() {
+        let t = example("linear_splitk_f32");
+        let baseline = std::fs::read_to_string(&t.baseline).unwrap();
+        let facts = crate::task::facts::rewrite_facts(&t);
+        let at =
+            |blocks: &'static str| move |k: &Kernel| k.source.contains(&format!("#define NS_MIN_BLOCKS {blocks}\n"));
+        let offered = |parent: &str, flags: &[&str], tool: ToolId| {
+            let parent_candidate = Candidate { flags: flags.iter().map(|f| f.to_string()).collect(), ..base() };
+            let mut req = request(&t, parent_candidate, parent, Some(report(tool, 0.5)), Guidance::Tools);
+            // Near the floor, where the tuning moves compete on their votes.
+            req.parent_summary = passed(3.0, 85.0);
+            drain(&Tuner::new(&t, &baseline, 1, Guidance::Tools), &req)
+        };
+        // Spilling: one block per SM (freeing the registers) before two or four.
+        let spilling = offered(&baseline, &["-maxrregcount=64"], ToolId::LocalMemory);
+        assert!(first(&spilling, at("1")) < first(&spilling, at("2")), "{spilling:?}");
+        assert!(first(&spilling, at("1")) < first(&spilling, at("4")), "{spilling:?}");
+        // Starved of warps: the tighter bounds first.
+        let starved = offered(&baseline, &[], ToolId::LowOccupancy);
+        assert!(first(&starved, at("2")) < first(&starved, at("1")), "{starved:?}");
+        // Once bound, the knob moves the same way.
+        let bound = rewrite::apply(&"launch-bounds:min_blocks=2".parse().unwrap(), &baseline, &facts).unwrap().source;
+        let knob = |v: &'static str| move |k: &Kernel| k.defines.get("NS_MIN_BLOCKS").map(String::as_str) == Some(v);
+        let spilling = offered(&bound, &[], ToolId::LocalMemory);
+        assert!(first(&spilling, knob("1")) < first(&spilling, knob("4")), "{spilling:?}");
+        let starved = offered(&bound, &[], ToolId::LowOccupancy);
+        assert!(first(&starved, knob("4")) < first(&starved, knob("1")), "{starved:?}");
+    }
+
+    #[test]
+    fn a_structural_rewrite_starts_from_a_free_register_budget_and_a_tuning_move_keeps_it() {
+        let t = example("linear_splitk_f32");
+        let baseline = std::fs::read_to_string(&t.baseline).unwrap();
+        let facts = crate::task::facts::rewrite_facts(&t);
+        let bound = rewrite::apply(&"launch-bounds:min_blocks=2".parse().unwrap(), &baseline, &facts).unwrap().source;
+        let capped = Candidate { flags: vec!["-maxrregcount=64".into()], ..base() };
+        let offered =
+            drain(&Tuner::new(&t, &baseline, 1, Guidance::None), &request(&t, capped, &bound, None, Guidance::None));
+        let (rewrites, tuning): (Vec<&Kernel>, Vec<&Kernel>) = offered.iter().partition(|k| structural(&k.technique));
+        assert!(rewrites.iter().any(|k| family(&k.technique) == "tensor-tile"), "{offered:?}");
+        for k in &rewrites {
+            assert!(k.flags.is_empty(), "{}: {:?}", k.technique, k.flags);
+            assert_eq!(k.defines.get("NS_MIN_BLOCKS").map(String::as_str), Some("1"), "{}", k.technique);
+        }
+        let knob = tuning.iter().find(|k| k.technique.starts_with("knob:BN=")).expect("a block-tile knob");
+        assert_eq!(knob.flags, ["-maxrregcount=64"]);
+        assert!(!knob.defines.contains_key("NS_MIN_BLOCKS"), "{:?}", knob.defines);
+        // Without the knob in the file, only the cap goes.
+        let capped = Candidate { flags: vec!["-maxrregcount=64".into()], ..base() };
+        let offered =
+            drain(&Tuner::new(&t, &baseline, 1, Guidance::None), &request(&t, capped, &baseline, None, Guidance::None));
+        let rewrite = offered.iter().find(|k| structural(&k.technique)).expect("a structural rewrite");
+        assert!(rewrite.flags.is_empty() && rewrite.defines.is_empty(), "{rewrite:?}");
     }
 
     #[test]

@@ -22,7 +22,7 @@
 use crate::edit::Edits;
 use crate::facts::Facts;
 use crate::helpers;
-use crate::knobs::KNOB_MARK;
+use crate::knobs::RecipeKnob;
 use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
 use crate::source::{Kernel, Source};
 use crate::syntax::{descendants, has_barrier, has_warp_primitive, indent_at, mentions_word, reindent, text};
@@ -36,6 +36,7 @@ pub const PARAMS: &[ParamSpec] = &[ParamSpec {
 }];
 
 pub const KNOB: &str = "NS_COARSEN";
+const COARSEN: RecipeKnob = RecipeKnob { name: KNOB, values: "2 4 8", counts: "blocks" };
 
 /// The names the rewrite adds to the kernel; a kernel that has one is coarse already or
 /// would clash.
@@ -71,31 +72,14 @@ pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
     let blocks = params.get(PARAMS, "blocks").to_string();
     let mut knob_declared = src.defines(KNOB);
     super::per_kernel(src, params, |k| {
-        let (mut c, n) = knob_above(src, k).and_then(|()| plan(src, facts, k))?;
+        let (mut c, n) =
+            COARSEN.usable_at(src, k, "coarsen every kernel of the file").and_then(|()| plan(src, facts, k))?;
         if !knob_declared {
-            c.before = format!(
-                "{KNOB_MARK}{KNOB} = 2 4 8\n#ifndef {KNOB}\n#define {KNOB} {blocks}\n#endif\nstatic_assert({KNOB} >= 1, \"{KNOB} counts blocks: at least 1\");"
-            );
+            c.before = COARSEN.declaration(&blocks);
             knob_declared = true;
         }
         Ok((c, n))
     })
-}
-
-/// A file that defines the knob already must define it as this recipe does, above the
-/// kernel (a later application to a kernel above it would use it before its definition).
-fn knob_above(src: &Source, k: &Kernel) -> Result<(), NotApplicable> {
-    if !src.defines(KNOB) {
-        return Ok(());
-    }
-    match src.text().find(&format!("{KNOB_MARK}{KNOB} =")) {
-        Some(at) if at < k.range.start => Ok(()),
-        Some(_) => Err(NotApplicable::new(format!(
-            "`{}` sits above the file's `{KNOB}` knob: coarsen every kernel of the file in one application",
-            k.name
-        ))),
-        None => Err(NotApplicable::new(format!("the file defines `{KNOB}` itself, not as this recipe's knob"))),
-    }
 }
 
 fn plan<'k>(src: &Source, _facts: &Facts, k: &'k Kernel) -> Result<(Change<'k>, String), NotApplicable> {

@@ -232,7 +232,7 @@ pub const ALL: &[Recipe] = &[
         answers: &[ToolId::RegisterPressure, ToolId::LowOccupancy, ToolId::LocalMemory],
         versioned: false,
         params: launch_bounds::PARAMS,
-        knobs: &[],
+        knobs: &[launch_bounds::KNOB],
         apply: launch_bounds::apply,
     },
     Recipe {

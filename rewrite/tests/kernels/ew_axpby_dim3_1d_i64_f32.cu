@@ -5,7 +5,7 @@
 // arg: b float
 // arg: n long 16777216
 // tolerance: 1e-6 1e-6
-// expect: applies launch-bounds: `axpby_kernel`: __launch_bounds__(256, 2)
+// expect: applies launch-bounds: `axpby_kernel`: __launch_bounds__(256, NS_MIN_BLOCKS = 2)
 // expect: applies block-knob: `axpby_kernel`: block size 256 as `NS_BLOCK_AXPBY_KERNEL`
 // expect: applies index-width: `axpby_kernel`: `n`, `i` and 1 cast in 32-bit `int`
 #include <cuda_runtime.h>

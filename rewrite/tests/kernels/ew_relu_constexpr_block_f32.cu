@@ -3,7 +3,7 @@
 // arg: y out float n
 // arg: n int 16777216
 // tolerance: 0 0
-// expect: applies launch-bounds: `relu_kernel`: __launch_bounds__(kBlock, 2)
+// expect: applies launch-bounds: `relu_kernel`: __launch_bounds__(kBlock, NS_MIN_BLOCKS = 2)
 // expect: applies block-knob: `relu_kernel`: block size `kBlock` = 128 as `NS_BLOCK_RELU_KERNEL`
 // expect: declines index-width: `relu_kernel` does its index arithmetic in 32 bits already
 #include <cuda_runtime.h>

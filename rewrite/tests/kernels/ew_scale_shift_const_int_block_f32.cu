@@ -5,7 +5,7 @@
 // arg: beta float
 // arg: n long 16777216
 // tolerance: 1e-6 1e-6
-// expect: applies launch-bounds: `scale_shift_kernel`: __launch_bounds__(256, 2)
+// expect: applies launch-bounds: `scale_shift_kernel`: __launch_bounds__(256, NS_MIN_BLOCKS = 2)
 // expect: applies block-knob: `scale_shift_kernel`: block size `threads` = 256 as `NS_BLOCK_SCALE_SHIFT_KERNEL`
 // expect: applies index-width: `scale_shift_kernel`: `n`, `i` and 1 cast in 32-bit `int`
 #include <cuda_runtime.h>

@@ -5,7 +5,7 @@
 // arg: height int 4096
 // arg: gain float
 // tolerance: 0 0
-// expect: applies launch-bounds: `image_gain_kernel`: __launch_bounds__((16 * 16), 2)
+// expect: applies launch-bounds: `image_gain_kernel`: __launch_bounds__((16 * 16), NS_MIN_BLOCKS = 2)
 // expect: applies block-knob: `image_gain_kernel`: block x size 16 as `NS_BLOCK_X_IMAGE_GAIN_KERNEL`, block y size 16 as `NS_BLOCK_Y_IMAGE_GAIN_KERNEL`
 // expect: applies index-width: `image_gain_kernel`: `at` and 1 cast in 32-bit `int`
 // expect: applies row-strip: `image_gain_kernel`: 8 rows per thread (grid y extent / 8); no row reuse: no buffer it only reads is read at several row offsets

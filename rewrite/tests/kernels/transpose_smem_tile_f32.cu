@@ -12,7 +12,7 @@
 // expect: declines cooperative
 // expect: declines shuffle-reduce
 // expect: declines grid-stride
-// expect: applies launch-bounds: `transpose_tiled`: __launch_bounds__((TILE_DIM * BLOCK_ROWS), 2)
+// expect: applies launch-bounds: `transpose_tiled`: __launch_bounds__((TILE_DIM * BLOCK_ROWS), NS_MIN_BLOCKS = 2)
 // expect: applies block-knob: `transpose_tiled`: block x size macro `TILE_DIM` made a knob (`#ifndef` guard), block y size macro `BLOCK_ROWS` made a knob (`#ifndef` guard)
 // expect: declines fast-divmod
 // expect: declines index-width

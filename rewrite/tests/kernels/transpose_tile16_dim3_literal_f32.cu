@@ -4,7 +4,7 @@
 // arg: rows int 4096
 // arg: cols int 4096
 // tolerance: 0 0
-// expect: applies launch-bounds: `transpose16_kernel`: __launch_bounds__((16 * 16), 2)
+// expect: applies launch-bounds: `transpose16_kernel`: __launch_bounds__((16 * 16), NS_MIN_BLOCKS = 2)
 // expect: declines block-knob: `transpose16_kernel` has no grid cap in its launcher, and its block is 16 x 16 while `transpose16_kernel` uses `TILE` = 16 as well: a knob per dimension could move the block off what `TILE` sizes
 // expect: declines index-width: `transpose16_kernel` does its index arithmetic in 32 bits already
 // expect: declines row-strip: `transpose16_kernel` shares data between threads (shared memory, barriers or warp primitives), which a strip of rows per thread would regroup
