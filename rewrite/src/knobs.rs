@@ -19,6 +19,8 @@ pub const KNOB_MARK: &str = "// nightshift: knob ";
 /// every kernel of the file, set by `-D` (the mark lists the values the tuner tries).
 pub(crate) struct RecipeKnob {
     pub name: &'static str,
+    /// The recipe's parameter that gives the knob its first value.
+    pub param: &'static str,
     pub values: &'static str,
     /// What the value counts, for the `static_assert` that it is at least 1.
     pub counts: &'static str,
@@ -27,23 +29,31 @@ pub(crate) struct RecipeKnob {
 impl RecipeKnob {
     /// The declaration, defaulting to `value`.
     pub fn declaration(&self, value: &str) -> String {
-        let RecipeKnob { name, values, counts } = self;
+        let RecipeKnob { name, values, counts, .. } = self;
         format!(
             "{KNOB_MARK}{name} = {values}\n#ifndef {name}\n#define {name} {value}\n#endif\n\
              static_assert({name} >= 1, \"{name} counts {counts}: at least 1\");"
         )
     }
 
-    /// Whether `k` may use the knob: a file that defines it already must define it as the
-    /// recipe does, above the kernel (else the kernel would name it before its definition).
-    /// `all` says what to do instead, as in "coarsen every kernel of the file".
-    pub fn usable_at(&self, src: &Source, k: &Kernel, all: &str) -> Result<(), NotApplicable> {
+    /// Whether `k` may use the knob, the recipe's parameter at `value`: a file that
+    /// defines it already must define it as the recipe does, above the kernel (else the
+    /// kernel would name it before its definition), and at `value` (any other value of the
+    /// parameter would build the same kernel under another name). `all` says what to do
+    /// instead, as in "coarsen every kernel of the file".
+    pub fn usable_at(&self, src: &Source, k: &Kernel, all: &str, value: &str) -> Result<(), NotApplicable> {
         let name = self.name;
         if !src.defines(name) {
             return Ok(());
         }
         match src.text().find(&format!("{KNOB_MARK}{name} =")) {
-            Some(at) if at < k.range.start => Ok(()),
+            Some(at) if at < k.range.start => match macro_value(src, name) {
+                Some(v) if v != value => Err(NotApplicable::new(format!(
+                    "the file's `{name}` knob stands at {v}: `{}={v}` uses it as it is",
+                    self.param
+                ))),
+                _ => Ok(()),
+            },
             Some(_) => Err(NotApplicable::new(format!(
                 "`{}` sits above the file's `{name}` knob: {all} in one application",
                 k.name

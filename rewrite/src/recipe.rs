@@ -239,6 +239,10 @@ pub struct Recipe {
     /// It needs a run-time check in the launcher (and keeps the original kernel as the
     /// fallback).
     pub versioned: bool,
+    /// It holds more values in registers than the code it replaces (a prefetch's slots,
+    /// tensor-core fragments, a row, a table, wide loads): a register budget tuned for the
+    /// code before it may make it spill.
+    pub more_registers: bool,
     pub params: &'static [ParamSpec],
     /// The macros it introduces as knobs (`// nightshift: knob`): moving one tunes how
     /// much of its change is made, so the tuner votes for it as for the recipe.

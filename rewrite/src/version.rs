@@ -143,6 +143,16 @@ fn fast_name(src: &Source, base: &str) -> String {
     name
 }
 
+/// Where file-scope text goes above `k`: above its fast-path mark where it is a fast copy,
+/// since the mark must stay on the line right before the definition it names.
+fn above_mark(text: &str, k: &Kernel) -> usize {
+    if k.fast_of.is_none() {
+        return k.range.start;
+    }
+    let before = text[..k.range.start].trim_end();
+    before.rfind('\n').map_or(0, |i| i + 1)
+}
+
 /// The source with every change made; fails only if edits collide.
 pub fn apply(src: &Source, changes: Vec<Change>) -> Result<String, NotApplicable> {
     let text = src.text();
@@ -196,7 +206,7 @@ pub fn apply(src: &Source, changes: Vec<Change>) -> Result<String, NotApplicable
         } else {
             edits.extend(change.edits.within(&(0..text.len())));
             if !change.before.is_empty() {
-                edits.insert(k.range.start, format!("{}\n\n", change.before.trim_end()));
+                edits.insert(above_mark(text, k), format!("{}\n\n", change.before.trim_end()));
             }
             for l in &launches {
                 if versioned {

@@ -15,8 +15,10 @@
 //! near its floor, where what is left is polish and the two kinds compete on their scores.
 //! One exception: on the child of `block-knob`, which only offers the block size as a
 //! knob, the block sizes go first (they are that step's point).
-//! A structural rewrite's child drops the parent's register budget (its `-maxrregcount`,
-//! its `NS_MIN_BLOCKS` bound): the budget fit the parent's code, not the new one.
+//! A rewrite that holds more in registers ([`rewrite::Recipe::more_registers`]) starts its
+//! child from a free register budget (no `-maxrregcount`, `NS_MIN_BLOCKS` at 1): the
+//! budget fit the parent's code, not the new one. Where every kernel has launch bounds
+//! with blocks per SM, ptxas ignores `-maxrregcount`, so no cap is proposed.
 //! Within each group the parent's diagnoses order the moves: each recipe answers a list of
 //! diagnosis tools and is weighted by the time they say their fix saves; knob and flag
 //! moves are voted as an expert would (low occupancy: smaller blocks, a register cap or
@@ -82,9 +84,9 @@ fn numeric(v: &str) -> Option<f64> {
     v.parse::<f64>().ok()
 }
 
-/// A structural rewrite is a new kernel: its registers are ptxas's choice again until a
-/// move caps them anew, so its child drops the parent's register cap and loosens the
-/// file's blocks-per-SM bound to one. A budget found for the parent's code starves code
+/// A rewrite that holds more in registers makes a new kernel whose registers are ptxas's
+/// choice again until a move caps them anew, so its child drops the parent's register cap
+/// and loosens the file's blocks-per-SM bound to one. A budget found for the parent's code starves code
 /// that holds more in registers: on an H200 a linear layer's `prefetch` under the
 /// `-maxrregcount=64` and two blocks of 256 threads its parent ran best with had 128
 /// registers, spilled 1232 bytes and took 2.157 ms; at one block, 245 registers, 0.9705 ms.
@@ -103,6 +105,33 @@ fn loosen_register_budget(source: &str, defines: &mut BTreeMap<String, String>, 
     }
 }
 
+/// Whether every kernel the file launches has `__launch_bounds__` with blocks per SM, so
+/// that ptxas ignores `-maxrregcount` (measured on the linear layer: 245 registers under
+/// `-maxrregcount=64` with `(256, 1)`, 128 with `(256, 2)`).
+fn register_cap_ignored(src: &Source) -> bool {
+    let kernels = src.primary_kernels();
+    !kernels.is_empty()
+        && kernels.iter().all(|k| {
+            let head = &src.text()[k.range.start..k.body.start];
+            head.find("__launch_bounds__").is_some_and(|at| two_arguments(&head[at..]))
+        })
+}
+
+/// `__launch_bounds__(a, b)`: a comma at the top level of the first parentheses.
+fn two_arguments(call: &str) -> bool {
+    let mut depth = 0;
+    for c in call.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth == 1 => return false,
+            ')' => depth -= 1,
+            ',' if depth == 1 => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
 /// A move that tightens the register budget (`tighter` > 0) answers register pressure and
 /// low occupancy and costs where registers spill; one that loosens it, the reverse.
 fn register_budget_vote(tighter: f64, add: &mut impl FnMut(ToolId, f64)) {
@@ -119,7 +148,15 @@ enum Move {
     Recipe { app: Application, source: String },
     /// `-D NAME=VALUE` (None: the source's default); `past_the_range`: a value beyond the
     /// knob's listed ones ([`past_the_range`]).
-    Knob { name: String, from: Option<String>, to: Option<String>, block_size: bool, past_the_range: bool },
+    /// `value` is the value in the child, the default's included.
+    Knob {
+        name: String,
+        from: Option<String>,
+        to: Option<String>,
+        value: String,
+        block_size: bool,
+        past_the_range: bool,
+    },
     /// A compiler flag switched (a register cap to a value, or a switch on or off).
     Flag { kind: FlagKind, from: Option<String>, to: Option<String> },
     /// A block's x and y sizes, two knobs, moved together at the block's thread count
@@ -450,12 +487,19 @@ impl Tuner {
                 if Some(&v) == current.as_ref() {
                     continue;
                 }
-                let to = if Some(&v) == default.as_ref() { None } else { Some(v) };
+                let to = if Some(&v) == default.as_ref() { None } else { Some(v.clone()) };
                 let past_the_range = i >= listed;
-                out.push(Move::Knob { name: name.clone(), from: current.clone(), to, block_size, past_the_range });
+                let (from, name) = (current.clone(), name.clone());
+                out.push(Move::Knob { name, from, to, value: v, block_size, past_the_range });
             }
         }
+        // Where every kernel has launch bounds with blocks per SM, ptxas takes its register
+        // budget from them and ignores `-maxrregcount`: a cap would build the same kernel.
+        let bounded = register_cap_ignored(parsed);
         for (kind, values) in &self.flags {
+            if *kind == FlagKind::RegisterCap && bounded {
+                continue;
+            }
             let current = kind.value_in(&parent.flags);
             for v in values {
                 if *v != current {
@@ -476,8 +520,14 @@ impl Tuner {
         let mut defines = parent.defines.clone();
         let mut flags = parent.flags.clone();
         let source = match m {
-            Move::Recipe { app, source } if rewrite::recipes::get(app.recipe).kind == RecipeKind::Structural => {
+            Move::Recipe { app, source } if rewrite::recipes::get(app.recipe).more_registers => {
                 loosen_register_budget(source, &mut defines, &mut flags);
+                source.clone()
+            }
+            Move::Recipe { app, source } if app.recipe == RecipeId::LaunchBounds => {
+                if register_cap_ignored(&Source::parse(source)) {
+                    flags.retain(|f| !FlagKind::RegisterCap.is_mine(f));
+                }
                 source.clone()
             }
             Move::Recipe { source, .. } => source.clone(),
@@ -512,7 +562,8 @@ impl Tuner {
     }
 
     /// How much the diagnoses favour a move, and the tool that favours it most.
-    fn vote(m: &Move, diagnoses: &BTreeMap<ToolId, f64>) -> (f64, Option<ToolId>) {
+    /// `capped`: the parent builds under `-maxrregcount`.
+    fn vote(m: &Move, diagnoses: &BTreeMap<ToolId, f64>, capped: bool) -> (f64, Option<ToolId>) {
         let mut total = 0.0;
         let mut best: Option<(f64, ToolId)> = None;
         let mut add = |tool: ToolId, weight: f64| {
@@ -526,11 +577,13 @@ impl Tuner {
         };
         match m {
             Move::Recipe { app, .. } if app.recipe == RecipeId::LaunchBounds => {
-                // Two or more blocks per SM cap the registers; one frees them to the
-                // block's share (the bound overrides `-maxrregcount`) and never caps
-                // below what the launch needs.
+                // One block per SM frees the registers to the block's share (the bound
+                // overrides `-maxrregcount`) and never caps below what the launch needs;
+                // two or more cap them, tighter than no cap, but against a parent's cap
+                // the direction depends on the block size.
                 let tighter = match app.params.0.get("min_blocks").and_then(|v| numeric(v)) {
                     Some(b) if b <= 1.0 => -1.0,
+                    _ if capped => 0.0,
                     _ => 1.0,
                 };
                 register_budget_vote(tighter, &mut add);
@@ -542,15 +595,15 @@ impl Tuner {
                     add(*tool, if i < 2 { 1.0 } else { 0.6 });
                 }
             }
-            Move::Knob { name, from, to, .. } if name == rewrite::recipes::launch_bounds::KNOB => {
+            Move::Knob { name, from, value, .. } if name == rewrite::recipes::launch_bounds::KNOB => {
                 // More resident blocks per SM: a tighter register budget.
-                let tighter = match (from.as_deref().and_then(numeric), to.as_deref().and_then(numeric)) {
+                let tighter = match (from.as_deref().and_then(numeric), numeric(value)) {
                     (Some(a), Some(b)) => (b - a).signum(),
                     _ => 0.0,
                 };
                 register_budget_vote(tighter, &mut add);
             }
-            Move::Knob { name, from, to, block_size, .. } => {
+            Move::Knob { name, from, value, block_size, .. } => {
                 // A recipe's knob is voted as the recipe (`NS_COARSEN` as `coarsen`), a
                 // little below it: the parent has the recipe's change already, and how
                 // much of it pays is what the knob finds out. Without this vote it waited
@@ -561,7 +614,8 @@ impl Tuner {
                         add(*tool, if i < 2 { 0.9 } else { 0.5 });
                     }
                 }
-                let dir = match (from.as_deref().and_then(numeric), to.as_deref().and_then(numeric)) {
+                // Back to the default counts too: `to` is None there, `value` the default.
+                let dir = match (from.as_deref().and_then(numeric), numeric(value)) {
                     (Some(a), Some(b)) => (b - a).signum(),
                     _ => 0.0,
                 };
@@ -770,11 +824,12 @@ impl Tuner {
         let block_opened = req.path.last().and_then(|t| t.parse::<Family>().ok())
             == Some(Family::Recipe(rewrite::RecipeId::BlockKnob));
         let moves = self.moves_of(&parsed, parent, &req.path);
+        let capped = FlagKind::RegisterCap.value_in(&parent.flags).is_some();
         let mut scored: Vec<(u8, f64, Option<ToolId>, &Move)> = moves
             .iter()
             .filter(|m| !stale.contains(&m.family()) && !never_pays(m, lineage, req.parent))
             .map(|m| {
-                let (vote, tool) = Self::vote(m, &diagnoses);
+                let (vote, tool) = Self::vote(m, &diagnoses, capped);
                 // Defaults first: each parameter moved off its default costs a little.
                 let distance = match m {
                     Move::Knob { past_the_range: true, .. } => 0.005 + PAST_THE_RANGE_COST,
@@ -1345,7 +1400,7 @@ mod tests {
         assert!(first(&starved, at("2")) < first(&starved, at("1")), "{starved:?}");
         // Once bound, the knob moves the same way.
         let bound = rewrite::apply(&"launch-bounds:min_blocks=2".parse().unwrap(), &baseline, &facts).unwrap().source;
-        let knob = |v: &'static str| move |k: &Kernel| k.defines.get("NS_MIN_BLOCKS").map(String::as_str) == Some(v);
+        let knob = |v: &'static str| move |k: &Kernel| k.technique == format!("knob:NS_MIN_BLOCKS={v}");
         let spilling = offered(&bound, &[], ToolId::LocalMemory);
         assert!(first(&spilling, knob("1")) < first(&spilling, knob("4")), "{spilling:?}");
         let starved = offered(&bound, &[], ToolId::LowOccupancy);
@@ -1353,29 +1408,45 @@ mod tests {
     }
 
     #[test]
-    fn a_structural_rewrite_starts_from_a_free_register_budget_and_a_tuning_move_keeps_it() {
+    fn a_rewrite_that_holds_more_in_registers_starts_from_a_free_budget_and_a_tuning_move_keeps_it() {
         let t = example("linear_splitk_f32");
         let baseline = std::fs::read_to_string(&t.baseline).unwrap();
         let facts = crate::task::facts::rewrite_facts(&t);
+        let hungry = |k: &Kernel| matches!(k.technique.parse::<Family>(), Ok(Family::Recipe(id)) if rewrite::recipes::get(id).more_registers);
         let bound = rewrite::apply(&"launch-bounds:min_blocks=2".parse().unwrap(), &baseline, &facts).unwrap().source;
-        let capped = Candidate { flags: vec!["-maxrregcount=64".into()], ..base() };
+        let capped = || Candidate { flags: vec!["-maxrregcount=64".into()], ..base() };
         let offered =
-            drain(&Tuner::new(&t, &baseline, 1, Guidance::None), &request(&t, capped, &bound, None, Guidance::None));
-        let (rewrites, tuning): (Vec<&Kernel>, Vec<&Kernel>) = offered.iter().partition(|k| structural(&k.technique));
-        assert!(rewrites.iter().any(|k| family(&k.technique) == "tensor-tile"), "{offered:?}");
-        for k in &rewrites {
+            drain(&Tuner::new(&t, &baseline, 1, Guidance::None), &request(&t, capped(), &bound, None, Guidance::None));
+        assert!(offered.iter().any(|k| family(&k.technique) == "tensor-tile"), "{offered:?}");
+        assert!(offered.iter().any(|k| family(&k.technique) == "prefetch"), "{offered:?}");
+        for k in offered.iter().filter(|k| hungry(k)) {
             assert!(k.flags.is_empty(), "{}: {:?}", k.technique, k.flags);
             assert_eq!(k.defines.get("NS_MIN_BLOCKS").map(String::as_str), Some("1"), "{}", k.technique);
         }
-        let knob = tuning.iter().find(|k| k.technique.starts_with("knob:BN=")).expect("a block-tile knob");
+        let knob = offered.iter().find(|k| k.technique.starts_with("knob:BN=")).expect("a block-tile knob");
         assert_eq!(knob.flags, ["-maxrregcount=64"]);
         assert!(!knob.defines.contains_key("NS_MIN_BLOCKS"), "{:?}", knob.defines);
-        // Without the knob in the file, only the cap goes.
-        let capped = Candidate { flags: vec!["-maxrregcount=64".into()], ..base() };
-        let offered =
-            drain(&Tuner::new(&t, &baseline, 1, Guidance::None), &request(&t, capped, &baseline, None, Guidance::None));
-        let rewrite = offered.iter().find(|k| structural(&k.technique)).expect("a structural rewrite");
+        // With every kernel bounded, ptxas ignores a cap: none is offered.
+        assert!(!offered.iter().any(|k| family(&k.technique) == "flag:maxrregcount"), "{offered:?}");
+        // Unbounded, caps are offered; bounding drops the parent's, which it overrides; a
+        // rewrite that holds more in registers drops it too, with no knob to loosen.
+        let offered = drain(
+            &Tuner::new(&t, &baseline, 1, Guidance::None),
+            &request(&t, capped(), &baseline, None, Guidance::None),
+        );
+        assert!(offered.iter().any(|k| family(&k.technique) == "flag:maxrregcount"), "{offered:?}");
+        let bounding = offered.iter().find(|k| family(&k.technique) == "launch-bounds").expect("launch bounds");
+        assert!(bounding.flags.is_empty(), "{bounding:?}");
+        let rewrite = offered.iter().find(|k| hungry(k)).expect("a rewrite that holds more in registers");
         assert!(rewrite.flags.is_empty() && rewrite.defines.is_empty(), "{rewrite:?}");
+        // A rewrite that holds no more keeps the budget its parent was tuned to.
+        let t = task("vector_add");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let offered =
+            drain(&Tuner::new(&t, &src, 1, Guidance::None), &request(&t, capped(), &src, None, Guidance::None));
+        let strided = offered.iter().find(|k| family(&k.technique) == "grid-stride").expect("grid-stride");
+        assert!(!hungry(strided) && structural(&strided.technique));
+        assert_eq!(strided.flags, ["-maxrregcount=64"]);
     }
 
     #[test]
@@ -1663,9 +1734,12 @@ mod tests {
         }
         // The old tuner had 8 configurations for vector_add; recipes compose far beyond.
         assert!(proposals > 100, "only {proposals} distinct kernels");
-        for k in ["vectorize", "grid-stride", "launch-bounds", "knob:BLOCK", "flag:maxrregcount"] {
+        // Register budgets: blocks per SM on bounded kernels (where ptxas ignores a cap).
+        for k in ["vectorize", "grid-stride", "launch-bounds", "knob:BLOCK", "knob:NS_MIN_BLOCKS"] {
             assert!(kinds.contains(k), "{k} never proposed: {kinds:?}");
         }
+        let all = drain(&Tuner::new(&t, &src, 3, Guidance::None), &request(&t, base(), &src, None, Guidance::None));
+        assert!(all.iter().any(|k| family(&k.technique) == "flag:maxrregcount"), "{all:?}");
     }
 
     /// A 2-D kernel whose block is two knobs, `BX = 8 16 32 64` by `BY = 4 8 16 32 64`.

@@ -36,7 +36,7 @@ pub const PARAMS: &[ParamSpec] = &[ParamSpec {
 }];
 
 pub const KNOB: &str = "NS_COARSEN";
-const COARSEN: RecipeKnob = RecipeKnob { name: KNOB, values: "2 4 8", counts: "blocks" };
+const COARSEN: RecipeKnob = RecipeKnob { name: KNOB, param: "blocks", values: "2 4 8", counts: "blocks" };
 
 /// The names the rewrite adds to the kernel; a kernel that has one is coarse already or
 /// would clash.
@@ -72,8 +72,9 @@ pub fn apply(src: &Source, facts: &Facts, params: &Params) -> Applied {
     let blocks = params.get(PARAMS, "blocks").to_string();
     let mut knob_declared = src.defines(KNOB);
     super::per_kernel(src, params, |k| {
-        let (mut c, n) =
-            COARSEN.usable_at(src, k, "coarsen every kernel of the file").and_then(|()| plan(src, facts, k))?;
+        let (mut c, n) = COARSEN
+            .usable_at(src, k, "coarsen every kernel of the file", &blocks)
+            .and_then(|()| plan(src, facts, k))?;
         if !knob_declared {
             c.before = COARSEN.declaration(&blocks);
             knob_declared = true;

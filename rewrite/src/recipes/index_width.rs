@@ -458,6 +458,17 @@ extern "C" void launch(const __nv_bfloat16* x, const __nv_bfloat16* bias, __nv_b
     }
 
     #[test]
+    fn a_knob_declared_above_the_fast_copy_leaves_its_mark_on_the_definition() {
+        let r = apply(&Source::parse(SRC), &facts(1 << 24), &Params::default()).unwrap();
+        let bound =
+            super::super::launch_bounds::apply(&Source::parse(&r.source), &facts(1 << 24), &Params::default()).unwrap();
+        let src = Source::parse(&bound.source);
+        let fast = src.kernel("k_fast").expect("the fast copy");
+        assert_eq!(fast.fast_of.as_deref(), Some("k"), "{}", bound.source);
+        assert!(bound.source.contains("#endif\nstatic_assert(NS_MIN_BLOCKS >= 1"), "{}", bound.source);
+    }
+
+    #[test]
     fn values_pointers_and_differences_keep_their_width() {
         let src = SRC.replace(
             "  const int c = (int)(i % (size_t)cols);",

@@ -25,7 +25,8 @@ pub const PARAMS: &[ParamSpec] = &[ParamSpec {
 }];
 
 pub const KNOB: &str = "NS_MIN_BLOCKS";
-const MIN_BLOCKS: RecipeKnob = RecipeKnob { name: KNOB, values: "1 2 4", counts: "resident blocks per SM" };
+const MIN_BLOCKS: RecipeKnob =
+    RecipeKnob { name: KNOB, param: "min_blocks", values: "1 2 4", counts: "resident blocks per SM" };
 
 pub fn apply(src: &Source, _facts: &Facts, params: &Params) -> Applied {
     let min_blocks = params.get(PARAMS, "min_blocks").to_string();
@@ -35,7 +36,7 @@ pub fn apply(src: &Source, _facts: &Facts, params: &Params) -> Applied {
         if t[k.range.start..k.body.start].contains("__launch_bounds__") {
             return Err(NotApplicable::new(format!("`{}` has launch bounds already", k.name)));
         }
-        MIN_BLOCKS.usable_at(src, k, "bound every kernel of the file")?;
+        MIN_BLOCKS.usable_at(src, k, "bound every kernel of the file", &min_blocks)?;
         let mut bounds: Vec<(String, Option<i64>)> = Vec::new();
         for l in src.launches_of(&k.name) {
             let Some(block) = launch::block(src, &l) else {
@@ -221,6 +222,20 @@ mod tests {
         // The tuner reads it as a knob of the file, at the parameter's value.
         let knob = crate::knobs::knobs(&Source::parse(&r.source)).into_iter().find(|k| k.name == KNOB).unwrap();
         assert_eq!((knob.values, knob.default.as_deref()), (vec!["1".into(), "2".into(), "4".into()], Some("1")));
+        // Once the file has the knob, a kernel bound later takes it as it stands: another
+        // value of the parameter would build the same kernel.
+        let facts = FactsBuilder::new("launch").build();
+        let first = apply(&Source::parse(src), &facts, &Params::default().with("kernel", "a")).unwrap().source;
+        let later = |blocks: &str| {
+            apply(&Source::parse(&first), &facts, &Params::default().with("kernel", "b").with("min_blocks", blocks))
+        };
+        assert_eq!(
+            later("1").unwrap_err().0,
+            "the file's `NS_MIN_BLOCKS` knob stands at 2: `min_blocks=2` uses it as it is"
+        );
+        let both = later("2").unwrap().source;
+        assert!(both.contains("__launch_bounds__(256, NS_MIN_BLOCKS) b("), "{both}");
+        assert_eq!(both.matches("#define NS_MIN_BLOCKS").count(), 1, "{both}");
         // A file that defines the name itself keeps its own meaning.
         let own = format!("#define NS_MIN_BLOCKS 3\n{src}");
         assert_eq!(
