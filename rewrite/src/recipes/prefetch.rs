@@ -21,6 +21,7 @@
 
 use super::tensor_tile::{is_barrier, is_pragma, pragma_start};
 use super::Planned;
+use crate::edit::Edits;
 use crate::facts::Facts;
 use crate::recipe::{Applied, NotApplicable, ParamSpec, Params};
 use crate::source::{Kernel, Source};
@@ -139,6 +140,10 @@ struct Staged<'t> {
     staging_range: std::ops::Range<usize>,
     /// The first barrier, after which the next trip's loads go.
     barrier: Node<'t>,
+    /// A staging loop's `e / D` and `e % D` where D divides its step, as the slot's own
+    /// quotient and remainder: `START / D + ns_i * (STEP / D)` and `START % D`, which hold
+    /// over the trips (nvcc divided each slot's `e` anew, and tested its bounds anew).
+    divisions: Edits,
 }
 
 fn staged_loop<'t>(
@@ -319,8 +324,9 @@ fn staged_loop<'t>(
     if let Some(c) = impure(t, counter.start, names) {
         return Err(format!("its start has `{c}`, which must not run twice"));
     }
+    let mut divisions = Edits::new();
     for s in &staging {
-        if let Staging::Loop { start, end, step, .. } = s {
+        if let Staging::Loop { var, ty, start, end, step, decls, stores } = s {
             let constant = |n: Node| {
                 let local = syntax::identifiers(t, n).into_iter().find(|v| names.kind(v).is_some());
                 if local.is_some() {
@@ -355,11 +361,33 @@ fn staged_loop<'t>(
                     text(t, *start)
                 ));
             }
+            // START is at least 0 and STEP a multiple of D: e / D and e % D split into a
+            // part per thread and one per slot, each of the type the original had.
+            let roots = decls.iter().copied().chain(stores.iter().flat_map(|s| [s.lhs, s.value]));
+            for d in roots.flat_map(descendants) {
+                let Some((op @ ("/" | "%"), l, r)) = (d.kind() == "binary_expression").then(|| binary(t, d)).flatten()
+                else {
+                    continue;
+                };
+                let by = constant(r).filter(|v| *v >= 1 && step_v % v == 0);
+                // Inside a lambda the name may be the lambda's own parameter.
+                let in_lambda =
+                    std::iter::successors(d.parent(), |p| p.parent()).any(|p| p.kind() == "lambda_expression");
+                if by.is_none() || in_lambda || !syntax::is_ident(t, strip_parens(l), var) {
+                    continue;
+                }
+                let (start, step, by) = (text(t, *start), text(t, *step), text(t, r));
+                let per_slot = match op {
+                    "/" => format!("(({ty})({start}) / ({by}) + ns_i * (({step}) / ({by})))"),
+                    _ => format!("(({ty})({start}) % ({by}))"),
+                };
+                divisions.replace(d.byte_range(), format!("((decltype({var} {op} ({by}))){per_slot})"));
+            }
         }
     }
     let from = pragma_start(t, staged[0]);
     let to = staged.last().map_or(from, |s| s.end_byte());
-    Ok(Staged { counter, staging, staging_range: from..to, barrier: stmts[first] })
+    Ok(Staged { counter, staging, staging_range: from..to, barrier: stmts[first], divisions })
 }
 
 fn counter<'t>(t: &str, f: Node<'t>) -> Result<Counter<'t>, String> {
@@ -978,6 +1006,7 @@ fn emit<'k>(t: &str, k: &'k Kernel, f: Node, s: &Staged) -> (Change<'k>, String)
                 slot += 1;
             }
             Staging::Loop { var, ty, start, end, step, decls, stores } => {
+                let slot_text = |n: Node| slot_text(t, n, &s.divisions);
                 let n = format!("ns_pf{slot}_n");
                 decl.push_str(&format!(
                     "constexpr int {n} = (({end}) + ({step}) - 1) / ({step});\n",
@@ -986,12 +1015,13 @@ fn emit<'k>(t: &str, k: &'k Kernel, f: Node, s: &Staged) -> (Change<'k>, String)
                 ));
                 let values: Vec<Node> = stores.iter().map(|s| s.value).collect();
                 let lhs: Vec<Node> = stores.iter().map(|s| s.lhs).collect();
-                let (ds_load, ds_put) = (needed_decls(t, decls, &values), needed_decls(t, decls, &lhs));
+                let (ds_load, ds_put) =
+                    (needed_decls(t, decls, &values, &s.divisions), needed_decls(t, decls, &lhs, &s.divisions));
                 let (mut l, mut p) = (String::new(), String::new());
                 for one in stores {
                     decl.push_str(&format!("{} ns_pf{slot}[{n}];\n", one.ty));
-                    l.push_str(&format!("    ns_pf{slot}[ns_i] = {};\n", text(t, one.value)));
-                    p.push_str(&format!("    {} = ns_pf{slot}[ns_i];\n", text(t, one.lhs)));
+                    l.push_str(&format!("    ns_pf{slot}[ns_i] = {};\n", slot_text(one.value)));
+                    p.push_str(&format!("    {} = ns_pf{slot}[ns_i];\n", slot_text(one.lhs)));
                     slot += 1;
                 }
                 let head = format!(
@@ -1035,8 +1065,10 @@ fn emit<'k>(t: &str, k: &'k Kernel, f: Node, s: &Staged) -> (Change<'k>, String)
 /// another, each line indented for the slot loop: the loads need the values' names and the
 /// stores the targets', so neither copy declares what it never reads (nvcc warns of each).
 /// A declaration kept whole stays as written; one kept in part becomes a declaration a name.
-fn needed_decls(t: &str, decls: &[Node], uses: &[Node]) -> String {
-    let mut needed: Vec<String> = uses.iter().flat_map(|u| syntax::identifiers(t, *u)).map(str::to_string).collect();
+fn needed_decls(t: &str, decls: &[Node], uses: &[Node], divisions: &Edits) -> String {
+    // Names as the copies read them: a slot's quotient reads the start, not the counter.
+    let names_in = |n: Node| crate::pattern::names_in(&slot_text(t, n, divisions));
+    let mut needed: Vec<String> = uses.iter().flat_map(|u| names_in(*u)).collect();
     let mut keep: Vec<Vec<bool>> = Vec::new();
     for d in decls.iter().rev() {
         let mut c = d.walk();
@@ -1047,7 +1079,7 @@ fn needed_decls(t: &str, decls: &[Node], uses: &[Node]) -> String {
             // Only `name = value` declarators are left out; anything else stays.
             if p.kind() != "init_declarator" || needed.iter().any(|n| n == text(t, name)) {
                 kept[i] = true;
-                needed.extend(syntax::identifiers(t, *p).into_iter().map(str::to_string));
+                needed.extend(names_in(*p));
             }
         }
         keep.push(kept);
@@ -1056,18 +1088,25 @@ fn needed_decls(t: &str, decls: &[Node], uses: &[Node]) -> String {
     let mut out = String::new();
     for (d, kept) in decls.iter().zip(&keep) {
         if kept.iter().all(|k| *k) {
-            out.push_str(&format!("    {}\n", text(t, *d)));
+            out.push_str(&format!("    {}\n", slot_text(t, *d, divisions)));
             continue;
         }
         let ty = syntax::declaration_type(t, *d).unwrap_or_default();
         let mut c = d.walk();
         for (p, k) in d.children_by_field_name("declarator", &mut c).zip(kept) {
             if *k {
-                out.push_str(&format!("    {ty} {};\n", text(t, p)));
+                out.push_str(&format!("    {ty} {};\n", slot_text(t, p, divisions)));
             }
         }
     }
     out
+}
+
+/// A staging loop's code as a slot's copy reads it: `n`'s text with its divisions by a
+/// divisor of the step made per slot ([`Staged::divisions`]).
+fn slot_text(t: &str, n: Node, divisions: &Edits) -> String {
+    let range = n.byte_range();
+    divisions.within(&range).apply(&t[range.clone()]).unwrap_or_else(|_| text(t, n).to_string())
 }
 
 fn indent_lines(block: &str, indent: &str) -> String {
@@ -1132,7 +1171,10 @@ mod tests {
             s.contains("constexpr int ns_pf0_n = ((T * T) + (128) - 1) / (128);\n  float ns_pf0[ns_pf0_n];"),
             "{s}"
         );
-        assert!(s.contains("for (int ns_i = 0; ns_i < ns_pf0_n; ++ns_i) {\n      const int e = (tid) + ns_i * (128);\n      if (e < (T * T)) {\n        const int r = e / T, c = e % T;\n        As[r][c] = ns_pf0[ns_i];"), "{s}");
+        // T divides the step: each slot's row is the thread's plus a constant, its column
+        // the thread's; the type stays the one `e / T` had.
+        let rc = "const int r = ((decltype(e / (T)))((int)(tid) / (T) + ns_i * ((128) / (T)))), c = ((decltype(e % (T)))((int)(tid) % (T)));";
+        assert!(s.contains(&format!("for (int ns_i = 0; ns_i < ns_pf0_n; ++ns_i) {{\n      const int e = (tid) + ns_i * (128);\n      if (e < (T * T)) {{\n        {rc}\n        As[r][c] = ns_pf0[ns_i];")), "{s}");
         assert!(s.contains("ns_pf0[ns_i] = A[(k0 + r) * T + c];"), "{s}");
         assert!(!s.contains("for (int e = tid"), "{s}");
         // Each copy declares only what it reads: the stores need no source index, the loads
@@ -1141,11 +1183,15 @@ mod tests {
             .replace("const int r = e / T, c = e % T;", "const int r = e / T, c = e % T, src = (k0 + r) * T + c;")
             .replace("A[(k0 + r) * T + c]", "A[src]");
         let s = run(&gemm(&split, "")).unwrap().source;
-        assert_eq!(s.matches("const int r = e / T, c = e % T, src = (k0 + r) * T + c;").count(), 2, "{s}");
+        assert_eq!(s.matches(&rc.replace(";", ", src = (k0 + r) * T + c;")).count(), 2, "{s}");
         assert!(
-            s.contains("        const int r = e / T;\n        const int c = e % T;\n        As[r][c] = ns_pf0[ns_i];"),
+            s.contains("        const int r = ((decltype(e / (T)))((int)(tid) / (T) + ns_i * ((128) / (T))));\n        const int c = ((decltype(e % (T)))((int)(tid) % (T)));\n        As[r][c] = ns_pf0[ns_i];"),
             "{s}"
         );
+        // A divisor that does not divide the step, or is no constant, stays per slot.
+        let odd = LOOP.replace("const int r = e / T, c = e % T;", "const int r = e / 48, c = e % T + e % n;");
+        let s = run(&gemm(&odd, "")).unwrap().source;
+        assert!(s.contains("const int r = e / 48, c = ((decltype(e % (T)))((int)(tid) % (T))) + e % n;"), "{s}");
     }
 
     #[test]
