@@ -140,10 +140,20 @@ struct Staged<'t> {
     staging_range: std::ops::Range<usize>,
     /// The first barrier, after which the next trip's loads go.
     barrier: Node<'t>,
-    /// A staging loop's `e / D` and `e % D` where D divides its step, as the slot's own
-    /// quotient and remainder: `START / D + ns_i * (STEP / D)` and `START % D`, which hold
-    /// over the trips (nvcc divided each slot's `e` anew, and tested its bounds anew).
-    divisions: Edits,
+    /// A staging loop's `e / D` and `e % D` as the slot's own quotient and remainder.
+    divisions: Vec<Division<'t>>,
+}
+
+/// `e / D` or `e % D` in a staging loop, D an integer literal or a macro of one: where D
+/// divides STEP (checked where the code is compiled, since a `-D` may move either), the
+/// slot's quotient is `START / D + ns_i * (STEP / D)` and its remainder `START % D`, which
+/// hold over the trips (nvcc divided each slot's `e` anew, and tested its bounds anew).
+/// Exact as START is at least 0; typed as the original through `decltype`.
+struct Division<'t> {
+    range: std::ops::Range<usize>,
+    text: String,
+    /// START, whose names the copy now reads.
+    start: Node<'t>,
 }
 
 fn staged_loop<'t>(
@@ -324,7 +334,7 @@ fn staged_loop<'t>(
     if let Some(c) = impure(t, counter.start, names) {
         return Err(format!("its start has `{c}`, which must not run twice"));
     }
-    let mut divisions = Edits::new();
+    let mut divisions = Vec::new();
     for s in &staging {
         if let Staging::Loop { var, ty, start, end, step, decls, stores } = s {
             let constant = |n: Node| {
@@ -373,15 +383,17 @@ fn staged_loop<'t>(
                 // Inside a lambda the name may be the lambda's own parameter.
                 let in_lambda =
                     std::iter::successors(d.parent(), |p| p.parent()).any(|p| p.kind() == "lambda_expression");
-                if by.is_none() || in_lambda || !syntax::is_ident(t, strip_parens(l), var) {
+                if by.is_none() || in_lambda || !syntax::is_ident(t, strip_parens(l), var) || !integer(t, src, r) {
                     continue;
                 }
-                let (start, step, by) = (text(t, *start), text(t, *step), text(t, r));
+                let (from, step, by) = (text(t, *start), text(t, *step), text(t, r));
                 let per_slot = match op {
-                    "/" => format!("(({ty})({start}) / ({by}) + ns_i * (({step}) / ({by})))"),
-                    _ => format!("(({ty})({start}) % ({by}))"),
+                    "/" => format!("({ty})({from}) / ({by}) + ns_i * (({step}) / ({by}))"),
+                    _ => format!("({ty})({from}) % ({by})"),
                 };
-                divisions.replace(d.byte_range(), format!("((decltype({var} {op} ({by}))){per_slot})"));
+                let text =
+                    format!("((decltype({var} {op} ({by})))(({step}) % ({by}) == 0 ? {per_slot} : {var} {op} ({by})))");
+                divisions.push(Division { range: d.byte_range(), text, start: *start });
             }
         }
     }
@@ -1065,9 +1077,13 @@ fn emit<'k>(t: &str, k: &'k Kernel, f: Node, s: &Staged) -> (Change<'k>, String)
 /// another, each line indented for the slot loop: the loads need the values' names and the
 /// stores the targets', so neither copy declares what it never reads (nvcc warns of each).
 /// A declaration kept whole stays as written; one kept in part becomes a declaration a name.
-fn needed_decls(t: &str, decls: &[Node], uses: &[Node], divisions: &Edits) -> String {
-    // Names as the copies read them: a slot's quotient reads the start, not the counter.
-    let names_in = |n: Node| crate::pattern::names_in(&slot_text(t, n, divisions));
+fn needed_decls(t: &str, decls: &[Node], uses: &[Node], divisions: &[Division]) -> String {
+    // Names as the copies read them: a slot's quotient reads the start too.
+    let names_in = |n: Node| -> Vec<String> {
+        let inside = divisions.iter().filter(|d| n.start_byte() <= d.range.start && d.range.end <= n.end_byte());
+        let starts = inside.flat_map(|d| syntax::identifiers(t, d.start));
+        syntax::identifiers(t, n).into_iter().chain(starts).map(str::to_string).collect()
+    };
     let mut needed: Vec<String> = uses.iter().flat_map(|u| names_in(*u)).collect();
     let mut keep: Vec<Vec<bool>> = Vec::new();
     for d in decls.iter().rev() {
@@ -1104,9 +1120,43 @@ fn needed_decls(t: &str, decls: &[Node], uses: &[Node], divisions: &Edits) -> St
 
 /// A staging loop's code as a slot's copy reads it: `n`'s text with its divisions by a
 /// divisor of the step made per slot ([`Staged::divisions`]).
-fn slot_text(t: &str, n: Node, divisions: &Edits) -> String {
+fn slot_text(t: &str, n: Node, divisions: &[Division]) -> String {
     let range = n.byte_range();
-    divisions.within(&range).apply(&t[range.clone()]).unwrap_or_else(|_| text(t, n).to_string())
+    let mut edits = Edits::new();
+    for d in divisions.iter().filter(|d| range.start <= d.range.start && d.range.end <= range.end) {
+        edits.replace(d.range.start - range.start..d.range.end - range.start, d.text.clone());
+    }
+    edits.apply(&t[range.clone()]).unwrap_or_else(|_| text(t, n).to_string())
+}
+
+/// A divisor that reads as one integer wherever it is pasted: an integer literal, or a
+/// macro whose text is one (in parentheses or not) or another such macro. A macro of an
+/// expression (`#define HALF TILE / 2`) binds differently in `e % HALF` than in
+/// `(HALF)`, and a `const` of another type could be a float.
+fn integer(t: &str, src: &Source, d: Node) -> bool {
+    let d = strip_parens(d);
+    match d.kind() {
+        "number_literal" => crate::pattern::int_literal(text(t, d)).is_some(),
+        "identifier" => integer_macro(&syntax::macro_definitions(t, src.root()), text(t, d), 4),
+        _ => false,
+    }
+}
+
+fn integer_macro(macros: &[(&str, &str)], name: &str, depth: u32) -> bool {
+    let values: Vec<&str> = macros.iter().filter(|(n, _)| *n == name).map(|(_, v)| *v).collect();
+    !values.is_empty()
+        && depth > 0
+        && values.iter().all(|v| {
+            let v = syntax::blank_comments(v);
+            let mut v = v.trim();
+            while let Some(inner) = v.strip_prefix('(').and_then(|x| x.strip_suffix(')')) {
+                v = inner.trim();
+            }
+            crate::pattern::int_literal(v).is_some()
+                || (!v.is_empty()
+                    && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && integer_macro(macros, v, depth - 1))
+        })
 }
 
 fn indent_lines(block: &str, indent: &str) -> String {
@@ -1173,7 +1223,10 @@ mod tests {
         );
         // T divides the step: each slot's row is the thread's plus a constant, its column
         // the thread's; the type stays the one `e / T` had.
-        let rc = "const int r = ((decltype(e / (T)))((int)(tid) / (T) + ns_i * ((128) / (T)))), c = ((decltype(e % (T)))((int)(tid) % (T)));";
+        // T divides the step where the code is compiled too (a `-D` may move either).
+        let q = "((decltype(e / (T)))((128) % (T) == 0 ? (int)(tid) / (T) + ns_i * ((128) / (T)) : e / (T)))";
+        let m = "((decltype(e % (T)))((128) % (T) == 0 ? (int)(tid) % (T) : e % (T)))";
+        let rc = format!("const int r = {q}, c = {m};");
         assert!(s.contains(&format!("for (int ns_i = 0; ns_i < ns_pf0_n; ++ns_i) {{\n      const int e = (tid) + ns_i * (128);\n      if (e < (T * T)) {{\n        {rc}\n        As[r][c] = ns_pf0[ns_i];")), "{s}");
         assert!(s.contains("ns_pf0[ns_i] = A[(k0 + r) * T + c];"), "{s}");
         assert!(!s.contains("for (int e = tid"), "{s}");
@@ -1185,13 +1238,23 @@ mod tests {
         let s = run(&gemm(&split, "")).unwrap().source;
         assert_eq!(s.matches(&rc.replace(";", ", src = (k0 + r) * T + c;")).count(), 2, "{s}");
         assert!(
-            s.contains("        const int r = ((decltype(e / (T)))((int)(tid) / (T) + ns_i * ((128) / (T))));\n        const int c = ((decltype(e % (T)))((int)(tid) % (T)));\n        As[r][c] = ns_pf0[ns_i];"),
+            s.contains(&format!(
+                "        const int r = {q};\n        const int c = {m};\n        As[r][c] = ns_pf0[ns_i];"
+            )),
             "{s}"
         );
-        // A divisor that does not divide the step, or is no constant, stays per slot.
-        let odd = LOOP.replace("const int r = e / T, c = e % T;", "const int r = e / 48, c = e % T + e % n;");
-        let s = run(&gemm(&odd, "")).unwrap().source;
-        assert!(s.contains("const int r = e / 48, c = ((decltype(e % (T)))((int)(tid) % (T))) + e % n;"), "{s}");
+        // Per slot still: a divisor that does not divide the step, is no constant, is a
+        // macro of an expression (`e % HALF` is `(e % T) / 2`) or a constant of a type
+        // the file does not show in its literal (it could be a float).
+        let odd = LOOP.replace(
+            "const int r = e / T, c = e % T;",
+            "const int r = e / 48 + e % HALF + e / W, c = e % T + e % n + e / (T);",
+        );
+        let src = gemm(&odd, "").replace("#define T 16", "#define T 16\n#define HALF T / 2\nconst float W = 4;");
+        let s = run(&src).unwrap().source;
+        let paren = q.replace("(T)", "((T))");
+        assert!(s.contains(&format!("const int r = e / 48 + e % HALF + e / W, c = {m} + e % n + {paren};")), "{s}");
+        assert!(!s.contains("% (HALF)") && !s.contains("/ (W)") && !s.contains("/ (48)"), "{s}");
     }
 
     #[test]
