@@ -84,24 +84,57 @@ fn numeric(v: &str) -> Option<f64> {
     v.parse::<f64>().ok()
 }
 
-/// A rewrite that holds more in registers makes a new kernel whose registers are ptxas's
-/// choice again until a move caps them anew, so its child drops the parent's register cap
-/// and loosens the file's blocks-per-SM bound to one. A budget found for the parent's code starves code
-/// that holds more in registers: on an H200 a linear layer's `prefetch` under the
-/// `-maxrregcount=64` and two blocks of 256 threads its parent ran best with had 128
-/// registers, spilled 1232 bytes and took 2.157 ms; at one block, 245 registers, 0.9705 ms.
-fn loosen_register_budget(source: &str, defines: &mut BTreeMap<String, String>, flags: &mut Vec<String>) {
-    flags.retain(|f| !FlagKind::RegisterCap.is_mine(f));
-    let name = rewrite::recipes::launch_bounds::KNOB;
-    if !source.contains(name) {
-        return;
+/// What a recipe's child does to the register budget it inherits, read once per parent
+/// (in [`Tuner::moves`], whose moves are kept), not each time the child is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Budget {
+    /// The parent's cap and bound stay.
+    Kept,
+    /// The cap goes: every kernel of the child has launch bounds with blocks per SM, which
+    /// ptxas obeys instead ([`register_cap_ignored`]).
+    Uncapped,
+    /// A rewrite that holds more in registers makes a new kernel whose registers are
+    /// ptxas's choice again until a move caps them anew: the cap goes, and the file's
+    /// blocks-per-SM knob, where it has one, goes to 1 (`Some(true)`: 1 is its default, so
+    /// the define goes). A budget found for the parent's code starves code that holds more
+    /// in registers: on an H200 a linear layer's `prefetch` under the `-maxrregcount=64`
+    /// and two blocks of 256 threads its parent ran best with had 128 registers, spilled
+    /// 1232 bytes and took 2.157 ms; at one block, 245 registers, 0.9705 ms.
+    Freed { knob_default_one: Option<bool> },
+}
+
+impl Budget {
+    /// The budget of a child `recipe` writes as `source`.
+    fn of(recipe: RecipeId, source: &str) -> Budget {
+        if rewrite::recipes::get(recipe).more_registers {
+            let name = rewrite::recipes::launch_bounds::KNOB;
+            // Only the recipe's own knob: a macro of that name the file defines itself is left be.
+            let knob = source
+                .contains(name)
+                .then(|| rewrite::knobs::knobs(&Source::parse(source)).into_iter().find(|k| k.name == name))
+                .flatten();
+            Budget::Freed { knob_default_one: knob.map(|k| k.default.as_deref() == Some("1")) }
+        } else if recipe == RecipeId::LaunchBounds && register_cap_ignored(&Source::parse(source)) {
+            Budget::Uncapped
+        } else {
+            Budget::Kept
+        }
     }
-    // Only the recipe's own knob: a macro of that name the file defines itself is left be.
-    if let Some(knob) = rewrite::knobs::knobs(&Source::parse(source)).into_iter().find(|k| k.name == name) {
-        match knob.default.as_deref() {
-            Some("1") => defines.remove(name),
-            _ => defines.insert(name.to_string(), "1".to_string()),
-        };
+
+    fn apply(self, defines: &mut BTreeMap<String, String>, flags: &mut Vec<String>) {
+        if self != Budget::Kept {
+            flags.retain(|f| !FlagKind::RegisterCap.is_mine(f));
+        }
+        let name = rewrite::recipes::launch_bounds::KNOB;
+        match self {
+            Budget::Freed { knob_default_one: Some(true) } => {
+                defines.remove(name);
+            }
+            Budget::Freed { knob_default_one: Some(false) } => {
+                defines.insert(name.to_string(), "1".to_string());
+            }
+            _ => {}
+        }
     }
 }
 
@@ -145,7 +178,7 @@ fn register_budget_vote(tighter: f64, add: &mut impl FnMut(ToolId, f64)) {
 #[derive(Debug, Clone)]
 enum Move {
     /// The parent's source rewritten by a recipe.
-    Recipe { app: Application, source: String },
+    Recipe { app: Application, source: String, budget: Budget },
     /// `-D NAME=VALUE` (None: the source's default); `past_the_range`: a value beyond the
     /// knob's listed ones ([`past_the_range`]).
     /// `value` is the value in the child, the default's included.
@@ -441,14 +474,16 @@ impl Tuner {
                 if let Ok(rw) = r.run(parsed, &self.facts, &app.params) {
                     if rw.source != source {
                         offered.insert(app.to_string());
-                        out.push(Move::Recipe { app, source: rw.source });
+                        let budget = Budget::of(app.recipe, &rw.source);
+                        out.push(Move::Recipe { app, source: rw.source, budget });
                     }
                 }
             }
         }
         if let Some(rebuilt) = super::reorder::rebuild(&self.facts, &self.baseline, path, source) {
             for (app, source) in super::reorder::under_reshaping(&self.facts, &rebuilt, source, &offered) {
-                out.push(Move::Recipe { app, source });
+                let budget = Budget::of(app.recipe, &source);
+                out.push(Move::Recipe { app, source, budget });
             }
         }
         // Knobs: the task's, then those the source offers.
@@ -520,17 +555,10 @@ impl Tuner {
         let mut defines = parent.defines.clone();
         let mut flags = parent.flags.clone();
         let source = match m {
-            Move::Recipe { app, source } if rewrite::recipes::get(app.recipe).more_registers => {
-                loosen_register_budget(source, &mut defines, &mut flags);
+            Move::Recipe { source, budget, .. } => {
+                budget.apply(&mut defines, &mut flags);
                 source.clone()
             }
-            Move::Recipe { app, source } if app.recipe == RecipeId::LaunchBounds => {
-                if register_cap_ignored(&Source::parse(source)) {
-                    flags.retain(|f| !FlagKind::RegisterCap.is_mine(f));
-                }
-                source.clone()
-            }
-            Move::Recipe { source, .. } => source.clone(),
             Move::Knob { name, to, .. } => {
                 match to {
                     Some(v) => defines.insert(name.clone(), v.clone()),
