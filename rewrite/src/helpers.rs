@@ -37,6 +37,25 @@ __device__ __forceinline__ void ns_store(T* dst, const T (&src)[N]) {
 }"#,
 };
 
+/// Four consecutive elements in one load, for `prefetch`'s width 4 (its caller has tested
+/// that they are 4 bytes each and the first 16-byte aligned). Needs VECTOR_IO before it.
+pub static PREFETCH_WIDE: Helper = Helper {
+    mark: "NIGHTSHIFT_PREFETCH_WIDE",
+    text: r#"
+// nightshift: four consecutive elements in one load (prefetch's width 4).
+#include <cstdint>
+template <typename T>
+struct alignas(16) ns_pf_quad {
+  T v[4];
+};
+template <typename T>
+__device__ __forceinline__ ns_pf_quad<T> ns_pf_load4(const T* p) {
+  ns_pf_quad<T> q;
+  ns_copy<4>(q.v, p);
+  return q;
+}"#,
+};
+
 /// One element of a run's aligned block, out of a wide load of the whole block: every
 /// element of the run loads the same block, and the compiler keeps one load (see
 /// `vectorize`'s reads at a run's columns). Needs VECTOR_IO before it.

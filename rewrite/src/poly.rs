@@ -57,6 +57,11 @@ impl Poly {
         Some(sum)
     }
 
+    /// Each term: its variables (sorted, repeated for powers) and its coefficient.
+    pub fn terms(&self) -> impl Iterator<Item = (&[String], i64)> {
+        self.terms.iter().map(|(m, c)| (m.as_slice(), *c))
+    }
+
     pub fn variables(&self) -> BTreeSet<String> {
         self.terms.keys().flatten().cloned().collect()
     }

@@ -18,6 +18,17 @@
 //! on every thread (bounded from thread indices, block sizes and constants). The first
 //! trip's values are loaded before the loop where the loop's start passes its condition,
 //! each later trip's where the next counter passes it: no load the original does not make.
+//!
+//! `width=4` loads four consecutive elements with one 16-byte read where it can. A staging
+//! loop's trips are independent stores, so any thread may make any of them: where the loop
+//! starts at each thread's linear index and steps by the block's thread count (a vote of the
+//! whole block before the k loop says so, no thread having left before it), thread `i` takes
+//! the elements `4 (i + g STEP) .. + 3` instead. A store's value `COND ? P[IDX] : ALT` (or
+//! `P[IDX]`) is read as one 16-byte load where the four conditions hold, the four addresses
+//! are consecutive 4-byte elements and the first is 16-byte aligned, all tested where the
+//! code runs; any other group of four, and every group where the vote fails, loads element
+//! by element as written. The same thread stores the same elements, so what lands in the
+//! tiles is what the original stores.
 
 use super::tensor_tile::{is_barrier, is_pragma, pragma_start};
 use super::Planned;
@@ -29,7 +40,11 @@ use crate::syntax::{self, binary, descendants, indent_at, named_children, reinde
 use crate::version::Change;
 use tree_sitter::Node;
 
-pub const PARAMS: &[ParamSpec] = &[];
+pub const PARAMS: &[ParamSpec] = &[ParamSpec {
+    name: "width",
+    values: &["1", "4"],
+    doc: "1: each thread loads the elements it stores, one at a time; 4: four consecutive elements a thread with one 16-byte load where the values allow, the staging loops' trips redistributed over the block",
+}];
 
 /// The most register slots one staging loop may take.
 const MAX_SLOTS: i64 = 64;
@@ -59,10 +74,15 @@ const PURE_CALLS: &[&str] = &[
 ];
 
 pub fn apply(src: &Source, _facts: &Facts, params: &Params) -> Applied {
-    super::per_kernel(src, params, |k| plan(src, k))
+    let wide = match params.get(PARAMS, "width") {
+        "1" => false,
+        "4" => true,
+        other => return Err(NotApplicable::new(format!("`width={other}`: expected 1 or 4"))),
+    };
+    super::per_kernel(src, params, |k| plan(src, k, wide))
 }
 
-fn plan<'k>(src: &Source, k: &'k Kernel) -> Planned<'k> {
+fn plan<'k>(src: &Source, k: &'k Kernel, wide: bool) -> Planned<'k> {
     let t = src.text();
     let body = src.node(&k.body, "compound_statement").ok_or_else(|| NotApplicable::new("no body"))?;
     // The names the rewrite declares must not capture the kernel's own.
@@ -86,7 +106,20 @@ fn plan<'k>(src: &Source, k: &'k Kernel) -> Planned<'k> {
     let mut why = Vec::new();
     for f in named_children(body).into_iter().filter(|n| n.kind() == "for_statement") {
         match staged_loop(src, k, &names, body, f) {
-            Ok(s) => return Ok(emit(t, k, f, &s)),
+            Ok(s) if !wide => return Ok(emit(t, k, f, &s, None)),
+            Ok(s) => {
+                let w = widened(src, &names, body, f, &s).map_err(|e| {
+                    NotApplicable::new(format!(
+                        "`{}`: `width=4` does not hold for the loop at line {}: {e}",
+                        k.name,
+                        f.start_position().row + 1
+                    ))
+                })?;
+                let (mut change, note) = emit(t, k, f, &s, Some(&w));
+                change.helpers.push(&crate::helpers::VECTOR_IO);
+                change.helpers.push(&crate::helpers::PREFETCH_WIDE);
+                return Ok((change, note));
+            }
             Err(e) => why.push(format!("the loop at line {}: {e}", f.start_position().row + 1)),
         }
     }
@@ -400,6 +433,344 @@ fn staged_loop<'t>(
     let from = pragma_start(t, staged[0]);
     let to = staged.last().map_or(from, |s| s.end_byte());
     Ok(Staged { counter, staging, staging_range: from..to, barrier: stmts[first], divisions })
+}
+
+/// A store's value as `width=4` reads it: `COND ? P[IDX] : ALT`, or `P[IDX]` alone.
+struct WideLoad<'t> {
+    cond: Option<Node<'t>>,
+    /// `P[IDX]`, IDX shown to step by 1 with the counter inside a group of four.
+    element: Node<'t>,
+    alt: Option<Node<'t>>,
+    /// The `D` of each `e / D` and `e % D` IDX and COND read: a group of four stays inside
+    /// one quotient where 4 divides D, which the block's vote tests.
+    divisors: Vec<String>,
+    /// Products of outer names that must be multiples of 4 for every group's first element
+    /// to be (the terms of IDX besides the one that steps).
+    aligned: Vec<String>,
+}
+
+/// Per staging statement, the wide reads of its stores' values (`None`: a single store,
+/// left as it is).
+struct Wide<'t> {
+    loops: Vec<Option<WideLoop<'t>>>,
+}
+
+struct WideLoop<'t> {
+    reads: Vec<WideLoad<'t>>,
+    /// Statements that `&&` into `ns_pf_full` whether the loop's every group of four reads
+    /// four elements wide, where the trip's counter is in scope: at the tile's last
+    /// element (its declarations at their largest quotients and remainders) every
+    /// condition holds, 4 divides END and each divisor, and the first elements are
+    /// 16-byte aligned.
+    test: String,
+}
+
+/// `width=4`'s plan for a staged loop, or why it does not hold. The vote before the k loop
+/// needs every thread of the block there: nothing before the loop may leave the kernel.
+fn widened<'t>(src: &'t Source, names: &Names, kbody: Node, f: Node, s: &Staged<'t>) -> Result<Wide<'t>, String> {
+    let t = src.text();
+    if let Some(e) = syntax::escapes(kbody).into_iter().find(|e| e.start_byte() < f.start_byte()) {
+        return Err(format!(
+            "`{}` before the loop may leave some threads out of the block's vote",
+            syntax::one_line(text(t, e), 40)
+        ));
+    }
+    let before = &t[kbody.start_byte()..f.start_byte()];
+    if let Some((name, what)) =
+        syntax::jump_macros(t, src.root()).into_iter().find(|(m, _)| syntax::mentions_word(before, m))
+    {
+        return Err(format!("the macro `{name}` before the loop holds `{what}`"));
+    }
+    // The rewrite writes the loop twice, one copy for each answer of the vote.
+    let body = syntax::blank_comments(&t[f.start_byte()..f.end_byte()]);
+    if let Some(w) = ["__shared__", "static"].iter().find(|w| syntax::mentions_word(&body, w)) {
+        return Err(format!("the loop declares a `{w}` variable, which a second copy of the loop would double"));
+    }
+    if descendants(f).iter().any(|d| d.kind() == "labeled_statement") {
+        return Err("the loop holds a label, which a second copy of the loop would repeat".into());
+    }
+    let mut loops = Vec::new();
+    for st in &s.staging {
+        let Staging::Loop { var, decls, stores, .. } = st else {
+            loops.push(None);
+            continue;
+        };
+        let mut own: Vec<String> = decls.iter().flat_map(|d| syntax::declared_names(t, *d)).collect();
+        own.push(var.clone());
+        let reads = stores
+            .iter()
+            .map(|one| wide_load(src, names, &own, var, decls, one.value))
+            .collect::<Result<Vec<_>, _>>()?;
+        let test = corner_test(src, st, &reads);
+        loops.push(Some(WideLoop { reads, test }));
+    }
+    if loops.iter().all(Option::is_none) {
+        return Err("no staging loop: a single store has no neighbours to load with".into());
+    }
+    Ok(Wide { loops })
+}
+
+/// [`WideLoop::test`]: the loop's declarations and conditions with the counter at END - 1,
+/// each `e / D` at `(END - 1) / D` and each `e % D` at the largest remainder the tile
+/// reaches, where [`bounded_above`] showed each condition to be at its largest.
+fn corner_test(src: &Source, st: &Staging, reads: &[WideLoad]) -> String {
+    let t = src.text();
+    let Staging::Loop { var, ty, end, decls, .. } = st else { return String::new() };
+    let end = text(t, *end);
+    let conds: Vec<Node> = reads.iter().filter_map(|r| r.cond).collect();
+    let mut corners = Vec::new();
+    let roots = decls.iter().copied().chain(conds.iter().copied());
+    for d in roots.flat_map(descendants) {
+        let Some((op @ ("/" | "%"), l, r)) = (d.kind() == "binary_expression").then(|| binary(t, d)).flatten() else {
+            continue;
+        };
+        if !syntax::is_ident(t, strip_parens(l), var) || !integer(t, src, r) {
+            continue;
+        }
+        let by = text(t, r);
+        let text = match op {
+            "/" => format!("((({end}) - 1) / ({by}))"),
+            _ => format!("((({end}) - 1) < ({by}) - 1 ? (({end}) - 1) : ({by}) - 1)"),
+        };
+        corners.push(Division { range: d.byte_range(), text, start: r });
+    }
+    let mut asks = vec![format!("({end}) % 4 == 0")];
+    for r in reads {
+        asks.extend(r.divisors.iter().map(|d| format!("({d}) % 4 == 0")));
+        asks.extend(r.cond.map(|c| format!("({})", slot_text(t, c, &corners))));
+        asks.extend(r.aligned.iter().map(|a| format!("({a}) % 4 == 0")));
+        let p = r.element.child_by_field_name("argument").map_or("", |a| text(t, a));
+        asks.push(format!("sizeof(({p})[0]) == 4 && reinterpret_cast<uintptr_t>({p}) % 16 == 0"));
+    }
+    asks.dedup();
+    let decls = needed_decls(t, decls, &conds, &corners).replace("\n    ", "\n  ").replacen("    ", "  ", 1);
+    let asked = asks.join(" &&\n      ");
+    // The counter itself, where the declarations or conditions still read it.
+    let counter = if syntax::mentions_word(&decls, var) || syntax::mentions_word(&asked, var) {
+        format!("  const {ty} {var} = ({end}) - 1;\n")
+    } else {
+        String::new()
+    };
+    format!("{{\n{counter}{decls}  ns_pf_full = ns_pf_full && {asked};\n}}\n")
+}
+
+fn wide_load<'t>(
+    src: &Source,
+    names: &Names,
+    own: &[String],
+    var: &str,
+    decls: &[Node<'t>],
+    value: Node<'t>,
+) -> Result<WideLoad<'t>, String> {
+    let t = src.text();
+    let v = strip_parens(value);
+    let (cond, element, alt) = if v.kind() == "conditional_expression" {
+        let part = |f: &str| v.child_by_field_name(f).ok_or_else(|| format!("`{}` is incomplete", text(t, v)));
+        (Some(part("condition")?), strip_parens(part("consequence")?), Some(part("alternative")?))
+    } else {
+        (None, v, None)
+    };
+    let not = || {
+        format!(
+            "the value `{}` is not `P[i]` or `COND ? P[i] : VALUE`, P a pointer parameter",
+            syntax::one_line(text(t, value), 60)
+        )
+    };
+    if element.kind() != "subscript_expression" {
+        return Err(not());
+    }
+    let p = element.child_by_field_name("argument").map(strip_parens).ok_or_else(not)?;
+    let pname = text(t, p);
+    let pointer = p.kind() == "identifier"
+        && !own.iter().any(|o| o == pname)
+        && ((names.is_pointer_param(pname) && matches!(names.kind(pname), Some(Kind::Param { volatile: false })))
+            || matches!(names.kind(pname), Some(Kind::Global)));
+    if !pointer {
+        return Err(not());
+    }
+    // The wide path converts the loaded elements as `true ? v : (ALT)`, outside the
+    // staging loop's declarations.
+    if let Some(a) = alt {
+        if let Some(n) = syntax::identifiers(t, a).into_iter().find(|i| own.iter().any(|o| o == i)) {
+            return Err(format!(
+                "the value's alternative `{}` reads `{n}`, which the staging loop declares",
+                text(t, a)
+            ));
+        }
+    }
+    let index = crate::pattern::subscript_index(element).ok_or_else(not)?;
+    let mut divisors = Vec::new();
+    let mut poly = IndexPoly { src, var, decls, own, divisors: &mut divisors };
+    let Some(rest) = poly.of(index, 8).and_then(|p| steps_by_one(&p, var)) else {
+        return Err(format!(
+            "the index `{}` is not shown to step by 1 with `{var}` (a sum of a term in `{var}` or `{var} % D` and terms without them, D an integer constant)",
+            syntax::one_line(text(t, index), 60)
+        ));
+    };
+    if let Some(c) = cond {
+        bounded_above(t, &mut poly, c)?;
+    }
+    let atom = |v: &String| is_atom(v, var);
+    let mut aligned = Vec::new();
+    for (vars, coef) in rest.terms() {
+        if coef % 4 == 0 {
+            continue;
+        }
+        let outer: Vec<String> = vars.iter().filter(|v| !atom(v)).map(|v| format!("(long long)({v})")).collect();
+        aligned.push(std::iter::once(format!("{coef}LL")).chain(outer).collect::<Vec<_>>().join(" * "));
+    }
+    Ok(WideLoad { cond, element, alt, divisors, aligned })
+}
+
+/// A name of [`IndexPoly`]'s that varies with the counter `var`: `var`, `var / D`, `var % D`.
+fn is_atom(v: &str, var: &str) -> bool {
+    v == var || v.strip_prefix(var).is_some_and(|r| r.starts_with(['/', '%']))
+}
+
+/// Whether the condition holds for every counter of the staging loop once it holds where
+/// the counter and each of its quotients and remainders are at their largest: a `&&` of
+/// comparisons `A < B` (or `<=`, or `B > A`, `B >= A`), A growing with them (each term
+/// that varies is one of them times a positive constant), B a polynomial that does not.
+fn bounded_above<'t>(t: &str, poly: &mut IndexPoly<'_, 't>, c: Node<'t>) -> Result<(), String> {
+    let c = strip_parens(c);
+    let Some((op, l, r)) = (c.kind() == "binary_expression").then(|| binary(t, c)).flatten() else {
+        return Err(format!("the condition `{}` is no comparison", syntax::one_line(text(t, c), 60)));
+    };
+    if op == "&&" {
+        bounded_above(t, poly, l)?;
+        return bounded_above(t, poly, r);
+    }
+    let (a, b) = match op {
+        "<" | "<=" => (l, r),
+        ">" | ">=" => (r, l),
+        _ => return Err(format!("the condition `{}` is not `&&` of `<` or `<=`", syntax::one_line(text(t, c), 60))),
+    };
+    let var = poly.var.to_string();
+    let (pa, pb) = (poly.of(a, 8), poly.of(b, 8));
+    let growing = pa.as_ref().is_some_and(|p| {
+        p.terms().all(|(vars, coef)| !vars.iter().any(|v| is_atom(v, &var)) || (vars.len() == 1 && coef > 0))
+    });
+    let fixed = pb.as_ref().is_some_and(|p| !p.variables().iter().any(|v| is_atom(v, &var)));
+    if !(growing && fixed) {
+        return Err(format!(
+            "the condition `{}` is not shown to hold on the whole tile where it holds at its last element",
+            syntax::one_line(text(t, c), 60)
+        ));
+    }
+    Ok(())
+}
+
+/// An index as a polynomial over the names it reads: the staging loop's declarations
+/// substituted, `e / D` and `e % D` (D an integer constant) names of their own, casts to
+/// 64-bit integers dropped (they widen a 32-bit index without changing it). Anything else
+/// (a call, a load, `e` inside another operation, a narrowing cast) is no polynomial.
+struct IndexPoly<'a, 't> {
+    src: &'a Source,
+    var: &'a str,
+    decls: &'a [Node<'t>],
+    own: &'a [String],
+    divisors: &'a mut Vec<String>,
+}
+
+impl<'t> IndexPoly<'_, 't> {
+    fn of(&mut self, n: Node<'t>, depth: u32) -> Option<crate::poly::Poly> {
+        use crate::poly::Poly;
+        let t = self.src.text();
+        let n = strip_parens(n);
+        if depth == 0 {
+            return None;
+        }
+        match n.kind() {
+            "number_literal" => crate::pattern::int_literal(text(t, n)).map(Poly::constant),
+            "identifier" => {
+                let name = text(t, n);
+                if name == self.var {
+                    return Some(Poly::var(name));
+                }
+                if self.own.iter().any(|o| o == name) {
+                    let value = self.declared_value(name)?;
+                    return self.of(value, depth - 1);
+                }
+                // A macro's text must not read the loop's own names behind its name.
+                let macros = syntax::macro_definitions(t, self.src.root());
+                let hides = macros.iter().filter(|(m, _)| *m == name).any(|(_, v)| {
+                    syntax::mentions_word(v, self.var) || self.own.iter().any(|o| syntax::mentions_word(v, o))
+                });
+                (!hides).then(|| Poly::var(name))
+            }
+            "cast_expression" => {
+                let ty = n.child_by_field_name("type").map(|x| syntax::unqualified(text(t, x)))?;
+                WIDE_INDEX_TYPES.contains(&ty.as_str()).then_some(())?;
+                self.of(n.child_by_field_name("value")?, depth - 1)
+            }
+            "binary_expression" => {
+                let (op, l, r) = binary(t, n)?;
+                if matches!(op, "/" | "%") {
+                    let l = strip_parens(l);
+                    if !(l.kind() == "identifier" && text(t, l) == self.var && integer(t, self.src, r)) {
+                        return None;
+                    }
+                    let d = text(t, r).to_string();
+                    if !self.divisors.contains(&d) {
+                        self.divisors.push(d.clone());
+                    }
+                    return Some(Poly::var(&format!("{}{op}{d}", self.var)));
+                }
+                let (a, b) = (self.of(l, depth - 1)?, self.of(r, depth - 1)?);
+                match op {
+                    "+" => a.add(&b),
+                    "-" => a.sub(&b),
+                    "*" => a.mul(&b),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The value a declaration of the staging loop gives `name` (the last one before the
+    /// stores, as they see it).
+    fn declared_value(&self, name: &str) -> Option<Node<'t>> {
+        let t = self.src.text();
+        let mut found = None;
+        for d in self.decls {
+            let mut c = d.walk();
+            for p in d.children_by_field_name("declarator", &mut c) {
+                let id = p.child_by_field_name("declarator").filter(|_| p.kind() == "init_declarator").unwrap_or(p);
+                if text(t, id) == name {
+                    found = (p.kind() == "init_declarator").then(|| p.child_by_field_name("value")).flatten();
+                }
+            }
+        }
+        found
+    }
+}
+
+/// Casts an index may pass through: to 64-bit integers, which hold any 32-bit value.
+const WIDE_INDEX_TYPES: &[&str] = &[
+    "size_t",
+    "long",
+    "long long",
+    "long int",
+    "long long int",
+    "int64_t",
+    "uint64_t",
+    "ptrdiff_t",
+    "unsigned long",
+    "unsigned long long",
+];
+
+/// The A of an index `A + x`, x the counter or one `counter % D` and A free of both: four
+/// consecutive counters inside one quotient then read four consecutive elements.
+fn steps_by_one(p: &crate::poly::Poly, var: &str) -> Option<crate::poly::Poly> {
+    use crate::poly::Poly;
+    let stepping = |v: &str| v == var || v.strip_prefix(var).is_some_and(|r| r.starts_with('%'));
+    let vars = p.variables();
+    let zero: std::collections::BTreeMap<String, Poly> =
+        vars.iter().map(|v| (v.clone(), if stepping(v) { Poly::constant(0) } else { Poly::var(v) })).collect();
+    let rest = p.substitute(&zero)?;
+    let delta = p.sub(&rest)?;
+    vars.iter().any(|v| stepping(v) && delta == Poly::var(v)).then_some(rest)
 }
 
 fn counter<'t>(t: &str, f: Node<'t>) -> Result<Counter<'t>, String> {
@@ -1000,77 +1371,246 @@ fn upper_bound(t: &str, kbody: Node, names: &Names, src: &Source, k: &Kernel, e:
     (value >= 0).then_some(value)
 }
 
-fn emit<'k>(t: &str, k: &'k Kernel, f: Node, s: &Staged) -> (Change<'k>, String) {
+fn emit<'k>(t: &str, k: &'k Kernel, f: Node, s: &Staged, wide: Option<&Wide>) -> (Change<'k>, String) {
     let c = &s.counter;
     let mut change = Change::new(k);
     let ind = indent_at(t, f.start_byte());
     // One register array a store, sized for its statement's trips.
     let mut decl = String::new();
-    let mut load = String::new();
-    let mut put = String::new();
+    // The loads and stores element by element as the original maps them, and with the
+    // staging loops four elements a thread (the same where a statement is not widened).
+    let (mut load, mut put, mut load_w, mut put_w) = (String::new(), String::new(), String::new(), String::new());
+    // What each thread asks of the block's vote for the wide mapping.
+    let mut me = Vec::new();
     let mut slot = 0;
-    for st in &s.staging {
+    for (at, st) in s.staging.iter().enumerate() {
         match st {
             Staging::Single(one) => {
                 decl.push_str(&format!("{} ns_pf{slot}[1];\n", one.ty));
-                load.push_str(&format!("ns_pf{slot}[0] = {};\n", text(t, one.value)));
-                put.push_str(&format!("{} = ns_pf{slot}[0];\n", text(t, one.lhs)));
+                let (l, p) = (
+                    format!("ns_pf{slot}[0] = {};\n", text(t, one.value)),
+                    format!("{} = ns_pf{slot}[0];\n", text(t, one.lhs)),
+                );
+                load_w.push_str(&l);
+                put_w.push_str(&p);
+                load.push_str(&l);
+                put.push_str(&p);
                 slot += 1;
             }
             Staging::Loop { var, ty, start, end, step, decls, stores } => {
                 let slot_text = |n: Node| slot_text(t, n, &s.divisions);
+                let (start, end, step) = (text(t, *start), text(t, *end), text(t, *step));
                 let n = format!("ns_pf{slot}_n");
-                decl.push_str(&format!(
-                    "constexpr int {n} = (({end}) + ({step}) - 1) / ({step});\n",
-                    end = text(t, *end),
-                    step = text(t, *step)
-                ));
+                let w = wide.and_then(|w| w.loops[at].as_ref());
+                decl.push_str(&format!("constexpr int {n} = (({end}) + ({step}) - 1) / ({step});\n"));
+                // The wide path's groups of four a thread; the registers hold either path's.
+                let size = match w {
+                    Some(_) => {
+                        let g = format!("ns_pf{slot}_g");
+                        decl.push_str(&format!("constexpr int {g} = ((({end}) + 3) / 4 + ({step}) - 1) / ({step});\n"));
+                        let ask = format!("({start}) == ns_pf_lin && ({step}) == ns_pf_threads");
+                        if !me.contains(&ask) {
+                            me.push(ask);
+                        }
+                        format!("({n} > 4 * {g} ? {n} : 4 * {g})")
+                    }
+                    None => n.clone(),
+                };
                 let values: Vec<Node> = stores.iter().map(|s| s.value).collect();
                 let lhs: Vec<Node> = stores.iter().map(|s| s.lhs).collect();
                 let (ds_load, ds_put) =
                     (needed_decls(t, decls, &values, &s.divisions), needed_decls(t, decls, &lhs, &s.divisions));
+                let first = slot;
                 let (mut l, mut p) = (String::new(), String::new());
                 for one in stores {
-                    decl.push_str(&format!("{} ns_pf{slot}[{n}];\n", one.ty));
+                    decl.push_str(&format!("{} ns_pf{slot}[{size}];\n", one.ty));
                     l.push_str(&format!("    ns_pf{slot}[ns_i] = {};\n", slot_text(one.value)));
                     p.push_str(&format!("    {} = ns_pf{slot}[ns_i];\n", slot_text(one.lhs)));
                     slot += 1;
                 }
                 let head = format!(
-                    "#pragma unroll\nfor (int ns_i = 0; ns_i < {n}; ++ns_i) {{\n  const {ty} {var} = ({start}) + ns_i * ({step});\n  if ({var} < ({end})) {{\n",
-                    start = text(t, *start),
-                    step = text(t, *step),
-                    end = text(t, *end),
+                    "#pragma unroll\nfor (int ns_i = 0; ns_i < {n}; ++ns_i) {{\n  const {ty} {var} = ({start}) + ns_i * ({step});\n  if ({var} < ({end})) {{\n"
                 );
-                load.push_str(&format!("{head}{ds_load}{l}  }}\n}}\n"));
-                put.push_str(&format!("{head}{ds_put}{p}  }}\n}}\n"));
+                let (narrow_load, narrow_put) =
+                    (format!("{head}{ds_load}{l}  }}\n}}\n"), format!("{head}{ds_put}{p}  }}\n}}\n"));
+                match w {
+                    Some(w) => {
+                        let g = format!("ns_pf{first}_g");
+                        let wt = WideText { t, var, ty, end, step, decls, stores, reads: &w.reads, first, groups: &g };
+                        load_w.push_str(&wt.load(&w.test));
+                        put_w.push_str(&wt.put());
+                    }
+                    None => {
+                        load_w.push_str(&narrow_load);
+                        put_w.push_str(&narrow_put);
+                    }
+                }
+                load.push_str(&narrow_load);
+                put.push_str(&narrow_put);
             }
         }
     }
     let (var, ty, cond) = (&c.var, &c.ty, text(t, c.cond));
-    let guarded =
-        |at: &str| format!("{{\n  const {ty} {var} = {at};\n  if ({cond}) {{\n{}  }}\n}}", indent_lines(&load, "    "));
-    // Before the loop: the registers and the first trip's loads.
-    let before = format!(
+    let guarded = |at: &str, load: &str| {
+        format!("{{\n  const {ty} {var} = {at};\n  if ({cond}) {{\n{}  }}\n}}", indent_lines(load, "    "))
+    };
+    // The block's vote on the mapping: every thread holds its linear index and the block's
+    // thread count as the staging loops' start and step. A vote is a barrier, which every
+    // thread reaches: none left before the loop ([`widened`]).
+    let voted = if me.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "// nightshift: prefetch width 4: where the whole block votes that the staging loops' trips cover the\n\
+             // tiles in linear thread order, thread i loads the elements 4 (i + g STEP) .. + 3 instead, four at a\n\
+             // time where the trip's tile is inside its bounds and aligned.\n\
+             const int ns_pf_lin = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));\n\
+             const int ns_pf_threads = (int)(blockDim.x * blockDim.y * blockDim.z);\n\
+             const bool ns_pf_map = __syncthreads_and({}) != 0;\n",
+            me.join(" && ")
+        )
+    };
+    let comment = format!(
         "// nightshift: prefetch: each trip of the `{var}` loop loads the next trip's tile values into registers\n\
-         // after its first barrier, where this trip's work hides their latency.\n{decl}{}\n",
-        guarded(text(t, c.start))
+         // after its first barrier, where this trip's work hides their latency.\n"
     );
-    change.edits.insert(pragma_start(t, f), reindent(&before, &ind) + "\n" + &ind);
-    // The staging: the registers into the tiles.
-    let sind = indent_at(t, s.staging_range.start);
-    change.edits.replace(s.staging_range.clone(), reindent(put.trim_end(), &sind));
+    let (sind, bind) = (indent_at(t, s.staging_range.start), indent_at(t, s.barrier.start_byte()));
     // After the first barrier: the next trip's loads (its counter shadows this trip's).
-    let next = format!("\n{{\n  const {ty} ns_pf_next = {};\n  {}\n}}", c.next, reindent(&guarded("ns_pf_next"), "  "));
-    let bind = indent_at(t, s.barrier.start_byte());
-    change.edits.insert(s.barrier.end_byte(), reindent(&next, &bind));
+    let next = |load: &str| {
+        let loads = reindent(&guarded("ns_pf_next", load), "  ");
+        reindent(&format!("\n{{\n  const {ty} ns_pf_next = {};\n  {loads}\n}}", c.next), &bind)
+    };
+    if me.is_empty() {
+        // Before the loop: the registers and the first trip's loads.
+        let before = format!("{comment}{decl}{}\n", guarded(text(t, c.start), &load));
+        change.edits.insert(pragma_start(t, f), reindent(&before, &ind) + "\n" + &ind);
+        // The staging: the registers into the tiles.
+        change.edits.replace(s.staging_range.clone(), reindent(put.trim_end(), &sind));
+        change.edits.insert(s.barrier.end_byte(), next(&load));
+    } else {
+        // The loop twice, as the vote picks: a loop that held both mappings and branched on
+        // the vote each trip compiled to branches a group and waits on its loads (1.44 ms
+        // against 0.69 ms for one mapping, the linear layer at 128 x 128 on an H200).
+        let from = pragma_start(t, f);
+        let version = |load: &str, put: &str| {
+            let staged = reindent(put.trim_end(), &sind);
+            let body = format!(
+                "{}{staged}{}{}{}",
+                &t[from..s.staging_range.start],
+                &t[s.staging_range.end..s.barrier.end_byte()],
+                next(load),
+                &t[s.barrier.end_byte()..f.end_byte()]
+            );
+            format!("{}\n{ind}{body}", reindent(&guarded(text(t, c.start), load), &ind))
+        };
+        let nest = |v: String| {
+            v.lines().map(|l| if l.is_empty() { "\n".to_string() } else { format!("  {l}\n") }).collect::<String>()
+        };
+        let whole = format!(
+            "{}if (ns_pf_map) {{\n{}{ind}}} else {{\n{}{ind}}}",
+            reindent(&format!("{comment}{decl}{voted}"), &ind) + "\n" + &ind,
+            nest(format!("{ind}{}", version(&load_w, &put_w))),
+            nest(format!("{ind}{}", version(&load, &put)))
+        );
+        change.edits.replace(from..f.end_byte(), whole);
+    }
     let note = format!(
-        "`{}`: the `{var}` loop loads the next trip's {} staged value{} into registers during this trip's work",
+        "`{}`: the `{var}` loop loads the next trip's {} staged value{} into registers during this trip's work{}",
         k.name,
         slot,
-        if slot == 1 { "" } else { "s" }
+        if slot == 1 { "" } else { "s" },
+        if me.is_empty() {
+            ""
+        } else {
+            ", four consecutive elements a thread with one 16-byte load where the tile allows"
+        }
     );
     (change, note)
+}
+
+/// A staging loop's wide path: thread `ns_pf_lin` takes the elements
+/// `4 (ns_pf_lin + g STEP) + q`, q < 4, all below END (the trip's test).
+struct WideText<'a, 't> {
+    t: &'a str,
+    var: &'a str,
+    ty: &'a str,
+    end: &'a str,
+    step: &'a str,
+    decls: &'a [Node<'t>],
+    stores: &'a [Store<'t>],
+    reads: &'a [WideLoad<'t>],
+    /// The first store's register array.
+    first: usize,
+    groups: &'a str,
+}
+
+impl WideText<'_, '_> {
+    fn head(&self, body: &str) -> String {
+        let WideText { ty, end, step, groups, .. } = self;
+        // END is a multiple of 4 (the trip's test): a group that starts below it ends there.
+        format!(
+            "#pragma unroll\nfor (int ns_g = 0; ns_g < {groups}; ++ns_g) {{\n  const {ty} ns_e = 4 * (ns_pf_lin + ns_g * ({step}));\n  if (ns_e < ({end})) {{\n{body}  }}\n}}\n",
+            body = indent_lines(body, "    ")
+        )
+    }
+
+    /// The thread's groups: where the trip's test (`test`, at the tile's last element)
+    /// shows every condition to hold and the first elements aligned, one load of four a
+    /// group and store, each value its element converted as the original's `?:` converts
+    /// it; else the elements one by one as written.
+    fn load(&self, test: &str) -> String {
+        let t = self.t;
+        let mut fast = format!("const {} {} = ns_e;\n", self.ty, self.var);
+        let elements: Vec<Node> = self.reads.iter().map(|r| r.element).collect();
+        fast.push_str(&needed_decls(t, self.decls, &elements, &[]).replace("\n    ", "\n").replacen("    ", "", 1));
+        for (i, r) in self.reads.iter().enumerate() {
+            let value = match r.alt {
+                Some(a) => format!("true ? ns_v{i}.v[ns_q] : ({})", text(t, a)),
+                None => format!("ns_v{i}.v[ns_q]"),
+            };
+            fast.push_str(&format!(
+                "const auto ns_v{i} = ns_pf_load4(&({}));\n#pragma unroll\nfor (int ns_q = 0; ns_q < 4; ++ns_q) ns_pf{}[4 * ns_g + ns_q] = {value};\n",
+                text(t, r.element),
+                self.first + i
+            ));
+        }
+        let values: Vec<Node> = self.stores.iter().map(|s| s.value).collect();
+        let slow: String = self
+            .stores
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("    ns_pf{}[4 * ns_g + ns_q] = {};\n", self.first + i, text(t, s.value)))
+            .collect();
+        let slow = format!(
+            "#pragma unroll\nfor (int ns_q = 0; ns_q < 4; ++ns_q) {{\n  const {ty} {var} = ns_e + ns_q;\n  if ({var} < ({end})) {{\n{}{}  }}\n}}\n",
+            indent_lines(&needed_decls(t, self.decls, &values, &[]), "  "),
+            indent_lines(&slow, "  "),
+            ty = self.ty,
+            var = self.var,
+            end = self.end
+        );
+        let group =
+            format!("if (ns_pf_full) {{\n{}}} else {{\n{}}}\n", indent_lines(&fast, "  "), indent_lines(&slow, "  "));
+        let body = format!("bool ns_pf_full = true;\n{test}{}", self.head(&group));
+        format!("{{\n{}}}\n", indent_lines(&body, "  "))
+    }
+
+    fn put(&self) -> String {
+        let t = self.t;
+        let lhs: Vec<Node> = self.stores.iter().map(|s| s.lhs).collect();
+        let body: String = self
+            .stores
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("    {} = ns_pf{}[4 * ns_g + ns_q];\n", text(t, s.lhs), self.first + i))
+            .collect();
+        self.head(&format!(
+            "#pragma unroll\nfor (int ns_q = 0; ns_q < 4; ++ns_q) {{\n  const {} {} = ns_e + ns_q;\n{}{body}}}\n",
+            self.ty,
+            self.var,
+            needed_decls(t, self.decls, &lhs, &[])
+        ))
+    }
 }
 
 /// A staging loop's declarations that the expressions `uses` need, directly or through one
@@ -1413,5 +1953,97 @@ mod tests {
         assert!(run(&fine).is_ok(), "{}", declines(&fine));
         let one_barrier = gemm(STORES, "").replacen("    __syncthreads();\n  }", "  }", 1);
         assert!(declines(&one_barrier).contains("does not end in a second `__syncthreads();`"));
+    }
+
+    fn wide(src: &str) -> Applied {
+        let params = Params::default().with("width", "4");
+        apply(&Source::parse(src), &FactsBuilder::new("launch").build(), &params)
+    }
+
+    fn wide_declines(src: &str) -> String {
+        wide(src).err().map(|e| e.0).unwrap_or_else(|| panic!("applied to\n{src}"))
+    }
+
+    #[test]
+    fn four_elements_a_load_where_the_block_votes_the_tile_into_its_thread_order() {
+        let s = wide(&gemm(LOOP, "")).unwrap().source;
+        // One vote before the loop, then the loop once a mapping.
+        assert!(s.contains("const bool ns_pf_map = __syncthreads_and((tid) == ns_pf_lin && (128) == ns_pf_threads) != 0;\n  if (ns_pf_map) {"), "{s}");
+        assert_eq!(s.matches("for (int k0 = 0; k0 < n; k0 += T) {").count(), 2, "{s}");
+        // Thread i's groups of four, loaded at once where the trip's test passes.
+        assert!(s.contains("const int ns_e = 4 * (ns_pf_lin + ns_g * (128));"), "{s}");
+        assert!(s.contains("const auto ns_v0 = ns_pf_load4(&(A[(k0 + r) * T + c]));"), "{s}");
+        assert!(s.contains("for (int ns_q = 0; ns_q < 4; ++ns_q) ns_pf0[4 * ns_g + ns_q] = ns_v0.v[ns_q];"), "{s}");
+        // The test: whole groups, a quotient the group never crosses, the first element
+        // aligned (`k0 * T` and the row's `T` multiples of 4, the pointer of 16 bytes).
+        for part in [
+            "(T * T) % 4 == 0",
+            "(T) % 4 == 0",
+            "(1LL * (long long)(T) * (long long)(k0)) % 4 == 0",
+            "(1LL * (long long)(T)) % 4 == 0",
+            "sizeof((A)[0]) == 4 && reinterpret_cast<uintptr_t>(A) % 16 == 0",
+        ] {
+            assert!(s.contains(part), "{part}\n{s}");
+        }
+        // The stores of the same elements by the same thread.
+        assert!(s.contains("const int e = ns_e + ns_q;\n"), "{s}");
+        // The single store stays as it is in both copies; the other copy is the narrow one.
+        assert_eq!(s.matches("Bs[threadIdx.y][threadIdx.x] = ns_pf1[0];").count(), 2, "{s}");
+        assert_eq!(s.matches("const int e = (tid) + ns_i * (128);").count(), 3, "{s}");
+    }
+
+    #[test]
+    fn the_trip_test_reads_each_condition_where_the_tile_is_largest() {
+        let guarded = LOOP.replace(
+            "As[r][c] = A[(k0 + r) * T + c];",
+            "As[r][c] = (k0 + r < n && c < n) ? A[(k0 + r) * T + c] : 0.f;",
+        );
+        let s = wide(&gemm(&guarded, "")).unwrap().source;
+        assert!(
+            s.contains("const int r = (((T * T) - 1) / (T)), c = (((T * T) - 1) < (T) - 1 ? ((T * T) - 1) : (T) - 1);"),
+            "{s}"
+        );
+        assert!(s.contains("((k0 + r < n && c < n))"), "{s}");
+        // The loaded value converts as the original's `?:` would.
+        assert!(s.contains("ns_pf0[4 * ns_g + ns_q] = true ? ns_v0.v[ns_q] : (0.f);"), "{s}");
+        // Where the test fails, element by element as written.
+        assert!(s.contains("ns_pf0[4 * ns_g + ns_q] = (k0 + r < n && c < n) ? A[(k0 + r) * T + c] : 0.f;"), "{s}");
+    }
+
+    #[test]
+    fn four_elements_a_load_decline_with_the_reason() {
+        let staged = |value: &str| gemm(&LOOP.replace("A[(k0 + r) * T + c]", value), "");
+        for (value, why) in [
+            ("A[(k0 + c) * T + r]", "is not shown to step by 1"),
+            ("A[2 * c]", "is not shown to step by 1"),
+            ("A[c * n]", "is not shown to step by 1"),
+            ("A[c] * 2.f", "is not `P[i]` or `COND ? P[i] : VALUE`"),
+            ("(c != 3) ? A[c] : 0.f", "is not `&&` of `<` or `<=`"),
+            ("(c >= 1) ? A[c] : 0.f", "is not shown to hold on the whole tile"),
+            ("(r * n < k0) ? A[c] : 0.f", "is not shown to hold on the whole tile"),
+            ("(c < n) ? A[c] : A[r]", "reads `r`, which the staging loop declares"),
+        ] {
+            let e = wide_declines(&staged(value));
+            assert!(e.contains("`width=4` does not hold") && e.contains(why), "{value}: {e}");
+            // The narrow rewrite still holds.
+            assert!(run(&staged(value)).is_ok(), "{value}");
+        }
+        let single = gemm(
+            "    As[threadIdx.y][threadIdx.x] = A[k0 + tid];\n    Bs[threadIdx.y][threadIdx.x] = B[k0 + tid];",
+            "",
+        );
+        assert!(wide_declines(&single).contains("a single store has no neighbours"));
+        let early = gemm(LOOP, "").replace("  float acc = 0.f;\n", "  float acc = 0.f;\n  if (n < 0) return;\n");
+        assert!(
+            wide_declines(&early).contains("`return;` before the loop may leave some threads out of the block's vote")
+        );
+        let shared = gemm(LOOP, "").replace(
+            "    __syncthreads();\n    for (int k = 0",
+            "    __syncthreads();\n    __shared__ float extra[4];\n    for (int k = 0",
+        );
+        assert!(wide_declines(&shared).contains("declares a `__shared__` variable"));
+        let params = Params::default().with("width", "2");
+        let e = apply(&Source::parse(&gemm(LOOP, "")), &FactsBuilder::new("launch").build(), &params).unwrap_err();
+        assert_eq!(e.0, "`width=2`: expected 1 or 4");
     }
 }
