@@ -387,10 +387,10 @@ fn row_strips_on_the_stencil_example_agree_inside_and_at_the_edges_and_pass_the_
 }
 
 /// `tensor-tile` and `prefetch` (also four elements a load), alone and chained both ways,
-/// pass the wall on the GPU: the
-/// split-K linear layer at three tile sizes (split K and not, rows padded for the banks and
-/// not) and the tiled GEMM at both tiles, all check sizes, then the sanitizers on three. The speed is for the bench command
-/// (`scripts/vs-torch.py`), not this test.
+/// pass the wall on the GPU: the split-K linear layer at three tile sizes (split K and not,
+/// rows padded for the banks and not) and the tiled GEMM at both tiles, all check sizes,
+/// then the sanitizers on four. The speed is for the bench command (`scripts/vs-torch.py`),
+/// not this test.
 #[test]
 #[ignore = "needs a GPU"]
 fn tensor_tiles_and_prefetch_pass_the_wall_and_the_sanitizers() {

@@ -19,16 +19,17 @@
 //! trip's values are loaded before the loop where the loop's start passes its condition,
 //! each later trip's where the next counter passes it: no load the original does not make.
 //!
-//! `width=4` loads four consecutive elements with one 16-byte read where it can. A staging
-//! loop's trips are independent stores, so any thread may make any of them: where the loop
-//! starts at each thread's linear index and steps by the block's thread count (a vote of the
-//! whole block before the k loop says so, no thread having left before it), thread `i` takes
-//! the elements `4 (i + g STEP) .. + 3` instead. A store's value `COND ? P[IDX] : ALT` (or
-//! `P[IDX]`) is read as one 16-byte load where the four conditions hold, the four addresses
-//! are consecutive 4-byte elements and the first is 16-byte aligned, all tested where the
-//! code runs; any other group of four, and every group where the vote fails, loads element
-//! by element as written. The same thread stores the same elements, so what lands in the
-//! tiles is what the original stores.
+//! `width=4` loads four consecutive elements with one 16-byte read where it can. A trip of
+//! a staging loop may move to another thread where nothing it reads but its counter differs
+//! between threads and each trip stores its own element (both shown from the source); then,
+//! where the loop starts at each thread's linear index and steps by the block's thread count
+//! (a vote of the whole block before the k loop, no thread having left before it), thread
+//! `i` takes the elements `4 (i + g STEP) .. + 3` instead, in a second copy of the k loop.
+//! A store's value `COND ? P[IDX] : ALT` (or `P[IDX]`) is read as one 16-byte load where
+//! IDX is shown to step by 1 with the counter and the trip's test, run once per thread,
+//! shows COND to hold on the whole tile and the first elements 16-byte aligned; any other
+//! trip loads element by element as written. The same thread stores the same elements, so
+//! what lands in the tiles is what the original stores.
 
 use super::tensor_tile::{is_barrier, is_pragma, pragma_start};
 use super::Planned;
@@ -489,6 +490,16 @@ fn widened<'t>(src: &'t Source, names: &Names, kbody: Node, f: Node, s: &Staged<
     if descendants(f).iter().any(|d| d.kind() == "labeled_statement") {
         return Err("the loop holds a label, which a second copy of the loop would repeat".into());
     }
+    // The names the wide copies declare must be free in the kernel.
+    let ids = syntax::identifiers(t, kbody);
+    let taken = ids.iter().find(|i| {
+        matches!(**i, "ns_e" | "ns_g" | "ns_q")
+            || i.strip_prefix("ns_v").is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
+    });
+    if let Some(taken) = taken {
+        return Err(format!("the kernel has a name of its own, `{taken}`, that the wide copy would shadow"));
+    }
+    let varying = thread_varying(t, names, kbody, &s.counter);
     let mut loops = Vec::new();
     for st in &s.staging {
         let Staging::Loop { var, decls, stores, .. } = st else {
@@ -497,6 +508,26 @@ fn widened<'t>(src: &'t Source, names: &Names, kbody: Node, f: Node, s: &Staged<
         };
         let mut own: Vec<String> = decls.iter().flat_map(|d| syntax::declared_names(t, *d)).collect();
         own.push(var.clone());
+        // A trip moves to another thread: what it stores and where must not depend on
+        // which thread runs it (START aside, which the vote reads).
+        let body = decls.iter().copied().chain(stores.iter().flat_map(|s| [s.lhs, s.value]));
+        for n in body.flat_map(|n| syntax::identifiers(t, n)) {
+            if !own.iter().any(|o| o == n) && (n == "threadIdx" || varying.iter().any(|v| v == n)) {
+                return Err(format!(
+                    "its staging reads `{n}`, which differs between threads: a trip cannot move to another"
+                ));
+            }
+        }
+        // Each trip stores its own element: two trips that wrote one element would race
+        // once different threads make them.
+        for one in stores {
+            if !one_to_one(src, names, var, decls, &own, one.lhs) {
+                return Err(format!(
+                    "the store to `{}` is not shown to write a different element each trip (an index `A + {var}`, or `[A + {var} / D]` and `[B + {var} % D]`)",
+                    syntax::one_line(text(t, one.lhs), 60)
+                ));
+            }
+        }
         let reads = stores
             .iter()
             .map(|one| wide_load(src, names, &own, var, decls, one.value))
@@ -532,17 +563,27 @@ fn corner_test(src: &Source, st: &Staging, reads: &[WideLoad]) -> String {
             "/" => format!("((({end}) - 1) / ({by}))"),
             _ => format!("((({end}) - 1) < ({by}) - 1 ? (({end}) - 1) : ({by}) - 1)"),
         };
+        // `start` names what the replacement reads besides the declarations: the divisor.
         corners.push(Division { range: d.byte_range(), text, start: r });
     }
     let mut asks = vec![format!("({end}) % 4 == 0")];
     for r in reads {
-        asks.extend(r.divisors.iter().map(|d| format!("({d}) % 4 == 0")));
+        // A positive divisor: the largest quotient is at the largest counter.
+        asks.extend(r.divisors.iter().map(|d| format!("({d}) > 0 && ({d}) % 4 == 0")));
         asks.extend(r.cond.map(|c| format!("({})", slot_text(t, c, &corners))));
         asks.extend(r.aligned.iter().map(|a| format!("({a}) % 4 == 0")));
         let p = r.element.child_by_field_name("argument").map_or("", |a| text(t, a));
         asks.push(format!("sizeof(({p})[0]) == 4 && reinterpret_cast<uintptr_t>({p}) % 16 == 0"));
     }
-    asks.dedup();
+    let mut seen = Vec::new();
+    asks.retain(|a| {
+        if seen.contains(a) {
+            false
+        } else {
+            seen.push(a.clone());
+            true
+        }
+    });
     let decls = needed_decls(t, decls, &conds, &corners).replace("\n    ", "\n  ").replacen("    ", "  ", 1);
     let asked = asks.join(" &&\n      ");
     // The counter itself, where the declarations or conditions still read it.
@@ -552,6 +593,75 @@ fn corner_test(src: &Source, st: &Staging, reads: &[WideLoad]) -> String {
         String::new()
     };
     format!("{{\n{counter}{decls}  ns_pf_full = ns_pf_full && {asked};\n}}\n")
+}
+
+/// The kernel's locals whose value may differ between the threads of a block: declared
+/// from `threadIdx` or another such local, or assigned after their declaration (the k
+/// loop's counter aside, where its start and step differ nowhere).
+fn thread_varying(t: &str, names: &Names, kbody: Node, counter: &Counter) -> Vec<String> {
+    let inits: Vec<(String, String)> = descendants(kbody)
+        .into_iter()
+        .filter(|d| d.kind() == "init_declarator")
+        .filter_map(|d| {
+            let name = d.child_by_field_name("declarator")?;
+            let value = d.child_by_field_name("value")?;
+            Some((text(t, name).to_string(), syntax::blank_comments(text(t, value))))
+        })
+        .collect();
+    let mut varying: Vec<String> = names.reassigned.iter().filter(|n| **n != counter.var).cloned().collect();
+    let reads_varying = |v: &str, varying: &[String]| {
+        syntax::mentions_word(v, "threadIdx") || varying.iter().any(|n| syntax::mentions_word(v, n))
+    };
+    loop {
+        let more: Vec<String> = inits
+            .iter()
+            .filter(|(n, v)| !varying.contains(n) && reads_varying(v, &varying))
+            .map(|(n, _)| n.clone())
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        varying.extend(more);
+    }
+    let header = [Some(counter.start), counter.step].into_iter().flatten().map(|n| syntax::blank_comments(text(t, n)));
+    if header.into_iter().any(|h| reads_varying(&h, &varying)) {
+        varying.push(counter.var.clone());
+    }
+    varying
+}
+
+/// Whether a store's target is a different element for each counter of the staging loop:
+/// one index `A + e`, or one `A + e / D` and another `B + e % D`, with A and B free of the
+/// counter.
+fn one_to_one(src: &Source, names: &Names, var: &str, decls: &[Node], own: &[String], lhs: Node) -> bool {
+    let mut divisors = Vec::new();
+    let mut poly = IndexPoly { src, names, var, decls, own, divisors: &mut divisors, signed: false };
+    let mut steps = Vec::new();
+    let mut n = strip_parens(lhs);
+    while n.kind() == "subscript_expression" {
+        let Some(index) = crate::pattern::subscript_index(n) else { return false };
+        let Some(p) = poly.of(index, 8) else { return false };
+        let zero: std::collections::BTreeMap<String, crate::poly::Poly> = p
+            .variables()
+            .into_iter()
+            .map(|v| {
+                let value = if is_atom(&v, var) { crate::poly::Poly::constant(0) } else { crate::poly::Poly::var(&v) };
+                (v, value)
+            })
+            .collect();
+        let Some(delta) = p.substitute(&zero).and_then(|rest| p.sub(&rest)) else { return false };
+        if delta != crate::poly::Poly::constant(0) {
+            let one = delta.variables().into_iter().find(|v| delta == crate::poly::Poly::var(v));
+            let Some(one) = one else { return false };
+            steps.push(one);
+        }
+        let Some(inner) = n.child_by_field_name("argument") else { return false };
+        n = strip_parens(inner);
+    }
+    steps.iter().any(|v| v == var)
+        || steps.iter().any(|q| {
+            q.strip_prefix(var).and_then(|r| r.strip_prefix('/')).is_some_and(|d| steps.contains(&format!("{var}%{d}")))
+        })
 }
 
 fn wide_load<'t>(
@@ -600,7 +710,7 @@ fn wide_load<'t>(
     }
     let index = crate::pattern::subscript_index(element).ok_or_else(not)?;
     let mut divisors = Vec::new();
-    let mut poly = IndexPoly { src, var, decls, own, divisors: &mut divisors };
+    let mut poly = IndexPoly { src, names, var, decls, own, divisors: &mut divisors, signed: false };
     let Some(rest) = poly.of(index, 8).and_then(|p| steps_by_one(&p, var)) else {
         return Err(format!(
             "the index `{}` is not shown to step by 1 with `{var}` (a sum of a term in `{var}` or `{var} % D` and terms without them, D an integer constant)",
@@ -608,6 +718,7 @@ fn wide_load<'t>(
         ));
     };
     if let Some(c) = cond {
+        poly.signed = true;
         bounded_above(t, &mut poly, c)?;
     }
     let atom = |v: &String| is_atom(v, var);
@@ -666,10 +777,16 @@ fn bounded_above<'t>(t: &str, poly: &mut IndexPoly<'_, 't>, c: Node<'t>) -> Resu
 /// (a call, a load, `e` inside another operation, a narrowing cast) is no polynomial.
 struct IndexPoly<'a, 't> {
     src: &'a Source,
+    names: &'a Names<'a>,
     var: &'a str,
     decls: &'a [Node<'t>],
     own: &'a [String],
     divisors: &'a mut Vec<String>,
+    /// Reading a condition: every value a signed integer of 32 bits or more, so the
+    /// comparison is signed and nothing wraps (an unsigned cast, literal or name, or a
+    /// narrow declaration, could make a condition that holds at the tile's largest
+    /// element fail on a smaller one).
+    signed: bool,
 }
 
 impl<'t> IndexPoly<'_, 't> {
@@ -681,26 +798,51 @@ impl<'t> IndexPoly<'_, 't> {
             return None;
         }
         match n.kind() {
-            "number_literal" => crate::pattern::int_literal(text(t, n)).map(Poly::constant),
+            "number_literal" => {
+                let lit = text(t, n);
+                if self.signed && lit.contains(['u', 'U']) {
+                    return None;
+                }
+                crate::pattern::int_literal(lit).map(Poly::constant)
+            }
             "identifier" => {
                 let name = text(t, n);
                 if name == self.var {
                     return Some(Poly::var(name));
                 }
                 if self.own.iter().any(|o| o == name) {
-                    let value = self.declared_value(name)?;
+                    let (value, ty) = self.declared(name)?;
+                    let types = if self.signed { SIGNED_INTEGERS } else { WIDE_INTEGERS };
+                    types.contains(&syntax::unqualified(&ty).as_str()).then_some(())?;
                     return self.of(value, depth - 1);
                 }
-                // A macro's text must not read the loop's own names behind its name.
+                // A macro stands for one value only where its text is one token or
+                // parenthesized (`r * LDA` of `#define LDA K + PAD` is `r * K + PAD`), and
+                // it must not read the loop's own names behind its name.
                 let macros = syntax::macro_definitions(t, self.src.root());
-                let hides = macros.iter().filter(|(m, _)| *m == name).any(|(_, v)| {
+                let texts: Vec<String> = macros
+                    .iter()
+                    .filter(|(m, _)| *m == name)
+                    .map(|(_, v)| syntax::blank_comments(v).trim().to_string())
+                    .collect();
+                let whole = |v: &str| v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || wrapped_whole(v);
+                let hides = |v: &str| {
                     syntax::mentions_word(v, self.var) || self.own.iter().any(|o| syntax::mentions_word(v, o))
-                });
-                (!hides).then(|| Poly::var(name))
+                };
+                let unsigned = |v: &str| {
+                    v.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                        .any(|w| w.starts_with(|c: char| c.is_ascii_digit()) && w.contains(['u', 'U']))
+                };
+                if !texts.is_empty() {
+                    let fine = texts.iter().all(|v| whole(v) && !hides(v) && !(self.signed && unsigned(v)));
+                    return fine.then(|| Poly::var(name));
+                }
+                (!self.signed || self.names.signed_integer(name)).then(|| Poly::var(name))
             }
             "cast_expression" => {
                 let ty = n.child_by_field_name("type").map(|x| syntax::unqualified(text(t, x)))?;
-                WIDE_INDEX_TYPES.contains(&ty.as_str()).then_some(())?;
+                let types = if self.signed { SIGNED_WIDE_TYPES } else { WIDE_INDEX_TYPES };
+                types.contains(&ty.as_str()).then_some(())?;
                 self.of(n.child_by_field_name("value")?, depth - 1)
             }
             "binary_expression" => {
@@ -710,6 +852,7 @@ impl<'t> IndexPoly<'_, 't> {
                     if !(l.kind() == "identifier" && text(t, l) == self.var && integer(t, self.src, r)) {
                         return None;
                     }
+                    // The trip's test also asks that D be positive and a multiple of 4.
                     let d = text(t, r).to_string();
                     if !self.divisors.contains(&d) {
                         self.divisors.push(d.clone());
@@ -728,9 +871,9 @@ impl<'t> IndexPoly<'_, 't> {
         }
     }
 
-    /// The value a declaration of the staging loop gives `name` (the last one before the
-    /// stores, as they see it).
-    fn declared_value(&self, name: &str) -> Option<Node<'t>> {
+    /// The value and type a declaration of the staging loop gives `name` (the last one
+    /// before the stores, as they see it); none without an initializer.
+    fn declared(&self, name: &str) -> Option<(Node<'t>, String)> {
         let t = self.src.text();
         let mut found = None;
         for d in self.decls {
@@ -738,7 +881,8 @@ impl<'t> IndexPoly<'_, 't> {
             for p in d.children_by_field_name("declarator", &mut c) {
                 let id = p.child_by_field_name("declarator").filter(|_| p.kind() == "init_declarator").unwrap_or(p);
                 if text(t, id) == name {
-                    found = (p.kind() == "init_declarator").then(|| p.child_by_field_name("value")).flatten();
+                    let value = (p.kind() == "init_declarator").then(|| p.child_by_field_name("value")).flatten();
+                    found = value.map(|v| (v, syntax::declaration_type(t, *d).unwrap_or_default()));
                 }
             }
         }
@@ -746,25 +890,44 @@ impl<'t> IndexPoly<'_, 't> {
     }
 }
 
-/// Casts an index may pass through: to 64-bit integers, which hold any 32-bit value.
-const WIDE_INDEX_TYPES: &[&str] = &[
-    "size_t",
-    "long",
-    "long long",
-    "long int",
-    "long long int",
-    "int64_t",
-    "uint64_t",
-    "ptrdiff_t",
-    "unsigned long",
-    "unsigned long long",
-];
+/// Whether `v` is one parenthesized expression: its first `(` closes at its end.
+fn wrapped_whole(v: &str) -> bool {
+    if !v.starts_with('(') {
+        return false;
+    }
+    let mut depth = 0usize;
+    for (i, c) in v.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1 == v.len();
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Casts an index may pass through: to 64-bit integers, which hold any 32-bit value
+/// (`long` is 32 bits on some hosts, so it is not among them).
+const WIDE_INDEX_TYPES: &[&str] =
+    &["size_t", "long long", "long long int", "int64_t", "uint64_t", "ptrdiff_t", "unsigned long long"];
+
+/// The casts a condition may pass through: to signed 64-bit integers.
+const SIGNED_WIDE_TYPES: &[&str] = &["long long", "long long int", "int64_t", "ptrdiff_t"];
+
+/// The types a condition's names may have: signed integers of 32 bits or more.
+const SIGNED_INTEGERS: &[&str] =
+    &["int", "signed", "signed int", "long long", "long long int", "int32_t", "int64_t", "ptrdiff_t"];
 
 /// The A of an index `A + x`, x the counter or one `counter % D` and A free of both: four
 /// consecutive counters inside one quotient then read four consecutive elements.
 fn steps_by_one(p: &crate::poly::Poly, var: &str) -> Option<crate::poly::Poly> {
     use crate::poly::Poly;
-    let stepping = |v: &str| v == var || v.strip_prefix(var).is_some_and(|r| r.starts_with('%'));
+    let stepping = |v: &str| is_atom(v, var) && !v[var.len()..].starts_with('/');
     let vars = p.variables();
     let zero: std::collections::BTreeMap<String, Poly> =
         vars.iter().map(|v| (v.clone(), if stepping(v) { Poly::constant(0) } else { Poly::var(v) })).collect();
@@ -1207,6 +1370,24 @@ impl<'k> Names<'k> {
         }
     }
 
+    /// Whether every declaration of `name` (a parameter or a local of the kernel) is a
+    /// signed integer of 32 bits or more.
+    fn signed_integer(&self, name: &str) -> bool {
+        let strip = |ty: &str| {
+            ty.split_whitespace()
+                .filter(|w| !matches!(*w, "const" | "static" | "__restrict__" | "register"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let mut types: Vec<String> =
+            self.decls.iter().filter(|(n, _, _)| n == name).map(|(_, ty, _)| strip(ty)).collect();
+        if let Some(p) = self.params.iter().find(|p| p.name == name) {
+            let decl = syntax::blank_comments(&p.decl);
+            types.push(strip(decl.trim().strip_suffix(name).unwrap_or("?")));
+        }
+        !types.is_empty() && types.iter().all(|ty| SIGNED_INTEGERS.contains(&ty.as_str()))
+    }
+
     fn is_pointer_param(&self, name: &str) -> bool {
         self.params.iter().any(|p| p.name == name && p.pointer)
     }
@@ -1547,7 +1728,8 @@ struct WideText<'a, 't> {
 impl WideText<'_, '_> {
     fn head(&self, body: &str) -> String {
         let WideText { ty, end, step, groups, .. } = self;
-        // END is a multiple of 4 (the trip's test): a group that starts below it ends there.
+        // A group that starts below END; its elements past END (END no multiple of 4) are
+        // loaded and stored one by one under their own test.
         format!(
             "#pragma unroll\nfor (int ns_g = 0; ns_g < {groups}; ++ns_g) {{\n  const {ty} ns_e = 4 * (ns_pf_lin + ns_g * ({step}));\n  if (ns_e < ({end})) {{\n{body}  }}\n}}\n",
             body = indent_lines(body, "    ")
@@ -1583,8 +1765,8 @@ impl WideText<'_, '_> {
             .collect();
         let slow = format!(
             "#pragma unroll\nfor (int ns_q = 0; ns_q < 4; ++ns_q) {{\n  const {ty} {var} = ns_e + ns_q;\n  if ({var} < ({end})) {{\n{}{}  }}\n}}\n",
-            indent_lines(&needed_decls(t, self.decls, &values, &[]), "  "),
-            indent_lines(&slow, "  "),
+            needed_decls(t, self.decls, &values, &[]),
+            slow,
             ty = self.ty,
             var = self.var,
             end = self.end
@@ -1604,11 +1786,14 @@ impl WideText<'_, '_> {
             .enumerate()
             .map(|(i, s)| format!("    {} = ns_pf{}[4 * ns_g + ns_q];\n", text(t, s.lhs), self.first + i))
             .collect();
+        // The elements past END were never loaded (where END is no multiple of 4).
         self.head(&format!(
-            "#pragma unroll\nfor (int ns_q = 0; ns_q < 4; ++ns_q) {{\n  const {} {} = ns_e + ns_q;\n{}{body}}}\n",
-            self.ty,
-            self.var,
-            needed_decls(t, self.decls, &lhs, &[])
+            "#pragma unroll\nfor (int ns_q = 0; ns_q < 4; ++ns_q) {{\n  const {ty} {var} = ns_e + ns_q;\n  if ({var} < ({end})) {{\n{}{}  }}\n}}\n",
+            needed_decls(t, self.decls, &lhs, &[]),
+            body,
+            ty = self.ty,
+            var = self.var,
+            end = self.end
         ))
     }
 }
@@ -1990,6 +2175,11 @@ mod tests {
         // The single store stays as it is in both copies; the other copy is the narrow one.
         assert_eq!(s.matches("Bs[threadIdx.y][threadIdx.x] = ns_pf1[0];").count(), 2, "{s}");
         assert_eq!(s.matches("const int e = (tid) + ns_i * (128);").count(), 3, "{s}");
+        // Where END is no multiple of 4, the last group's elements past it are neither loaded
+        // nor stored.
+        let ragged = wide(&gemm(&LOOP.replace("e < T * T", "e < T * T - 2"), "")).unwrap().source;
+        let put = "const int e = ns_e + ns_q;\n            if (e < (T * T - 2)) {\n              const int r = e / T, c = e % T;\n              As[r][c] = ns_pf0[4 * ns_g + ns_q];";
+        assert!(ragged.contains(put), "{ragged}");
     }
 
     #[test]
@@ -2028,6 +2218,33 @@ mod tests {
             // The narrow rewrite still holds.
             assert!(run(&staged(value)).is_ok(), "{value}");
         }
+        // A condition of unsigned or narrow values may wrap: the largest element's test
+        // says nothing of the others.
+        for (decl, cond) in [
+            ("const int r = e / T, c = e % T;", "((size_t)(k0 + r) < (size_t)n)"),
+            ("const int r = e / T, c = e % T;", "(c < 9u)"),
+            ("const int r = e / T, c = e % T; const unsigned char lo = e;", "(lo < n)"),
+        ] {
+            let staging = LOOP
+                .replace("const int r = e / T, c = e % T;", decl)
+                .replace("A[(k0 + r) * T + c]", &format!("{cond} ? A[(k0 + r) * T + c] : 0.f"));
+            assert!(wide_declines(&gemm(&staging, "")).contains("is not shown to hold on the whole tile"), "{cond}");
+        }
+        // A trip that reads which thread runs it, or a target two trips share, cannot move.
+        let by_thread = gemm(&LOOP.replace("As[r][c]", "As[r][threadIdx.x]"), "");
+        assert!(wide_declines(&by_thread).contains("reads `threadIdx`, which differs between threads"));
+        let via_local = gemm(&LOOP.replace("A[(k0 + r) * T + c]", "A[(k0 + r) * T + c + tid % 2]"), "");
+        assert!(wide_declines(&via_local).contains("reads `tid`, which differs between threads"));
+        let shared_target = gemm(&LOOP.replace("As[r][c]", "As[0][c]"), "");
+        assert!(wide_declines(&shared_target).contains("is not shown to write a different element each trip"));
+        // A macro of an expression is no one value: `r * OFF` is `r * T + 1`.
+        let expr_macro = gemm(&LOOP.replace("A[(k0 + r) * T + c]", "A[r * OFF + c]"), "")
+            .replace("#define T 16", "#define T 16\n#define OFF T + 1");
+        assert!(wide_declines(&expr_macro).contains("is not shown to step by 1"));
+        let parenthesized = expr_macro.replace("#define OFF T + 1", "#define OFF (T + 4)");
+        assert!(wide(&parenthesized).is_ok(), "{}", wide_declines(&parenthesized));
+        let capture = gemm(LOOP, "").replace("  float acc = 0.f;\n", "  float acc = 0.f;\n  const int ns_q = n;\n");
+        assert!(wide_declines(&capture).contains("`ns_q`, that the wide copy would shadow"));
         let single = gemm(
             "    As[threadIdx.y][threadIdx.x] = A[k0 + tid];\n    Bs[threadIdx.y][threadIdx.x] = B[k0 + tid];",
             "",
