@@ -499,29 +499,61 @@ fn widened<'t>(src: &'t Source, names: &Names, kbody: Node, f: Node, s: &Staged<
     if let Some(taken) = taken {
         return Err(format!("the kernel has a name of its own, `{taken}`, that the wide copy would shadow"));
     }
-    let varying = thread_varying(t, names, kbody, &s.counter);
+    let uniform = thread_uniform(src, names, kbody, &s.counter);
+    // Each tile is staged by one store: two stores to one tile could meet on an element
+    // that one thread wrote in order and two threads now race on.
+    let mut targets = Vec::new();
+    for st in &s.staging {
+        let stores: Vec<&Store> = match st {
+            Staging::Single(one) => vec![one],
+            Staging::Loop { stores, .. } => stores.iter().collect(),
+        };
+        for one in stores {
+            let root = write_root(t, one.lhs).unwrap_or_default();
+            if targets.contains(&root) {
+                return Err(format!("`{root}` is staged by more than one store, which could meet on an element"));
+            }
+            targets.push(root);
+        }
+    }
     let mut loops = Vec::new();
     for st in &s.staging {
-        let Staging::Loop { var, decls, stores, .. } = st else {
+        let Staging::Loop { var, ty, decls, stores, .. } = st else {
             loops.push(None);
             continue;
         };
         let mut own: Vec<String> = decls.iter().flat_map(|d| syntax::declared_names(t, *d)).collect();
         own.push(var.clone());
+        // A name of its own read before its declarator is an outer one, which the reading
+        // below would take for its own.
+        for d in decls.iter().flat_map(|d| descendants(*d)).filter(|d| d.kind() == "init_declarator") {
+            let Some(name) = d.child_by_field_name("declarator") else { continue };
+            let early = decls
+                .iter()
+                .flat_map(|x| descendants(*x))
+                .any(|x| x.kind() == "identifier" && text(t, x) == text(t, name) && x.start_byte() < name.start_byte());
+            if early {
+                return Err(format!("its staging reads `{}` before declaring its own", text(t, name)));
+            }
+        }
         // A trip moves to another thread: what it stores and where must not depend on
         // which thread runs it (START aside, which the vote reads).
         let body = decls.iter().copied().chain(stores.iter().flat_map(|s| [s.lhs, s.value]));
         for n in body.flat_map(|n| syntax::identifiers(t, n)) {
-            if !own.iter().any(|o| o == n) && (n == "threadIdx" || varying.iter().any(|v| v == n)) {
+            let fine = own.iter().any(|o| o == n)
+                || uniform.iter().any(|u| u == n)
+                || targets.iter().any(|r| r == n)
+                || matches!(names.kind(n), Some(Kind::Global));
+            if !fine {
                 return Err(format!(
-                    "its staging reads `{n}`, which differs between threads: a trip cannot move to another"
+                    "its staging reads `{n}`, which is not shown to be the same on every thread: a trip cannot move to another"
                 ));
             }
         }
         // Each trip stores its own element: two trips that wrote one element would race
         // once different threads make them.
         for one in stores {
-            if !one_to_one(src, names, var, decls, &own, one.lhs) {
+            if !one_to_one(src, names, (var, ty), decls, &own, one.lhs) {
                 return Err(format!(
                     "the store to `{}` is not shown to write a different element each trip (an index `A + {var}`, or `[A + {var} / D]` and `[B + {var} % D]`)",
                     syntax::one_line(text(t, one.lhs), 60)
@@ -530,7 +562,7 @@ fn widened<'t>(src: &'t Source, names: &Names, kbody: Node, f: Node, s: &Staged<
         }
         let reads = stores
             .iter()
-            .map(|one| wide_load(src, names, &own, var, decls, one.value))
+            .map(|one| wide_load(src, names, &own, (var, ty), decls, one.value))
             .collect::<Result<Vec<_>, _>>()?;
         let test = corner_test(src, st, &reads);
         loops.push(Some(WideLoop { reads, test }));
@@ -595,47 +627,66 @@ fn corner_test(src: &Source, st: &Staging, reads: &[WideLoad]) -> String {
     format!("{{\n{counter}{decls}  ns_pf_full = ns_pf_full && {asked};\n}}\n")
 }
 
-/// The kernel's locals whose value may differ between the threads of a block: declared
-/// from `threadIdx` or another such local, or assigned after their declaration (the k
-/// loop's counter aside, where its start and step differ nowhere).
-fn thread_varying(t: &str, names: &Names, kbody: Node, counter: &Counter) -> Vec<String> {
-    let inits: Vec<(String, String)> = descendants(kbody)
+/// The names whose value is shown to be the same on every thread of a block: parameters,
+/// the block's and grid's indices and sizes, macros whose text reads only such names, and
+/// locals declared from those alone (through builtin operators and `min`/`max`) and never
+/// assigned after (the k loop's counter among them where its start and step are such).
+/// Anything else (a `threadIdx`, a call, an `asm` output, a macro of either) may differ.
+fn thread_uniform(src: &Source, names: &Names, kbody: Node, counter: &Counter) -> Vec<String> {
+    let t = src.text();
+    let macros = syntax::macro_definitions(t, src.root());
+    let mut uniform: Vec<String> = ["blockIdx", "blockDim", "gridDim", "min", "max"].map(String::from).to_vec();
+    uniform.extend(names.params.iter().map(|p| p.name.clone()));
+    let words = |v: &str| -> Vec<String> {
+        v.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .filter(|w| w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
+            .map(String::from)
+            .collect()
+    };
+    // A field name (`.x`) is no name of its own.
+    let reads = |n: Node| -> Vec<String> { syntax::identifiers(t, n).into_iter().map(String::from).collect() };
+    let inits: Vec<(String, Vec<String>)> = descendants(kbody)
         .into_iter()
         .filter(|d| d.kind() == "init_declarator")
         .filter_map(|d| {
-            let name = d.child_by_field_name("declarator")?;
-            let value = d.child_by_field_name("value")?;
-            Some((text(t, name).to_string(), syntax::blank_comments(text(t, value))))
+            Some((text(t, d.child_by_field_name("declarator")?).to_string(), reads(d.child_by_field_name("value")?)))
         })
+        .filter(|(n, _)| !names.reassigned.contains(n) && names.declarations(n) == 1)
         .collect();
-    let mut varying: Vec<String> = names.reassigned.iter().filter(|n| **n != counter.var).cloned().collect();
-    let reads_varying = |v: &str, varying: &[String]| {
-        syntax::mentions_word(v, "threadIdx") || varying.iter().any(|n| syntax::mentions_word(v, n))
-    };
+    let asm = syntax::mentions_word(&syntax::blank_comments(text(t, kbody)), "asm");
     loop {
-        let more: Vec<String> = inits
-            .iter()
-            .filter(|(n, v)| !varying.contains(n) && reads_varying(v, &varying))
-            .map(|(n, _)| n.clone())
-            .collect();
-        if more.is_empty() {
+        let mut grew = false;
+        for (m, v) in &macros {
+            if !uniform.iter().any(|u| u == m) && words(&syntax::blank_comments(v)).iter().all(|w| uniform.contains(w))
+            {
+                uniform.push(m.to_string());
+                grew = true;
+            }
+        }
+        for (n, r) in &inits {
+            if !asm && !uniform.contains(n) && r.iter().all(|w| uniform.contains(w)) {
+                uniform.push(n.clone());
+                grew = true;
+            }
+        }
+        if !grew {
             break;
         }
-        varying.extend(more);
     }
-    let header = [Some(counter.start), counter.step].into_iter().flatten().map(|n| syntax::blank_comments(text(t, n)));
-    if header.into_iter().any(|h| reads_varying(&h, &varying)) {
-        varying.push(counter.var.clone());
+    let header = [Some(counter.start), counter.step].into_iter().flatten().flat_map(reads);
+    if !asm && header.into_iter().collect::<Vec<_>>().iter().all(|w| uniform.contains(w)) {
+        uniform.push(counter.var.clone());
     }
-    varying
+    uniform
 }
 
 /// Whether a store's target is a different element for each counter of the staging loop:
 /// one index `A + e`, or one `A + e / D` and another `B + e % D`, with A and B free of the
 /// counter.
-fn one_to_one(src: &Source, names: &Names, var: &str, decls: &[Node], own: &[String], lhs: Node) -> bool {
+fn one_to_one(src: &Source, names: &Names, counter: (&str, &str), decls: &[Node], own: &[String], lhs: Node) -> bool {
+    let (var, var_ty) = counter;
     let mut divisors = Vec::new();
-    let mut poly = IndexPoly { src, names, var, decls, own, divisors: &mut divisors, signed: false };
+    let mut poly = IndexPoly { src, names, var, var_ty, decls, own, divisors: &mut divisors, signed: false };
     let mut steps = Vec::new();
     let mut n = strip_parens(lhs);
     while n.kind() == "subscript_expression" {
@@ -668,10 +719,11 @@ fn wide_load<'t>(
     src: &Source,
     names: &Names,
     own: &[String],
-    var: &str,
+    counter: (&str, &str),
     decls: &[Node<'t>],
     value: Node<'t>,
 ) -> Result<WideLoad<'t>, String> {
+    let (var, var_ty) = counter;
     let t = src.text();
     let v = strip_parens(value);
     let (cond, element, alt) = if v.kind() == "conditional_expression" {
@@ -710,7 +762,7 @@ fn wide_load<'t>(
     }
     let index = crate::pattern::subscript_index(element).ok_or_else(not)?;
     let mut divisors = Vec::new();
-    let mut poly = IndexPoly { src, names, var, decls, own, divisors: &mut divisors, signed: false };
+    let mut poly = IndexPoly { src, names, var, var_ty, decls, own, divisors: &mut divisors, signed: false };
     let Some(rest) = poly.of(index, 8).and_then(|p| steps_by_one(&p, var)) else {
         return Err(format!(
             "the index `{}` is not shown to step by 1 with `{var}` (a sum of a term in `{var}` or `{var} % D` and terms without them, D an integer constant)",
@@ -779,6 +831,8 @@ struct IndexPoly<'a, 't> {
     src: &'a Source,
     names: &'a Names<'a>,
     var: &'a str,
+    /// The counter's type, unqualified.
+    var_ty: &'a str,
     decls: &'a [Node<'t>],
     own: &'a [String],
     divisors: &'a mut Vec<String>,
@@ -800,7 +854,7 @@ impl<'t> IndexPoly<'_, 't> {
         match n.kind() {
             "number_literal" => {
                 let lit = text(t, n);
-                if self.signed && lit.contains(['u', 'U']) {
+                if self.signed && !signed_literal(lit) {
                     return None;
                 }
                 crate::pattern::int_literal(lit).map(Poly::constant)
@@ -808,7 +862,7 @@ impl<'t> IndexPoly<'_, 't> {
             "identifier" => {
                 let name = text(t, n);
                 if name == self.var {
-                    return Some(Poly::var(name));
+                    return (!self.signed || SIGNED_INTEGERS.contains(&self.var_ty)).then(|| Poly::var(name));
                 }
                 if self.own.iter().any(|o| o == name) {
                     let (value, ty) = self.declared(name)?;
@@ -829,12 +883,8 @@ impl<'t> IndexPoly<'_, 't> {
                 let hides = |v: &str| {
                     syntax::mentions_word(v, self.var) || self.own.iter().any(|o| syntax::mentions_word(v, o))
                 };
-                let unsigned = |v: &str| {
-                    v.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-                        .any(|w| w.starts_with(|c: char| c.is_ascii_digit()) && w.contains(['u', 'U']))
-                };
                 if !texts.is_empty() {
-                    let fine = texts.iter().all(|v| whole(v) && !hides(v) && !(self.signed && unsigned(v)));
+                    let fine = texts.iter().all(|v| whole(v) && !hides(v) && (!self.signed || self.signed_macro(v, 4)));
                     return fine.then(|| Poly::var(name));
                 }
                 (!self.signed || self.names.signed_integer(name)).then(|| Poly::var(name))
@@ -871,6 +921,33 @@ impl<'t> IndexPoly<'_, 't> {
         }
     }
 
+    /// Whether a macro's text is a signed `int` in a comparison: a decimal literal without
+    /// suffix up to `INT_MAX`, or one name that is (a signed integer, or such a macro).
+    fn signed_macro(&self, v: &str, depth: u32) -> bool {
+        let mut v = v.trim();
+        while let Some(inner) = v.strip_prefix('(').and_then(|x| x.strip_suffix(')')) {
+            v = inner.trim();
+        }
+        if signed_literal(v) {
+            return true;
+        }
+        let t = self.src.text();
+        let ident = !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ident || depth == 0 {
+            return false;
+        }
+        let texts: Vec<String> = syntax::macro_definitions(t, self.src.root())
+            .iter()
+            .filter(|(m, _)| *m == v)
+            .map(|(_, x)| syntax::blank_comments(x))
+            .collect();
+        if texts.is_empty() {
+            self.names.signed_integer(v)
+        } else {
+            texts.iter().all(|x| self.signed_macro(x, depth - 1))
+        }
+    }
+
     /// The value and type a declaration of the staging loop gives `name` (the last one
     /// before the stores, as they see it); none without an initializer.
     fn declared(&self, name: &str) -> Option<(Node<'t>, String)> {
@@ -888,6 +965,12 @@ impl<'t> IndexPoly<'_, 't> {
         }
         found
     }
+}
+
+/// A literal that is a signed `int`: decimal, no suffix, at most `INT_MAX` (a hexadecimal
+/// or octal literal past it is unsigned).
+fn signed_literal(v: &str) -> bool {
+    v.chars().all(|c| c.is_ascii_digit()) && (v == "0" || !v.starts_with('0')) && v.parse::<i32>().is_ok()
 }
 
 /// Whether `v` is one parenthesized expression: its first `(` closes at its end.
@@ -1373,19 +1456,14 @@ impl<'k> Names<'k> {
     /// Whether every declaration of `name` (a parameter or a local of the kernel) is a
     /// signed integer of 32 bits or more.
     fn signed_integer(&self, name: &str) -> bool {
-        let strip = |ty: &str| {
-            ty.split_whitespace()
-                .filter(|w| !matches!(*w, "const" | "static" | "__restrict__" | "register"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        let mut types: Vec<String> =
-            self.decls.iter().filter(|(n, _, _)| n == name).map(|(_, ty, _)| strip(ty)).collect();
+        let mine = self.decls.iter().filter(|(n, _, _)| n == name);
+        let mut types: Vec<Option<String>> =
+            mine.map(|(_, ty, shape)| (*shape == "plain").then(|| syntax::unqualified(ty))).collect();
         if let Some(p) = self.params.iter().find(|p| p.name == name) {
             let decl = syntax::blank_comments(&p.decl);
-            types.push(strip(decl.trim().strip_suffix(name).unwrap_or("?")));
+            types.push(decl.trim().strip_suffix(name).map(syntax::unqualified));
         }
-        !types.is_empty() && types.iter().all(|ty| SIGNED_INTEGERS.contains(&ty.as_str()))
+        !types.is_empty() && types.iter().all(|ty| ty.as_deref().is_some_and(|ty| SIGNED_INTEGERS.contains(&ty)))
     }
 
     fn is_pointer_param(&self, name: &str) -> bool {
@@ -2232,9 +2310,11 @@ mod tests {
         }
         // A trip that reads which thread runs it, or a target two trips share, cannot move.
         let by_thread = gemm(&LOOP.replace("As[r][c]", "As[r][threadIdx.x]"), "");
-        assert!(wide_declines(&by_thread).contains("reads `threadIdx`, which differs between threads"));
+        assert!(
+            wide_declines(&by_thread).contains("reads `threadIdx`, which is not shown to be the same on every thread")
+        );
         let via_local = gemm(&LOOP.replace("A[(k0 + r) * T + c]", "A[(k0 + r) * T + c + tid % 2]"), "");
-        assert!(wide_declines(&via_local).contains("reads `tid`, which differs between threads"));
+        assert!(wide_declines(&via_local).contains("reads `tid`, which is not shown to be the same on every thread"));
         let shared_target = gemm(&LOOP.replace("As[r][c]", "As[0][c]"), "");
         assert!(wide_declines(&shared_target).contains("is not shown to write a different element each trip"));
         // A macro of an expression is no one value: `r * OFF` is `r * T + 1`.
@@ -2245,6 +2325,30 @@ mod tests {
         assert!(wide(&parenthesized).is_ok(), "{}", wide_declines(&parenthesized));
         let capture = gemm(LOOP, "").replace("  float acc = 0.f;\n", "  float acc = 0.f;\n  const int ns_q = n;\n");
         assert!(wide_declines(&capture).contains("`ns_q`, that the wide copy would shadow"));
+        // A second review's cases: a macro of the thread index, an unsigned counter or
+        // bound, a large hexadecimal literal (unsigned), two stores to one tile, and a
+        // name read before the loop declares its own.
+        let via_macro = gemm(&LOOP.replace("A[(k0 + r) * T + c]", "A[(k0 + r) * T + c + TX % 2]"), "")
+            .replace("#define T 16", "#define T 16\n#define TX threadIdx.x");
+        assert!(wide_declines(&via_macro).contains("reads `TX`, which is not shown to be the same on every thread"));
+        let unsigned_counter = gemm(
+            &LOOP
+                .replace("for (int e = tid;", "for (unsigned e = tid;")
+                .replace("A[(k0 + r) * T + c]", "(e < 200) ? A[(k0 + r) * T + c] : 0.f"),
+            "",
+        );
+        assert!(wide_declines(&unsigned_counter).contains("is not shown to hold on the whole tile"));
+        let unsigned_bound = gemm(&LOOP.replace("A[(k0 + r) * T + c]", "(c < m) ? A[(k0 + r) * T + c] : 0.f"), "")
+            .replace("float* C, int n)", "float* C, int n, unsigned m)");
+        assert!(wide_declines(&unsigned_bound).contains("is not shown to hold on the whole tile"));
+        let hex = gemm(&LOOP.replace("A[(k0 + r) * T + c]", "(c < 0x80000000) ? A[(k0 + r) * T + c] : 0.f"), "");
+        assert!(wide_declines(&hex).contains("is not shown to hold on the whole tile"));
+        let twice = gemm(&format!("{LOOP}\n    As[0][0] = A[k0];"), "");
+        assert!(wide_declines(&twice).contains("`As` is staged by more than one store"));
+        let early_name =
+            gemm(&LOOP.replace("const int r = e / T, c = e % T;", "const int r = e / T + c, c = e % T;"), "")
+                .replace("  float acc = 0.f;\n", "  float acc = 0.f;\n  const int c = 0;\n");
+        assert!(wide_declines(&early_name).contains("reads `c`"));
         let single = gemm(
             "    As[threadIdx.y][threadIdx.x] = A[k0 + tid];\n    Bs[threadIdx.y][threadIdx.x] = B[k0 + tid];",
             "",
