@@ -1841,14 +1841,7 @@ impl WideText<'_, '_> {
             .enumerate()
             .map(|(i, s)| format!("    ns_pf{}[4 * ns_g + ns_q] = {};\n", self.first + i, text(t, s.value)))
             .collect();
-        let slow = format!(
-            "#pragma unroll\nfor (int ns_q = 0; ns_q < 4; ++ns_q) {{\n  const {ty} {var} = ns_e + ns_q;\n  if ({var} < ({end})) {{\n{}{}  }}\n}}\n",
-            needed_decls(t, self.decls, &values, &[]),
-            slow,
-            ty = self.ty,
-            var = self.var,
-            end = self.end
-        );
+        let slow = self.each_element(&values, &slow);
         let group =
             format!("if (ns_pf_full) {{\n{}}} else {{\n{}}}\n", indent_lines(&fast, "  "), indent_lines(&slow, "  "));
         let body = format!("bool ns_pf_full = true;\n{test}{}", self.head(&group));
@@ -1864,15 +1857,19 @@ impl WideText<'_, '_> {
             .enumerate()
             .map(|(i, s)| format!("    {} = ns_pf{}[4 * ns_g + ns_q];\n", text(t, s.lhs), self.first + i))
             .collect();
-        // The elements past END were never loaded (where END is no multiple of 4).
-        self.head(&format!(
-            "#pragma unroll\nfor (int ns_q = 0; ns_q < 4; ++ns_q) {{\n  const {ty} {var} = ns_e + ns_q;\n  if ({var} < ({end})) {{\n{}{}  }}\n}}\n",
-            needed_decls(t, self.decls, &lhs, &[]),
-            body,
+        self.head(&self.each_element(&lhs, &body))
+    }
+
+    /// The group's elements one by one, each below END (the elements past it, where END is
+    /// no multiple of 4, are neither loaded nor stored), with the declarations `uses` need.
+    fn each_element(&self, uses: &[Node], body: &str) -> String {
+        format!(
+            "#pragma unroll\nfor (int ns_q = 0; ns_q < 4; ++ns_q) {{\n  const {ty} {var} = ns_e + ns_q;\n  if ({var} < ({end})) {{\n{}{body}  }}\n}}\n",
+            needed_decls(self.t, self.decls, uses, &[]),
             ty = self.ty,
             var = self.var,
             end = self.end
-        ))
+        )
     }
 }
 
