@@ -404,8 +404,8 @@ fn tensor_tiles_and_prefetch_pass_the_wall_and_the_sanitizers() {
             &[
                 (&["tensor-tile"], true),
                 (&["tensor-tile:pad=keep"], false),
-                (&["tensor-tile", "prefetch"], true),
-                (&["prefetch"], false),
+                (&["tensor-tile", "prefetch:width=1"], true),
+                (&["prefetch:width=1"], false),
                 (&["tensor-tile", "prefetch:width=4"], true),
                 (&["prefetch:width=4"], false),
             ],
@@ -417,7 +417,7 @@ fn tensor_tiles_and_prefetch_pass_the_wall_and_the_sanitizers() {
         ),
         (
             "tasks/gemm_f32",
-            &[(&["tensor-tile"], false), (&["prefetch", "tensor-tile"], true)],
+            &[(&["tensor-tile"], false), (&["prefetch:width=1", "tensor-tile"], true)],
             &[&[], &["-D", "TILE=32"]],
         ),
     ];

@@ -738,9 +738,9 @@ fn tensor_tiles_and_prefetched_loads_compute_the_originals_products_on_the_host(
         let mut chains: Vec<(&str, &[&str])> = vec![
             ("banks", &["tensor-tile"]),
             ("keep", &["tensor-tile:pad=keep"]),
-            ("pf", &["prefetch"]),
-            ("tt-pf", &["tensor-tile", "prefetch"]),
-            ("pf-tt", &["prefetch", "tensor-tile"]),
+            ("pf", &["prefetch:width=1"]),
+            ("tt-pf", &["tensor-tile", "prefetch:width=1"]),
+            ("pf-tt", &["prefetch:width=1", "tensor-tile"]),
         ];
         // Four elements a load where the staging is a loop (the GEMM of one element a
         // thread stages with single stores, and `width=4` declines there). It goes last:
@@ -751,6 +751,18 @@ fn tensor_tiles_and_prefetched_loads_compute_the_originals_products_on_the_host(
         }
         if wide.is_ok() {
             chains.extend([("pf4", &["prefetch:width=4"][..]), ("tt-pf4", &["tensor-tile", "prefetch:width=4"][..])]);
+        }
+        // The default width is 4 where it holds, else 1: the same kernels as those chains.
+        for (default, narrow, four) in [
+            (&["prefetch"][..], &["prefetch:width=1"][..], &["prefetch:width=4"][..]),
+            (&["tensor-tile", "prefetch"], &["tensor-tile", "prefetch:width=1"], &["tensor-tile", "prefetch:width=4"]),
+        ] {
+            let same_as = if wide.is_ok() { four } else { narrow };
+            let got = common::apply_path(&baseline, default, &facts);
+            assert!(
+                got == common::apply_path(&baseline, same_as, &facts),
+                "{source_path}: {default:?} is not {same_as:?}"
+            );
         }
         for (label, chain) in chains {
             let source = common::apply_path(&baseline, chain, &facts);

@@ -6,7 +6,7 @@
 // arg: N int 2048
 // arg: K int 2048
 // tolerance: 1e-4 1e-4
-// expect: applies prefetch: `matmul_tile`: the `k0` loop loads the next trip's 2 staged values into registers during this trip's work
+// expect: applies prefetch: `matmul_tile`: the `k0` loop loads the next trip's 2 staged values into registers during this trip's work, one element a load (`width=4` does not hold for the loop at line 24: no staging loop: a single store has no neighbours to load with)
 // expect: applies tensor-tile: `matmul_tile`: `As` x `Bs` over `k` on tensor cores (3xTF32), the sums added to `acc` after the loop; `As`'s rows padded to ((TILE + 1) + 7) / 16 * 16 + 8; `Bs`'s rows padded to ((TILE) + 7) / 16 * 16 + 8
 #include <cuda_runtime.h>
 
