@@ -382,3 +382,24 @@ fn useful_compute_weighs_the_busy_pipe_by_its_working_lanes() {
     assert_eq!(tail.evidence["blocks_in_last_wave"], 18.0);
     assert!((tail.score - (1.0 - 150.0 / 264.0)).abs() < 0.01, "{}", tail.score);
 }
+
+/// A kernel written twice, its 16-byte copy the one that ran (`h200/wide_copy/`): the
+/// SASS's static mix of widths puts a request's ideal at 5 sectors, but every byte
+/// fetched was used, so nothing was uncoalesced.
+#[test]
+fn sixteen_byte_loads_that_use_every_byte_they_fetch_are_not_uncoalesced() {
+    let report = diagnose_capture(
+        &read("h200/wide_copy/ncu_raw.csv"),
+        &read("h200/wide_copy/sass.txt"),
+        &read("h200/wide_copy/ptxas.txt"),
+        &Hints::default(),
+    );
+    let k = &report.kernels[0];
+    assert!(
+        !k.diagnoses.iter().any(|d| d.tool == ToolId::UncoalescedGlobal),
+        "{:?}",
+        k.diagnoses.iter().find(|d| d.tool == ToolId::UncoalescedGlobal).map(|d| &d.analysis)
+    );
+    let quiet = k.tools.iter().find(|t| t.tool == ToolId::UncoalescedGlobal).expect("the tool ran");
+    assert!(quiet.why.contains("15.4 sectors per load request"), "{}", quiet.why);
+}

@@ -181,13 +181,23 @@ pub(super) fn uncoalesced_global(k: &Kernel, r: &Roofline) -> ToolResult {
     if ld_r + st_r == 0.0 {
         return quiet("no global loads or stores");
     }
+    let total = ld_s + st_s;
+    let efficiency = k.sector_efficiency();
+    // Two estimates of the waste, each blind where the other sees; the smaller counts.
+    // Hardware sectors against the ideal for the access widths the SASS shows (4 bytes
+    // without SASS) read a static mix: a kernel written twice (a wide copy that runs, a
+    // scalar one that does not) averages the two, and its 16-byte loads read as 3x too
+    // many sectors. The bytes each executed access used of the sectors it fetched (ncu's
+    // ratio) see what ran, but take a broadcast (a warp's one sector, 4 of its bytes read)
+    // for waste, which no layout could remove. ncu's instrumented `derived__` excess would
+    // need SourceCounters, whose passes cost gemm_f32 7 of its 10 s of profile.
     let ideal_ld = ideal_sectors(k.sass.map(|s| &s.mix.global_load_bits));
     let ideal_st = ideal_sectors(k.sass.map(|s| &s.mix.global_store_bits));
-    // Hardware sectors against the ideal for the access widths the SASS shows (4 bytes
-    // without SASS): ncu's instrumented `derived__` excess would need SourceCounters,
-    // whose passes cost gemm_f32 7 of its 10 s of profile.
-    let excess = (ld_s - ld_r * ideal_ld).max(0.0) + (st_s - st_r * ideal_st).max(0.0);
-    let total = ld_s + st_s;
+    let by_width = (ld_s - ld_r * ideal_ld).max(0.0) + (st_s - st_r * ideal_st).max(0.0);
+    let (excess, ideal_ld) = match efficiency {
+        Some(e) if total * (1.0 - e) < by_width && ld_r > 0.0 => (total * (1.0 - e), ld_s / ld_r * e),
+        _ => (by_width, ideal_ld),
+    };
     let frac = if total > 0.0 { excess / total } else { 0.0 };
     let spr = |s: f64, r: f64| if r > 0.0 { s / r } else { 0.0 };
     let (spr_ld, spr_st) = (spr(ld_s, ld_r), spr(st_s, st_r));
@@ -203,7 +213,6 @@ pub(super) fn uncoalesced_global(k: &Kernel, r: &Roofline) -> ToolResult {
     // When DRAM limits, wasted sectors are wasted DRAM time one for one.
     let weight = if r.limiter == "dram" { 1.0 } else { k.memory_weight() };
     let saving = frac * weight;
-    let efficiency = k.sector_efficiency();
     // One lane per sector, a few bytes used of each: lanes read one field of a record.
     let strided_field = spr_ld >= 16.0 && efficiency.is_some_and(|e| e <= 0.25);
     let layout = if strided_field {
