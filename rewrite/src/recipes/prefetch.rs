@@ -29,7 +29,9 @@
 //! IDX is shown to step by 1 with the counter and the trip's test, run once per thread,
 //! shows COND to hold on the whole tile and the first elements 16-byte aligned; any other
 //! trip loads element by element as written. The same thread stores the same elements, so
-//! what lands in the tiles is what the original stores.
+//! what lands in the tiles is what the original stores; each element's `e / D` and `e % D`
+//! are its group's, divided once a group. `width=auto`, the default, is 4 where all this
+//! is shown and 1 elsewhere.
 
 use super::tensor_tile::{is_barrier, is_pragma, pragma_start};
 use super::Planned;
