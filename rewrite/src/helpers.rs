@@ -53,6 +53,17 @@ __device__ __forceinline__ ns_pf_quad<T> ns_pf_load4(const T* p) {
   ns_pf_quad<T> q;
   ns_copy<4>(q.v, p);
   return q;
+}
+// Whether a staging loop's bound is a whole multiple of 4: never for a bound that is no
+// integer (a `const float` the file sizes it with), where `%` would not compile.
+#include <type_traits>
+template <typename T>
+__host__ __device__ constexpr bool ns_pf_whole4(T v) {
+  if constexpr (std::is_integral<T>::value) {
+    return v % 4 == 0;
+  } else {
+    return false;
+  }
 }"#,
 };
 

@@ -623,7 +623,7 @@ fn corner_test(src: &Source, st: &Staging, reads: &[WideLoad]) -> String {
         // `start` names what the replacement reads besides the declarations: the divisor.
         corners.push(Division { range: d.byte_range(), text, start: r });
     }
-    let mut asks = vec![format!("({end}) % 4 == 0")];
+    let mut asks = vec![format!("ns_pf_whole4({end})")];
     for r in reads {
         // A positive divisor: the largest quotient is at the largest counter.
         asks.extend(r.divisors.iter().map(|d| format!("({d}) > 0 && ({d}) % 4 == 0")));
@@ -1907,7 +1907,7 @@ impl WideText<'_, '_> {
     /// covers them), with the declarations `uses` need, their divisions the group's.
     fn each_element(&self, uses: &[Node], body: &str) -> String {
         format!(
-            "#pragma unroll\nfor (int ns_q = 0; ns_q < 4; ++ns_q) {{\n  const {ty} {var} = ns_e + ns_q;\n  if (({end}) % 4 == 0 || {var} < ({end})) {{\n{}{body}  }}\n}}\n",
+            "#pragma unroll\nfor (int ns_q = 0; ns_q < 4; ++ns_q) {{\n  const {ty} {var} = ns_e + ns_q;\n  if (ns_pf_whole4({end}) || {var} < ({end})) {{\n{}{body}  }}\n}}\n",
             needed_decls(self.t, self.decls, uses, self.by_group),
             ty = self.ty,
             var = self.var,
@@ -1989,7 +1989,9 @@ fn counter_divisions<'t>(
             continue;
         };
         let in_lambda = std::iter::successors(d.parent(), |p| p.parent()).any(|p| p.kind() == "lambda_expression");
-        if !in_lambda && syntax::is_ident(t, strip_parens(l), var) && integer(t, src, r) {
+        // The counter itself: `(float)e / D` is no integer division of it.
+        let l = strip_parens(l);
+        if !in_lambda && l.kind() == "identifier" && text(t, l) == var && integer(t, src, r) {
             found.push((d, op, r));
         }
     }
@@ -2305,7 +2307,7 @@ mod tests {
         // The test: whole groups, a quotient the group never crosses, the first element
         // aligned (`k0 * T` and the row's `T` multiples of 4, the pointer of 16 bytes).
         for part in [
-            "(T * T) % 4 == 0",
+            "ns_pf_whole4(T * T)",
             "(T) % 4 == 0",
             "(1LL * (long long)(T) * (long long)(k0)) % 4 == 0",
             "(1LL * (long long)(T)) % 4 == 0",
@@ -2316,7 +2318,7 @@ mod tests {
         // The stores of the same elements by the same thread, each element's row and column
         // its group's (a group of four never crosses a row where 4 divides its length).
         assert!(s.contains("const int e = ns_e + ns_q;\n"), "{s}");
-        assert!(s.contains("if ((T * T) % 4 == 0 || e < (T * T)) {"), "{s}");
+        assert!(s.contains("if (ns_pf_whole4(T * T) || e < (T * T)) {"), "{s}");
         let by_group = "const int r = ((decltype(e / (T)))((T) > 0 && (T) % 4 == 0 ? ns_e / (T) : e / (T))), \
                         c = ((decltype(e % (T)))((T) > 0 && (T) % 4 == 0 ? ns_e % (T) + ns_q : e % (T)));";
         // The loads' fallback (before the loop and a trip ahead) and the stores.
@@ -2327,7 +2329,7 @@ mod tests {
         // Where END is no multiple of 4, the last group's elements past it are neither loaded
         // nor stored.
         let ragged = wide(&gemm(&LOOP.replace("e < T * T", "e < T * T - 2"), "")).unwrap().source;
-        let put = "const int e = ns_e + ns_q;\n            if ((T * T - 2) % 4 == 0 || e < (T * T - 2)) {\n";
+        let put = "const int e = ns_e + ns_q;\n            if (ns_pf_whole4(T * T - 2) || e < (T * T - 2)) {\n              const int r = ((decltype(e / (T)))((T) > 0 && (T) % 4 == 0 ? ns_e / (T) : e / (T))), c = ((decltype(e % (T)))((T) > 0 && (T) % 4 == 0 ? ns_e % (T) + ns_q : e % (T)));\n              As[r][c] = ns_pf0[4 * ns_g + ns_q];";
         assert!(ragged.contains(put), "{ragged}");
     }
 
@@ -2437,6 +2439,31 @@ mod tests {
         let params = Params::default().with("width", "2");
         let e = apply(&Source::parse(&gemm(LOOP, "")), &FactsBuilder::new("launch").build(), &params).unwrap_err();
         assert_eq!(e.0, "`width=2`: expected auto, 1 or 4");
+    }
+
+    #[test]
+    fn only_the_counter_itself_divided_takes_the_slots_or_the_groups_quotient() {
+        // `(float)e / 16` is a float division: it stays as written in every copy.
+        let cast = LOOP.replace(
+            "      As[r][c] = A[(k0 + r) * T + c];",
+            "      const float u = (float)e / 16;\n      As[r][c] = (e < n) ? A[(k0 + r) * T + c] : u;",
+        );
+        let s = run(&gemm(&cast, "")).unwrap().source;
+        assert!(s.contains("const float u = (float)e / 16;"), "{s}");
+        assert!(!s.contains("decltype(e / (16))"), "{s}");
+        // The counter divided as written still is.
+        let plain = cast.replace("(float)e / 16", "e / 16");
+        let s = run(&gemm(&plain, "")).unwrap().source;
+        assert!(s.contains("decltype(e / (16))"), "{s}");
+    }
+
+    #[test]
+    fn a_bound_that_is_no_integer_is_never_taken_for_a_multiple_of_4() {
+        // `%` on a float bound would not compile; the helper answers false for it.
+        let s = wide(&gemm(LOOP, "")).unwrap().source;
+        assert!(!s.contains("(T * T) % 4"), "{s}");
+        assert!(s.contains("ns_pf_whole4(T * T)"), "{s}");
+        assert!(crate::helpers::PREFETCH_WIDE.text.contains("std::is_integral<T>::value"));
     }
 
     #[test]
