@@ -53,9 +53,17 @@ __device__ __forceinline__ ns_pf_quad<T> ns_pf_load4(const T* p) {
   ns_pf_quad<T> q;
   ns_copy<4>(q.v, p);
   return q;
-}
-// Whether a staging loop's bound is a whole multiple of 4: never for a bound that is no
-// integer (a `const float` the file sizes it with), where `%` would not compile.
+}"#,
+};
+
+/// Whether a staging loop's bound is a whole multiple of 4 (prefetch's width 4): false
+/// for a bound that is no integer, where `%` would not compile. Apart from the loads so
+/// that a host model replacing those still runs this one.
+pub static PREFETCH_WHOLE: Helper = Helper {
+    mark: "NIGHTSHIFT_PREFETCH_WHOLE",
+    text: r#"
+// nightshift: whether a staging loop's bound is a whole multiple of 4 (never for a bound
+// that is no integer, such as a `const float` the file sizes it with).
 #include <type_traits>
 template <typename T>
 __host__ __device__ constexpr bool ns_pf_whole4(T v) {

@@ -138,6 +138,7 @@ fn plan<'k>(src: &Source, k: &'k Kernel, width: Width) -> Planned<'k> {
                 let (mut change, note) = emit(t, k, f, &s, Some(&w));
                 change.helpers.push(&crate::helpers::VECTOR_IO);
                 change.helpers.push(&crate::helpers::PREFETCH_WIDE);
+                change.helpers.push(&crate::helpers::PREFETCH_WHOLE);
                 return Ok((change, note));
             }
             Err(e) => why.push(format!("the loop at line {}: {e}", f.start_position().row + 1)),
@@ -2463,7 +2464,8 @@ mod tests {
         let s = wide(&gemm(LOOP, "")).unwrap().source;
         assert!(!s.contains("(T * T) % 4"), "{s}");
         assert!(s.contains("ns_pf_whole4(T * T)"), "{s}");
-        assert!(crate::helpers::PREFETCH_WIDE.text.contains("std::is_integral<T>::value"));
+        assert!(crate::helpers::PREFETCH_WHOLE.text.contains("std::is_integral<T>::value"));
+        assert!(s.contains("NIGHTSHIFT_PREFETCH_WHOLE"), "{s}");
     }
 
     #[test]
