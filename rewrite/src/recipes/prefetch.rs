@@ -198,7 +198,9 @@ struct Staged<'t> {
     divisions: Vec<Division<'t>>,
 }
 
-/// `e / D` or `e % D` in a staging loop, D an integer literal or a macro of one: where D
+/// `e / D` or `e % D` in a staging loop and the text a copy of the loop puts there (found by
+/// [`counter_divisions`]; the slots' own below, also the trip's corner and a group's). For
+/// the slots, D an integer literal or a macro of one: where D
 /// divides STEP (checked where the code is compiled, since a `-D` may move either), the
 /// slot's quotient is `START / D + ns_i * (STEP / D)` and its remainder `START % D`, which
 /// hold over the trips (nvcc divided each slot's `e` anew, and tested its bounds anew).
@@ -206,7 +208,7 @@ struct Staged<'t> {
 struct Division<'t> {
     range: std::ops::Range<usize>,
     text: String,
-    /// START, whose names the copy now reads.
+    /// What the replacement reads besides the loop's names: START for a slot, else D.
     start: Node<'t>,
 }
 
