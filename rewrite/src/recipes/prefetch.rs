@@ -429,8 +429,7 @@ fn staged_loop<'t>(
             }
             // START is at least 0 and STEP a multiple of D: e / D and e % D split into a
             // part per thread and one per slot, each of the type the original had.
-            let roots = decls.iter().copied().chain(stores.iter().flat_map(|s| [s.lhs, s.value]));
-            for (d, op, r) in counter_divisions(src, roots, var) {
+            for (d, op, r) in counter_divisions(src, loop_code(decls, stores), var) {
                 if !constant(r).is_some_and(|v| v >= 1 && step_v % v == 0) {
                     continue;
                 }
@@ -557,8 +556,7 @@ fn widened<'t>(src: &'t Source, names: &Names, kbody: Node, f: Node, s: &Staged<
         }
         // A trip moves to another thread: what it stores and where must not depend on
         // which thread runs it (START aside, which the vote reads).
-        let body = decls.iter().copied().chain(stores.iter().flat_map(|s| [s.lhs, s.value]));
-        for n in body.flat_map(|n| syntax::identifiers(t, n)) {
+        for n in loop_code(decls, stores).flat_map(|n| syntax::identifiers(t, n)) {
             let fine = own.iter().any(|o| o == n)
                 || uniform.iter().any(|u| u == n)
                 || targets.iter().any(|r| r == n)
@@ -584,8 +582,7 @@ fn widened<'t>(src: &'t Source, names: &Names, kbody: Node, f: Node, s: &Staged<
             .map(|one| wide_load(src, names, &own, (var, ty), decls, one.value))
             .collect::<Result<Vec<_>, _>>()?;
         let test = corner_test(src, st, &reads);
-        let roots = decls.iter().copied().chain(stores.iter().flat_map(|s| [s.lhs, s.value]));
-        let by_group = counter_divisions(src, roots, var)
+        let by_group = counter_divisions(src, loop_code(decls, stores), var)
             .into_iter()
             .map(|(d, op, r)| {
                 let by = text(t, r);
@@ -907,7 +904,8 @@ impl<'t> IndexPoly<'_, 't> {
                     .filter(|(m, _)| *m == name)
                     .map(|(_, v)| syntax::blank_comments(v).trim().to_string())
                     .collect();
-                let whole = |v: &str| v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || wrapped_whole(v);
+                // An empty text stands as a name too: a `-D` may give it its value.
+                let whole = |v: &str| v.is_empty() || is_name(v) || wrapped_whole(v);
                 let hides = |v: &str| {
                     syntax::mentions_word(v, self.var) || self.own.iter().any(|o| syntax::mentions_word(v, o))
                 };
@@ -926,10 +924,7 @@ impl<'t> IndexPoly<'_, 't> {
             "binary_expression" => {
                 let (op, l, r) = binary(t, n)?;
                 if matches!(op, "/" | "%") {
-                    let l = strip_parens(l);
-                    if !(l.kind() == "identifier" && text(t, l) == self.var && integer(t, self.src, r)) {
-                        return None;
-                    }
+                    counter_division(self.src, n, self.var)?;
                     // The trip's test also asks that D be positive and a multiple of 4.
                     let d = text(t, r).to_string();
                     if !self.divisors.contains(&d) {
@@ -952,16 +947,12 @@ impl<'t> IndexPoly<'_, 't> {
     /// Whether a macro's text is a signed `int` in a comparison: a decimal literal without
     /// suffix up to `INT_MAX`, or one name that is (a signed integer, or such a macro).
     fn signed_macro(&self, v: &str, depth: u32) -> bool {
-        let mut v = v.trim();
-        while let Some(inner) = v.strip_prefix('(').and_then(|x| x.strip_suffix(')')) {
-            v = inner.trim();
-        }
+        let v = unwrapped(v);
         if signed_literal(v) {
             return true;
         }
         let t = self.src.text();
-        let ident = !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ident || depth == 0 {
+        if !is_name(v) || depth == 0 {
             return false;
         }
         let texts: Vec<String> = syntax::macro_definitions(t, self.src.root())
@@ -1975,6 +1966,11 @@ fn slot_text(t: &str, n: Node, divisions: &[Division]) -> String {
     edits.apply(&t[range.clone()]).unwrap_or_else(|_| text(t, n).to_string())
 }
 
+/// A staging loop's code: its declarations, and its stores' targets and values.
+fn loop_code<'a, 't>(decls: &'a [Node<'t>], stores: &'a [Store<'t>]) -> impl Iterator<Item = Node<'t>> + 'a {
+    decls.iter().copied().chain(stores.iter().flat_map(|s| [s.lhs, s.value]))
+}
+
 /// The counter's divisions in a staging loop's code: each `var / D` and `var % D`, D an
 /// integer that reads as one wherever it is pasted ([`integer`]), outside any lambda (whose
 /// own parameter may be named `var`). Each copy of the loop puts its own quotient and
@@ -1985,20 +1981,25 @@ fn counter_divisions<'t>(
     roots: impl IntoIterator<Item = Node<'t>>,
     var: &str,
 ) -> Vec<(Node<'t>, &'static str, Node<'t>)> {
-    let t = src.text();
     let mut found = Vec::new();
     for d in roots.into_iter().flat_map(descendants) {
-        let Some((op @ ("/" | "%"), l, r)) = (d.kind() == "binary_expression").then(|| binary(t, d)).flatten() else {
-            continue;
-        };
         let in_lambda = std::iter::successors(d.parent(), |p| p.parent()).any(|p| p.kind() == "lambda_expression");
-        // The counter itself: `(float)e / D` is no integer division of it.
-        let l = strip_parens(l);
-        if !in_lambda && l.kind() == "identifier" && text(t, l) == var && integer(t, src, r) {
+        if let Some((op, r)) = counter_division(src, d, var).filter(|_| !in_lambda) {
             found.push((d, op, r));
         }
     }
     found
+}
+
+/// `d` as `var / D` or `var % D`, its operator and D: the counter itself on the left
+/// (`(float)e / D` is no integer division of it), D an integer ([`integer`]).
+fn counter_division<'t>(src: &Source, d: Node<'t>, var: &str) -> Option<(&'static str, Node<'t>)> {
+    let t = src.text();
+    let (op @ ("/" | "%"), l, r) = (d.kind() == "binary_expression").then(|| binary(t, d)).flatten()? else {
+        return None;
+    };
+    let l = strip_parens(l);
+    (l.kind() == "identifier" && text(t, l) == var && integer(t, src, r)).then_some((op, r))
 }
 
 /// A divisor that reads as one integer wherever it is pasted: an integer literal, or a
@@ -2020,15 +2021,24 @@ fn integer_macro(macros: &[(&str, &str)], name: &str, depth: u32) -> bool {
         && depth > 0
         && values.iter().all(|v| {
             let v = syntax::blank_comments(v);
-            let mut v = v.trim();
-            while let Some(inner) = v.strip_prefix('(').and_then(|x| x.strip_suffix(')')) {
-                v = inner.trim();
-            }
-            crate::pattern::int_literal(v).is_some()
-                || (!v.is_empty()
-                    && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                    && integer_macro(macros, v, depth - 1))
+            let v = unwrapped(&v);
+            crate::pattern::int_literal(v).is_some() || (is_name(v) && integer_macro(macros, v, depth - 1))
         })
+}
+
+/// A macro's text without the parentheses that wrap it whole, as it reads in place
+/// (`((16))` is `16`).
+fn unwrapped(v: &str) -> &str {
+    let mut v = v.trim();
+    while let Some(inner) = v.strip_prefix('(').and_then(|x| x.strip_suffix(')')) {
+        v = inner.trim();
+    }
+    v
+}
+
+/// Whether a text is one name or number token.
+fn is_name(v: &str) -> bool {
+    !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn indent_lines(block: &str, indent: &str) -> String {
