@@ -717,15 +717,7 @@ fn one_to_one(src: &Source, names: &Names, counter: (&str, &str), decls: &[Node]
     while n.kind() == "subscript_expression" {
         let Some(index) = crate::pattern::subscript_index(n) else { return false };
         let Some(p) = poly.of(index, 8) else { return false };
-        let zero: std::collections::BTreeMap<String, crate::poly::Poly> = p
-            .variables()
-            .into_iter()
-            .map(|v| {
-                let value = if is_atom(&v, var) { crate::poly::Poly::constant(0) } else { crate::poly::Poly::var(&v) };
-                (v, value)
-            })
-            .collect();
-        let Some(delta) = p.substitute(&zero).and_then(|rest| p.sub(&rest)) else { return false };
+        let Some((_, delta)) = split_varying(&p, |v| is_atom(v, var)) else { return false };
         if delta != crate::poly::Poly::constant(0) {
             let one = delta.variables().into_iter().find(|v| delta == crate::poly::Poly::var(v));
             let Some(one) = one else { return false };
@@ -1030,12 +1022,28 @@ const SIGNED_INTEGERS: &[&str] =
 fn steps_by_one(p: &crate::poly::Poly, var: &str) -> Option<crate::poly::Poly> {
     use crate::poly::Poly;
     let stepping = |v: &str| is_atom(v, var) && !v[var.len()..].starts_with('/');
-    let vars = p.variables();
-    let zero: std::collections::BTreeMap<String, Poly> =
-        vars.iter().map(|v| (v.clone(), if stepping(v) { Poly::constant(0) } else { Poly::var(v) })).collect();
+    let (rest, delta) = split_varying(p, stepping)?;
+    p.variables().iter().any(|v| stepping(v) && delta == Poly::var(v)).then_some(rest)
+}
+
+/// `p` as the part free of the names `varying` picks (those set to 0) and the rest, the
+/// part that moves with them.
+fn split_varying(
+    p: &crate::poly::Poly,
+    varying: impl Fn(&str) -> bool,
+) -> Option<(crate::poly::Poly, crate::poly::Poly)> {
+    use crate::poly::Poly;
+    let zero: std::collections::BTreeMap<String, Poly> = p
+        .variables()
+        .into_iter()
+        .map(|v| {
+            let value = if varying(&v) { Poly::constant(0) } else { Poly::var(&v) };
+            (v, value)
+        })
+        .collect();
     let rest = p.substitute(&zero)?;
     let delta = p.sub(&rest)?;
-    vars.iter().any(|v| stepping(v) && delta == Poly::var(v)).then_some(rest)
+    Some((rest, delta))
 }
 
 fn counter<'t>(t: &str, f: Node<'t>) -> Result<Counter<'t>, String> {
