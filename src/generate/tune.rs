@@ -31,7 +31,9 @@
 //! where a warp's accesses fall badly along them (uncoalesced access, re-reads through L2
 //! or DRAM), since a single knob's step changes the occupancy as well as the shape.
 //! The search memory adds what each family of moves did elsewhere in this tree (its mean
-//! gain over its parents, how often it failed), and leaves out the families that went
+//! gain over its parents, shrunk toward none while it has few tries, and a term for
+//! exploring families tried less, as a tree search weighs its nodes; how often it
+//! failed), and leaves out the families that went
 //! stale on the parent's lineage (their children kept landing within their parent's
 //! interval: [`search::memory::Lineage`]), and puts last those idle across the run (only
 //! ever landing there). A move that did nothing but lose, and lost twice on parents
@@ -722,27 +724,19 @@ impl Tuner {
         (total, best.map(|(_, t)| t))
     }
 
-    /// What this family of moves did elsewhere in the tree: mean gain over the parent
-    /// (log2), less a penalty for failing.
-    fn memory_bonus(m: &Move, memory: &BTreeMap<String, Stats>) -> f64 {
-        let family = m.family();
-        let mut tries = 0u32;
-        let mut correct = 0u32;
-        let (mut sum, mut n) = (0.0, 0u32);
-        for (t, s) in memory {
-            if t.parse::<Family>().is_ok_and(|f| f == family) {
-                tries += s.tries;
-                correct += s.correct;
-                sum += s.delta_sum;
-                n += s.deltas;
-            }
+    /// What this family of moves did elsewhere in the tree: its mean gain over the parent
+    /// (log2), shrunk toward none by [`PRIOR_TRIES`], plus an exploration term that
+    /// shrinks as the family is tried (UCB1 over the families, [`EXPLORE`]), less a
+    /// penalty for failing. `tried` is every family's record, `all` the run's count of
+    /// gains measured.
+    fn memory_bonus(m: &Move, tried: &BTreeMap<Family, Record>, all: u32) -> f64 {
+        let r = tried.get(&m.family()).copied().unwrap_or_default();
+        let mut bonus = 0.5 * (r.gain_sum / (r.gains as f64 + PRIOR_TRIES)).clamp(-0.5, 0.5);
+        if all > 0 {
+            bonus += EXPLORE * ((1.0 + all as f64).ln() / (1.0 + r.gains as f64)).sqrt();
         }
-        let mut bonus = 0.0;
-        if n > 0 {
-            bonus += 0.5 * (sum / n as f64).clamp(-0.5, 0.5);
-        }
-        if tries >= 2 {
-            bonus -= 0.2 * (1.0 - correct as f64 / tries as f64);
+        if r.tries >= 2 {
+            bonus -= 0.2 * (1.0 - r.correct as f64 / r.tries as f64);
         }
         bonus
     }
@@ -852,6 +846,8 @@ impl Tuner {
         let block_opened = req.path.last().and_then(|t| t.parse::<Family>().ok())
             == Some(Family::Recipe(rewrite::RecipeId::BlockKnob));
         let moves = self.moves_of(&parsed, parent, &req.path);
+        let tried = Record::of_families(&req.memory.techniques);
+        let gains = tried.values().map(|r| r.gains).sum();
         let capped = FlagKind::RegisterCap.value_in(&parent.flags).is_some();
         let mut scored: Vec<(u8, f64, Option<ToolId>, &Move)> = moves
             .iter()
@@ -871,8 +867,8 @@ impl Tuner {
                         0.004 * moved as f64
                     }
                 };
-                let score = vote + Self::prior(m) + Self::memory_bonus(m, &req.memory.techniques) - distance
-                    + 0.001 * rng.unit();
+                let score =
+                    vote + Self::prior(m) + Self::memory_bonus(m, &tried, gains) - distance + 0.001 * rng.unit();
                 let rank = match m {
                     _ if idle.contains(&m.family()) => 0,
                     Move::Knob { block_size: true, .. } | Move::Shape { .. } if block_opened => 3,
@@ -1001,6 +997,47 @@ pub const PAST_THE_RANGE: u32 = 2;
 /// `BN=16`, below the list, three times and never `BN=64`, in it, ending at 2.287x where
 /// the run before had reached 3.347x.
 const PAST_THE_RANGE_COST: f64 = 0.01;
+
+/// How many tries at no gain a family's record starts from: its mean gain is its gains'
+/// sum over their count plus these. One try is not the family: a 10-minute
+/// linear_splitk_f32 run tried `BT=64` once, on a 512-wide tile past `BN`'s list, where it
+/// lost (2.77x -> 1.90x); the plain mean put every `BT` move behind every other knob's on
+/// every kernel for the next 72 nodes, and at node 91 the first `BT=64` on a listed tile
+/// took the best from 3.0x to 5.2x.
+const PRIOR_TRIES: f64 = 2.0;
+
+/// The weight of the exploration term in a move's score, `EXPLORE * sqrt(ln(1 + N) / (1 +
+/// n))` for a family measured n times of the run's N: a family tried less is worth a
+/// try more, as a tree search weighs a node visited less (UCB1). At N = 40 it is 0.14 for
+/// a family tried once against 0.04 for one tried 21 times, which outweighs a lost try's
+/// shrunk mean (0.5 x -0.54 / 3 = -0.09); a family that keeps losing stays behind (four
+/// tries at -0.5 score -0.17 + 0.09).
+const EXPLORE: f64 = 0.1;
+
+/// One family's history in the search memory, summed over its techniques.
+#[derive(Debug, Clone, Copy, Default)]
+struct Record {
+    tries: u32,
+    correct: u32,
+    /// Sum and count of its correct children's reward changes against their parents.
+    gain_sum: f64,
+    gains: u32,
+}
+
+impl Record {
+    fn of_families(memory: &BTreeMap<String, Stats>) -> BTreeMap<Family, Record> {
+        let mut out: BTreeMap<Family, Record> = BTreeMap::new();
+        for (technique, s) in memory {
+            let Ok(family) = technique.parse::<Family>() else { continue };
+            let r = out.entry(family).or_default();
+            r.tries += s.tries;
+            r.correct += s.correct;
+            r.gain_sum += s.delta_sum;
+            r.gains += s.deltas;
+        }
+        out
+    }
+}
 
 /// The next value of a knob's ladder past the end its parent sits at, if any: for values
 /// that are a geometric ladder of positive integers (`32 64 128`, `1 2 4 8`), and a
@@ -1937,6 +1974,37 @@ mod tests {
         req.memory.techniques.insert(first.technique.clone(), bad);
         let second = kernel(Tuner::new(&t, &src, 1, Guidance::None).propose(&req));
         assert_ne!(family(&second.technique), family(&first.technique));
+    }
+
+    #[test]
+    fn one_lost_try_does_not_bury_a_family_but_a_family_that_keeps_losing_goes_last() {
+        let t = example("linear_splitk_f32");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let stats = |tries: u32, gain_sum: f64| Stats {
+            tries,
+            correct: tries,
+            delta_sum: gain_sum,
+            deltas: tries,
+            ..Default::default()
+        };
+        let knobs = |bt: Stats| {
+            let mut req = request(&t, base(), &src, None, Guidance::None);
+            req.node = 9;
+            // Two knobs tried 20 times each, level on average.
+            req.memory.techniques.insert("knob:BN=128".into(), stats(20, -0.4));
+            req.memory.techniques.insert("knob:SPLIT_K=2".into(), stats(20, -0.2));
+            req.memory.techniques.insert("knob:BT=64".into(), bt);
+            techniques(&src, &req).into_iter().filter(|k| k.starts_with("knob:")).collect::<Vec<_>>()
+        };
+        // The 10-minute run's case: BT=64 once, on a tile past BN's list, 2.77x -> 1.90x.
+        let once = knobs(stats(1, (1.90f64 / 2.77).log2()));
+        assert!(once[0] == "knob:BT=32" || once[0] == "knob:BT=64", "{once:?}");
+        // Four losses of half a doubling each are the family, not one tile.
+        let often = knobs(stats(4, -2.0));
+        let first_bt = often.iter().position(|k| k.starts_with("knob:BT=")).unwrap();
+        assert!(often[..first_bt].iter().any(|k| k.starts_with("knob:BN=")), "{often:?}");
+        assert!(often[..first_bt].iter().any(|k| k.starts_with("knob:SPLIT_K=")), "{often:?}");
+        assert!(often[first_bt..].iter().all(|k| k.starts_with("knob:BT=")), "{often:?}");
     }
 
     #[test]
