@@ -724,19 +724,27 @@ impl Tuner {
         (total, best.map(|(_, t)| t))
     }
 
-    /// What this family of moves did elsewhere in the tree: its mean gain over the parent
-    /// (log2), shrunk toward none by [`PRIOR_TRIES`], plus an exploration term that
-    /// shrinks as the family is tried (UCB1 over the families, [`EXPLORE`]), less a
-    /// penalty for failing. `tried` is every family's record, `all` the run's count of
-    /// gains measured.
-    fn memory_bonus(m: &Move, tried: &BTreeMap<Family, Record>, all: u32) -> f64 {
-        let r = tried.get(&m.family()).copied().unwrap_or_default();
-        let mut bonus = 0.5 * (r.gain_sum / (r.gains as f64 + PRIOR_TRIES)).clamp(-0.5, 0.5);
+    /// What this move and its family did elsewhere in the tree: the move's own mean gain
+    /// over its parents (log2), shrunk toward its family's by [`PRIOR_TRIES`], the
+    /// family's shrunk toward none alike; plus an exploration term that shrinks as the
+    /// family is tried (UCB1 over the families, [`EXPLORE`]); less a penalty for the
+    /// family's failures. `tried` is every family's record, `all` the run's count of
+    /// gains measured. A knob's values move a kernel different ways (a larger tile gains
+    /// where a smaller one loses): a 10-minute linear_splitk_f32 run, whose `BT` moves
+    /// had gained, went back to `BT`'s default on 5 parents and lost 40% each time.
+    fn memory_bonus(m: &Move, memory: &BTreeMap<String, Stats>, tried: &BTreeMap<Family, Record>, all: u32) -> f64 {
+        let family = tried.get(&m.family()).copied().unwrap_or_default();
+        let family_mean = family.gain_sum / (family.gains as f64 + PRIOR_TRIES);
+        let mean = match memory.get(&m.technique()) {
+            Some(own) => (own.delta_sum + PRIOR_TRIES * family_mean) / (own.deltas as f64 + PRIOR_TRIES),
+            None => family_mean,
+        };
+        let mut bonus = 0.5 * mean.clamp(-0.5, 0.5);
         if all > 0 {
-            bonus += EXPLORE * ((1.0 + all as f64).ln() / (1.0 + r.gains as f64)).sqrt();
+            bonus += EXPLORE * ((1.0 + all as f64).ln() / (1.0 + family.gains as f64)).sqrt();
         }
-        if r.tries >= 2 {
-            bonus -= 0.2 * (1.0 - r.correct as f64 / r.tries as f64);
+        if family.tries >= 2 {
+            bonus -= 0.2 * (1.0 - family.correct as f64 / family.tries as f64);
         }
         bonus
     }
@@ -867,8 +875,9 @@ impl Tuner {
                         0.004 * moved as f64
                     }
                 };
-                let score =
-                    vote + Self::prior(m) + Self::memory_bonus(m, &tried, gains) - distance + 0.001 * rng.unit();
+                let score = vote + Self::prior(m) + Self::memory_bonus(m, &req.memory.techniques, &tried, gains)
+                    - distance
+                    + 0.001 * rng.unit();
                 let rank = match m {
                     _ if idle.contains(&m.family()) => 0,
                     Move::Knob { block_size: true, .. } | Move::Shape { .. } if block_opened => 3,
@@ -999,7 +1008,8 @@ pub const PAST_THE_RANGE: u32 = 2;
 const PAST_THE_RANGE_COST: f64 = 0.01;
 
 /// How many tries at no gain a family's record starts from: its mean gain is its gains'
-/// sum over their count plus these. One try is not the family: a 10-minute
+/// sum over their count plus these (and a move's own, these tries at its family's mean).
+/// One try is not the family: a 10-minute
 /// linear_splitk_f32 run tried `BT=64` once, on a 512-wide tile past `BN`'s list, where it
 /// lost (2.77x -> 1.90x); the plain mean put every `BT` move behind every other knob's on
 /// every kernel for the next 72 nodes, and at node 91 the first `BT=64` on a listed tile
@@ -2005,6 +2015,38 @@ mod tests {
         assert!(often[..first_bt].iter().any(|k| k.starts_with("knob:BN=")), "{often:?}");
         assert!(often[..first_bt].iter().any(|k| k.starts_with("knob:SPLIT_K=")), "{often:?}");
         assert!(often[first_bt..].iter().all(|k| k.starts_with("knob:BT=")), "{often:?}");
+    }
+
+    #[test]
+    fn a_knob_value_that_lost_goes_after_its_siblings_of_a_family_that_gained() {
+        let t = example("linear_splitk_f32");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let stats = |tries: u32, gain_sum: f64| Stats {
+            tries,
+            correct: tries,
+            delta_sum: gain_sum,
+            deltas: tries,
+            ..Default::default()
+        };
+        // At BN=128, so that BT's default is not the baseline, which is never proposed.
+        let parent =
+            Candidate { defines: [("BN", "128"), ("BT", "32")].map(|(k, v)| (k.into(), v.into())).into(), ..base() };
+        let mut req = request(&t, parent, &src, None, Guidance::None);
+        req.node = 9;
+        // BT's larger tiles gained; going back to its default lost, once.
+        req.memory.techniques.insert("knob:BT=32".into(), stats(2, 1.2));
+        req.memory.techniques.insert("knob:BT=64".into(), stats(2, 1.6));
+        req.memory.techniques.insert("knob:BT=default".into(), stats(1, -0.8));
+        // Whatever the seed: the family alike for both, only the seed's draw would order them.
+        for seed in 1..=8 {
+            let bt: Vec<String> = drain(&Tuner::new(&t, &src, seed, Guidance::None), &req)
+                .into_iter()
+                .map(|k| k.technique)
+                .filter(|k| k.starts_with("knob:BT="))
+                .collect();
+            let at = |k: &str| bt.iter().position(|b| b == k).unwrap_or_else(|| panic!("{k} in {bt:?}"));
+            assert!(at("knob:BT=64") < at("knob:BT=default"), "seed {seed}: {bt:?}");
+        }
     }
 
     #[test]
