@@ -25,19 +25,20 @@
 //! more resident blocks per SM; spilled registers: a looser cap or fewer blocks;
 //! scalar memory access: larger blocks; special functions: fast math; a knob a recipe
 //! introduced, as that recipe). A knob's values that form a ladder (`16 32 64`) are
-//! followed up to two steps past the end its parent sits at, after the listed values.
+//! followed up to two steps past the end its parent sits at, after the listed values
+//! that score alike.
 //! A block whose x and y sizes are two knobs is also reshaped at its thread count (x
 //! doubled and y halved, or the reverse): a family of its own, voted for the wider rows
 //! where a warp's accesses fall badly along them (uncoalesced access, re-reads through L2
 //! or DRAM), since a single knob's step changes the occupancy as well as the shape.
-//! The search memory adds what each family of moves did elsewhere in this tree (its mean
-//! gain over its parents, shrunk toward none while it has few tries, and a term for
-//! exploring families tried less, as a tree search weighs its nodes; how often it
-//! failed), and leaves out the families that went
+//! The search memory adds what each move and its family did elsewhere in this tree (the
+//! move's mean gain over its parents, shrunk toward its family's other moves' while it
+//! has few measured tries, and theirs toward none; a term for exploring families tried
+//! less, as a tree search weighs its nodes; how often the family failed), and leaves out the families that went
 //! stale on the parent's lineage (their children kept landing within their parent's
 //! interval: [`search::memory::Lineage`]), and puts last those idle across the run (only
-//! ever landing there). A move that did nothing but lose, and lost twice on parents
-//! running one code (slower, or failing to launch), is left out on that code and tried
+//! ever landing there). A move that did nothing but lose on parents running one code, and
+//! lost twice there (slower, or failing to launch), is left out on that code and tried
 //! again on new code: a rewrite that gained ([`search::memory::Lineage::code_of`]); one
 //! that failed to build twice anywhere is left out everywhere. A recipe that declines on
 //! coarse blocks is offered under them, the parent rebuilt along its path
@@ -725,23 +726,24 @@ impl Tuner {
     }
 
     /// What this move and its family did elsewhere in the tree: the move's own mean gain
-    /// over its parents (log2), shrunk toward its family's by [`PRIOR_TRIES`], the
-    /// family's shrunk toward none alike; plus an exploration term that shrinks as the
-    /// family is tried (UCB1 over the families, [`EXPLORE`]); less a penalty for the
-    /// family's failures. `tried` is every family's record, `all` the run's count of
-    /// gains measured. A knob's values move a kernel different ways (a larger tile gains
-    /// where a smaller one loses): a 10-minute linear_splitk_f32 run, whose `BT` moves
-    /// had gained, went back to `BT`'s default on 5 parents and lost 40% each time.
-    fn memory_bonus(m: &Move, memory: &BTreeMap<String, Stats>, tried: &BTreeMap<Family, Record>, all: u32) -> f64 {
-        let family = tried.get(&m.family()).copied().unwrap_or_default();
-        let family_mean = family.gain_sum / (family.gains as f64 + PRIOR_TRIES);
-        let mean = match memory.get(&m.technique()) {
-            Some(own) => (own.delta_sum + PRIOR_TRIES * family_mean) / (own.deltas as f64 + PRIOR_TRIES),
-            None => family_mean,
-        };
+    /// over its parents (log2), shrunk by [`PRIOR_TRIES`] toward the mean of its family's
+    /// other moves, which is shrunk toward none alike; plus an exploration term that
+    /// shrinks as the family is tried (UCB1 over the families, [`EXPLORE`]); less a
+    /// penalty for the family's failures. `records` is every family's record, `all` the
+    /// run's count of tries of them. A knob's values move a kernel different ways (a
+    /// larger tile gains where a smaller one loses): a 10-minute linear_splitk_f32 run,
+    /// whose `BT` moves had gained, went back to `BT`'s default on 5 parents and lost 40%
+    /// each time.
+    fn memory_bonus(m: &Move, memory: &BTreeMap<String, Stats>, records: &BTreeMap<Family, Record>, all: u32) -> f64 {
+        let family = records.get(&m.family()).copied().unwrap_or_default();
+        let own = memory.get(&m.technique());
+        // The family without this move: its own record is counted once, in its own mean.
+        let (own_sum, own_measured) = own.map_or((0.0, 0), |s| (s.delta_sum, s.deltas));
+        let others = (family.gain_sum - own_sum) / (family.measured.saturating_sub(own_measured) as f64 + PRIOR_TRIES);
+        let mean = (own_sum + PRIOR_TRIES * others) / (own_measured as f64 + PRIOR_TRIES);
         let mut bonus = 0.5 * mean.clamp(-0.5, 0.5);
         if all > 0 {
-            bonus += EXPLORE * ((1.0 + all as f64).ln() / (1.0 + family.gains as f64)).sqrt();
+            bonus += EXPLORE * ((1.0 + all as f64).ln() / (1.0 + family.tries as f64)).sqrt();
         }
         if family.tries >= 2 {
             bonus -= 0.2 * (1.0 - family.correct as f64 / family.tries as f64);
@@ -854,8 +856,8 @@ impl Tuner {
         let block_opened = req.path.last().and_then(|t| t.parse::<Family>().ok())
             == Some(Family::Recipe(rewrite::RecipeId::BlockKnob));
         let moves = self.moves_of(&parsed, parent, &req.path);
-        let tried = Record::of_families(&req.memory.techniques);
-        let gains = tried.values().map(|r| r.gains).sum();
+        let records = Record::of_families(&req.memory.techniques);
+        let all_tries = records.values().map(|r| r.tries).sum();
         let capped = FlagKind::RegisterCap.value_in(&parent.flags).is_some();
         let mut scored: Vec<(u8, f64, Option<ToolId>, &Move)> = moves
             .iter()
@@ -875,7 +877,7 @@ impl Tuner {
                         0.004 * moved as f64
                     }
                 };
-                let score = vote + Self::prior(m) + Self::memory_bonus(m, &req.memory.techniques, &tried, gains)
+                let score = vote + Self::prior(m) + Self::memory_bonus(m, &req.memory.techniques, &records, all_tries)
                     - distance
                     + 0.001 * rng.unit();
                 let rank = match m {
@@ -965,7 +967,7 @@ fn shapes(parsed: &Source, parent: &Candidate, knobs: &[(String, Vec<String>, Op
 
 /// How many parents a move must have lost on before it is not proposed again: failed to
 /// build on any, or on parents running one code ([`Lineage::code_of`]) failed to launch
-/// or ran slower than the parent beyond the noise; and done nothing else anywhere. A block
+/// or ran slower than the parent beyond the noise; and done nothing else there. A block
 /// size the kernel's registers cannot hold (1024 threads at 92 registers) fails alike on
 /// every parent of that kernel, and one that starves it (512 threads there, 7% slower)
 /// loses alike: a 3-minute run on rowwise_quant_int8 spent 6 of its 61 nodes on the first,
@@ -973,14 +975,17 @@ fn shapes(parsed: &Source, parent: &Candidate, knobs: &[(String, Vec<String>, Op
 /// blocks that paid 8%.
 pub const DEAD_AFTER: usize = 2;
 
-/// Whether this exact move (technique and value) is not worth proposing on `parent`: it
-/// did nothing anywhere but lose, and lost on [`DEAD_AFTER`] parents that count for
-/// `parent`. A build error counts on any parent: a knob value past a kernel's range
-/// (`BT=8` where the tile needs 16 rows) fails to build alike everywhere. A launch error
-/// or a loss counts only on parents running `parent`'s code: new code (a rewrite that
-/// gained) gets the move tried again, since what it lost to may be gone. A 10-minute
-/// causal_conv1d run had `fast-divmod` lose 4% twice early, and never tried it on the
-/// coarse-block kernels where it paid.
+/// Whether this exact move (technique and value) is not worth proposing on `parent`: of
+/// its tries that count for `parent`, there are [`DEAD_AFTER`] or more and every one
+/// lost. A build error counts on any parent: a knob value past a kernel's range (`BT=8`
+/// where the tile needs 16 rows) fails to build alike everywhere. Any other try counts
+/// only on parents running `parent`'s code: new code (a rewrite that gained) gets the
+/// move tried again, since what it lost to may be gone (a 10-minute causal_conv1d run had
+/// `fast-divmod` lose 4% twice early, and never tried it on the coarse-block kernels
+/// where it paid); and what it gained on other code says as little of this one (in a
+/// 10-minute linear_splitk_f32 run `NS_MIN_BLOCKS=4` gained once on a 2.1x kernel, then
+/// lost 18-40% on seven parents, five of them running the code of one `launch-bounds`
+/// rewrite).
 fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId) -> bool {
     let build = NodeFailure::Kernel(FailureClass::BuildError).name();
     let launch = NodeFailure::Kernel(FailureClass::LaunchError).name();
@@ -993,23 +998,25 @@ fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId) -> bool {
     let code = lineage.code_of(parent);
     let counts =
         |t: &&Try| matches!(&t.result, TryResult::Failed(c) if c == build) || lineage.code_of(t.parent) == code;
-    tries.iter().all(lost) && tries.iter().filter(counts).count() >= DEAD_AFTER
+    let counted: Vec<&Try> = tries.iter().filter(counts).collect();
+    counted.len() >= DEAD_AFTER && counted.into_iter().all(lost)
 }
 
 /// How many steps past either end of its listed values a knob is taken.
 pub const PAST_THE_RANGE: u32 = 2;
 
 /// What a knob value past the listed ones costs in a move's score, against one in the
-/// list: the list is the author's range, and a step past it the tuner's guess, so it
-/// waits for the listed values of every knob (as many as a vote of a hundredth tips).
+/// list: the list is the author's range, and a step past it the tuner's guess, so of two
+/// values of a knob that the search memory and the votes score alike, the listed one goes
+/// first (as many as a vote of a hundredth tips).
 /// Without it the two drew on the seed and the timing alone: a 3-minute linear_splitk_f32 run took
 /// `BN=16`, below the list, three times and never `BN=64`, in it, ending at 2.287x where
 /// the run before had reached 3.347x.
 const PAST_THE_RANGE_COST: f64 = 0.01;
 
 /// How many tries at no gain a family's record starts from: its mean gain is its gains'
-/// sum over their count plus these (and a move's own, these tries at its family's mean).
-/// One try is not the family: a 10-minute
+/// sum over their count plus these (and a move's own, these tries at its family's other
+/// moves' mean). One try is not the family: a 10-minute
 /// linear_splitk_f32 run tried `BT=64` once, on a 512-wide tile past `BN`'s list, where it
 /// lost (2.77x -> 1.90x); the plain mean put every `BT` move behind every other knob's on
 /// every kernel for the next 72 nodes, and at node 91 the first `BT=64` on a listed tile
@@ -1017,11 +1024,15 @@ const PAST_THE_RANGE_COST: f64 = 0.01;
 const PRIOR_TRIES: f64 = 2.0;
 
 /// The weight of the exploration term in a move's score, `EXPLORE * sqrt(ln(1 + N) / (1 +
-/// n))` for a family measured n times of the run's N: a family tried less is worth a
+/// n))` for a family tried n times of the run's N tries: a family tried less is worth a
 /// try more, as a tree search weighs a node visited less (UCB1). At N = 40 it is 0.14 for
 /// a family tried once against 0.04 for one tried 21 times, which outweighs a lost try's
-/// shrunk mean (0.5 x -0.54 / 3 = -0.09); a family that keeps losing stays behind (four
-/// tries at -0.5 score -0.17 + 0.09).
+/// shrunk mean (0.5 x -0.54 / 3 = -0.09, for the move and its sibling values alike); a
+/// family that keeps losing stays behind (four tries at -0.5 score -0.17 + 0.09), and so
+/// does one that keeps failing (ten failures: -0.2 + 0.06). Within a rank group it
+/// outweighs a weak diagnosis vote for a family not yet tried (0.19 at N = 40), and the cost of
+/// a knob value past its list: trying each family once is worth more than a weak finding's
+/// order.
 const EXPLORE: f64 = 0.1;
 
 /// One family's history in the search memory, summed over its techniques.
@@ -1029,9 +1040,10 @@ const EXPLORE: f64 = 0.1;
 struct Record {
     tries: u32,
     correct: u32,
-    /// Sum and count of its correct children's reward changes against their parents.
+    /// Sum and count of its correct children's reward changes against their parents,
+    /// gains and losses.
     gain_sum: f64,
-    gains: u32,
+    measured: u32,
 }
 
 impl Record {
@@ -1043,7 +1055,7 @@ impl Record {
             r.tries += s.tries;
             r.correct += s.correct;
             r.gain_sum += s.delta_sum;
-            r.gains += s.deltas;
+            r.measured += s.deltas;
         }
         out
     }
@@ -1435,16 +1447,21 @@ mod tests {
             let now = offered(&tree.memory, parent);
             assert!(now.contains(unlaunched) && !now.contains(unbuilt), "node {parent}: {now:?}");
         }
-        // A move that did anything but lose, anywhere, is offered everywhere.
+        // What a move did on other code does not keep it here: level on the rewritten
+        // code, it lost twice on the root's and is out there, and still offered where it
+        // was level.
         let (big, level) = (&sizes[0], &sizes[2]);
-        judged(&mut tree, 0, big, slower());
-        judged(&mut tree, 0, big, slower());
         judged(&mut tree, rewritten, big, search::Outcome::correct(1.5).within_parent(true));
+        judged(&mut tree, 0, big, slower());
+        assert!(offered(&tree.memory, 0).contains(big), "one loss on this code is not enough");
+        judged(&mut tree, 0, big, slower());
+        assert!(!offered(&tree.memory, 0).contains(big), "{big} lost twice on the root's code");
+        assert!(offered(&tree.memory, rewritten).contains(big), "{big} was level on this code");
+        // On one code, anything but a loss (a wrong answer is no loss) keeps it.
         judged(&mut tree, 0, level, slower());
         judged(&mut tree, 0, level, search::Outcome::failed("wrong-answer"));
         judged(&mut tree, 0, level, slower());
-        let now = offered(&tree.memory, 0);
-        assert!(now.contains(big) && now.contains(level), "{now:?}");
+        assert!(offered(&tree.memory, 0).contains(level));
     }
 
     /// Where in `offered` the first kernel `pick` accepts sits.
@@ -2007,14 +2024,38 @@ mod tests {
             techniques(&src, &req).into_iter().filter(|k| k.starts_with("knob:")).collect::<Vec<_>>()
         };
         // The 10-minute run's case: BT=64 once, on a tile past BN's list, 2.77x -> 1.90x.
+        // That move and its sibling value go before every move of the knobs tried often.
         let once = knobs(stats(1, (1.90f64 / 2.77).log2()));
-        assert!(once[0] == "knob:BT=32" || once[0] == "knob:BT=64", "{once:?}");
+        let last_listed_bt = once.iter().rposition(|k| k == "knob:BT=32" || k == "knob:BT=64").unwrap();
+        let first_other = once.iter().position(|k| !k.starts_with("knob:BT=")).unwrap();
+        assert!(last_listed_bt < first_other, "{once:?}");
         // Four losses of half a doubling each are the family, not one tile.
         let often = knobs(stats(4, -2.0));
         let first_bt = often.iter().position(|k| k.starts_with("knob:BT=")).unwrap();
         assert!(often[..first_bt].iter().any(|k| k.starts_with("knob:BN=")), "{often:?}");
         assert!(often[..first_bt].iter().any(|k| k.starts_with("knob:SPLIT_K=")), "{often:?}");
         assert!(often[first_bt..].iter().all(|k| k.starts_with("knob:BT=")), "{often:?}");
+    }
+
+    #[test]
+    fn a_family_that_keeps_failing_goes_after_one_that_keeps_losing_a_little() {
+        let t = example("linear_splitk_f32");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let mut req = request(&t, base(), &src, None, Guidance::None);
+        req.node = 9;
+        // Ten wrong answers: no gain measured, so only the failures and the tries speak.
+        let failed = Stats { tries: 10, failures: [("wrong-answer".to_string(), 10)].into(), ..Default::default() };
+        req.memory.techniques.insert("knob:SPLIT_K=2".into(), failed);
+        // Ten tries 13% slower each.
+        let losing = Stats { tries: 10, correct: 10, delta_sum: -2.0, deltas: 10, ..Default::default() };
+        req.memory.techniques.insert("knob:BN=128".into(), losing);
+        // A long run: a hundred level tries elsewhere.
+        let level = Stats { tries: 100, correct: 100, deltas: 100, ..Default::default() };
+        req.memory.techniques.insert("flag:extra-device-vectorization=on".into(), level);
+        let knobs: Vec<String> = techniques(&src, &req).into_iter().filter(|k| k.starts_with("knob:")).collect();
+        let last_bn = knobs.iter().rposition(|k| k.starts_with("knob:BN=")).unwrap();
+        let first_split = knobs.iter().position(|k| k.starts_with("knob:SPLIT_K=")).unwrap();
+        assert!(last_bn < first_split, "{knobs:?}");
     }
 
     #[test]
