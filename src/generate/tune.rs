@@ -40,7 +40,7 @@
 //! ever landing there). A move that did nothing but lose on parents running one code, and
 //! lost twice there (slower, or failing to launch), is left out on that code and tried
 //! again on new code: a rewrite that gained ([`search::memory::Lineage::code_of`]); one
-//! that failed to build twice anywhere is left out everywhere. A recipe that declines on
+//! that failed to build twice, and has built nowhere, is left out everywhere. A recipe that declines on
 //! coarse blocks is offered under them, the parent rebuilt along its path
 //! ([`super::reorder`]). Without diagnoses the order is a seeded shuffle. The
 //! tuner never proposes a kernel (source and configuration) already tried anywhere in the
@@ -739,6 +739,8 @@ impl Tuner {
         let own = memory.get(&m.technique());
         // The family without this move: its own record is counted once, in its own mean.
         let (own_sum, own_measured) = own.map_or((0.0, 0), |s| (s.delta_sum, s.deltas));
+        // Every technique parses to its own move's family, so the family's record holds it.
+        debug_assert!(family.measured >= own_measured, "{} outside its family's record", m.technique());
         let others = (family.gain_sum - own_sum) / (family.measured.saturating_sub(own_measured) as f64 + PRIOR_TRIES);
         let mean = (own_sum + PRIOR_TRIES * others) / (own_measured as f64 + PRIOR_TRIES);
         let mut bonus = 0.5 * mean.clamp(-0.5, 0.5);
@@ -977,9 +979,11 @@ pub const DEAD_AFTER: usize = 2;
 
 /// Whether this exact move (technique and value) is not worth proposing on `parent`: of
 /// its tries that count for `parent`, there are [`DEAD_AFTER`] or more and every one
-/// lost. A build error counts on any parent: a knob value past a kernel's range (`BT=8`
-/// where the tile needs 16 rows) fails to build alike everywhere. Any other try counts
-/// only on parents running `parent`'s code: new code (a rewrite that gained) gets the
+/// lost. A try on a parent with nothing to compare with (failed or untimed) never counts.
+/// A build error counts on any parent while the move has built on none: a knob value past
+/// a kernel's range (`BT=8` where the tile needs 16 rows) fails to build alike everywhere.
+/// Any other try counts only on parents running `parent`'s code: new code (a rewrite that
+/// gained) gets the
 /// move tried again, since what it lost to may be gone (a 10-minute causal_conv1d run had
 /// `fast-divmod` lose 4% twice early, and never tried it on the coarse-block kernels
 /// where it paid); and what it gained on other code says as little of this one (in a
@@ -996,8 +1000,11 @@ fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId) -> bool {
         TryResult::Faster | TryResult::Same | TryResult::Unknown => false,
     };
     let code = lineage.code_of(parent);
+    let unbuilt = |t: &Try| matches!(&t.result, TryResult::Failed(c) if c == build);
+    // A build error speaks for every code only while the move has built nowhere.
+    let never_built = tries.iter().all(unbuilt);
     let counts =
-        |t: &&Try| matches!(&t.result, TryResult::Failed(c) if c == build) || lineage.code_of(t.parent) == code;
+        |t: &&Try| t.result != TryResult::Unknown && (lineage.code_of(t.parent) == code || (never_built && unbuilt(t)));
     let counted: Vec<&Try> = tries.iter().filter(counts).collect();
     counted.len() >= DEAD_AFTER && counted.into_iter().all(lost)
 }
@@ -1027,7 +1034,9 @@ const PRIOR_TRIES: f64 = 2.0;
 /// n))` for a family tried n times of the run's N tries: a family tried less is worth a
 /// try more, as a tree search weighs a node visited less (UCB1). At N = 40 it is 0.14 for
 /// a family tried once against 0.04 for one tried 21 times, which outweighs a lost try's
-/// shrunk mean (0.5 x -0.54 / 3 = -0.09, for the move and its sibling values alike); a
+/// shrunk mean (0.5 x -0.54 / 3 = -0.09, for the move and its sibling values alike) by
+/// 0.004 against a level family tried 21 times: one loss worse than about -0.57 (a third
+/// slower) still puts a family behind such a one at that N; a
 /// family that keeps losing stays behind (four tries at -0.5 score -0.17 + 0.09), and so
 /// does one that keeps failing (ten failures: -0.2 + 0.06). Within a rank group it
 /// outweighs a weak diagnosis vote for a family not yet tried (0.19 at N = 40), and the cost of
@@ -1462,6 +1471,46 @@ mod tests {
         judged(&mut tree, 0, level, search::Outcome::failed("wrong-answer"));
         judged(&mut tree, 0, level, slower());
         assert!(offered(&tree.memory, 0).contains(level));
+    }
+
+    #[test]
+    fn only_verdicts_on_the_parents_code_count_and_a_build_error_everywhere_only_while_nothing_built() {
+        let t = task("softmax");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let mut tree = search::Tree::new((), search::Config::default(), 1);
+        let offered = |memory: &search::Memory, parent: search::NodeId| {
+            let mut req = request(&t, base(), &src, None, Guidance::None);
+            (req.node, req.parent, req.memory) = (99, parent, memory.clone());
+            req.parent_summary = passed(1.0, 90.0);
+            techniques(&src, &req)
+        };
+        let sizes: Vec<String> =
+            offered(&tree.memory, 0).into_iter().filter(|k| k.starts_with("knob:BLOCK=")).collect();
+        let (a, b, c) = (&sizes[0], &sizes[1], &sizes[2]);
+        let slower = || search::Outcome::correct(0.8).within_parent(false);
+        let rewritten = judged(&mut tree, 0, "unroll:factor=4", search::Outcome::correct(1.5).within_parent(false));
+        let again = judged(&mut tree, rewritten, "unroll:factor=2", search::Outcome::correct(2.0).within_parent(false));
+        // A level child between two losses keeps the move; a try with nothing to compare
+        // with (no parent timing) is no loss and no verdict.
+        judged(&mut tree, 0, a, slower());
+        judged(&mut tree, 0, a, search::Outcome::correct(1.0).within_parent(true));
+        judged(&mut tree, 0, a, slower());
+        judged(&mut tree, 0, b, search::Outcome::correct(0.8));
+        judged(&mut tree, 0, b, slower());
+        let now = offered(&tree.memory, 0);
+        assert!(now.contains(a) && now.contains(b), "{now:?}");
+        judged(&mut tree, 0, b, slower());
+        let now = offered(&tree.memory, 0);
+        assert!(now.contains(a) && !now.contains(b), "the untimed try does not keep {b}: {now:?}");
+        // A build error elsewhere and one loss here: the move builds, so only the loss counts.
+        judged(&mut tree, rewritten, c, search::Outcome::correct(1.2).within_parent(false));
+        judged(&mut tree, 0, c, search::Outcome::failed("build-error"));
+        judged(&mut tree, again, c, slower());
+        assert!(offered(&tree.memory, again).contains(c), "one loss on this code");
+        // Failing to build twice on one code leaves it out there, not on code it built on.
+        judged(&mut tree, 0, c, search::Outcome::failed("build-error"));
+        assert!(!offered(&tree.memory, 0).contains(c), "{c} failed to build twice on the root's code");
+        assert!(offered(&tree.memory, rewritten).contains(c), "{c} gained on this code");
     }
 
     /// Where in `offered` the first kernel `pick` accepts sits.
@@ -2003,34 +2052,33 @@ mod tests {
         assert_ne!(family(&second.technique), family(&first.technique));
     }
 
+    /// A technique's record of `tries` correct children whose reward changes sum to
+    /// `gain_sum`.
+    fn measured(tries: u32, gain_sum: f64) -> Stats {
+        Stats { tries, correct: tries, delta_sum: gain_sum, deltas: tries, ..Default::default() }
+    }
+
     #[test]
     fn one_lost_try_does_not_bury_a_family_but_a_family_that_keeps_losing_goes_last() {
         let t = example("linear_splitk_f32");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
-        let stats = |tries: u32, gain_sum: f64| Stats {
-            tries,
-            correct: tries,
-            delta_sum: gain_sum,
-            deltas: tries,
-            ..Default::default()
-        };
         let knobs = |bt: Stats| {
             let mut req = request(&t, base(), &src, None, Guidance::None);
             req.node = 9;
             // Two knobs tried 20 times each, level on average.
-            req.memory.techniques.insert("knob:BN=128".into(), stats(20, -0.4));
-            req.memory.techniques.insert("knob:SPLIT_K=2".into(), stats(20, -0.2));
+            req.memory.techniques.insert("knob:BN=128".into(), measured(20, -0.4));
+            req.memory.techniques.insert("knob:SPLIT_K=2".into(), measured(20, -0.2));
             req.memory.techniques.insert("knob:BT=64".into(), bt);
             techniques(&src, &req).into_iter().filter(|k| k.starts_with("knob:")).collect::<Vec<_>>()
         };
         // The 10-minute run's case: BT=64 once, on a tile past BN's list, 2.77x -> 1.90x.
         // That move and its sibling value go before every move of the knobs tried often.
-        let once = knobs(stats(1, (1.90f64 / 2.77).log2()));
+        let once = knobs(measured(1, (1.90f64 / 2.77).log2()));
         let last_listed_bt = once.iter().rposition(|k| k == "knob:BT=32" || k == "knob:BT=64").unwrap();
         let first_other = once.iter().position(|k| !k.starts_with("knob:BT=")).unwrap();
         assert!(last_listed_bt < first_other, "{once:?}");
         // Four losses of half a doubling each are the family, not one tile.
-        let often = knobs(stats(4, -2.0));
+        let often = knobs(measured(4, -2.0));
         let first_bt = often.iter().position(|k| k.starts_with("knob:BT=")).unwrap();
         assert!(often[..first_bt].iter().any(|k| k.starts_with("knob:BN=")), "{often:?}");
         assert!(often[..first_bt].iter().any(|k| k.starts_with("knob:SPLIT_K=")), "{often:?}");
@@ -2047,11 +2095,9 @@ mod tests {
         let failed = Stats { tries: 10, failures: [("wrong-answer".to_string(), 10)].into(), ..Default::default() };
         req.memory.techniques.insert("knob:SPLIT_K=2".into(), failed);
         // Ten tries 13% slower each.
-        let losing = Stats { tries: 10, correct: 10, delta_sum: -2.0, deltas: 10, ..Default::default() };
-        req.memory.techniques.insert("knob:BN=128".into(), losing);
+        req.memory.techniques.insert("knob:BN=128".into(), measured(10, -2.0));
         // A long run: a hundred level tries elsewhere.
-        let level = Stats { tries: 100, correct: 100, deltas: 100, ..Default::default() };
-        req.memory.techniques.insert("flag:extra-device-vectorization=on".into(), level);
+        req.memory.techniques.insert("flag:extra-device-vectorization=on".into(), measured(100, 0.0));
         let knobs: Vec<String> = techniques(&src, &req).into_iter().filter(|k| k.starts_with("knob:")).collect();
         let last_bn = knobs.iter().rposition(|k| k.starts_with("knob:BN=")).unwrap();
         let first_split = knobs.iter().position(|k| k.starts_with("knob:SPLIT_K=")).unwrap();
@@ -2062,22 +2108,15 @@ mod tests {
     fn a_knob_value_that_lost_goes_after_its_siblings_of_a_family_that_gained() {
         let t = example("linear_splitk_f32");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
-        let stats = |tries: u32, gain_sum: f64| Stats {
-            tries,
-            correct: tries,
-            delta_sum: gain_sum,
-            deltas: tries,
-            ..Default::default()
-        };
         // At BN=128, so that BT's default is not the baseline, which is never proposed.
         let parent =
             Candidate { defines: [("BN", "128"), ("BT", "32")].map(|(k, v)| (k.into(), v.into())).into(), ..base() };
         let mut req = request(&t, parent, &src, None, Guidance::None);
         req.node = 9;
         // BT's larger tiles gained; going back to its default lost, once.
-        req.memory.techniques.insert("knob:BT=32".into(), stats(2, 1.2));
-        req.memory.techniques.insert("knob:BT=64".into(), stats(2, 1.6));
-        req.memory.techniques.insert("knob:BT=default".into(), stats(1, -0.8));
+        req.memory.techniques.insert("knob:BT=32".into(), measured(2, 1.2));
+        req.memory.techniques.insert("knob:BT=64".into(), measured(2, 1.6));
+        req.memory.techniques.insert("knob:BT=default".into(), measured(1, -0.8));
         // Whatever the seed: the family alike for both, only the seed's draw would order them.
         for seed in 1..=8 {
             let bt: Vec<String> = drain(&Tuner::new(&t, &src, seed, Guidance::None), &req)
