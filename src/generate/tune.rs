@@ -32,20 +32,21 @@
 //! where a warp's accesses fall badly along them (uncoalesced access, re-reads through L2
 //! or DRAM), since a single knob's step changes the occupancy as well as the shape.
 //! The search memory adds what each move and its family did elsewhere in this tree (the
-//! move's mean gain over its parents, shrunk toward its family's other moves' while it
-//! has few measured tries, and theirs toward none; a term for exploring families tried
-//! less, as a tree search weighs its nodes; how often the family failed), and leaves out the families that went
-//! stale on the parent's lineage (their children kept landing within their parent's
-//! interval: [`search::memory::Lineage`]), and puts last those idle across the run (only
-//! ever landing there). A move that did nothing but lose on parents running one code, and
-//! lost twice there (slower, or failing to launch), is left out on that code and tried
-//! again on new code: a rewrite that gained ([`search::memory::Lineage::code_of`]); one
-//! that failed to build twice, and has built nowhere, is left out everywhere. A recipe that declines on
-//! coarse blocks is offered under them, the parent rebuilt along its path
-//! ([`super::reorder`]). Without diagnoses the order is a seeded shuffle. The
-//! tuner never proposes a kernel (source and configuration) already tried anywhere in the
-//! run. Its order is deterministic for a seed and a parent; with several expansions in
-//! flight, which of them claims a move first depends on timing.
+//! move's mean gain over its parents, shrunk toward its family's other moves' while it has
+//! few measured tries, and theirs toward none; a term for exploring families tried less, as
+//! a tree search weighs its nodes; how often the family failed), and leaves out the
+//! families that went stale on the parent's lineage (their children kept landing within
+//! their parent's interval: [`search::memory::Lineage`]), and puts last those idle across
+//! the run (only ever landing there). A move that did nothing but lose on parents running
+//! one code, and lost twice there (slower, or failing to launch), is left out on that code
+//! and tried again on new code: a rewrite that gained
+//! ([`search::memory::Lineage::code_of`]); one that failed to build twice, and has built
+//! nowhere, is left out everywhere. A recipe that declines on coarse blocks is offered
+//! under them, the parent rebuilt along its path ([`super::reorder`]). Without diagnoses
+//! the order is a seeded shuffle. The tuner never proposes a kernel (source and
+//! configuration) already tried anywhere in the run. Its order is deterministic for a seed
+//! and a parent; with several expansions in flight, which of them claims a move first
+//! depends on timing.
 
 use super::{Kernel, Proposal, Request};
 use crate::run::config::Guidance;
@@ -977,19 +978,18 @@ fn shapes(parsed: &Source, parent: &Candidate, knobs: &[(String, Vec<String>, Op
 /// blocks that paid 8%.
 pub const DEAD_AFTER: usize = 2;
 
-/// Whether this exact move (technique and value) is not worth proposing on `parent`: of
-/// its tries that count for `parent`, there are [`DEAD_AFTER`] or more and every one
-/// lost. A try on a parent with nothing to compare with (failed or untimed) never counts.
-/// A build error counts on any parent while the move has built on none: a knob value past
-/// a kernel's range (`BT=8` where the tile needs 16 rows) fails to build alike everywhere.
+/// Whether this exact move (technique and value) is not worth proposing on `parent`: of its
+/// tries that count for `parent`, there are [`DEAD_AFTER`] or more and every one lost. A
+/// try on a parent with nothing to compare with (failed or untimed) never counts. A build
+/// error counts on any parent while the move has built on none: a knob value past a
+/// kernel's range (`BT=8` where the tile needs 16 rows) fails to build alike everywhere.
 /// Any other try counts only on parents running `parent`'s code: new code (a rewrite that
-/// gained) gets the
-/// move tried again, since what it lost to may be gone (a 10-minute causal_conv1d run had
-/// `fast-divmod` lose 4% twice early, and never tried it on the coarse-block kernels
-/// where it paid); and what it gained on other code says as little of this one (in a
-/// 10-minute linear_splitk_f32 run `NS_MIN_BLOCKS=4` gained once on a 2.1x kernel, then
-/// lost 18-40% on seven parents, five of them running the code of one `launch-bounds`
-/// rewrite).
+/// gained) gets the move tried again, since what it lost to may be gone (a 10-minute
+/// causal_conv1d run had `fast-divmod` lose 4% twice early, and never tried it on the
+/// coarse-block kernels where it paid); and what it gained on other code says as little of
+/// this one (in a 10-minute linear_splitk_f32 run `NS_MIN_BLOCKS=4` gained once on a 2.1x
+/// kernel, then lost 18-40% on seven parents, five of them running the code of one
+/// `launch-bounds` rewrite).
 fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId) -> bool {
     let build = NodeFailure::Kernel(FailureClass::BuildError).name();
     let launch = NodeFailure::Kernel(FailureClass::LaunchError).name();
@@ -1021,27 +1021,25 @@ pub const PAST_THE_RANGE: u32 = 2;
 /// the run before had reached 3.347x.
 const PAST_THE_RANGE_COST: f64 = 0.01;
 
-/// How many tries at no gain a family's record starts from: its mean gain is its gains'
-/// sum over their count plus these (and a move's own, these tries at its family's other
-/// moves' mean). One try is not the family: a 10-minute
-/// linear_splitk_f32 run tried `BT=64` once, on a 512-wide tile past `BN`'s list, where it
-/// lost (2.77x -> 1.90x); the plain mean put every `BT` move behind every other knob's on
-/// every kernel for the next 72 nodes, and at node 91 the first `BT=64` on a listed tile
-/// took the best from 3.0x to 5.2x.
+/// How many tries at no gain a family's record starts from: its mean gain is its gains' sum
+/// over their count plus these (and a move's own, these tries at its family's other moves'
+/// mean). One try is not the family: a 10-minute linear_splitk_f32 run tried `BT=64` once,
+/// on a 512-wide tile past `BN`'s list, where it lost (2.77x -> 1.90x); the plain mean put
+/// every `BT` move behind every other knob's on every kernel for the next 72 nodes, and at
+/// node 91 the first `BT=64` on a listed tile took the best from 3.0x to 5.2x.
 const PRIOR_TRIES: f64 = 2.0;
 
 /// The weight of the exploration term in a move's score, `EXPLORE * sqrt(ln(1 + N) / (1 +
-/// n))` for a family tried n times of the run's N tries: a family tried less is worth a
-/// try more, as a tree search weighs a node visited less (UCB1). At N = 40 it is 0.14 for
-/// a family tried once against 0.04 for one tried 21 times, which outweighs a lost try's
+/// n))` for a family tried n times of the run's N tries: a family tried less is worth a try
+/// more, as a tree search weighs a node visited less (UCB1). At N = 40 it is 0.14 for a
+/// family tried once against 0.04 for one tried 21 times, which outweighs a lost try's
 /// shrunk mean (0.5 x -0.54 / 3 = -0.09, for the move and its sibling values alike) by
 /// 0.004 against a level family tried 21 times: one loss worse than about -0.57 (a third
-/// slower) still puts a family behind such a one at that N; a
-/// family that keeps losing stays behind (four tries at -0.5 score -0.17 + 0.09), and so
-/// does one that keeps failing (ten failures: -0.2 + 0.06). Within a rank group it
-/// outweighs a weak diagnosis vote for a family not yet tried (0.19 at N = 40), and the cost of
-/// a knob value past its list: trying each family once is worth more than a weak finding's
-/// order.
+/// slower) still puts a family behind such a one at that N; a family that keeps losing
+/// stays behind (four tries at -0.5 score -0.17 + 0.09), and so does one that keeps failing
+/// (ten failures: -0.2 + 0.06). Within a rank group it outweighs a weak diagnosis vote for
+/// a family not yet tried (0.19 at N = 40), and the cost of a knob value past its list:
+/// trying each family once is worth more than a weak finding's order.
 const EXPLORE: f64 = 0.1;
 
 /// One family's history in the search memory, summed over its techniques.
