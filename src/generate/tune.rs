@@ -1411,21 +1411,29 @@ mod tests {
         assert!(!offered(&tree2.memory).contains(big), "{big} failed to launch twice");
     }
 
+    /// What a tuner for `t` offers from node `parent`'s code (the baseline's source, far
+    /// from the floor), given `memory`.
+    fn offered_from(t: &Task, src: &str, memory: &search::Memory, parent: search::NodeId) -> Vec<String> {
+        let mut req = request(t, base(), src, None, Guidance::None);
+        (req.node, req.parent, req.memory) = (99, parent, memory.clone());
+        req.parent_summary = passed(1.0, 90.0);
+        techniques(src, &req)
+    }
+
+    /// A correct child slower than its parent beyond the noise.
+    fn slower() -> search::Outcome {
+        search::Outcome::correct(0.8).within_parent(false)
+    }
+
     #[test]
     fn a_move_that_lost_twice_on_one_code_is_tried_again_on_new_code() {
         let t = task("softmax");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
         let mut tree = search::Tree::new((), search::Config::default(), 1);
-        let offered = |memory: &search::Memory, parent: search::NodeId| {
-            let mut req = request(&t, base(), &src, None, Guidance::None);
-            (req.node, req.parent, req.memory) = (99, parent, memory.clone());
-            req.parent_summary = passed(1.0, 90.0);
-            techniques(&src, &req)
-        };
+        let offered = |memory: &search::Memory, parent| offered_from(&t, &src, memory, parent);
         let sizes: Vec<String> =
             offered(&tree.memory, 0).into_iter().filter(|k| k.starts_with("knob:BLOCK=")).collect();
         let slow = &sizes[1];
-        let slower = || search::Outcome::correct(0.8).within_parent(false);
         // A register cap in the noise, then a gain from a knob: the same code, tuned.
         let capped = judged(&mut tree, 0, "flag:maxrregcount=64", search::Outcome::correct(1.0).within_parent(true));
         let tuned = judged(&mut tree, capped, "knob:OTHER=2", search::Outcome::correct(1.2).within_parent(false));
@@ -1476,16 +1484,10 @@ mod tests {
         let t = task("softmax");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
         let mut tree = search::Tree::new((), search::Config::default(), 1);
-        let offered = |memory: &search::Memory, parent: search::NodeId| {
-            let mut req = request(&t, base(), &src, None, Guidance::None);
-            (req.node, req.parent, req.memory) = (99, parent, memory.clone());
-            req.parent_summary = passed(1.0, 90.0);
-            techniques(&src, &req)
-        };
+        let offered = |memory: &search::Memory, parent| offered_from(&t, &src, memory, parent);
         let sizes: Vec<String> =
             offered(&tree.memory, 0).into_iter().filter(|k| k.starts_with("knob:BLOCK=")).collect();
         let (a, b, c) = (&sizes[0], &sizes[1], &sizes[2]);
-        let slower = || search::Outcome::correct(0.8).within_parent(false);
         let rewritten = judged(&mut tree, 0, "unroll:factor=4", search::Outcome::correct(1.5).within_parent(false));
         let again = judged(&mut tree, rewritten, "unroll:factor=2", search::Outcome::correct(2.0).within_parent(false));
         // A level child between two losses keeps the move; a try with nothing to compare
