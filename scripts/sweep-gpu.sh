@@ -18,6 +18,8 @@
 # floor, nodes within the parent's interval),
 # vs-torch.md (every vs-torch table), sweep.tgz (runs to carry on) and done.tgz (runs finished
 # in this call's TASK_DIRs, without their SASS dumps).
+# TASK_DIR@N runs that task with --seed N (SEED, default 1, otherwise), named NAME-seedN:
+# one example under two seeds, one per GPU, says whether a result is the search's or a draw's.
 # WAIT_GPU=G WAIT_FILE=F holds GPU G's slot until the file F exists (the GPU is busy with
 # other work of the same call first).
 # examples/bias_gelu_residual is made a task with `init` first, as its README does.
@@ -39,6 +41,10 @@ fi
 ls .device/sweep.tgz.part-* > /dev/null 2>&1 && cat .device/sweep.tgz.part-* | tar xz
 rm -rf runs/.claims && mkdir -p runs/.claims
 
+dir_of() { echo "${1%@*}"; }  # TASK_DIR[@SEED] -> TASK_DIR
+seed_of() { if [[ $1 == *@* ]]; then echo "${1##*@}"; else echo "${SEED:-1}"; fi; }
+name_of() { if [[ $1 == *@* ]]; then echo "$(basename "${1%@*}")-seed${1##*@}"; else basename "$1"; fi; }
+
 task_of() {  # TASK_DIR as given -> the task directory optimize and vs-torch read
   if [ "$1" = examples/bias_gelu_residual ]; then
     [ -f runs/tasks/bias_gelu_residual/task.toml ] || ns init runs/tasks/bias_gelu_residual \
@@ -50,8 +56,8 @@ task_of() {  # TASK_DIR as given -> the task directory optimize and vs-torch rea
 }
 
 one() {  # one TASK_DIR on GPU $1, to its end: optimize (new or resumed), then vs-torch
-  local gpu=$1 t=$2 name task twin=()
-  name="$(basename "$t")"; task="$(task_of "$t")"
+  local gpu=$1 t name task twin=() seed
+  name="$(name_of "$2")"; seed="$(seed_of "$2")"; t="$(dir_of "$2")"; task="$(task_of "$t")"
   [ -f "$t/twin.py" ] && twin=(--twin "$t/twin.py")
   export CUDA_VISIBLE_DEVICES=$gpu
   if ! grep -qs '"event":"run-finished"' "runs/$name/events.jsonl"; then
@@ -60,7 +66,7 @@ one() {  # one TASK_DIR on GPU $1, to its end: optimize (new or resumed), then v
       ns optimize --resume "runs/$name" >> "runs/$name.log" 2>&1
     else
       echo "[$((SECONDS - started)) s] gpu $gpu: optimize $name"
-      ns optimize "$task" --budget "$budget" --seed "${SEED:-1}" --out "runs/$name" > "runs/$name.log" 2>&1
+      ns optimize "$task" --budget "$budget" --seed "$seed" --out "runs/$name" > "runs/$name.log" 2>&1
     fi
     echo "$name optimize exit $? on gpu $gpu at $((SECONDS - started)) s" >> runs/status.txt
   fi
@@ -96,7 +102,7 @@ slot() {  # GPU $1 takes TASK_DIRs until none is left unclaimed
     [ -e "$WAIT_FILE" ] || return 0
   fi
   for t in "$@"; do
-    mkdir "runs/.claims/$(basename "$t")" 2>/dev/null || continue
+    mkdir "runs/.claims/$(name_of "$t")" 2>/dev/null || continue
     one "$gpu" "$t"
   done
 }
@@ -110,13 +116,13 @@ if [ "$(jobs -r | wc -l)" -gt 0 ]; then
 fi
 wait 2>/dev/null
 cat runs/status.txt 2>/dev/null
-for t in "$@"; do echo "runs/$(basename "$t")"; done | while read -r d; do [ -f "$d/summary.json" ] && echo "$d"; done \
+for t in "$@"; do echo "runs/$(name_of "$t")"; done | while read -r d; do [ -f "$d/summary.json" ] && echo "$d"; done \
   | xargs -r python3 scripts/runs-table.py | tee "$out/table.md"
-for t in "$@"; do echo "runs/$(basename "$t")"; done | xargs python3 scripts/sweep-table.py | tee "$out/sweep-table.md"
-for t in "$@"; do f="runs/$(basename "$t").vs.md"; [ -f "$f" ] && { echo "## $(basename "$t")"; cat "$f"; }; done > "$out/vs-torch.md"
+for t in "$@"; do echo "runs/$(name_of "$t")"; done | xargs python3 scripts/sweep-table.py | tee "$out/sweep-table.md"
+for t in "$@"; do f="runs/$(name_of "$t").vs.md"; [ -f "$f" ] && { echo "## $(name_of "$t")"; cat "$f"; }; done > "$out/vs-torch.md"
 # A run with its vs-torch figures is finished: it goes to done.tgz without its SASS dumps
 # (the part of a run that is large), so sweep.tgz carries only what a later call resumes.
-done_runs=(); for t in "$@"; do n="$(basename "$t")"; [ -f "runs/$n.vs.json" ] && done_runs+=("runs/$n" "runs/$n".*); done
+done_runs=(); for t in "$@"; do n="$(name_of "$t")"; [ -f "runs/$n.vs.json" ] && done_runs+=("runs/$n" "runs/$n".*); done
 [ ${#done_runs[@]} -gt 0 ] && tar czf "$out/done.tgz" --exclude='*/profile' --exclude='*.so' --exclude='sass.txt' "${done_runs[@]}"
 tar czf "$out/sweep.tgz" --exclude='*/profile' --exclude='*.so' --exclude='runs/.claims' \
   $(for d in "${done_runs[@]}"; do printf -- '--exclude=%s ' "$d"; done) runs

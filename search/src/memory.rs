@@ -115,10 +115,15 @@ pub enum TryResult {
 }
 
 /// One try of a move on a parent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Try {
     pub parent: NodeId,
     pub result: TryResult,
+    /// Its reward change against the parent (as [`Stats::delta_sum`] sums them), where
+    /// both were correct and timed: what a generator needs to weigh the tries of a move
+    /// by something other than its name (a knob stepped up, wherever it started).
+    #[serde(default)]
+    pub delta: Option<f64>,
 }
 
 /// Per kernel lineage, the families whose children landed within their parent's interval
@@ -156,8 +161,17 @@ pub struct Lineage {
 
 impl Lineage {
     /// Records judged node `id` under `parent` (None: the root). `gained`: it ran faster
-    /// than its parent beyond the noise (the caller holds the rewards).
-    pub fn record(&mut self, id: NodeId, parent: Option<NodeId>, intent: &Intent, o: &Outcome, gained: bool) {
+    /// than its parent beyond the noise; `delta`: its reward change against the parent
+    /// ([`Try::delta`]; the caller holds the rewards).
+    pub fn record(
+        &mut self,
+        id: NodeId,
+        parent: Option<NodeId>,
+        intent: &Intent,
+        o: &Outcome,
+        gained: bool,
+        delta: Option<f64>,
+    ) {
         let Some(parent) = parent else { return };
         let new_code = intent.rewrites && o.correct && o.parent == ParentSpeed::Apart && gained;
         self.made.insert(id, Made { parent, new_kernel: intent.structural && !o.in_parents_noise(), new_code });
@@ -169,7 +183,9 @@ impl Lineage {
                 (true, ParentSpeed::Apart) => TryResult::Slower,
                 (true, ParentSpeed::Unknown) => TryResult::Unknown,
             };
-            self.tries.entry(intent.technique.clone()).or_default().push(Try { parent, result });
+            // A change against a parent with nothing to compare is no measure of the move.
+            let delta = delta.filter(|_| matches!(result, TryResult::Faster | TryResult::Same | TryResult::Slower));
+            self.tries.entry(intent.technique.clone()).or_default().push(Try { parent, result, delta });
         }
         if intent.family.is_empty() || !o.correct {
             return;
@@ -241,7 +257,16 @@ impl Lineage {
 }
 
 impl Memory {
-    pub fn record(&mut self, intent: &Intent, kind: Expansion, o: &Outcome, reward: f64, parent_reward: Option<f64>) {
+    /// Records a judged child's technique and tool; its reward change against its parent,
+    /// where there is one.
+    pub fn record(
+        &mut self,
+        intent: &Intent,
+        kind: Expansion,
+        o: &Outcome,
+        reward: f64,
+        parent_reward: Option<f64>,
+    ) -> Option<f64> {
         // A reward change means something only between two correct kernels.
         let delta = match (o.correct, kind, parent_reward) {
             (true, Expansion::Improve, Some(p)) => Some(reward - p),
@@ -253,6 +278,7 @@ impl Memory {
         if let Some(tool) = &intent.tool {
             self.tools.entry(tool.clone()).or_default().add(kind, o, delta);
         }
+        delta
     }
 
     pub fn technique(&self, name: &str) -> Option<&Stats> {
@@ -457,6 +483,8 @@ mod tests {
                 (slower, TryResult::Unknown)
             ]
         );
+        let deltas: Vec<Option<f64>> = t.memory.lineage.tries("unroll").iter().map(|x| x.delta).collect();
+        assert_eq!(deltas, [Some((1.9f64).log2() - (2.4f64).log2()), None, None], "only against a timed parent");
         let vectorize: Vec<&TryResult> = t.memory.lineage.tries("vectorize").iter().map(|x| &x.result).collect();
         assert_eq!(vectorize, [&TryResult::Faster]);
         assert_eq!(t.memory.lineage.tries("read-only")[0].result, TryResult::Same);

@@ -386,9 +386,9 @@ impl<P: Clone> Tree<P> {
         let reward = self.config.reward.reward(&outcome);
         let parent = self.nodes[id].parent;
         let parent_reward = parent.and_then(|p| self.nodes[p].reward);
-        self.memory.record(&self.nodes[id].intent, self.nodes[id].kind, &outcome, reward, parent_reward);
+        let delta = self.memory.record(&self.nodes[id].intent, self.nodes[id].kind, &outcome, reward, parent_reward);
         let gained = parent_reward.is_some_and(|p| reward > p);
-        self.memory.lineage.record(id, parent, &self.nodes[id].intent, &outcome, gained);
+        self.memory.lineage.record(id, parent, &self.nodes[id].intent, &outcome, gained, delta);
         self.nodes[id].outcome = Some(outcome);
         self.nodes[id].reward = Some(reward);
         for n in self.path_to_root(id) {

@@ -140,11 +140,11 @@ impl Generator {
         }
     }
 
-    /// Tells the generator about a proposal made before a resume (so the tuner does not
-    /// repeat it and the replay does not reissue it).
-    pub fn remember(&self, candidate: &Candidate, source: &str) {
+    /// Tells the generator about node `id`'s proposal, made before a resume (so the tuner
+    /// does not repeat it and knows its knobs, and the replay does not reissue it).
+    pub fn remember(&self, id: NodeId, candidate: &Candidate, source: &str) {
         match self {
-            Generator::Tune(t) => t.remember(candidate, source),
+            Generator::Tune(t) => t.remember(id, candidate, source),
             Generator::Replay(r) => r.skip_one(),
             Generator::Llm(_) => {}
         }

@@ -33,8 +33,10 @@
 //! or DRAM), since a single knob's step changes the occupancy as well as the shape.
 //! The search memory adds what each move and its family did elsewhere in this tree (the
 //! move's mean gain over its parents, shrunk toward its family's other moves' while it has
-//! few measured tries, and theirs toward none; a term for exploring families tried less, as
-//! a tree search weighs its nodes; how often the family failed), and leaves out the
+//! few measured tries, and theirs toward none; for a knob's step, only the tries that
+//! stepped the same way, up or down, from the value their parent had; a term for exploring
+//! families tried less, as a tree search weighs its nodes; how often the family failed),
+//! and leaves out the
 //! families that went stale on the parent's lineage (their children kept landing within
 //! their parent's interval: [`search::memory::Lineage`]), and puts last those idle across
 //! the run (only ever landing there). A move that did nothing but lose on parents running
@@ -61,7 +63,7 @@ use search::rng::SplitMix64;
 use search::Expansion;
 use search::NodeId;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -178,6 +180,75 @@ fn register_budget_vote(tighter: f64, add: &mut impl FnMut(ToolId, f64)) {
     add(ToolId::LocalMemory, -tighter);
 }
 
+/// A knob the tuner moves: a task's `[tune]` knob, or a macro the source offers as one.
+#[derive(Debug, Clone)]
+struct KnobSpec {
+    name: String,
+    values: Vec<String>,
+    /// The source's value for it when unset (its `#define NAME VALUE`).
+    default: Option<String>,
+    /// A block size the source offers as a knob: voted as one.
+    block_size: bool,
+    /// Some launch's block is made of it: its range is the hardware's, not a ladder of the
+    /// author's to follow past its end.
+    sizes_a_block: bool,
+}
+
+/// A knob's value at a node, and the source's value for it there when unset.
+#[derive(Debug, Clone, Default)]
+struct KnobAt {
+    value: Option<String>,
+    default: Option<String>,
+}
+
+type KnobsAt = BTreeMap<String, KnobAt>;
+
+/// Which way a knob move goes from its parent's value: up or down a numeric knob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Way {
+    Up,
+    Down,
+}
+
+impl Way {
+    fn of(from: &str, to: &str) -> Option<Way> {
+        let (from, to) = (from.trim().parse::<f64>().ok()?, to.trim().parse::<f64>().ok()?);
+        match to.partial_cmp(&from)? {
+            std::cmp::Ordering::Greater => Some(Way::Up),
+            std::cmp::Ordering::Less => Some(Way::Down),
+            std::cmp::Ordering::Equal => None,
+        }
+    }
+}
+
+/// A sum of reward changes and their count.
+#[derive(Debug, Clone, Copy, Default)]
+struct Gains {
+    sum: f64,
+    n: u32,
+}
+
+impl Gains {
+    fn add(&mut self, delta: f64) {
+        self.sum += delta;
+        self.n += 1;
+    }
+}
+
+/// What the knob moves of a run did, by the way each went from its parent's value: per
+/// knob, and per move (a technique, `knob:BT=128`). A knob value's own record mixes steps
+/// either way (`BT=32` is a larger tile from 16 and a smaller one from 64), and on a tiled
+/// kernel the two go opposite ways: in a 10-minute linear_splitk_f32 run (55e6ace) nine of
+/// `BT`'s ten steps down lost (18-44% each) and five of its six steps up gained; keyed by
+/// value, `BT=128` had one loss (on a 4.05x kernel) and was never tried again. Counted by
+/// the way they went, two runs of that protocol tried it on their best kernels and ended
+/// at 5.88x and 5.87x, against 5.10x and 5.37x.
+#[derive(Debug, Default)]
+struct Steps {
+    by_knob: BTreeMap<(String, Way), Gains>,
+    by_move: BTreeMap<(String, Way), Gains>,
+}
+
 /// One way to make a child.
 #[derive(Debug, Clone)]
 enum Move {
@@ -265,6 +336,14 @@ impl Move {
             Move::Knob { name, to, .. } => format!("knob:{name}={}", to.as_deref().unwrap_or("default")),
             Move::Flag { kind, to, .. } => format!("flag:{}={}", kind.name(), to.as_deref().unwrap_or("off")),
             Move::Shape { x, y } => format!("shape:{}={},{}={}", x.name, x.to, y.name, y.to),
+        }
+    }
+
+    /// Which way a knob move goes from its parent's value, for a numeric knob.
+    fn way(&self) -> Option<Way> {
+        match self {
+            Move::Knob { from: Some(from), value, .. } => Way::of(from, value),
+            _ => None,
         }
     }
 
@@ -361,6 +440,9 @@ pub struct Tuner {
     /// from one parent several times, and its moves take the recipes hundreds of
     /// milliseconds to find (a causal convolution under `coarsen`: 0.42 s).
     recent_moves: Mutex<VecDeque<(String, Arc<Vec<Move>>)>>,
+    /// Each node's knob values, for the nodes proposed from (and, after a resume, every
+    /// node proposed): which way each try of a knob stepped ([`Steps`]).
+    knobs_at: Mutex<HashMap<NodeId, KnobsAt>>,
     seed: u64,
     guidance: Guidance,
     /// Libraries the baseline may link and candidates may not (`baseline_libs` beyond
@@ -424,6 +506,7 @@ impl Tuner {
             flags,
             tried: Mutex::new(HashSet::new()),
             recent_moves: Mutex::new(VecDeque::new()),
+            knobs_at: Mutex::new(HashMap::new()),
             seed,
             guidance,
             baseline_only_libs: task
@@ -436,6 +519,11 @@ impl Tuner {
             start: None,
         };
         t.tried.lock().unwrap().insert(content_key(baseline_source, &BTreeMap::new(), &[]));
+        t.remember_knobs(
+            0,
+            &Source::parse(baseline_source),
+            &Candidate { source: String::new(), defines: BTreeMap::new(), flags: Vec::new() },
+        );
         t
     }
 
@@ -450,8 +538,88 @@ impl Tuner {
     }
 
     /// Marks a kernel proposed before a resume as tried.
-    pub fn remember(&self, cand: &Candidate, source: &str) {
+    /// Marks node `id`'s kernel, proposed before a resume, as tried, and notes its knob
+    /// values.
+    pub fn remember(&self, id: NodeId, cand: &Candidate, source: &str) {
         self.tried.lock().unwrap().insert(content_key(source, &cand.defines, &cand.flags));
+        self.remember_knobs(id, &Source::parse(source), cand);
+    }
+
+    /// Notes node `id`'s knob values, once.
+    fn remember_knobs(&self, id: NodeId, parsed: &Source, cand: &Candidate) {
+        if self.knobs_at.lock().unwrap().contains_key(&id) {
+            return;
+        }
+        let values: KnobsAt = self
+            .knob_specs(parsed)
+            .into_iter()
+            .map(|k| {
+                let value = cand.defines.get(&k.name).cloned().or(k.default.clone());
+                (k.name, KnobAt { value, default: k.default })
+            })
+            .collect();
+        self.knobs_at.lock().unwrap().insert(id, values);
+    }
+
+    /// What the steps of each knob did across the run, by the way they went from the
+    /// value their parent had.
+    fn steps(&self, memory: &search::Memory) -> Steps {
+        let at = self.knobs_at.lock().unwrap();
+        let mut steps = Steps::default();
+        for technique in memory.techniques.keys() {
+            let Ok(Family::Knob(name)) = technique.parse::<Family>() else { continue };
+            let Some((_, value)) = technique.split_once('=') else { continue };
+            for t in memory.lineage.tries(technique) {
+                let (Some(delta), Some(k)) = (t.delta, at.get(&t.parent).and_then(|m| m.get(&name))) else {
+                    continue;
+                };
+                let to = if value == "default" { k.default.as_deref() } else { Some(value) };
+                let Some(way) = k.value.as_deref().zip(to).and_then(|(from, to)| Way::of(from, to)) else { continue };
+                steps.by_knob.entry((name.clone(), way)).or_default().add(delta);
+                steps.by_move.entry((technique.clone(), way)).or_default().add(delta);
+            }
+        }
+        steps
+    }
+
+    /// The knobs of a source: the task's, then those the source offers.
+    fn knob_specs(&self, parsed: &Source) -> Vec<KnobSpec> {
+        // Every macro a launch's block size is made of (through constants, arithmetic or
+        // a `dim3`'s components), and the block as written, for a knob of the task's.
+        let mut block_knobs: HashSet<String> = HashSet::new();
+        for l in parsed.launches() {
+            if let Some(dims) = rewrite::launch::block(parsed, &l) {
+                block_knobs.extend(dims.macros().into_iter().map(str::to_string));
+            }
+            block_knobs.extend(l.config.get(1).map(|b| b.trim().to_string()));
+        }
+        let mut knobs: Vec<KnobSpec> = self
+            .task_knobs
+            .iter()
+            .map(|(name, values)| KnobSpec {
+                name: name.clone(),
+                values: values.clone(),
+                // The default a task knob has when unset: the source's `#define NAME VALUE`.
+                default: rewrite::knobs::macro_value(parsed, name),
+                block_size: false,
+                sizes_a_block: block_knobs.contains(name),
+            })
+            .collect();
+        for k in rewrite::knobs(parsed) {
+            let block_size = block_knobs.contains(&k.name);
+            if let Some(existing) = knobs.iter_mut().find(|x| x.name == k.name) {
+                existing.block_size = block_size;
+                continue;
+            }
+            knobs.push(KnobSpec {
+                name: k.name,
+                values: k.values,
+                default: k.default,
+                block_size,
+                sizes_a_block: block_size,
+            });
+        }
+        knobs
     }
 
     /// [`Tuner::moves`], from the parents proposed from last where it is one of them.
@@ -490,46 +658,27 @@ impl Tuner {
                 out.push(Move::Recipe { app, source, budget });
             }
         }
-        // Knobs: the task's, then those the source offers.
-        let mut knobs: Vec<(String, Vec<String>, Option<String>, bool)> =
-            // The default a task knob has when unset: the source's `#define NAME VALUE`.
-            self.task_knobs.iter().map(|(n, v)| (n.clone(), v.clone(), rewrite::knobs::macro_value(parsed, n), false)).collect();
-        // Every macro a launch's block size is made of (through constants, arithmetic or
-        // a `dim3`'s components), and the block as written, for a knob of the task's.
-        let mut block_knobs: HashSet<String> = HashSet::new();
-        for l in parsed.launches() {
-            if let Some(dims) = rewrite::launch::block(parsed, &l) {
-                block_knobs.extend(dims.macros().into_iter().map(str::to_string));
-            }
-            block_knobs.extend(l.config.get(1).map(|b| b.trim().to_string()));
-        }
-        for k in rewrite::knobs(parsed) {
-            if let Some(existing) = knobs.iter_mut().find(|x| x.0 == k.name) {
-                existing.3 = block_knobs.contains(&k.name);
-                continue;
-            }
-            let block = block_knobs.contains(&k.name);
-            knobs.push((k.name, k.values, k.default, block));
-        }
+        let knobs = self.knob_specs(parsed);
         out.extend(shapes(parsed, parent, &knobs));
-        for (name, mut values, default, block_size) in knobs {
-            let current = parent.defines.get(&name).cloned().or(default.clone());
+        for k in knobs {
+            let current = parent.defines.get(&k.name).cloned().or(k.default.clone());
             // A block size's range is the hardware's (a task knob that sizes a block may
             // not be a source knob of its own, so the launches decide, not `block_size`);
             // any other ladder is the author's guess, and a parent at its end has not found
             // the knob's best yet.
+            let mut values = k.values;
             let listed = values.len();
-            if !block_knobs.contains(&name) {
+            if !k.sizes_a_block {
                 values.extend(past_the_range(&values, current.as_deref()));
             }
             for (i, v) in values.into_iter().enumerate() {
                 if Some(&v) == current.as_ref() {
                     continue;
                 }
-                let to = if Some(&v) == default.as_ref() { None } else { Some(v.clone()) };
+                let to = if Some(&v) == k.default.as_ref() { None } else { Some(v.clone()) };
                 let past_the_range = i >= listed;
-                let (from, name) = (current.clone(), name.clone());
-                out.push(Move::Knob { name, from, to, value: v, block_size, past_the_range });
+                let (from, name) = (current.clone(), k.name.clone());
+                out.push(Move::Knob { name, from, to, value: v, block_size: k.block_size, past_the_range });
             }
         }
         // Where every kernel has launch bounds with blocks per SM, ptxas takes its register
@@ -731,19 +880,36 @@ impl Tuner {
     /// other moves, which is shrunk toward none alike; plus an exploration term that
     /// shrinks as the family is tried (UCB1 over the families, [`EXPLORE`]); less a
     /// penalty for the family's failures. `records` is every family's record, `all` the
-    /// run's count of tries of them. A knob's values move a kernel different ways (a
-    /// larger tile gains where a smaller one loses): a 10-minute linear_splitk_f32 run,
-    /// whose `BT` moves had gained, went back to `BT`'s default on 5 parents and lost 40%
-    /// each time.
-    fn memory_bonus(m: &Move, memory: &BTreeMap<String, Stats>, records: &BTreeMap<Family, Record>, all: u32) -> f64 {
+    /// run's count of tries of them. A step of a numeric knob counts only the tries that
+    /// went its way ([`Steps`]): its own, those of the same value reached from the same
+    /// side; its family's, every step of the knob that way. A knob's values move a kernel
+    /// different ways (a larger tile gains where a smaller one loses): a 10-minute
+    /// linear_splitk_f32 run, whose `BT` moves had gained, went back to `BT`'s default on
+    /// 5 parents and lost 40% each time.
+    fn memory_bonus(
+        m: &Move,
+        memory: &BTreeMap<String, Stats>,
+        records: &BTreeMap<Family, Record>,
+        steps: &Steps,
+        all: u32,
+    ) -> f64 {
         let family = records.get(&m.family()).copied().unwrap_or_default();
-        let own = memory.get(&m.technique());
-        // The family without this move: its own record is counted once, in its own mean.
-        let (own_sum, own_measured) = own.map_or((0.0, 0), |s| (s.delta_sum, s.deltas));
-        // Every technique parses to its own move's family, so the family's record holds it.
-        debug_assert!(family.measured >= own_measured, "{} outside its family's record", m.technique());
-        let others = (family.gain_sum - own_sum) / (family.measured.saturating_sub(own_measured) as f64 + PRIOR_TRIES);
-        let mean = (own_sum + PRIOR_TRIES * others) / (own_measured as f64 + PRIOR_TRIES);
+        let (own, group) = match (m, m.way()) {
+            (Move::Knob { name, .. }, Some(way)) => {
+                let of = |map: &BTreeMap<(String, Way), Gains>, key: String| map.get(&(key, way)).copied();
+                (of(&steps.by_move, m.technique()), of(&steps.by_knob, name.clone()))
+            }
+            _ => {
+                let own = memory.get(&m.technique()).map(|s| Gains { sum: s.delta_sum, n: s.deltas });
+                (own, Some(Gains { sum: family.gain_sum, n: family.measured }))
+            }
+        };
+        let (own, group) = (own.unwrap_or_default(), group.unwrap_or_default());
+        // Every try of a move is one of its group's, so the group's record holds its own.
+        debug_assert!(group.n >= own.n, "{} outside its group's record", m.technique());
+        // The group without this move: its own record is counted once, in its own mean.
+        let others = (group.sum - own.sum) / (group.n.saturating_sub(own.n) as f64 + PRIOR_TRIES);
+        let mean = (own.sum + PRIOR_TRIES * others) / (own.n as f64 + PRIOR_TRIES);
         let mut bonus = 0.5 * mean.clamp(-0.5, 0.5);
         if all > 0 {
             bonus += EXPLORE * ((1.0 + all as f64).ln() / (1.0 + family.tries as f64)).sqrt();
@@ -859,7 +1025,9 @@ impl Tuner {
         let block_opened = req.path.last().and_then(|t| t.parse::<Family>().ok())
             == Some(Family::Recipe(rewrite::RecipeId::BlockKnob));
         let moves = self.moves_of(&parsed, parent, &req.path);
+        self.remember_knobs(req.parent, &parsed, parent);
         let records = Record::of_families(&req.memory.techniques);
+        let steps = self.steps(&req.memory);
         let all_tries = records.values().map(|r| r.tries).sum();
         let capped = FlagKind::RegisterCap.value_in(&parent.flags).is_some();
         let mut scored: Vec<(u8, f64, Option<ToolId>, &Move)> = moves
@@ -880,9 +1048,10 @@ impl Tuner {
                         0.004 * moved as f64
                     }
                 };
-                let score = vote + Self::prior(m) + Self::memory_bonus(m, &req.memory.techniques, &records, all_tries)
-                    - distance
-                    + 0.001 * rng.unit();
+                let score =
+                    vote + Self::prior(m) + Self::memory_bonus(m, &req.memory.techniques, &records, &steps, all_tries)
+                        - distance
+                        + 0.001 * rng.unit();
                 let rank = match m {
                     _ if idle.contains(&m.family()) => 0,
                     Move::Knob { block_size: true, .. } | Move::Shape { .. } if block_opened => 3,
@@ -931,11 +1100,11 @@ impl Tuner {
 /// earlier strip had gained 6% from it (0.0888 -> 0.0831 ms). A warp of a wider block
 /// spans more of an image row, so fewer of the sectors it reads at a row's ends are its
 /// neighbours' (a stencil's halo, a misaligned row).
-fn shapes(parsed: &Source, parent: &Candidate, knobs: &[(String, Vec<String>, Option<String>, bool)]) -> Vec<Move> {
+fn shapes(parsed: &Source, parent: &Candidate, knobs: &[KnobSpec]) -> Vec<Move> {
     let value = |name: &str| -> Option<(i64, &[String], Option<String>)> {
-        let (_, values, default, _) = knobs.iter().find(|k| k.0 == name)?;
-        let now = parent.defines.get(name).or(default.as_ref())?.trim().parse().ok()?;
-        Some((now, values.as_slice(), default.clone()))
+        let k = knobs.iter().find(|k| k.name == name)?;
+        let now = parent.defines.get(name).or(k.default.as_ref())?.trim().parse().ok()?;
+        Some((now, k.values.as_slice(), k.default.clone()))
     };
     let listed = |values: &[String], v: i64| values.iter().any(|s| s.trim().parse::<i64>().ok() == Some(v));
     let mut out = Vec::new();
@@ -2032,6 +2201,7 @@ mod tests {
             kernel(Tuner::new(&t, &src, 3, Guidance::None).propose(&request(&t, base(), &src, None, Guidance::None)));
         let tuner = Tuner::new(&t, &src, 3, Guidance::None);
         tuner.remember(
+            1,
             &Candidate { source: "x".into(), defines: first.defines.clone(), flags: first.flags.clone() },
             &first.source,
         );
@@ -2058,31 +2228,68 @@ mod tests {
         Stats { tries, correct: tries, delta_sum: gain_sum, deltas: tries, ..Default::default() }
     }
 
+    /// A parent with these knob values.
+    fn at(defines: &[(&str, &str)]) -> Candidate {
+        Candidate { defines: defines.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..base() }
+    }
+
+    /// A correct child at `speedup` over the baseline, apart from its parent's interval.
+    fn apart(speedup: f64) -> search::Outcome {
+        search::Outcome::correct(speedup).within_parent(false)
+    }
+
+    /// A child of `parent` (knob values `values`, which the tuner learns as it learns
+    /// those of each parent it proposes from) made by `technique`, judged `outcome`.
+    fn stepped(
+        tree: &mut search::Tree<()>,
+        tuner: &Tuner,
+        src: &str,
+        parent: (search::NodeId, &Candidate),
+        technique: &str,
+        outcome: search::Outcome,
+    ) -> search::NodeId {
+        tuner.remember_knobs(parent.0, &Source::parse(src), parent.1);
+        judged(tree, parent.0, technique, outcome)
+    }
+
     #[test]
-    fn one_lost_try_does_not_bury_a_family_but_a_family_that_keeps_losing_goes_last() {
+    fn one_lost_step_does_not_bury_a_knob_but_a_knob_that_keeps_losing_that_way_goes_last() {
         let t = example("linear_splitk_f32");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
-        let knobs = |bt: Stats| {
+        let knobs = |bt_steps: &[f64]| {
+            let tuner = Tuner::new(&t, &src, 1, Guidance::None);
+            let mut tree = search::Tree::new((), search::Config::default(), 1);
+            // Other code at the knobs' defaults: what lost there is still tried here.
+            let other = judged(&mut tree, 0, "unroll:factor=4", apart(1.5));
+            // Two knobs stepped 20 times each, a little slower on average (a knob whose
+            // children all land within their parents' interval is idle, and goes last).
+            for i in 0..20 {
+                let (bn, split) = if i % 2 == 0 { (1.02, 1.02) } else { (0.953, 0.973) };
+                stepped(&mut tree, &tuner, &src, (other, &base()), "knob:BN=128", apart(1.5 * bn));
+                stepped(&mut tree, &tuner, &src, (other, &base()), "knob:SPLIT_K=2", apart(1.5 * split));
+            }
+            for ratio in bt_steps {
+                stepped(&mut tree, &tuner, &src, (other, &base()), "knob:BT=64", apart(1.5 * ratio));
+            }
             let mut req = request(&t, base(), &src, None, Guidance::None);
-            req.node = 9;
-            // Two knobs tried 20 times each, level on average.
-            req.memory.techniques.insert("knob:BN=128".into(), measured(20, -0.4));
-            req.memory.techniques.insert("knob:SPLIT_K=2".into(), measured(20, -0.2));
-            req.memory.techniques.insert("knob:BT=64".into(), bt);
-            techniques(&src, &req).into_iter().filter(|k| k.starts_with("knob:")).collect::<Vec<_>>()
+            (req.node, req.memory) = (99, tree.memory.clone());
+            drain(&tuner, &req).into_iter().map(|k| k.technique).filter(|k| k.starts_with("knob:")).collect::<Vec<_>>()
         };
         // The 10-minute run's case: BT=64 once, on a tile past BN's list, 2.77x -> 1.90x.
-        // That move and its sibling value go before every move of the knobs tried often.
-        let once = knobs(measured(1, (1.90f64 / 2.77).log2()));
+        // That step and the other step up BT's list go before every move of the knobs
+        // tried often.
+        let once = knobs(&[1.90 / 2.77]);
         let last_listed_bt = once.iter().rposition(|k| k == "knob:BT=32" || k == "knob:BT=64").unwrap();
         let first_other = once.iter().position(|k| !k.starts_with("knob:BT=")).unwrap();
         assert!(last_listed_bt < first_other, "{once:?}");
-        // Four losses of half a doubling each are the family, not one tile.
-        let often = knobs(measured(4, -2.0));
-        let first_bt = often.iter().position(|k| k.starts_with("knob:BT=")).unwrap();
-        assert!(often[..first_bt].iter().any(|k| k.starts_with("knob:BN=")), "{often:?}");
-        assert!(often[..first_bt].iter().any(|k| k.starts_with("knob:SPLIT_K=")), "{often:?}");
-        assert!(often[first_bt..].iter().all(|k| k.starts_with("knob:BT=")), "{often:?}");
+        // Four losses of half a doubling each are what a larger BT does, not one tile:
+        // both steps up go last, and the step down, never tried, does not.
+        let often = knobs(&[0.5f64.sqrt(); 4]);
+        let first_up = often.iter().position(|k| k == "knob:BT=32" || k == "knob:BT=64").unwrap();
+        assert!(often[..first_up].iter().any(|k| k.starts_with("knob:BN=")), "{often:?}");
+        assert!(often[..first_up].iter().any(|k| k.starts_with("knob:SPLIT_K=")), "{often:?}");
+        assert!(often[first_up..].iter().all(|k| k == "knob:BT=32" || k == "knob:BT=64"), "{often:?}");
+        assert!(often[..first_up].contains(&"knob:BT=8".to_string()), "{often:?}");
     }
 
     #[test]
@@ -2108,25 +2315,68 @@ mod tests {
     fn a_knob_value_that_lost_goes_after_its_siblings_of_a_family_that_gained() {
         let t = example("linear_splitk_f32");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
-        // At BN=128, so that BT's default is not the baseline, which is never proposed.
-        let parent =
-            Candidate { defines: [("BN", "128"), ("BT", "32")].map(|(k, v)| (k.into(), v.into())).into(), ..base() };
-        let mut req = request(&t, parent, &src, None, Guidance::None);
-        req.node = 9;
         // BT's larger tiles gained; going back to its default lost, once.
-        req.memory.techniques.insert("knob:BT=32".into(), measured(2, 1.2));
-        req.memory.techniques.insert("knob:BT=64".into(), measured(2, 1.6));
-        req.memory.techniques.insert("knob:BT=default".into(), measured(1, -0.8));
+        let mut tree = search::Tree::new((), search::Config::default(), 1);
+        let tuner = Tuner::new(&t, &src, 1, Guidance::None);
+        let bt32 = at(&[("BT", "32")]);
+        let n32 = stepped(&mut tree, &tuner, &src, (0, &base()), "knob:BT=32", apart(2f64.powf(0.6)));
+        stepped(&mut tree, &tuner, &src, (0, &base()), "knob:BT=32", apart(2f64.powf(0.6)));
+        for _ in 0..2 {
+            stepped(&mut tree, &tuner, &src, (n32, &bt32), "knob:BT=64", apart(2f64.powf(1.4)));
+        }
+        stepped(&mut tree, &tuner, &src, (n32, &bt32), "knob:BT=default", apart(2f64.powf(-0.2)));
+        // At BN=128, so that BT's default is not the baseline, which is never proposed.
+        let mut req = request(&t, at(&[("BN", "128"), ("BT", "32")]), &src, None, Guidance::None);
+        (req.node, req.parent, req.memory) = (99, 98, tree.memory.clone());
         // Whatever the seed: the family alike for both, only the seed's draw would order them.
         for seed in 1..=8 {
-            let bt: Vec<String> = drain(&Tuner::new(&t, &src, seed, Guidance::None), &req)
-                .into_iter()
-                .map(|k| k.technique)
-                .filter(|k| k.starts_with("knob:BT="))
-                .collect();
+            let tuner = Tuner::new(&t, &src, seed, Guidance::None);
+            tuner.remember(n32, &bt32, &src);
+            let bt: Vec<String> =
+                drain(&tuner, &req).into_iter().map(|k| k.technique).filter(|k| k.starts_with("knob:BT=")).collect();
             let at = |k: &str| bt.iter().position(|b| b == k).unwrap_or_else(|| panic!("{k} in {bt:?}"));
             assert!(at("knob:BT=64") < at("knob:BT=default"), "seed {seed}: {bt:?}");
         }
+    }
+
+    #[test]
+    fn a_knobs_tries_count_by_the_way_they_stepped_not_by_the_value_they_reached() {
+        let t = example("linear_splitk_f32");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let mut tree = search::Tree::new((), search::Config::default(), 1);
+        let tuner = Tuner::new(&t, &src, 1, Guidance::None);
+        // Larger BT tiles gained from 16 and from 32: BT=32 three times, BT=64 twice.
+        let (bt32, bt64) = (at(&[("BT", "32")]), at(&[("BT", "64")]));
+        let mut n32 = 0;
+        for _ in 0..3 {
+            n32 = stepped(&mut tree, &tuner, &src, (0, &base()), "knob:BT=32", apart(2f64.powf(0.6)));
+        }
+        let mut n64 = 0;
+        for _ in 0..2 {
+            n64 = stepped(&mut tree, &tuner, &src, (n32, &bt32), "knob:BT=64", apart(2f64.powf(1.4)));
+        }
+        // From 64, on new code: BT=128 lost once, the steps back to the default twice.
+        let other = judged(&mut tree, n64, "unroll:factor=4", apart(2f64.powf(1.6)));
+        let slower = |log2: f64| apart(2f64.powf(1.6 + log2));
+        stepped(&mut tree, &tuner, &src, (other, &bt64), "knob:BT=128", slower(-0.3));
+        for _ in 0..2 {
+            stepped(&mut tree, &tuner, &src, (other, &bt64), "knob:BT=default", slower(-0.8));
+        }
+        // From a parent at 64 on the first code: BT=32 there is a step down, and steps down
+        // lost; its gains were steps up, as BT=128 is. By the value alone, BT=32 went first.
+        let mut req = request(&t, at(&[("BN", "128"), ("BT", "64")]), &src, None, Guidance::None);
+        (req.node, req.parent, req.memory) = (99, n64, tree.memory.clone());
+        let bt: Vec<String> =
+            drain(&tuner, &req).into_iter().map(|k| k.technique).filter(|k| k.starts_with("knob:BT=")).collect();
+        assert_eq!(bt.first().map(String::as_str), Some("knob:BT=128"), "{bt:?}");
+        // A resumed run's tuner learns each node's knobs from the proposals in its log.
+        let resumed = Tuner::new(&t, &src, 1, Guidance::None);
+        for (id, cand) in [(n32, &bt32), (n64, &bt64), (other, &bt64)] {
+            resumed.remember(id, cand, &src);
+        }
+        let again: Vec<String> =
+            drain(&resumed, &req).into_iter().map(|k| k.technique).filter(|k| k.starts_with("knob:BT=")).collect();
+        assert_eq!(again, bt);
     }
 
     #[test]

@@ -136,7 +136,7 @@ fn rebuild(log: &RunLog, cfg: &crate::run::config::RunConfig) -> Result<Option<S
 fn remember_proposals(log: &RunLog, dir: &Path, generator: &Generator) {
     for p in &log.kernels {
         let source = store::read_source(dir, &p.candidate.source).unwrap_or_default();
-        generator.remember(&p.candidate, &source);
+        generator.remember(p.id, &p.candidate, &source);
     }
 }
 
