@@ -19,7 +19,8 @@
 # vs-torch.md (every vs-torch table), sweep.tgz (runs to carry on) and done.tgz (runs finished
 # in this call's TASK_DIRs, without their SASS dumps).
 # TASK_DIR@N runs that task with --seed N (SEED, default 1, otherwise), named NAME-seedN:
-# one example under two seeds, one per GPU, says whether a result is the search's or a draw's.
+# one example under two seeds, one per GPU, says whether a result is the search's or a draw's
+# (table.md names both rows by the task, and sweep-table.md's geomean counts the kernel twice).
 # WAIT_GPU=G WAIT_FILE=F holds GPU G's slot until the file F exists (the GPU is busy with
 # other work of the same call first).
 # examples/bias_gelu_residual is made a task with `init` first, as its README does.
@@ -41,9 +42,10 @@ fi
 ls .device/sweep.tgz.part-* > /dev/null 2>&1 && cat .device/sweep.tgz.part-* | tar xz
 rm -rf runs/.claims && mkdir -p runs/.claims
 
-dir_of() { echo "${1%@*}"; }  # TASK_DIR[@SEED] -> TASK_DIR
-seed_of() { if [[ $1 == *@* ]]; then echo "${1##*@}"; else echo "${SEED:-1}"; fi; }
-name_of() { if [[ $1 == *@* ]]; then echo "$(basename "${1%@*}")-seed${1##*@}"; else basename "$1"; fi; }
+# TASK_DIR@SEED (digits only after the last @) -> TASK_DIR, SEED, the run's name.
+dir_of() { if [[ $1 =~ ^(.*)@([0-9]+)$ ]]; then echo "${BASH_REMATCH[1]}"; else echo "$1"; fi; }
+seed_of() { if [[ $1 =~ @([0-9]+)$ ]]; then echo "${BASH_REMATCH[1]}"; else echo "${SEED:-1}"; fi; }
+name_of() { if [[ $1 =~ ^(.*)@([0-9]+)$ ]]; then echo "$(basename "${BASH_REMATCH[1]}")-seed${BASH_REMATCH[2]}"; else basename "$1"; fi; }
 
 task_of() {  # TASK_DIR as given -> the task directory optimize and vs-torch read
   if [ "$1" = examples/bias_gelu_residual ]; then
@@ -107,6 +109,8 @@ slot() {  # GPU $1 takes TASK_DIRs until none is left unclaimed
   done
 }
 
+# bias_gelu_residual's task is made once, before two seeds of it could make it at once.
+for t in "$@"; do [ "$(dir_of "$t")" = examples/bias_gelu_residual ] && { task_of examples/bias_gelu_residual > /dev/null; break; }; done
 for ((g = 0; g < gpus; g++)); do slot "$g" "$@" & done
 while [ "$(jobs -r | wc -l)" -gt 0 ] && [ $((SECONDS - started)) -lt "$deadline" ]; do sleep 5; done
 if [ "$(jobs -r | wc -l)" -gt 0 ]; then

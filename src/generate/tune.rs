@@ -36,10 +36,9 @@
 //! few measured tries, and theirs toward none; for a knob's step, only the tries that
 //! stepped the same way, up or down, from the value their parent had; a term for exploring
 //! families tried less, as a tree search weighs its nodes; how often the family failed),
-//! and leaves out the
-//! families that went stale on the parent's lineage (their children kept landing within
-//! their parent's interval: [`search::memory::Lineage`]), and puts last those idle across
-//! the run (only ever landing there). A move that did nothing but lose on parents running
+//! and leaves out the families that went stale on the parent's lineage (their children
+//! kept landing within their parent's interval: [`search::memory::Lineage`]), and puts
+//! last those idle across the run (only ever landing there). A move that did nothing but lose on parents running
 //! one code, and lost twice there (slower, or failing to launch), is left out on that code
 //! and tried again on new code: a rewrite that gained
 //! ([`search::memory::Lineage::code_of`]); one that failed to build twice, and has built
@@ -537,12 +536,13 @@ impl Tuner {
         self
     }
 
-    /// Marks a kernel proposed before a resume as tried.
     /// Marks node `id`'s kernel, proposed before a resume, as tried, and notes its knob
-    /// values.
+    /// values (a source the log could not give back, empty, says none).
     pub fn remember(&self, id: NodeId, cand: &Candidate, source: &str) {
         self.tried.lock().unwrap().insert(content_key(source, &cand.defines, &cand.flags));
-        self.remember_knobs(id, &Source::parse(source), cand);
+        if !source.is_empty() {
+            self.remember_knobs(id, &Source::parse(source), cand);
+        }
     }
 
     /// Notes node `id`'s knob values, once.
@@ -562,19 +562,13 @@ impl Tuner {
     }
 
     /// What the steps of each knob did across the run, by the way they went from the
-    /// value their parent had.
-    fn steps(&self, memory: &search::Memory) -> Steps {
-        let at = self.knobs_at.lock().unwrap();
+    /// value their parent had (`at`: every node's knobs the tuner noted).
+    fn steps(memory: &search::Memory, at: &HashMap<NodeId, KnobsAt>) -> Steps {
         let mut steps = Steps::default();
         for technique in memory.techniques.keys() {
             let Ok(Family::Knob(name)) = technique.parse::<Family>() else { continue };
-            let Some((_, value)) = technique.split_once('=') else { continue };
             for t in memory.lineage.tries(technique) {
-                let (Some(delta), Some(k)) = (t.delta, at.get(&t.parent).and_then(|m| m.get(&name))) else {
-                    continue;
-                };
-                let to = if value == "default" { k.default.as_deref() } else { Some(value) };
-                let Some(way) = k.value.as_deref().zip(to).and_then(|(from, to)| Way::of(from, to)) else { continue };
+                let (Some(delta), Some(way)) = (t.delta, way_of_try(technique, t.parent, at)) else { continue };
                 steps.by_knob.entry((name.clone(), way)).or_default().add(delta);
                 steps.by_move.entry((technique.clone(), way)).or_default().add(delta);
             }
@@ -881,8 +875,9 @@ impl Tuner {
     /// shrinks as the family is tried (UCB1 over the families, [`EXPLORE`]); less a
     /// penalty for the family's failures. `records` is every family's record, `all` the
     /// run's count of tries of them. A step of a numeric knob counts only the tries that
-    /// went its way ([`Steps`]): its own, those of the same value reached from the same
-    /// side; its family's, every step of the knob that way. A knob's values move a kernel
+    /// went its way ([`Steps`]): its own, those of the same technique (a value, or the
+    /// default) stepped the same way, up or down; its family's, every step of the knob
+    /// that way. A knob's values move a kernel
     /// different ways (a larger tile gains where a smaller one loses): a 10-minute
     /// linear_splitk_f32 run, whose `BT` moves had gained, went back to `BT`'s default on
     /// 5 parents and lost 40% each time.
@@ -1026,13 +1021,15 @@ impl Tuner {
             == Some(Family::Recipe(rewrite::RecipeId::BlockKnob));
         let moves = self.moves_of(&parsed, parent, &req.path);
         self.remember_knobs(req.parent, &parsed, parent);
+        let knobs_at = self.knobs_at.lock().unwrap();
         let records = Record::of_families(&req.memory.techniques);
-        let steps = self.steps(&req.memory);
+        let steps = Self::steps(&req.memory, &knobs_at);
+        let way_of = |technique: &str, t: &Try| way_of_try(technique, t.parent, &knobs_at);
         let all_tries = records.values().map(|r| r.tries).sum();
         let capped = FlagKind::RegisterCap.value_in(&parent.flags).is_some();
         let mut scored: Vec<(u8, f64, Option<ToolId>, &Move)> = moves
             .iter()
-            .filter(|m| !stale.contains(&m.family()) && !never_pays(m, lineage, req.parent))
+            .filter(|m| !stale.contains(&m.family()) && !never_pays(m, lineage, req.parent, &way_of))
             .map(|m| {
                 let (vote, tool) = Self::vote(m, &diagnoses, capped);
                 // Defaults first: each parameter moved off its default costs a little.
@@ -1061,6 +1058,7 @@ impl Tuner {
                 (rank, score, tool, m)
             })
             .collect();
+        drop(knobs_at);
         scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)));
         let mut tried = self.tried.lock().unwrap();
         for (_, _, tool, m) in scored {
@@ -1137,6 +1135,16 @@ fn shapes(parsed: &Source, parent: &Candidate, knobs: &[KnobSpec]) -> Vec<Move> 
     out
 }
 
+/// Which way a try of knob move `technique` (`knob:NAME=VALUE`, or `=default`: the
+/// source's default at the parent) went from the value its parent had, where the tuner
+/// noted that parent's knobs (`at`) and both values are numbers.
+fn way_of_try(technique: &str, parent: NodeId, at: &HashMap<NodeId, KnobsAt>) -> Option<Way> {
+    let (head, value) = technique.split_once('=')?;
+    let k = at.get(&parent)?.get(head.strip_prefix("knob:")?)?;
+    let to = if value == "default" { k.default.as_deref()? } else { value };
+    Way::of(k.value.as_deref()?, to)
+}
+
 /// How many parents a move must have lost on before it is not proposed again: failed to
 /// build on any, or on parents running one code ([`Lineage::code_of`]) failed to launch
 /// or ran slower than the parent beyond the noise; and done nothing else there. A block
@@ -1158,11 +1166,20 @@ pub const DEAD_AFTER: usize = 2;
 /// coarse-block kernels where it paid); and what it gained on other code says as little of
 /// this one (in a 10-minute linear_splitk_f32 run `NS_MIN_BLOCKS=4` gained once on a 2.1x
 /// kernel, then lost 18-40% on seven parents, five of them running the code of one
-/// `launch-bounds` rewrite).
-fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId) -> bool {
+/// `launch-bounds` rewrite). A knob's timed try counts only where it stepped the way the
+/// move does, up or down from the parent's value: `BT=32` that lost from 64 is a smaller
+/// tile, from 16 a larger one.
+fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId, way_of: &dyn Fn(&str, &Try) -> Option<Way>) -> bool {
     let build = NodeFailure::Kernel(FailureClass::BuildError).name();
     let launch = NodeFailure::Kernel(FailureClass::LaunchError).name();
-    let tries = lineage.tries(&m.technique());
+    let technique = m.technique();
+    let tries = lineage.tries(&technique);
+    // A knob's value that fails to build or launch fails whichever way it was reached; a
+    // timing is of the step: `BT=32` lost from 64 says nothing of `BT=32` from 16.
+    let other_way = |t: &Try| {
+        matches!(t.result, TryResult::Faster | TryResult::Same | TryResult::Slower)
+            && m.way().is_some_and(|way| way_of(&technique, t).is_some_and(|w| w != way))
+    };
     let lost = |t: &Try| match &t.result {
         TryResult::Slower => true,
         TryResult::Failed(class) => class == build || class == launch,
@@ -1172,8 +1189,11 @@ fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId) -> bool {
     let unbuilt = |t: &Try| matches!(&t.result, TryResult::Failed(c) if c == build);
     // A build error speaks for every code only while the move has built nowhere.
     let never_built = tries.iter().all(unbuilt);
-    let counts =
-        |t: &&Try| t.result != TryResult::Unknown && (lineage.code_of(t.parent) == code || (never_built && unbuilt(t)));
+    let counts = |t: &&Try| {
+        t.result != TryResult::Unknown
+            && !other_way(t)
+            && (lineage.code_of(t.parent) == code || (never_built && unbuilt(t)))
+    };
     let counted: Vec<&Try> = tries.iter().filter(counts).collect();
     counted.len() >= DEAD_AFTER && counted.into_iter().all(lost)
 }
@@ -1192,7 +1212,7 @@ const PAST_THE_RANGE_COST: f64 = 0.01;
 
 /// How many tries at no gain a family's record starts from: its mean gain is its gains' sum
 /// over their count plus these (and a move's own, these tries at its family's other moves'
-/// mean). One try is not the family: a 10-minute linear_splitk_f32 run tried `BT=64` once,
+/// mean; for a knob's step, at the knob's other steps the same way). One try is not the family: a 10-minute linear_splitk_f32 run tried `BT=64` once,
 /// on a 512-wide tile past `BN`'s list, where it lost (2.77x -> 1.90x); the plain mean put
 /// every `BT` move behind every other knob's on every kernel for the next 72 nodes, and at
 /// node 91 the first `BT=64` on a listed tile took the best from 3.0x to 5.2x.
@@ -1202,7 +1222,8 @@ const PRIOR_TRIES: f64 = 2.0;
 /// n))` for a family tried n times of the run's N tries: a family tried less is worth a try
 /// more, as a tree search weighs a node visited less (UCB1). At N = 40 it is 0.14 for a
 /// family tried once against 0.04 for one tried 21 times, which outweighs a lost try's
-/// shrunk mean (0.5 x -0.54 / 3 = -0.09, for the move and its sibling values alike) by
+/// shrunk mean (0.5 x -0.54 / 3 = -0.09, for the move and its sibling values alike, a
+/// knob's those that step the same way) by
 /// 0.004 against a level family tried 21 times: one loss worse than about -0.57 (a third
 /// slower) still puts a family behind such a one at that N; a family that keeps losing
 /// stays behind (four tries at -0.5 score -0.17 + 0.09), and so does one that keeps failing
@@ -2222,12 +2243,6 @@ mod tests {
         assert_ne!(family(&second.technique), family(&first.technique));
     }
 
-    /// A technique's record of `tries` correct children whose reward changes sum to
-    /// `gain_sum`.
-    fn measured(tries: u32, gain_sum: f64) -> Stats {
-        Stats { tries, correct: tries, delta_sum: gain_sum, deltas: tries, ..Default::default() }
-    }
-
     /// A parent with these knob values.
     fn at(defines: &[(&str, &str)]) -> Candidate {
         Candidate { defines: defines.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..base() }
@@ -2296,26 +2311,45 @@ mod tests {
     fn a_family_that_keeps_failing_goes_after_one_that_keeps_losing_a_little() {
         let t = example("linear_splitk_f32");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
-        let mut req = request(&t, base(), &src, None, Guidance::None);
-        req.node = 9;
-        // Ten wrong answers: no gain measured, so only the failures and the tries speak.
-        let failed = Stats { tries: 10, failures: [("wrong-answer".to_string(), 10)].into(), ..Default::default() };
-        req.memory.techniques.insert("knob:SPLIT_K=2".into(), failed);
-        // Ten tries 13% slower each.
-        req.memory.techniques.insert("knob:BN=128".into(), measured(10, -2.0));
+        let tuner = Tuner::new(&t, &src, 1, Guidance::None);
+        let mut tree = search::Tree::new((), search::Config::default(), 1);
+        // On other code, so that no loss there leaves a move out on the root's.
+        let other = judged(&mut tree, 0, "unroll:factor=4", apart(1.5));
+        for _ in 0..10 {
+            // Ten wrong answers: no gain measured, so only the failures and the tries speak.
+            stepped(
+                &mut tree,
+                &tuner,
+                &src,
+                (other, &base()),
+                "knob:SPLIT_K=2",
+                search::Outcome::failed("wrong-answer"),
+            );
+            // Ten steps up of BN, 13% slower each.
+            stepped(&mut tree, &tuner, &src, (other, &base()), "knob:BN=128", apart(1.5 * 0.87));
+        }
         // A long run: a hundred level tries elsewhere.
-        req.memory.techniques.insert("flag:extra-device-vectorization=on".into(), measured(100, 0.0));
-        let knobs: Vec<String> = techniques(&src, &req).into_iter().filter(|k| k.starts_with("knob:")).collect();
+        for _ in 0..100 {
+            judged(&mut tree, other, "flag:extra-device-vectorization=on", apart(1.5));
+        }
+        let mut req = request(&t, base(), &src, None, Guidance::None);
+        (req.node, req.memory) = (999, tree.memory.clone());
+        let knobs: Vec<String> =
+            drain(&tuner, &req).into_iter().map(|k| k.technique).filter(|k| k.starts_with("knob:")).collect();
         let last_bn = knobs.iter().rposition(|k| k.starts_with("knob:BN=")).unwrap();
         let first_split = knobs.iter().position(|k| k.starts_with("knob:SPLIT_K=")).unwrap();
         assert!(last_bn < first_split, "{knobs:?}");
+        // BN's steps up lost, its step down was never tried.
+        let at = |k: &str| knobs.iter().position(|b| b == k).unwrap_or_else(|| panic!("{k} in {knobs:?}"));
+        assert!(at("knob:BN=16") < at("knob:BN=64") && at("knob:BN=16") < at("knob:BN=128"), "{knobs:?}");
     }
 
     #[test]
-    fn a_knob_value_that_lost_goes_after_its_siblings_of_a_family_that_gained() {
+    fn a_step_back_that_lost_goes_after_the_step_on_that_gained_whatever_the_seed() {
         let t = example("linear_splitk_f32");
         let src = std::fs::read_to_string(&t.baseline).unwrap();
-        // BT's larger tiles gained; going back to its default lost, once.
+        // BT's larger tiles gained; going back to its default lost, once: the step on from
+        // 32 scores the steps up, the step back the one step down.
         let mut tree = search::Tree::new((), search::Config::default(), 1);
         let tuner = Tuner::new(&t, &src, 1, Guidance::None);
         let bt32 = at(&[("BT", "32")]);
@@ -2377,6 +2411,79 @@ mod tests {
         let again: Vec<String> =
             drain(&resumed, &req).into_iter().map(|k| k.technique).filter(|k| k.starts_with("knob:BT=")).collect();
         assert_eq!(again, bt);
+    }
+
+    #[test]
+    fn each_try_steps_from_the_knobs_its_parent_had_as_the_tuner_saw_them_proposing_or_resuming() {
+        let t = example("linear_splitk_f32");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let mut tree = search::Tree::new((), search::Config::default(), 1);
+        let bt32 = at(&[("BT", "32")]);
+        let (live, unaware) = (Tuner::new(&t, &src, 1, Guidance::None), Tuner::new(&t, &src, 1, Guidance::None));
+        let n32 = judged(&mut tree, 0, "knob:BT=32", apart(2.0));
+        // The live tuner proposes from node n32, and so notes its knobs; the root's it
+        // noted when it was made.
+        let mut req = request(&t, bt32.clone(), &src, None, Guidance::None);
+        (req.node, req.parent) = (2, n32);
+        kernel(live.propose(&req));
+        judged(&mut tree, n32, "knob:BT=64", apart(8.0));
+        judged(&mut tree, n32, "knob:BT=default", apart(1.0));
+        judged(&mut tree, n32, "knob:BT=default", apart(0.5));
+        let record = |tuner: &Tuner| {
+            let steps = Tuner::steps(&tree.memory, &tuner.knobs_at.lock().unwrap());
+            let gains = |map: &BTreeMap<(String, Way), Gains>, key: &str, way| {
+                map.get(&(key.to_string(), way)).map(|g| (g.n, g.sum))
+            };
+            (
+                gains(&steps.by_knob, "BT", Way::Up),
+                gains(&steps.by_knob, "BT", Way::Down),
+                gains(&steps.by_move, "knob:BT=32", Way::Up),
+                gains(&steps.by_move, "knob:BT=default", Way::Down),
+            )
+        };
+        // Up: 16 -> 32 (+1) and 32 -> 64 (+2); down: twice 32 -> the default, 16 (-1, -2).
+        let expected = (Some((2, 3.0)), Some((2, -3.0)), Some((1, 1.0)), Some((2, -3.0)));
+        assert_eq!(record(&live), expected);
+        // A resumed run's tuner learns each node's knobs from the proposals in its log.
+        let resumed = Tuner::new(&t, &src, 1, Guidance::None);
+        resumed.remember(n32, &bt32, &src);
+        assert_eq!(record(&resumed), expected);
+        // One that never saw node n32 knows only the step from the root.
+        assert_eq!(record(&unaware), (Some((1, 1.0)), None, Some((1, 1.0)), None));
+        // A source the log could not give back notes nothing: the step stays unknown.
+        let unreadable = Tuner::new(&t, &src, 1, Guidance::None);
+        unreadable.remember(n32, &bt32, "");
+        assert_eq!(record(&unreadable), record(&unaware));
+    }
+
+    #[test]
+    fn a_knob_value_that_lost_twice_one_way_is_still_tried_the_other_way() {
+        let t = example("linear_splitk_f32");
+        let src = std::fs::read_to_string(&t.baseline).unwrap();
+        let mut tree = search::Tree::new((), search::Config::default(), 1);
+        let tuner = Tuner::new(&t, &src, 1, Guidance::None);
+        let bt64 = at(&[("BT", "64")]);
+        // A knob move keeps the code: both parents below run the root's.
+        let n64 = judged(&mut tree, 0, "knob:BT=64", apart(2.0));
+        for _ in 0..2 {
+            stepped(&mut tree, &tuner, &src, (n64, &bt64), "knob:BT=32", slower());
+        }
+        // Everything a fresh tuner that noted the same knobs offers from `parent`.
+        let offered = |memory: &search::Memory, parent, cand: Candidate| {
+            let mut req = request(&t, cand, &src, None, Guidance::None);
+            (req.node, req.parent, req.memory) = (99, parent, memory.clone());
+            let noted = Mutex::new(tuner.knobs_at.lock().unwrap().clone());
+            let fresh = Tuner { knobs_at: noted, ..Tuner::new(&t, &src, 1, Guidance::None) };
+            drain(&fresh, &req).into_iter().map(|k| k.technique).collect::<Vec<_>>()
+        };
+        let bt32 = "knob:BT=32".to_string();
+        assert!(!offered(&tree.memory, n64, bt64.clone()).contains(&bt32), "lost twice stepping down from 64");
+        assert!(offered(&tree.memory, 0, base()).contains(&bt32), "from 16 it is a step up");
+        // A value that does not build fails whichever way it was reached.
+        for _ in 0..2 {
+            stepped(&mut tree, &tuner, &src, (n64, &bt64), "knob:BT=8", search::Outcome::failed("build-error"));
+        }
+        assert!(!offered(&tree.memory, 0, base()).iter().any(|k| k == "knob:BT=8"));
     }
 
     #[test]
