@@ -38,11 +38,11 @@
 //! families tried less, as a tree search weighs its nodes; how often the family failed),
 //! and leaves out the families that went stale on the parent's lineage (their children
 //! kept landing within their parent's interval: [`search::memory::Lineage`]), and puts
-//! last those idle across the run (only ever landing there). A move that did nothing but lose on parents running
-//! one code, and lost twice there (slower, or failing to launch), is left out on that code
-//! and tried again on new code: a rewrite that gained
-//! ([`search::memory::Lineage::code_of`]); one that failed to build twice, and has built
-//! nowhere, is left out everywhere. A recipe that declines on coarse blocks is offered
+//! last those idle across the run (only ever landing there). A move that did nothing but
+//! lose on parents running one code, and lost twice there (slower, or failing to launch;
+//! a knob's step, slower only stepping the same way), is left out on that code and tried
+//! again on new code: a rewrite that gained ([`search::memory::Lineage::code_of`]); one
+//! that failed to build twice, and has built nowhere, is left out everywhere. A recipe that declines on coarse blocks is offered
 //! under them, the parent rebuilt along its path ([`super::reorder`]). Without diagnoses
 //! the order is a seeded shuffle. The tuner never proposes a kernel (source and
 //! configuration) already tried anywhere in the run. Its order is deterministic for a seed
@@ -877,10 +877,9 @@ impl Tuner {
     /// run's count of tries of them. A step of a numeric knob counts only the tries that
     /// went its way ([`Steps`]): its own, those of the same technique (a value, or the
     /// default) stepped the same way, up or down; its family's, every step of the knob
-    /// that way. A knob's values move a kernel
-    /// different ways (a larger tile gains where a smaller one loses): a 10-minute
-    /// linear_splitk_f32 run, whose `BT` moves had gained, went back to `BT`'s default on
-    /// 5 parents and lost 40% each time.
+    /// that way. A knob's values move a kernel different ways (a larger tile gains where a
+    /// smaller one loses): a 10-minute linear_splitk_f32 run, whose `BT` moves had gained,
+    /// went back to `BT`'s default on 5 parents and lost 40% each time.
     fn memory_bonus(
         m: &Move,
         memory: &BTreeMap<String, Stats>,
