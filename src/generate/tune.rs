@@ -42,12 +42,12 @@
 //! lose on parents running one code, and lost twice there (slower, or failing to launch;
 //! a knob's step, slower only stepping the same way), is left out on that code and tried
 //! again on new code: a rewrite that gained ([`search::memory::Lineage::code_of`]); one
-//! that failed to build twice, and has built nowhere, is left out everywhere. A recipe that declines on coarse blocks is offered
-//! under them, the parent rebuilt along its path ([`super::reorder`]). Without diagnoses
-//! the order is a seeded shuffle. The tuner never proposes a kernel (source and
-//! configuration) already tried anywhere in the run. Its order is deterministic for a seed
-//! and a parent; with several expansions in flight, which of them claims a move first
-//! depends on timing.
+//! that failed to build twice, and has built nowhere, is left out everywhere. A recipe
+//! that declines on coarse blocks is offered under them, the parent rebuilt along its path
+//! ([`super::reorder`]). Without diagnoses the order is a seeded shuffle. The tuner never
+//! proposes a kernel (source and configuration) already tried anywhere in the run. Its
+//! order is deterministic for a seed and a parent; with several expansions in flight,
+//! which of them claims a move first depends on timing.
 
 use super::{Kernel, Proposal, Request};
 use crate::run::config::Guidance;
@@ -440,7 +440,8 @@ pub struct Tuner {
     /// milliseconds to find (a causal convolution under `coarsen`: 0.42 s).
     recent_moves: Mutex<VecDeque<(String, Arc<Vec<Move>>)>>,
     /// Each node's knob values, for the nodes proposed from (and, after a resume, every
-    /// node proposed): which way each try of a knob stepped ([`Steps`]).
+    /// node proposed whose source the log gave back): which way each try of a knob stepped,
+    /// for its score ([`Steps`]) and for leaving it out ([`never_pays`]).
     knobs_at: Mutex<HashMap<NodeId, KnobsAt>>,
     seed: u64,
     guidance: Guidance,
@@ -1166,8 +1167,9 @@ pub const DEAD_AFTER: usize = 2;
 /// this one (in a 10-minute linear_splitk_f32 run `NS_MIN_BLOCKS=4` gained once on a 2.1x
 /// kernel, then lost 18-40% on seven parents, five of them running the code of one
 /// `launch-bounds` rewrite). A knob's timed try counts only where it stepped the way the
-/// move does, up or down from the parent's value: `BT=32` that lost from 64 is a smaller
-/// tile, from 16 a larger one.
+/// move does, up or down from the parent's value (`BT=32` that lost from 64 is a smaller
+/// tile, from 16 a larger one), or where the tuner did not note its parent's knobs; its
+/// failures count whichever way it was reached.
 fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId, way_of: &dyn Fn(&str, &Try) -> Option<Way>) -> bool {
     let build = NodeFailure::Kernel(FailureClass::BuildError).name();
     let launch = NodeFailure::Kernel(FailureClass::LaunchError).name();
@@ -1211,8 +1213,9 @@ const PAST_THE_RANGE_COST: f64 = 0.01;
 
 /// How many tries at no gain a family's record starts from: its mean gain is its gains' sum
 /// over their count plus these (and a move's own, these tries at its family's other moves'
-/// mean; for a knob's step, at the knob's other steps the same way). One try is not the family: a 10-minute linear_splitk_f32 run tried `BT=64` once,
-/// on a 512-wide tile past `BN`'s list, where it lost (2.77x -> 1.90x); the plain mean put
+/// mean; for a knob's step, at the knob's other steps the same way). One try is not the
+/// family: a 10-minute linear_splitk_f32 run tried `BT=64` once, on a 512-wide tile past
+/// `BN`'s list, where it lost (2.77x -> 1.90x); the plain mean put
 /// every `BT` move behind every other knob's on every kernel for the next 72 nodes, and at
 /// node 91 the first `BT=64` on a listed tile took the best from 3.0x to 5.2x.
 const PRIOR_TRIES: f64 = 2.0;
@@ -1221,14 +1224,14 @@ const PRIOR_TRIES: f64 = 2.0;
 /// n))` for a family tried n times of the run's N tries: a family tried less is worth a try
 /// more, as a tree search weighs a node visited less (UCB1). At N = 40 it is 0.14 for a
 /// family tried once against 0.04 for one tried 21 times, which outweighs a lost try's
-/// shrunk mean (0.5 x -0.54 / 3 = -0.09, for the move and its sibling values alike, a
-/// knob's those that step the same way) by
-/// 0.004 against a level family tried 21 times: one loss worse than about -0.57 (a third
-/// slower) still puts a family behind such a one at that N; a family that keeps losing
-/// stays behind (four tries at -0.5 score -0.17 + 0.09), and so does one that keeps failing
-/// (ten failures: -0.2 + 0.06). Within a rank group it outweighs a weak diagnosis vote for
-/// a family not yet tried (0.19 at N = 40), and the cost of a knob value past its list:
-/// trying each family once is worth more than a weak finding's order.
+/// shrunk mean (0.5 x -0.54 / 3 = -0.09, for the move and its sibling values alike; for a
+/// knob, its values stepped the same way) by 0.005 against a level family tried 21 times:
+/// one loss worse than about -0.57 (a third slower) still puts a family behind such a one
+/// at that N; a family that keeps losing stays behind (four tries at -0.5 score -0.17 +
+/// 0.09), and so does one that keeps failing (ten failures: -0.2 + 0.06). Within a rank
+/// group it outweighs a weak diagnosis vote for a family not yet tried (0.19 at N = 40),
+/// and the cost of a knob value past its list: trying each family once is worth more than a
+/// weak finding's order.
 const EXPLORE: f64 = 0.1;
 
 /// One family's history in the search memory, summed over its techniques.
@@ -2329,7 +2332,12 @@ mod tests {
         }
         // A long run: a hundred level tries elsewhere.
         for _ in 0..100 {
-            judged(&mut tree, other, "flag:extra-device-vectorization=on", apart(1.5));
+            judged(
+                &mut tree,
+                other,
+                "flag:extra-device-vectorization=on",
+                search::Outcome::correct(1.5).within_parent(true),
+            );
         }
         let mut req = request(&t, base(), &src, None, Guidance::None);
         (req.node, req.memory) = (999, tree.memory.clone());
@@ -2478,11 +2486,12 @@ mod tests {
         let bt32 = "knob:BT=32".to_string();
         assert!(!offered(&tree.memory, n64, bt64.clone()).contains(&bt32), "lost twice stepping down from 64");
         assert!(offered(&tree.memory, 0, base()).contains(&bt32), "from 16 it is a step up");
-        // A value that does not build fails whichever way it was reached.
+        // A value that fails to launch fails whichever way it was reached: twice stepping
+        // down from 64, and out from 16 too, where it is a step up.
         for _ in 0..2 {
-            stepped(&mut tree, &tuner, &src, (n64, &bt64), "knob:BT=8", search::Outcome::failed("build-error"));
+            stepped(&mut tree, &tuner, &src, (n64, &bt64), "knob:BT=32", search::Outcome::failed("launch-error"));
         }
-        assert!(!offered(&tree.memory, 0, base()).iter().any(|k| k == "knob:BT=8"));
+        assert!(!offered(&tree.memory, 0, base()).contains(&bt32), "failed to launch twice on this code");
     }
 
     #[test]
