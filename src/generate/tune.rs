@@ -1024,12 +1024,11 @@ impl Tuner {
         let knobs_at = self.knobs_at.lock().unwrap();
         let records = Record::of_families(&req.memory.techniques);
         let steps = Self::steps(&req.memory, &knobs_at);
-        let way_of = |technique: &str, t: &Try| way_of_try(technique, t.parent, &knobs_at);
         let all_tries = records.values().map(|r| r.tries).sum();
         let capped = FlagKind::RegisterCap.value_in(&parent.flags).is_some();
         let mut scored: Vec<(u8, f64, Option<ToolId>, &Move)> = moves
             .iter()
-            .filter(|m| !stale.contains(&m.family()) && !never_pays(m, lineage, req.parent, &way_of))
+            .filter(|m| !stale.contains(&m.family()) && !never_pays(m, lineage, req.parent, &knobs_at))
             .map(|m| {
                 let (vote, tool) = Self::vote(m, &diagnoses, capped);
                 // Defaults first: each parameter moved off its default costs a little.
@@ -1170,7 +1169,7 @@ pub const DEAD_AFTER: usize = 2;
 /// move does, up or down from the parent's value (`BT=32` that lost from 64 is a smaller
 /// tile, from 16 a larger one), or where the tuner did not note its parent's knobs; its
 /// failures count whichever way it was reached.
-fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId, way_of: &dyn Fn(&str, &Try) -> Option<Way>) -> bool {
+fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId, knobs_at: &HashMap<NodeId, KnobsAt>) -> bool {
     let build = NodeFailure::Kernel(FailureClass::BuildError).name();
     let launch = NodeFailure::Kernel(FailureClass::LaunchError).name();
     let technique = m.technique();
@@ -1179,7 +1178,7 @@ fn never_pays(m: &Move, lineage: &Lineage, parent: NodeId, way_of: &dyn Fn(&str,
     // timing is of the step: `BT=32` lost from 64 says nothing of `BT=32` from 16.
     let other_way = |t: &Try| {
         matches!(t.result, TryResult::Faster | TryResult::Same | TryResult::Slower)
-            && m.way().is_some_and(|way| way_of(&technique, t).is_some_and(|w| w != way))
+            && m.way().is_some_and(|way| way_of_try(&technique, t.parent, knobs_at).is_some_and(|w| w != way))
     };
     let lost = |t: &Try| match &t.result {
         TryResult::Slower => true,
@@ -1378,6 +1377,11 @@ mod tests {
             }
             assert!(out.len() < 1000, "the tuner never runs out");
         }
+    }
+
+    /// The techniques `tuner` offers from `req`'s parent that begin with `prefix`, in order.
+    fn order_of(tuner: &Tuner, req: &Request, prefix: &str) -> Vec<String> {
+        drain(tuner, req).into_iter().map(|k| k.technique).filter(|k| k.starts_with(prefix)).collect()
     }
 
     /// The techniques of everything a tuner for `req`'s task (baseline `baseline`, seed 1)
@@ -2290,7 +2294,7 @@ mod tests {
             }
             let mut req = request(&t, base(), &src, None, Guidance::None);
             (req.node, req.memory) = (99, tree.memory.clone());
-            drain(&tuner, &req).into_iter().map(|k| k.technique).filter(|k| k.starts_with("knob:")).collect::<Vec<_>>()
+            order_of(&tuner, &req, "knob:")
         };
         // The 10-minute run's case: BT=64 once, on a tile past BN's list, 2.77x -> 1.90x.
         // That step and the other step up BT's list go before every move of the knobs
@@ -2341,8 +2345,7 @@ mod tests {
         }
         let mut req = request(&t, base(), &src, None, Guidance::None);
         (req.node, req.memory) = (999, tree.memory.clone());
-        let knobs: Vec<String> =
-            drain(&tuner, &req).into_iter().map(|k| k.technique).filter(|k| k.starts_with("knob:")).collect();
+        let knobs = order_of(&tuner, &req, "knob:");
         let last_bn = knobs.iter().rposition(|k| k.starts_with("knob:BN=")).unwrap();
         let first_split = knobs.iter().position(|k| k.starts_with("knob:SPLIT_K=")).unwrap();
         assert!(last_bn < first_split, "{knobs:?}");
@@ -2373,8 +2376,7 @@ mod tests {
         for seed in 1..=8 {
             let tuner = Tuner::new(&t, &src, seed, Guidance::None);
             tuner.remember(n32, &bt32, &src);
-            let bt: Vec<String> =
-                drain(&tuner, &req).into_iter().map(|k| k.technique).filter(|k| k.starts_with("knob:BT=")).collect();
+            let bt = order_of(&tuner, &req, "knob:BT=");
             let at = |k: &str| bt.iter().position(|b| b == k).unwrap_or_else(|| panic!("{k} in {bt:?}"));
             assert!(at("knob:BT=64") < at("knob:BT=default"), "seed {seed}: {bt:?}");
         }
@@ -2407,16 +2409,14 @@ mod tests {
         // lost; its gains were steps up, as BT=128 is. By the value alone, BT=32 went first.
         let mut req = request(&t, at(&[("BN", "128"), ("BT", "64")]), &src, None, Guidance::None);
         (req.node, req.parent, req.memory) = (99, n64, tree.memory.clone());
-        let bt: Vec<String> =
-            drain(&tuner, &req).into_iter().map(|k| k.technique).filter(|k| k.starts_with("knob:BT=")).collect();
+        let bt = order_of(&tuner, &req, "knob:BT=");
         assert_eq!(bt.first().map(String::as_str), Some("knob:BT=128"), "{bt:?}");
         // A resumed run's tuner learns each node's knobs from the proposals in its log.
         let resumed = Tuner::new(&t, &src, 1, Guidance::None);
         for (id, cand) in [(n32, &bt32), (n64, &bt64), (other, &bt64)] {
             resumed.remember(id, cand, &src);
         }
-        let again: Vec<String> =
-            drain(&resumed, &req).into_iter().map(|k| k.technique).filter(|k| k.starts_with("knob:BT=")).collect();
+        let again = order_of(&resumed, &req, "knob:BT=");
         assert_eq!(again, bt);
     }
 
@@ -2481,7 +2481,7 @@ mod tests {
             (req.node, req.parent, req.memory) = (99, parent, memory.clone());
             let noted = Mutex::new(tuner.knobs_at.lock().unwrap().clone());
             let fresh = Tuner { knobs_at: noted, ..Tuner::new(&t, &src, 1, Guidance::None) };
-            drain(&fresh, &req).into_iter().map(|k| k.technique).collect::<Vec<_>>()
+            order_of(&fresh, &req, "")
         };
         let bt32 = "knob:BT=32".to_string();
         assert!(!offered(&tree.memory, n64, bt64.clone()).contains(&bt32), "lost twice stepping down from 64");
